@@ -1,0 +1,110 @@
+"""Compaction records and the rule for where a compaction may cut.
+
+A compaction replaces the entries before ``first_kept_entry_id`` with a summary
+in the durable log. The entries themselves stay in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from domain.content import Role
+from domain.errors import InvalidCutPoint, InvalidRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    reason: str = "manual"
+    summarizer_model: str = ""
+    details: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    summary_tokens: int = 0
+    tokenizer: str = ""
+
+    def validate(self) -> None:
+        if not self.summary.strip():
+            raise InvalidRequest("a compaction needs a non-empty summary")
+        if not self.first_kept_entry_id:
+            raise InvalidRequest("a compaction needs first_kept_entry_id")
+        if self.tokens_before < 0 or self.tokens_after < 0:
+            raise InvalidRequest("tokens_before and tokens_after must not be negative")
+        if self.tokens_before and self.tokens_after >= self.tokens_before:
+            raise InvalidRequest(
+                f"tokens_after ({self.tokens_after}) is not below tokens_before "
+                f"({self.tokens_before}): a compaction that does not shrink the context "
+                "is not trusted"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "first_kept_entry_id": self.first_kept_entry_id,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reason": self.reason,
+            "summarizer_model": self.summarizer_model,
+            "details": dict(self.details),
+            "summary_tokens": self.summary_tokens,
+            "tokenizer": self.tokenizer,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
+        return cls(**{**data, "details": MappingProxyType(dict(data.get("details", {})))})
+
+
+class History(Protocol):
+    """What the session aggregate may ask of its full history.
+
+    The history lives in the read side, not in the aggregate, so that the
+    aggregate stays the same small size however long the session grows.
+    """
+
+    def position_of(self, entry_id: str) -> int | None:
+        """The entry's 0-based position in the session, or None if unknown."""
+
+    def role_at(self, position: int) -> Role: ...
+
+    def earliest_call_answered_from(self, position: int) -> int | None:
+        """The lowest position of a tool call whose result is at or after ``position``."""
+
+
+def check_cut_point(
+    first_kept_entry_id: str,
+    history: History,
+    open_calls: Mapping[str, int],
+    current_first_kept: int,
+) -> int:
+    """The position to cut at, or a refusal saying why it is not a valid cut."""
+    position = history.position_of(first_kept_entry_id)
+    if position is None:
+        raise InvalidCutPoint(f"first_kept_entry_id {first_kept_entry_id!r} is not in this session")
+    if position < current_first_kept:
+        raise InvalidCutPoint(
+            f"first_kept_entry_id {first_kept_entry_id!r} lies before the latest compaction's "
+            "first kept entry; a compaction can only move the cut forward"
+        )
+    if history.role_at(position) is Role.TOOL:
+        raise InvalidCutPoint(
+            f"first_kept_entry_id {first_kept_entry_id!r} is a tool result; cut at the "
+            "assistant entry that made the call, or later"
+        )
+    split = [call for call, at in open_calls.items() if at < position]
+    if split:
+        raise InvalidCutPoint(
+            f"cutting at {first_kept_entry_id!r} would separate tool call {split[0]!r} from "
+            "its result, which has not arrived yet; cut at or before the call"
+        )
+    answered = history.earliest_call_answered_from(position)
+    if answered is not None and answered < position:
+        raise InvalidCutPoint(
+            f"cutting at {first_kept_entry_id!r} would separate a tool call (entry at "
+            f"position {answered}) from its result; cut at or before the call"
+        )
+    return position

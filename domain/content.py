@@ -1,0 +1,289 @@
+"""What a session is made of: entries, their roles and content blocks.
+
+Plain immutable values. They know how to turn into and back from JSON-ready
+dicts, which is how events carry them into the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from domain.errors import InvalidEntry
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    thinking: str
+    signature: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments_json: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    uri: str
+    media_type: str = ""
+
+
+Block = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageRef
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens the provider reported for one assistant turn: the ground truth."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def is_empty(self) -> bool:
+        return not (
+            self.input_tokens
+            or self.output_tokens
+            or self.cache_read_tokens
+            or self.cache_write_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One item of a session. Ids and counts are final once the entry is stored."""
+
+    id: str
+    parent_id: str | None
+    timestamp: datetime | None
+    role: Role
+    content: tuple[Block, ...]
+    usage: Usage | None = None
+    custom_type: str = ""
+    metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    token_count: int = 0
+    tokenizer: str = ""
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolResult))
+
+    def content_bytes(self) -> int:
+        return sum(len(text.encode()) for text in block_texts(self.content))
+
+    # -- JSON-ready form, as stored in events --------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "role": self.role.value,
+            "content": [block_to_dict(b) for b in self.content],
+            "token_count": self.token_count,
+            "tokenizer": self.tokenizer,
+        }
+        if self.usage is not None:
+            data["usage"] = [
+                self.usage.input_tokens,
+                self.usage.output_tokens,
+                self.usage.cache_read_tokens,
+                self.usage.cache_write_tokens,
+            ]
+        if self.custom_type:
+            data["custom_type"] = self.custom_type
+        if self.metadata:
+            data["metadata"] = dict(self.metadata)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Entry:
+        usage = data.get("usage")
+        timestamp = data.get("timestamp")
+        return cls(
+            id=data["id"],
+            parent_id=data.get("parent_id"),
+            timestamp=datetime.fromisoformat(timestamp) if timestamp else None,
+            role=Role(data["role"]),
+            content=tuple(block_from_dict(b) for b in data["content"]),
+            usage=Usage(*usage) if usage is not None else None,
+            custom_type=data.get("custom_type", ""),
+            metadata=MappingProxyType(dict(data["metadata"])) if data.get("metadata") else _EMPTY,
+            token_count=data.get("token_count", 0),
+            tokenizer=data.get("tokenizer", ""),
+        )
+
+
+def block_texts(blocks: tuple[Block, ...]) -> list[str]:
+    """Every piece of text a model would read in these blocks."""
+    texts: list[str] = []
+    for block in blocks:
+        match block:
+            case TextBlock(text=text):
+                texts.append(text)
+            case ThinkingBlock(thinking=thinking):
+                texts.append(thinking)
+            case ToolCall(name=name, arguments_json=arguments):
+                texts.extend((name, arguments))
+            case ToolResult(content=content):
+                texts.append(content)
+            case ImageRef(uri=uri):
+                texts.append(uri)
+    return texts
+
+
+def block_to_dict(block: Block) -> dict[str, Any]:
+    match block:
+        case TextBlock(text=text):
+            return {"type": "text", "text": text}
+        case ThinkingBlock(thinking=thinking, signature=signature):
+            return {"type": "thinking", "thinking": thinking, "signature": signature}
+        case ToolCall(id=call_id, name=name, arguments_json=arguments):
+            return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+        case ToolResult(tool_call_id=call_id, content=content, is_error=is_error):
+            return {
+                "type": "tool_result",
+                "tool_call_id": call_id,
+                "content": content,
+                "is_error": is_error,
+            }
+        case ImageRef(uri=uri, media_type=media_type):
+            return {"type": "image", "uri": uri, "media_type": media_type}
+    raise TypeError(f"not a content block: {block!r}")
+
+
+def block_from_dict(data: Mapping[str, Any]) -> Block:
+    match data["type"]:
+        case "text":
+            return TextBlock(data["text"])
+        case "thinking":
+            return ThinkingBlock(data["thinking"], data.get("signature", ""))
+        case "tool_call":
+            return ToolCall(data["id"], data["name"], data.get("arguments", "{}"))
+        case "tool_result":
+            return ToolResult(data["tool_call_id"], data["content"], data.get("is_error", False))
+        case "image":
+            return ImageRef(data["uri"], data.get("media_type", ""))
+    raise ValueError(f"unknown content block type {data['type']!r}")
+
+
+# -- validation of one entry on its own (the session checks the rest) ----------
+
+_ALLOWED_BLOCKS: dict[Role, tuple[type, ...]] = {
+    Role.USER: (TextBlock, ImageRef),
+    Role.ASSISTANT: (TextBlock, ThinkingBlock, ToolCall, ImageRef),
+    Role.TOOL: (ToolResult,),
+    Role.SYSTEM: (TextBlock,),
+    Role.CUSTOM: (TextBlock, ImageRef),
+}
+
+
+def validate_entry(entry: Entry, max_entry_bytes: int) -> None:
+    """Refuses an entry that no session could hold, saying what to fix."""
+    label = f"entry {entry.id!r}" if entry.id else "entry"
+    if not entry.content:
+        raise InvalidEntry(f"{label} has no content blocks; send at least one")
+    allowed = _ALLOWED_BLOCKS[entry.role]
+    for block in entry.content:
+        if not isinstance(block, allowed):
+            kinds = ", ".join(_block_kind(t) for t in allowed)
+            raise InvalidEntry(
+                f"{label}: a {entry.role.value} entry may hold {kinds} blocks, "
+                f"not {_block_kind(type(block))}"
+            )
+        _validate_block(label, block)
+    if not any(_has_substance(b) for b in entry.content):
+        raise InvalidEntry(f"{label} is empty: every content block is blank")
+    if entry.usage is not None and entry.role is not Role.ASSISTANT:
+        raise InvalidEntry(f"{label}: usage belongs on assistant entries only")
+    size = entry.content_bytes()
+    if size > max_entry_bytes:
+        raise InvalidEntry(
+            f"{label} is {size:,} bytes; the session's limit is {max_entry_bytes:,} "
+            "(setting max_entry_bytes). Store large outputs elsewhere and keep a reference, "
+            "or raise the limit"
+        )
+
+
+def _validate_block(label: str, block: Block) -> None:
+    if isinstance(block, ToolCall):
+        if not block.id:
+            raise InvalidEntry(f"{label}: a tool call needs an id")
+        if not block.name:
+            raise InvalidEntry(f"{label}: tool call {block.id!r} needs a name")
+        try:
+            arguments = json.loads(block.arguments_json)
+        except ValueError as e:
+            raise InvalidEntry(
+                f"{label}: tool call {block.id!r} arguments are not valid JSON ({e})"
+            ) from None
+        if not isinstance(arguments, dict):
+            raise InvalidEntry(f"{label}: tool call {block.id!r} arguments must be a JSON object")
+    elif isinstance(block, ToolResult) and not block.tool_call_id:
+        raise InvalidEntry(f"{label}: a tool result needs the tool_call_id it answers")
+    elif isinstance(block, ImageRef) and not block.uri:
+        raise InvalidEntry(f"{label}: an image block needs a uri")
+
+
+def _has_substance(block: Block) -> bool:
+    match block:
+        case TextBlock(text=text):
+            return bool(text.strip())
+        case ThinkingBlock(thinking=thinking):
+            return bool(thinking.strip())
+        case ToolResult():
+            # An empty tool output is still an answer to its call.
+            return True
+    return True
+
+
+def _block_kind(block_type: type) -> str:
+    return {
+        TextBlock: "text",
+        ThinkingBlock: "thinking",
+        ToolCall: "tool_call",
+        ToolResult: "tool_result",
+        ImageRef: "image",
+    }[block_type]

@@ -1,0 +1,184 @@
+"""Rendering a prompt view in the providers' own message formats.
+
+OpenAI chat completions (which litellm takes as it is) and Anthropic Messages.
+Pruned tool results are shown as their decision says; everything else is
+shown as stored. Custom entries are the runtime's own notes and are not sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from domain.content import (
+    Entry,
+    ImageRef,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+)
+from domain.pruning import PruneDecision
+from projections.session_history import PromptView
+
+SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+)
+
+
+def summary_text(summary: str) -> str:
+    return f"{SUMMARY_PREFIX}\n\n<summary>\n{summary}\n</summary>"
+
+
+def shown_result(result: ToolResult, decision: PruneDecision | None) -> str:
+    return decision.apply(result.content) if decision else result.content
+
+
+def estimated_tokens(view: PromptView) -> int:
+    """The durable log's tokens less what pruning took out, pro rata by characters."""
+    tokens = view.log.total_tokens
+    for entry in view.log.entries:
+        decision = view.pruned.get(entry.id)
+        if decision is None:
+            continue
+        before = sum(len(r.content) for r in entry.tool_results)
+        after = sum(len(shown_result(r, decision)) for r in entry.tool_results)
+        if before:
+            tokens -= entry.token_count - entry.token_count * after // before
+    return tokens
+
+
+# -- OpenAI chat completions --------------------------------------------------------
+
+
+def to_openai(view: PromptView) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if view.log.compaction:
+        messages.append(
+            {"role": "user", "content": summary_text(view.log.compaction.compaction.summary)}
+        )
+    for entry in view.log.entries:
+        messages.extend(_openai_messages(entry, view.pruned.get(entry.id)))
+    return messages
+
+
+def _openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+    match entry.role:
+        case Role.SYSTEM:
+            return [{"role": "system", "content": _joined_text(entry)}]
+        case Role.USER:
+            return [{"role": "user", "content": _openai_user_content(entry)}]
+        case Role.ASSISTANT:
+            message: dict[str, Any] = {"role": "assistant", "content": _joined_text(entry) or None}
+            calls = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json},
+                }
+                for call in entry.tool_calls
+            ]
+            if calls:
+                message["tool_calls"] = calls
+            return [message]
+        case Role.TOOL:
+            return [
+                {
+                    "role": "tool",
+                    "tool_call_id": result.tool_call_id,
+                    "content": shown_result(result, decision),
+                }
+                for result in entry.tool_results
+            ]
+    return []
+
+
+def _openai_user_content(entry: Entry) -> str | list[dict[str, Any]]:
+    if all(isinstance(b, TextBlock) for b in entry.content):
+        return _joined_text(entry)
+    parts: list[dict[str, Any]] = []
+    for block in entry.content:
+        if isinstance(block, TextBlock):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageRef):
+            parts.append({"type": "image_url", "image_url": {"url": block.uri}})
+    return parts
+
+
+def _joined_text(entry: Entry) -> str:
+    return "\n".join(b.text for b in entry.content if isinstance(b, TextBlock))
+
+
+# -- Anthropic Messages ---------------------------------------------------------------
+
+
+def to_anthropic(view: PromptView) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The top-level system blocks and the alternating user/assistant messages."""
+    system: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            # The API wants strict alternation: consecutive turns of one role merge.
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    if view.log.compaction:
+        add("user", [_text(summary_text(view.log.compaction.compaction.summary))])
+    for entry in view.log.entries:
+        decision = view.pruned.get(entry.id)
+        match entry.role:
+            case Role.SYSTEM:
+                system.extend(_anthropic_blocks(entry, decision))
+            case Role.USER | Role.TOOL:
+                add("user", _anthropic_blocks(entry, decision))
+            case Role.ASSISTANT:
+                add("assistant", _anthropic_blocks(entry, decision))
+    return system, messages
+
+
+def _anthropic_blocks(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in entry.content:
+        match block:
+            case TextBlock(text=text) if text.strip():
+                blocks.append(_text(text))
+            case ThinkingBlock(thinking=thinking, signature=signature) if signature:
+                # Unsigned thinking cannot be sent back to the API; it stays in the log.
+                blocks.append({"type": "thinking", "thinking": thinking, "signature": signature})
+            case ToolCall(id=call_id, name=name, arguments_json=arguments):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": name,
+                        "input": json.loads(arguments),
+                    }
+                )
+            case ToolResult(tool_call_id=call_id, is_error=is_error):
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": shown_result(block, decision),
+                }
+                if is_error:
+                    result["is_error"] = True
+                blocks.append(result)
+            case ImageRef(uri=uri, media_type=media_type):
+                blocks.append({"type": "image", "source": _image_source(uri, media_type)})
+    return blocks
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _image_source(uri: str, media_type: str) -> dict[str, Any]:
+    if uri.startswith("data:") and ";base64," in uri:
+        header, data = uri[5:].split(";base64,", 1)
+        return {"type": "base64", "media_type": media_type or header, "data": data}
+    return {"type": "url", "url": uri}

@@ -1,0 +1,220 @@
+"""The read side of one session: an incremental fold over its events.
+
+Everything in a session is append-only, so the state at any earlier version
+is a prefix of what is kept here: the entries appended by then, the latest
+compaction recorded by then, the prunes recorded by then. "Replay to version
+N" is therefore a bisect, not a re-fold, and the same object answers both the
+current views and any past ones.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from domain.compaction import Compaction
+from domain.content import Entry, Role, block_texts
+from domain.errors import EntryNotFound, VersionOutOfRange
+from domain.pruning import PruneDecision
+from domain.session import Session
+from domain.settings import SessionSettings
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCompaction:
+    compaction: Compaction
+    first_kept_position: int
+    version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedPrune:
+    decisions: Sequence[PruneDecision]
+    reason: str
+    version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DurableLog:
+    """The session as persisted after compaction, as of ``version``."""
+
+    session_id: str
+    version: int
+    compaction: RecordedCompaction | None
+    entries: Sequence[Entry]
+    first_position: int
+    total_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PromptView:
+    """The durable log with the prunes recorded by ``version`` applied."""
+
+    log: DurableLog
+    settings: SessionSettings
+    context_window_tokens: int
+    # Latest decision per pruned entry that is still in the log.
+    pruned: dict[str, PruneDecision]
+
+
+# Rough per-entry memory beyond its text: the objects, indexes and lists.
+ENTRY_OVERHEAD_BYTES = 600
+
+
+class SessionHistory:
+    """All of one session's events, folded for fast reads at any version."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.version = 0
+        self.entries: list[Entry] = []
+        self._positions: dict[str, int] = {}
+        # Parallel to entries: the version of the event that appended each one.
+        self._entry_versions: list[int] = []
+        # _token_prefix[i] is the token total of entries[:i].
+        self._token_prefix: list[int] = [0]
+        self._event_times: list[datetime] = []
+        self._compactions: list[RecordedCompaction] = []
+        self._prunes: list[RecordedPrune] = []
+        self._settings: list[tuple[int, SessionSettings, int]] = []
+        self._call_positions: dict[str, int] = {}
+        # Position of each tool result entry -> lowest position of a call it answers.
+        self._answered_call_position: dict[int, int] = {}
+        # Estimated memory held, for the cache that keeps histories.
+        self.weight = 0
+
+    # -- folding ------------------------------------------------------------------
+
+    def apply(self, events: Iterable[Session.Event]) -> None:
+        for event in events:
+            if event.originator_version != self.version + 1:
+                raise ValueError(
+                    f"event {event.originator_version} of session {self.session_id} "
+                    f"does not follow version {self.version}"
+                )
+            self._apply_one(event)
+            self.version = event.originator_version
+            self._event_times.append(event.timestamp)
+
+    def _apply_one(self, event: Session.Event) -> None:
+        version = event.originator_version
+        if isinstance(event, Session.EntriesAppended):
+            for entry in event.entries:
+                position = len(self.entries)
+                self.entries.append(entry)
+                self._positions[entry.id] = position
+                self._entry_versions.append(version)
+                self._token_prefix.append(self._token_prefix[-1] + entry.token_count)
+                self.weight += ENTRY_OVERHEAD_BYTES + sum(map(len, block_texts(entry.content)))
+                for call in entry.tool_calls:
+                    self._call_positions[call.id] = position
+                answered = [
+                    self._call_positions[r.tool_call_id]
+                    for r in entry.tool_results
+                    if r.tool_call_id in self._call_positions
+                ]
+                if answered:
+                    self._answered_call_position[position] = min(answered)
+        elif isinstance(event, Session.CompactionRecorded):
+            self._compactions.append(
+                RecordedCompaction(
+                    event.compaction, event.first_kept_position, version, event.timestamp
+                )
+            )
+        elif isinstance(event, Session.PruneRecorded):
+            self._prunes.append(
+                RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
+            )
+        elif isinstance(event, Session.Started | Session.SettingsChanged):
+            self._settings.append((version, event.settings, event.context_window_tokens))
+
+    # -- what the aggregate may ask (domain.compaction.History) ---------------------
+
+    def position_of(self, entry_id: str) -> int | None:
+        return self._positions.get(entry_id)
+
+    def role_at(self, position: int) -> Role:
+        return self.entries[position].role
+
+    def earliest_call_answered_from(self, position: int) -> int | None:
+        # list() copies atomically: a reader may run while events are applied.
+        answered = [
+            call for at, call in list(self._answered_call_position.items()) if at >= position
+        ]
+        return min(answered, default=None)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def entry(self, entry_id: str) -> Entry:
+        position = self._positions.get(entry_id)
+        if position is None:
+            raise EntryNotFound(f"no entry {entry_id!r} in session {self.session_id!r}")
+        return self.entries[position]
+
+    def entry_version(self, position: int) -> int:
+        return self._entry_versions[position]
+
+    def version_at_time(self, moment: datetime) -> int:
+        """The last version recorded at or before ``moment``."""
+        version = bisect_right(self._event_times, moment)
+        if version == 0:
+            raise VersionOutOfRange(
+                f"session {self.session_id!r} did not exist yet at {moment.isoformat()}; "
+                f"it starts at {self._event_times[0].isoformat()}"
+            )
+        return version
+
+    def resolve_version(self, version: int | None) -> int:
+        if version is None or version == 0:
+            return self.version
+        if not 1 <= version <= self.version:
+            raise VersionOutOfRange(
+                f"version {version} is out of range; session {self.session_id!r} has "
+                f"versions 1 to {self.version}"
+            )
+        return version
+
+    def durable_log(self, version: int | None = None) -> DurableLog:
+        version = self.resolve_version(version)
+        end = bisect_right(self._entry_versions, version)
+        compaction = self._latest(self._compactions, version)
+        start = compaction.first_kept_position if compaction else 0
+        summary_tokens = compaction.compaction.summary_tokens if compaction else 0
+        return DurableLog(
+            session_id=self.session_id,
+            version=version,
+            compaction=compaction,
+            entries=self.entries[start:end],
+            first_position=start,
+            total_tokens=summary_tokens + self._token_prefix[end] - self._token_prefix[start],
+        )
+
+    def prompt_view(self, version: int | None = None) -> PromptView:
+        log = self.durable_log(version)
+        in_log = range(log.first_position, log.first_position + len(log.entries))
+        pruned: dict[str, PruneDecision] = {}
+        for prune in self._prunes:
+            if prune.version > log.version:
+                break
+            for decision in prune.decisions:
+                if self._positions[decision.entry_id] in in_log:
+                    pruned[decision.entry_id] = decision
+        settings_at = self._latest_settings(log.version)
+        return PromptView(log, settings_at[1], settings_at[2], pruned)
+
+    def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
+        version = self.resolve_version(version)
+        return [c for c in self._compactions if c.version <= version]
+
+    def _latest_settings(self, version: int) -> tuple[int, SessionSettings, int]:
+        index = bisect_right(self._settings, version, key=lambda s: s[0])
+        return self._settings[index - 1]
+
+    @staticmethod
+    def _latest(records: Sequence[RecordedCompaction], version: int) -> RecordedCompaction | None:
+        index = bisect_right(records, version, key=lambda r: r.version)
+        return records[index - 1] if index else None

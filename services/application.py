@@ -1,0 +1,300 @@
+"""The use cases: what a client can ask of the store, in domain terms.
+
+Writes load the small Session aggregate, run one command and save its events.
+Reads are served from a cached, incrementally updated ``SessionHistory`` per
+session, caught up from the store before each read so that several servers
+can share one database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError
+
+from domain.compaction import Compaction
+from domain.content import Entry, Role
+from domain.errors import SessionExists, SessionNotFound, VersionConflict
+from domain.pruning import PruneDecision
+from domain.session import Session, new_id, validate_session_id
+from domain.settings import SessionSettings, resolve_context_window
+from projections.session_history import DurableLog, PromptView, SessionHistory
+from services.cache import WeightedLRU
+from services.config import Config
+from services.store import EventStore
+from services.tokens import ModelMetadata, tokenizer_for
+
+LOCK_STRIPES = 1024
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """A point to replay to: a version, a time, or (neither) now."""
+
+    version: int | None = None
+    time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    version: int
+    entries: Sequence[Entry]
+    replayed: bool = False
+
+
+class SessionService:
+    def __init__(self, config: Config, model_metadata: ModelMetadata | None = None) -> None:
+        self.config = config
+        self.store = EventStore(
+            {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": "10000"},
+            snapshot_interval=config.snapshot_interval,
+        )
+        self.model_metadata = model_metadata or ModelMetadata()
+        self._histories: WeightedLRU[str, SessionHistory] = WeightedLRU(
+            config.cache_max_mb << 20, lambda h: h.weight
+        )
+        # Writers to one session queue here instead of failing each other's
+        # optimistic checks; different sessions rarely share a stripe.
+        self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
+        self._history_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
+        self._saved = threading.Condition()
+        self._latest_versions: dict[str, int] = {}
+        self.closing = threading.Event()
+
+    def close(self) -> None:
+        self.closing.set()
+        with self._saved:
+            self._saved.notify_all()
+        self.store.close()
+
+    # -- sessions -----------------------------------------------------------------
+
+    def create_session(self, session_id: str, settings: SessionSettings) -> Session:
+        session_id = session_id or new_id()
+        validate_session_id(session_id)
+        settings = replace(
+            settings,
+            model=settings.model or self.config.default_model,
+        )
+        session = Session.start(session_id, settings, self._context_window(settings))
+        try:
+            self._save(session)
+        except IntegrityError:
+            raise SessionExists(f"a session with id {session_id!r} already exists") from None
+        return session
+
+    def get_session(self, session_id: str) -> Session:
+        return self._aggregate(session_id)
+
+    def list_sessions(self, page_size: int, after: int) -> tuple[list[Session], int | None]:
+        """A page of sessions in creation order, and the position to continue from."""
+        page_size = min(max(page_size, 1), 500)
+        found = self.store.started_notifications(after, page_size)
+        sessions = [self._aggregate(session_id) for _, session_id in found]
+        next_after = found[-1][0] if len(found) == page_size else None
+        return sessions, next_after
+
+    def update_settings(
+        self,
+        session_id: str,
+        change: Callable[[SessionSettings], SessionSettings],
+        expected_version: int | None,
+    ) -> Session:
+        with self._write_lock(session_id):
+            session = self._aggregate(session_id)
+            session.check_expected_version(expected_version)
+            settings = change(session.settings)
+            session.change_settings(settings, self._context_window(settings))
+            self._save(session)
+            return session
+
+    # -- writes -------------------------------------------------------------------
+
+    def append(
+        self,
+        session_id: str,
+        drafts: Sequence[Entry],
+        *,
+        expected_version: int | None = None,
+        idempotency_key: str = "",
+    ) -> AppendResult:
+        fingerprint = _fingerprint(drafts) if idempotency_key else ""
+        with self._write_lock(session_id):
+            session = self._aggregate(session_id)
+            earlier = session.earlier_append(idempotency_key, fingerprint)
+            if earlier is not None:
+                return self._earlier_result(session_id, earlier)
+            session.check_expected_version(expected_version)
+            tokenizer = tokenizer_for(session.settings.model)
+            counted = [
+                replace(d, token_count=tokenizer.count_entry(d), tokenizer=tokenizer.name)
+                for d in drafts
+            ]
+            entries = session.append(
+                counted,
+                _LazyHistory(lambda: self._history(session_id)),
+                idempotency_key=idempotency_key,
+                fingerprint=fingerprint,
+            )
+            self._save(session)
+            return AppendResult(session.version, entries)
+
+    def record_compaction(
+        self, session_id: str, compaction: Compaction, expected_version: int | None
+    ) -> Session:
+        with self._write_lock(session_id):
+            session = self._aggregate(session_id)
+            session.check_expected_version(expected_version)
+            tokenizer = tokenizer_for(session.settings.model)
+            compaction = replace(
+                compaction,
+                summary_tokens=tokenizer.count_text(compaction.summary),
+                tokenizer=tokenizer.name,
+            )
+            session.record_compaction(compaction, self._history(session_id))
+            self._save(session)
+            return session
+
+    def record_prune(
+        self,
+        session_id: str,
+        decisions: Sequence[PruneDecision],
+        reason: str,
+        expected_version: int | None,
+    ) -> Session:
+        with self._write_lock(session_id):
+            session = self._aggregate(session_id)
+            session.check_expected_version(expected_version)
+            session.record_prune(decisions, reason, self._history(session_id))
+            self._save(session)
+            return session
+
+    # -- reads --------------------------------------------------------------------
+
+    def durable_log(self, session_id: str, as_of: AsOf = AsOf()) -> DurableLog:
+        history = self._history(session_id)
+        return history.durable_log(self._version(history, as_of))
+
+    def prompt_view(self, session_id: str, as_of: AsOf = AsOf()) -> PromptView:
+        history = self._history(session_id)
+        return history.prompt_view(self._version(history, as_of))
+
+    def entry(self, session_id: str, entry_id: str) -> tuple[Entry, int]:
+        """An entry's full content and the version that appended it."""
+        history = self._history(session_id)
+        entry = history.entry(entry_id)
+        position = history.position_of(entry_id)
+        assert position is not None
+        return entry, history.entry_version(position)
+
+    def events(
+        self, session_id: str, after_version: int, *, follow: bool, is_active: Callable[[], bool]
+    ) -> Iterator[Session.Event]:
+        """The session's events after a version; with follow, new ones as they land."""
+        self._aggregate(session_id)  # NOT_FOUND before the stream starts
+        while True:
+            page = self.store.session_events(session_id, after=after_version, limit=500)
+            yield from page
+            if page:
+                after_version = page[-1].originator_version
+                continue
+            if not follow:
+                return
+            self._wait_for_version(session_id, after_version, is_active)
+            if self.closing.is_set() or not is_active():
+                return
+
+    # -- internals ----------------------------------------------------------------
+
+    def _context_window(self, settings: SessionSettings) -> tuple[int, str]:
+        return resolve_context_window(
+            settings, self.config.model_windows, self.model_metadata.context_window
+        )
+
+    def _aggregate(self, session_id: str) -> Session:
+        try:
+            return self.store.repository.get(session_id)
+        except AggregateNotFoundError:
+            raise SessionNotFound(session_id) from None
+
+    def _history(self, session_id: str) -> SessionHistory:
+        """The session's history, caught up with the store."""
+        with self._history_locks[hash(session_id) % LOCK_STRIPES]:
+            history = self._histories.get(session_id) or SessionHistory(session_id)
+            new_events = self.store.session_events(session_id, after=history.version)
+            if new_events:
+                history.apply(new_events)
+                self._histories.put(session_id, history)
+            elif history.version == 0:
+                raise SessionNotFound(session_id)
+            return history
+
+    def _version(self, history: SessionHistory, as_of: AsOf) -> int:
+        if as_of.time is not None:
+            return history.version_at_time(as_of.time)
+        return history.resolve_version(as_of.version)
+
+    def _save(self, session: Session) -> None:
+        try:
+            self.store.save(session)
+        except IntegrityError:
+            if session.version == len(session.pending_events):
+                raise  # a new session whose id is taken
+            current = self._aggregate(session.id).version
+            raise VersionConflict(session.version - len(session.pending_events), current) from None
+        with self._saved:
+            self._latest_versions[session.id] = session.version
+            self._saved.notify_all()
+
+    def _earlier_result(self, session_id: str, version: int) -> AppendResult:
+        (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
+        assert isinstance(event, Session.EntriesAppended)
+        return AppendResult(version, list(event.entries), replayed=True)
+
+    def _wait_for_version(
+        self, session_id: str, after_version: int, is_active: Callable[[], bool]
+    ) -> None:
+        with self._saved:
+            while not self.closing.is_set() and is_active():
+                if self._latest_versions.get(session_id, 0) > after_version:
+                    return
+                # Time out now and then: another server may have written, and
+                # the client may have gone away.
+                if not self._saved.wait(self.config.follow_poll_seconds):
+                    return
+
+    def _write_lock(self, session_id: str) -> threading.Lock:
+        return self._write_locks[hash(session_id) % LOCK_STRIPES]
+
+
+class _LazyHistory:
+    """Loads the session's history only if the aggregate asks for it."""
+
+    def __init__(self, load: Callable[[], SessionHistory]) -> None:
+        self._load = load
+        self._history: SessionHistory | None = None
+
+    def _get(self) -> SessionHistory:
+        if self._history is None:
+            self._history = self._load()
+        return self._history
+
+    def position_of(self, entry_id: str) -> int | None:
+        return self._get().position_of(entry_id)
+
+    def role_at(self, position: int) -> Role:
+        return self._get().role_at(position)
+
+    def earliest_call_answered_from(self, position: int) -> int | None:
+        return self._get().earliest_call_answered_from(position)
+
+
+def _fingerprint(drafts: Sequence[Entry]) -> str:
+    canonical = json.dumps([d.to_dict() for d in drafts], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()

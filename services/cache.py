@@ -1,0 +1,59 @@
+"""A least-recently-used cache bounded by the estimated bytes of what it holds.
+
+Session histories grow while cached, so each is weighed again whenever it is
+touched; the cache evicts the coldest until it fits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class WeightedLRU(Generic[K, V]):
+    def __init__(self, max_weight: int, weigh: Callable[[V], int]) -> None:
+        self.max_weight = max_weight
+        self._weigh = weigh
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    @property
+    def weight(self) -> int:
+        return self._total
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: K, value: V) -> None:
+        """Adds or re-weighs ``value`` (call again after it has grown)."""
+        weight = self._weigh(value)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._total -= old[1]
+            self._items[key] = (value, weight)
+            self._total += weight
+            # Keep the newest even when it alone is over the cap: it is in use.
+            while self._total > self.max_weight and len(self._items) > 1:
+                _, (_, evicted) = self._items.popitem(last=False)
+                self._total -= evicted
+
+    def discard(self, key: K) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._total -= old[1]

@@ -1,0 +1,76 @@
+"""Server configuration: one settings object, read from SESSIONSTORE_* variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///data/sessionstore.db"
+
+
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SESSIONSTORE_", frozen=True)
+
+    address: str = Field("127.0.0.1:50051", description="host:port the gRPC server listens on")
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="sqlite:///relative/or/absolute.db, or postgresql://user:pass@host:port/db"
+        "?schema=name",
+    )
+    default_model: str = Field("gpt-4o", description="model of sessions created without one")
+    max_entry_bytes: int = Field(1 << 20, description="default size limit of one entry")
+    model_windows: dict[str, int] = Field(
+        default_factory=dict,
+        description='context windows by model (the "models config"), as JSON',
+    )
+    snapshot_interval: int = Field(100, description="events between aggregate snapshots")
+    cache_max_mb: int = Field(512, description="memory for cached session histories")
+    max_workers: int = Field(32, description="gRPC worker threads")
+    max_message_mb: int = Field(16, description="largest gRPC message accepted")
+    follow_poll_seconds: float = Field(
+        1.0, description="how often a followed event stream looks for writes of other servers"
+    )
+    log_format: str = Field("console", description="console or json")
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        """The eventsourcing library's settings for this database URL."""
+        return persistence_env(self.database_url)
+
+
+def persistence_env(database_url: str) -> dict[str, str]:
+    url = urlparse(database_url)
+    common = {"ORIGINATOR_ID_TYPE": "text", "CREATE_TABLE": "y"}
+    if url.scheme == "sqlite":
+        path = database_url.removeprefix("sqlite://").removeprefix("/")
+        if path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return {
+            **common,
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": path,
+            "SQLITE_LOCK_TIMEOUT": "10",
+        }
+    if url.scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        query = parse_qs(url.query)
+        return {
+            **common,
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_HOST": url.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(url.port or 5432),
+            "POSTGRES_DBNAME": url.path.lstrip("/") or "postgres",
+            "POSTGRES_USER": unquote(url.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(url.password or ""),
+            "POSTGRES_SCHEMA": query.get("schema", [""])[0],
+            "POSTGRES_POOL_SIZE": query.get("pool_size", ["8"])[0],
+            "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", ["8"])[0],
+            "POSTGRES_CONNECT_TIMEOUT": "10",
+            "POSTGRES_LOCK_TIMEOUT": "10",
+        }
+    raise ValueError(
+        f"SESSIONSTORE_DATABASE_URL {database_url!r}: use sqlite:///path.db or "
+        "postgresql://user:password@host:port/dbname"
+    )

@@ -1,0 +1,132 @@
+"""The event store: the eventsourcing library on SQLite or PostgreSQL.
+
+Events and snapshots are stored as JSON; the transcodings below tell the
+library how to write the domain's value objects.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import psycopg
+from eventsourcing.application import Application
+from eventsourcing.domain import get_topic
+from eventsourcing.persistence import JSONTranscoder, Transcoding
+from psycopg import sql
+
+from domain.compaction import Compaction
+from domain.content import Entry, Usage
+from domain.pruning import PruneDecision
+from domain.session import Session
+from domain.settings import SessionSettings
+
+STARTED_TOPIC = get_topic(Session.Started)
+
+
+class _AsDict(Transcoding):
+    """A value object written as the dict its own to_dict/from_dict define."""
+
+    type: type
+    name: str
+
+    def encode(self, obj: Any) -> Any:
+        return obj.to_dict()
+
+    def decode(self, data: Any) -> Any:
+        return self.type.from_dict(data)
+
+
+class EntryAsDict(_AsDict):
+    type = Entry
+    name = "entry"
+
+
+class SettingsAsDict(_AsDict):
+    type = SessionSettings
+    name = "settings"
+
+
+class CompactionAsDict(_AsDict):
+    type = Compaction
+    name = "compaction"
+
+
+class PruneDecisionAsDict(_AsDict):
+    type = PruneDecision
+    name = "prune"
+
+
+class UsageAsList(Transcoding):
+    type = Usage
+    name = "usage"
+
+    def encode(self, obj: Usage) -> list[int]:
+        return [obj.input_tokens, obj.output_tokens, obj.cache_read_tokens, obj.cache_write_tokens]
+
+    def decode(self, data: list[int]) -> Usage:
+        return Usage(*data)
+
+
+class MappingAsDict(Transcoding):
+    """Read-only mappings inside value objects (labels, details)."""
+
+    type = MappingProxyType
+    name = "map"
+
+    def encode(self, obj: MappingProxyType[str, Any]) -> dict[str, Any]:
+        return dict(obj)
+
+    def decode(self, data: dict[str, Any]) -> MappingProxyType[str, Any]:
+        return MappingProxyType(data)
+
+
+class EventStore(Application[str]):
+    """Sessions' events and snapshots, in one of the library's recorders."""
+
+    name = "SessionStore"
+    snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
+
+    def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
+        _create_postgres_schema(env)
+        super().__init__(env=env)
+        self.snapshotting_intervals = {Session: snapshot_interval}
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        for transcoding in (
+            EntryAsDict(),
+            SettingsAsDict(),
+            CompactionAsDict(),
+            PruneDecisionAsDict(),
+            UsageAsList(),
+            MappingAsDict(),
+        ):
+            transcoder.register(transcoding)
+
+    def session_events(
+        self, session_id: str, *, after: int = 0, upto: int | None = None, limit: int | None = None
+    ) -> list[Session.Event]:
+        return list(self.events.get(session_id, gt=after or None, lte=upto, limit=limit))  # type: ignore[arg-type]
+
+    def started_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(notification id, session id) of sessions created after a position."""
+        notifications = self.recorder.select_notifications(
+            start=after, limit=limit, topics=[STARTED_TOPIC], inclusive_of_start=False
+        )
+        return [(n.id, str(n.originator_id)) for n in notifications]
+
+
+def _create_postgres_schema(env: dict[str, str]) -> None:
+    schema = env.get("POSTGRES_SCHEMA")
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres" or not schema:
+        return
+    with psycopg.connect(
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        dbname=env["POSTGRES_DBNAME"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        autocommit=True,
+    ) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))

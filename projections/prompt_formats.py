@@ -8,6 +8,7 @@ shown as stored. Custom entries are the runtime's own notes and are not sent.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from domain.content import (
@@ -25,6 +26,26 @@ from projections.session_history import PromptView
 SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
 )
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    messages_json: str
+    # Anthropic only: the top-level system blocks.
+    system_json: str
+    estimated_tokens: int
+
+
+def render(view: PromptView, provider_format: str) -> RenderedPrompt:
+    """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
+    if provider_format == "anthropic":
+        system, messages = to_anthropic(view)
+        system_json = json.dumps(system, ensure_ascii=False) if system else ""
+    else:
+        messages, system_json = to_openai(view), ""
+    return RenderedPrompt(
+        json.dumps(messages, ensure_ascii=False), system_json, estimated_tokens(view)
+    )
 
 
 def summary_text(summary: str) -> str:

@@ -46,6 +46,8 @@ class DurableLog:
     version: int
     compaction: RecordedCompaction | None
     entries: Sequence[Entry]
+    # Parallel to entries: the version whose event appended each one.
+    entry_versions: Sequence[int]
     first_position: int
     total_tokens: int
 
@@ -189,6 +191,7 @@ class SessionHistory:
             version=version,
             compaction=compaction,
             entries=self.entries[start:end],
+            entry_versions=self._entry_versions[start:end],
             first_position=start,
             total_tokens=summary_tokens + self._token_prefix[end] - self._token_prefix[start],
         )

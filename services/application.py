@@ -147,7 +147,7 @@ class SessionService:
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None
-    ) -> Session:
+    ) -> Session.CompactionRecorded:
         with self._write_lock(session_id):
             session = self._aggregate(session_id)
             session.check_expected_version(expected_version)
@@ -158,8 +158,9 @@ class SessionService:
                 tokenizer=tokenizer.name,
             )
             session.record_compaction(compaction, self._history(session_id))
-            self._save(session)
-            return session
+            (recorded,) = self._save(session)
+            assert isinstance(recorded, Session.CompactionRecorded)
+            return recorded
 
     def record_prune(
         self,
@@ -240,7 +241,9 @@ class SessionService:
             return history.version_at_time(as_of.time)
         return history.resolve_version(as_of.version)
 
-    def _save(self, session: Session) -> None:
+    def _save(self, session: Session) -> list[Session.Event]:
+        """Saves the pending events (snapshotting as configured) and returns them."""
+        pending = list(session.pending_events)
         try:
             self.store.save(session)
         except IntegrityError:
@@ -251,6 +254,7 @@ class SessionService:
         with self._saved:
             self._latest_versions[session.id] = session.version
             self._saved.notify_all()
+        return pending  # type: ignore[return-value]
 
     def _earlier_result(self, session_id: str, version: int) -> AppendResult:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)

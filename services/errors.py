@@ -1,0 +1,92 @@
+"""Turning failures into gRPC statuses with messages that say what to fix.
+
+A server interceptor wraps every handler, so servicers raise domain errors
+and never build statuses themselves. Anything unexpected is logged with its
+traceback and answered INTERNAL, without the traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import structlog
+
+from domain import errors
+
+log = structlog.get_logger(__name__)
+
+_CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
+    (errors.VersionConflict, grpc.StatusCode.ABORTED),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.Conflict, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.VersionOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
+]
+
+
+def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return code, str(error)
+    return grpc.StatusCode.INTERNAL, "internal error; the server log has the details"
+
+
+class ErrorInterceptor(grpc.ServerInterceptor):
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _unary(handler.unary_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                _stream(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+def _abort(context: grpc.ServicerContext, error: Exception, method: str) -> None:
+    code, message = status_for(error)
+    if code is grpc.StatusCode.INTERNAL:
+        log.exception("request failed", method=method)
+    else:
+        log.info("request refused", method=method, code=code.name, reason=message)
+    context.abort(code, message)
+
+
+def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return behaviour(request, context)
+        except Exception as error:
+            if context.code() is not None:  # already aborted by the handler
+                raise
+            _abort(context, error, method)
+
+    return handle
+
+
+def _stream(behaviour: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from behaviour(request, context)
+        except Exception as error:
+            if context.code() is not None:
+                raise
+            _abort(context, error, method)
+
+    return handle

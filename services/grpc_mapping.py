@@ -1,0 +1,311 @@
+"""Translation between the v1 protobuf messages and the domain's values.
+
+Only shape is translated here; what is allowed is the domain's business.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from domain.compaction import Compaction
+from domain.content import (
+    Block,
+    Entry,
+    ImageRef,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from domain.errors import InvalidRequest
+from domain.pruning import PruneAction, PruneDecision
+from domain.session import Session
+from domain.settings import SessionSettings
+from projections.session_history import DurableLog, RecordedCompaction
+from proto.sessionstore.v1 import session_store_pb2 as pb
+
+_ROLES = {
+    pb.ROLE_USER: Role.USER,
+    pb.ROLE_ASSISTANT: Role.ASSISTANT,
+    pb.ROLE_TOOL: Role.TOOL,
+    pb.ROLE_SYSTEM: Role.SYSTEM,
+    pb.ROLE_CUSTOM: Role.CUSTOM,
+}
+_ROLE_NUMBERS = {role: number for number, role in _ROLES.items()}
+_ACTIONS = {
+    pb.PRUNE_ACTION_SOFT_TRIM: PruneAction.SOFT_TRIM,
+    pb.PRUNE_ACTION_HARD_CLEAR: PruneAction.HARD_CLEAR,
+}
+_ACTION_NUMBERS = {action: number for number, action in _ACTIONS.items()}
+
+
+# -- time ---------------------------------------------------------------------------
+
+
+def to_datetime(timestamp: Timestamp) -> datetime:
+    return timestamp.ToDatetime(tzinfo=UTC)
+
+
+def to_timestamp(moment: datetime) -> Timestamp:
+    timestamp = Timestamp()
+    timestamp.FromDatetime(moment)
+    return timestamp
+
+
+# -- entries ------------------------------------------------------------------------
+
+
+def entry_from_pb(message: pb.Entry, index: int) -> Entry:
+    if message.role not in _ROLES:
+        raise InvalidRequest(
+            f"entries[{index}]: role is missing; set ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL, "
+            "ROLE_SYSTEM or ROLE_CUSTOM"
+        )
+    return Entry(
+        id=message.id,
+        parent_id=message.parent_id or None,
+        timestamp=to_datetime(message.timestamp) if message.HasField("timestamp") else None,
+        role=_ROLES[message.role],
+        content=tuple(_block_from_pb(b, index, i) for i, b in enumerate(message.content)),
+        usage=_usage_from_pb(message.usage) if message.HasField("usage") else None,
+        custom_type=message.custom_type,
+        metadata=MappingProxyType(dict(message.metadata)),
+    )
+
+
+def _block_from_pb(block: pb.ContentBlock, entry_index: int, index: int) -> Block:
+    kind = block.WhichOneof("block")
+    if kind == "text":
+        return TextBlock(block.text.text)
+    if kind == "thinking":
+        return ThinkingBlock(block.thinking.thinking, block.thinking.signature)
+    if kind == "tool_call":
+        call = block.tool_call
+        return ToolCall(call.id, call.name, call.arguments_json or "{}")
+    if kind == "tool_result":
+        result = block.tool_result
+        return ToolResult(result.tool_call_id, result.content, result.is_error)
+    if kind == "image":
+        return ImageRef(block.image.uri, block.image.media_type)
+    raise InvalidRequest(f"entries[{entry_index}].content[{index}] is empty; set one block kind")
+
+
+def _usage_from_pb(usage: pb.Usage) -> Usage:
+    return Usage(
+        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )
+
+
+def usage_to_pb(usage: Usage) -> pb.Usage:
+    return pb.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+
+
+def entry_to_pb(entry: Entry, version: int = 0) -> pb.Entry:
+    message = pb.Entry(
+        id=entry.id,
+        parent_id=entry.parent_id or "",
+        role=_ROLE_NUMBERS[entry.role],
+        content=[_block_to_pb(b) for b in entry.content],
+        custom_type=entry.custom_type,
+        metadata=dict(entry.metadata),
+        token_count=entry.token_count,
+        tokenizer=entry.tokenizer,
+        version=version,
+    )
+    if entry.timestamp:
+        message.timestamp.CopyFrom(to_timestamp(entry.timestamp))
+    if entry.usage is not None:
+        message.usage.CopyFrom(usage_to_pb(entry.usage))
+    return message
+
+
+def _block_to_pb(block: Block) -> pb.ContentBlock:
+    match block:
+        case TextBlock(text=text):
+            return pb.ContentBlock(text=pb.TextBlock(text=text))
+        case ThinkingBlock(thinking=thinking, signature=signature):
+            return pb.ContentBlock(
+                thinking=pb.ThinkingBlock(thinking=thinking, signature=signature)
+            )
+        case ToolCall(id=call_id, name=name, arguments_json=arguments):
+            return pb.ContentBlock(
+                tool_call=pb.ToolCallBlock(id=call_id, name=name, arguments_json=arguments)
+            )
+        case ToolResult(tool_call_id=call_id, content=content, is_error=is_error):
+            return pb.ContentBlock(
+                tool_result=pb.ToolResultBlock(
+                    tool_call_id=call_id, content=content, is_error=is_error
+                )
+            )
+        case ImageRef(uri=uri, media_type=media_type):
+            return pb.ContentBlock(image=pb.ImageBlock(uri=uri, media_type=media_type))
+    raise TypeError(f"not a content block: {block!r}")
+
+
+# -- settings -----------------------------------------------------------------------
+
+
+def _set_fields(message: Message) -> dict[str, Any]:
+    return {field.name: value for field, value in message.ListFields()}
+
+
+def settings_from_pb(message: pb.SessionSettings, base: SessionSettings) -> SessionSettings:
+    """``base`` with the fields the message sets; unset fields keep base's value."""
+    scalars = {
+        k: v
+        for k, v in _set_fields(message).items()
+        if k not in ("labels", "pruning", "compaction")
+    }
+    changes: dict[str, Any] = dict(scalars)
+    if message.labels:
+        changes["labels"] = MappingProxyType(dict(message.labels))
+    if message.HasField("pruning"):
+        changes["pruning"] = dataclasses.replace(base.pruning, **_set_fields(message.pruning))
+    if message.HasField("compaction"):
+        changes["compaction"] = dataclasses.replace(
+            base.compaction, **_set_fields(message.compaction)
+        )
+    return dataclasses.replace(base, **changes)
+
+
+def settings_to_pb(settings: SessionSettings) -> pb.SessionSettings:
+    return pb.SessionSettings(
+        model=settings.model,
+        context_window_tokens=settings.context_window_tokens,
+        max_entry_bytes=settings.max_entry_bytes,
+        title=settings.title,
+        labels=dict(settings.labels),
+        pruning=pb.PruningPolicy(**dataclasses.asdict(settings.pruning)),
+        compaction=pb.CompactionPolicy(**dataclasses.asdict(settings.compaction)),
+    )
+
+
+def session_to_pb(session: Session) -> pb.Session:
+    settings = settings_to_pb(session.settings)
+    # Show the window in force, whatever its source.
+    settings.context_window_tokens = session.context_window_tokens
+    return pb.Session(
+        id=session.id,
+        version=session.version,
+        settings=settings,
+        context_window_source=session.context_window_source,
+        created_at=to_timestamp(session.created_on),
+        updated_at=to_timestamp(session.modified_on),
+        entry_count=session.entry_count,
+        total_tokens=session.total_tokens,
+        compaction_count=session.compaction_count,
+        total_usage=usage_to_pb(session.usage),
+        last_entry_id=session.last_entry_id or "",
+        open_tool_call_ids=list(session.open_tool_calls),
+    )
+
+
+# -- compactions and prunes ---------------------------------------------------------
+
+
+def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
+    return Compaction(
+        summary=request.summary,
+        first_kept_entry_id=request.first_kept_entry_id,
+        tokens_before=request.tokens_before,
+        tokens_after=request.tokens_after,
+        reason=request.reason or "manual",
+        summarizer_model=request.summarizer_model,
+        details=MappingProxyType(dict(request.details)),
+    )
+
+
+def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) -> pb.Compaction:
+    return pb.Compaction(
+        summary=compaction.summary,
+        first_kept_entry_id=compaction.first_kept_entry_id,
+        tokens_before=compaction.tokens_before,
+        tokens_after=compaction.tokens_after,
+        reason=compaction.reason,
+        summarizer_model=compaction.summarizer_model,
+        details=dict(compaction.details),
+        version=version,
+        timestamp=to_timestamp(timestamp),
+        summary_tokens=compaction.summary_tokens,
+    )
+
+
+def recorded_compaction_to_pb(recorded: RecordedCompaction) -> pb.Compaction:
+    return compaction_to_pb(recorded.compaction, recorded.version, recorded.timestamp)
+
+
+def prune_decisions_from_pb(entries: list[pb.PrunedEntry]) -> list[PruneDecision]:
+    decisions = []
+    for index, entry in enumerate(entries):
+        if entry.action not in _ACTIONS:
+            raise InvalidRequest(
+                f"entries[{index}]: action is missing; set PRUNE_ACTION_SOFT_TRIM or "
+                "PRUNE_ACTION_HARD_CLEAR"
+            )
+        decisions.append(
+            PruneDecision(
+                entry.entry_id, _ACTIONS[entry.action], entry.head_chars, entry.tail_chars
+            )
+        )
+    return decisions
+
+
+def prune_decision_to_pb(decision: PruneDecision) -> pb.PrunedEntry:
+    return pb.PrunedEntry(
+        entry_id=decision.entry_id,
+        action=_ACTION_NUMBERS[decision.action],
+        head_chars=decision.head_chars,
+        tail_chars=decision.tail_chars,
+    )
+
+
+# -- views and events ---------------------------------------------------------------
+
+
+def durable_log_to_pb(log: DurableLog) -> pb.DurableLog:
+    message = pb.DurableLog(
+        session_id=log.session_id,
+        version=log.version,
+        entries=[entry_to_pb(e, v) for e, v in zip(log.entries, log.entry_versions, strict=True)],
+        total_tokens=log.total_tokens,
+    )
+    if log.compaction:
+        message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
+    return message
+
+
+def event_to_pb(event: Session.Event) -> pb.SessionEvent:
+    message = pb.SessionEvent(
+        session_id=event.originator_id,
+        version=event.originator_version,
+        timestamp=to_timestamp(event.timestamp),
+    )
+    version = event.originator_version
+    if isinstance(event, Session.Started):
+        message.started.settings.CopyFrom(settings_to_pb(event.settings))
+    elif isinstance(event, Session.EntriesAppended):
+        message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
+        message.entries_appended.idempotency_key = event.idempotency_key
+    elif isinstance(event, Session.CompactionRecorded):
+        message.compaction_recorded.CopyFrom(
+            compaction_to_pb(event.compaction, version, event.timestamp)
+        )
+    elif isinstance(event, Session.PruneRecorded):
+        message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
+        message.prune_recorded.reason = event.reason
+    elif isinstance(event, Session.SettingsChanged):
+        message.settings_changed.settings.CopyFrom(settings_to_pb(event.settings))
+    return message

@@ -1,0 +1,136 @@
+"""The gRPC server: the session store, health checking and reflection.
+
+`python -m services.server` serves until SIGTERM or SIGINT, then stops taking
+calls, lets running ones finish (within a grace period) and closes the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from types import FrameType
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.application import SessionService
+from services.config import Config
+from services.errors import ErrorInterceptor
+from services.servicer import SessionStoreServicer
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
+GRACE_SECONDS = 10
+
+log = structlog.get_logger(__name__)
+
+
+def configure_logging(config: Config) -> None:
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if config.log_format == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr, format="%(message)s")
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelName(config.log_level.upper())
+        ),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    service: SessionService
+    health: health.HealthServicer
+    port: int
+
+    def stop(self, grace: float = GRACE_SECONDS) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+        self.service.close()
+
+
+def start(config: Config) -> RunningServer:
+    """Starts serving in background threads and returns at once."""
+    service = SessionService(config)
+    service.model_metadata.warm_up()
+    max_message = config.max_message_mb << 20
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),
+        interceptors=[ErrorInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", max_message),
+            ("grpc.max_send_message_length", max_message),
+        ],
+    )
+    pb_grpc.add_SessionStoreServicer_to_server(SessionStoreServicer(service), server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    port = server.add_insecure_port(config.address)
+    if port == 0:
+        service.close()
+        raise OSError(f"cannot listen on {config.address}")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, service, health_servicer, port)
+
+
+def main() -> None:
+    config = Config()
+    configure_logging(config)
+    running = start(config)
+    log.info(
+        "serving",
+        address=config.address,
+        database=_redacted(config.database_url),
+    )
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("shutting down", signal=signal.Signals(signum).name, grace_seconds=GRACE_SECONDS)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stopping.wait()
+    running.stop()
+    log.info("stopped")
+
+
+def _redacted(database_url: str) -> str:
+    from urllib.parse import urlparse
+
+    url = urlparse(database_url)
+    if url.password:
+        return database_url.replace(f":{url.password}@", ":***@")
+    return database_url
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The v1 gRPC servicer: requests in, use cases called, responses out.
+
+No rules live here: the domain decides, errors.py maps refusals to statuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+
+from domain.errors import InvalidRequest
+from domain.settings import SessionSettings
+from projections.prompt_formats import render
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services import grpc_mapping as mapping
+from services.application import AsOf, SessionService
+
+_FORMATS = {
+    pb.PROMPT_FORMAT_UNSPECIFIED: "openai",
+    pb.PROMPT_FORMAT_OPENAI: "openai",
+    pb.PROMPT_FORMAT_ANTHROPIC: "anthropic",
+}
+
+
+def _session_id(request: object) -> str:
+    session_id: str = getattr(request, "session_id", "")
+    if not session_id:
+        raise InvalidRequest("session_id is required")
+    return session_id
+
+
+def _expected_version(request: object) -> int | None:
+    return request.expected_version if request.HasField("expected_version") else None  # type: ignore[attr-defined]
+
+
+def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
+    which = request.WhichOneof("as_of")
+    if which == "version":
+        if request.version < 1:
+            raise InvalidRequest("version must be 1 or more; leave as_of unset for the latest")
+        return AsOf(version=request.version)
+    if which == "time":
+        return AsOf(time=mapping.to_datetime(request.time))
+    return AsOf()
+
+
+class SessionStoreServicer(pb_grpc.SessionStoreServicer):
+    def __init__(self, service: SessionService) -> None:
+        self.service = service
+
+    def CreateSession(
+        self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
+    ) -> pb.Session:
+        defaults = SessionSettings(max_entry_bytes=self.service.config.max_entry_bytes)
+        settings = mapping.settings_from_pb(request.settings, defaults)
+        return mapping.session_to_pb(self.service.create_session(request.session_id, settings))
+
+    def GetSession(
+        self, request: pb.GetSessionRequest, context: grpc.ServicerContext
+    ) -> pb.Session:
+        return mapping.session_to_pb(self.service.get_session(_session_id(request)))
+
+    def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListSessionsResponse:
+        try:
+            after = int(request.page_token or 0)
+        except ValueError:
+            raise InvalidRequest("page_token is not one this server gave out") from None
+        sessions, next_after = self.service.list_sessions(request.page_size or 50, after)
+        return pb.ListSessionsResponse(
+            sessions=[mapping.session_to_pb(s) for s in sessions],
+            next_page_token=str(next_after) if next_after else "",
+        )
+
+    def UpdateSettings(
+        self, request: pb.UpdateSettingsRequest, context: grpc.ServicerContext
+    ) -> pb.Session:
+        session = self.service.update_settings(
+            _session_id(request),
+            lambda current: mapping.settings_from_pb(request.settings, current),
+            _expected_version(request),
+        )
+        return mapping.session_to_pb(session)
+
+    def AppendEntries(
+        self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
+    ) -> pb.AppendEntriesResponse:
+        drafts = [mapping.entry_from_pb(e, i) for i, e in enumerate(request.entries)]
+        result = self.service.append(
+            _session_id(request),
+            drafts,
+            expected_version=_expected_version(request),
+            idempotency_key=request.idempotency_key,
+        )
+        return pb.AppendEntriesResponse(
+            version=result.version,
+            entry_ids=[e.id for e in result.entries],
+            token_counts=[e.token_count for e in result.entries],
+            replayed=result.replayed,
+        )
+
+    def RecordCompaction(
+        self, request: pb.RecordCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.RecordCompactionResponse:
+        recorded = self.service.record_compaction(
+            _session_id(request), mapping.compaction_from_pb(request), _expected_version(request)
+        )
+        return pb.RecordCompactionResponse(
+            version=recorded.originator_version,
+            compaction=mapping.compaction_to_pb(
+                recorded.compaction, recorded.originator_version, recorded.timestamp
+            ),
+        )
+
+    def RecordPrune(
+        self, request: pb.RecordPruneRequest, context: grpc.ServicerContext
+    ) -> pb.RecordPruneResponse:
+        session = self.service.record_prune(
+            _session_id(request),
+            mapping.prune_decisions_from_pb(list(request.entries)),
+            request.reason,
+            _expected_version(request),
+        )
+        return pb.RecordPruneResponse(version=session.version)
+
+    def GetDurableLog(
+        self, request: pb.GetViewRequest, context: grpc.ServicerContext
+    ) -> pb.DurableLog:
+        log = self.service.durable_log(_session_id(request), _as_of(request))
+        return mapping.durable_log_to_pb(log)
+
+    def GetPromptView(
+        self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
+    ) -> pb.PromptView:
+        view = self.service.prompt_view(_session_id(request), _as_of(request))
+        rendered = render(view, _FORMATS[request.format])
+        return pb.PromptView(
+            session_id=view.log.session_id,
+            version=view.log.version,
+            format=request.format or pb.PROMPT_FORMAT_OPENAI,
+            messages_json=rendered.messages_json,
+            system_json=rendered.system_json,
+            estimated_tokens=rendered.estimated_tokens,
+            context_window_tokens=view.context_window_tokens,
+            pruned=[mapping.prune_decision_to_pb(d) for d in view.pruned.values()],
+        )
+
+    def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:
+        if not request.entry_id:
+            raise InvalidRequest("entry_id is required")
+        entry, version = self.service.entry(_session_id(request), request.entry_id)
+        return mapping.entry_to_pb(entry, version)
+
+    def ReadEvents(
+        self, request: pb.ReadEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.SessionEvent]:
+        if request.after_version < 0:
+            raise InvalidRequest("after_version must not be negative")
+        for event in self.service.events(
+            _session_id(request),
+            request.after_version,
+            follow=request.follow,
+            is_active=context.is_active,
+        ):
+            yield mapping.event_to_pb(event)

@@ -83,10 +83,7 @@ class SessionService:
             model=settings.model or self.config.default_model,
         )
         session = Session.start(session_id, settings, self._context_window(settings))
-        try:
-            self._save(session)
-        except IntegrityError:
-            raise SessionExists(f"a session with id {session_id!r} already exists") from None
+        self._save(session)
         return session
 
     def get_session(self, session_id: str) -> Session:
@@ -247,10 +244,11 @@ class SessionService:
         try:
             self.store.save(session)
         except IntegrityError:
-            if session.version == len(session.pending_events):
-                raise  # a new session whose id is taken
+            # Another writer took the version first (or, for a new session, the id).
+            if isinstance(pending[0], Session.Started):
+                raise SessionExists(f"a session with id {session.id!r} already exists") from None
             current = self._aggregate(session.id).version
-            raise VersionConflict(session.version - len(session.pending_events), current) from None
+            raise VersionConflict(pending[0].originator_version - 1, current) from None
         with self._saved:
             self._latest_versions[session.id] = session.version
             self._saved.notify_all()

@@ -1,0 +1,93 @@
+"""Shared fixtures: a real server on loopback over each storage backend.
+
+PostgreSQL comes from SESSIONSTORE_TEST_POSTGRES_URL (`make test` points it at
+the local server), else from a throwaway container when a Docker engine is
+there. With neither, the PostgreSQL tests fail in CI and skip, saying why,
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import psycopg
+import pytest
+from psycopg import sql
+
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.config import Config
+from services.server import RunningServer, start
+
+POSTGRES_URL_VARIABLE = "SESSIONSTORE_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if url:
+        yield url
+        return
+    if shutil.which("docker") and _docker_engine_running():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as container:
+            yield container.get_connection_url()
+        return
+    reason = f"PostgreSQL tests need {POSTGRES_URL_VARIABLE} or a Docker engine"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _docker_engine_running() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_url: str) -> Iterator[str]:
+    """A database URL whose tables live in a fresh schema, dropped afterwards."""
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in postgres_url else "?"
+    yield f"{postgres_url}{separator}schema={schema}"
+    with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/sessions.db"
+    return str(request.getfixturevalue("postgres_schema_url"))
+
+
+def start_server(database_url: str, **settings: object) -> RunningServer:
+    return start(Config(address="127.0.0.1:0", database_url=database_url, **settings))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[RunningServer]:
+    running = start_server(database_url)
+    yield running
+    running.stop(0)
+
+
+@pytest.fixture
+def channel(server: RunningServer) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        yield channel
+
+
+@pytest.fixture
+def store(channel: grpc.Channel) -> pb_grpc.SessionStoreStub:
+    return pb_grpc.SessionStoreStub(channel)

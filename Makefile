@@ -1,13 +1,18 @@
 # One command per job. Every target sets up what it needs first.
 UV_VERSION := 0.13.8
-UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+# uv from PATH if there is one, else a private copy installed on first use.
+UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 PROTO_SRC := proto/sessionstore/v1/session_store.proto
-PROTO_OUT := proto/sessionstore/v1/session_store_pb2.py
+
+# `make test` runs the PostgreSQL tests against this server (never skipped).
+SESSIONSTORE_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
+export SESSIONSTORE_TEST_POSTGRES_URL
 
 .PHONY: setup run test lint proto proto-check bench clean
 
-$(UV):
-	python3 -m pip install --quiet --user "uv==$(UV_VERSION)" || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --all-groups
@@ -33,15 +38,17 @@ run: setup
 	$(UV) run --frozen python -m services.server
 
 test: setup proto-check
+	bash .ci/ensure-postgres
 	$(UV) run --frozen pytest
 
 lint: setup proto-check
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy
+	$(UV) lock --check
 
 bench: setup
 	$(UV) run --frozen python -m tests.bench
 
 clean:
-	rm -rf .venv data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .tools data .pytest_cache .mypy_cache .ruff_cache

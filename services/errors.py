@@ -73,8 +73,6 @@ def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
         try:
             return behaviour(request, context)
         except Exception as error:
-            if context.code() is not None:  # already aborted by the handler
-                raise
             _abort(context, error, method)
 
     return handle
@@ -85,8 +83,6 @@ def _stream(behaviour: Callable[..., Iterator[Any]], method: str) -> Callable[..
         try:
             yield from behaviour(request, context)
         except Exception as error:
-            if context.code() is not None:
-                raise
             _abort(context, error, method)
 
     return handle

@@ -27,7 +27,7 @@ STARTED_TOPIC = get_topic(Session.Started)
 class _AsDict(Transcoding):
     """A value object written as the dict its own to_dict/from_dict define."""
 
-    type: type
+    type: Any  # a class with to_dict() and from_dict()
     name: str
 
     def encode(self, obj: Any) -> Any:
@@ -90,7 +90,8 @@ class EventStore(Application[str]):
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
         _create_postgres_schema(env)
         super().__init__(env=env)
-        self.snapshotting_intervals = {Session: snapshot_interval}
+        # The library reads the interval from the instance when it saves.
+        self.snapshotting_intervals = {Session: snapshot_interval}  # type: ignore[misc]
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

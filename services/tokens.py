@@ -11,9 +11,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from domain.content import Entry, ImageRef, block_texts
 
@@ -90,12 +92,12 @@ class ModelMetadata:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._get_model_info = None
+        self._get_model_info: Callable[[str], Any] | None = None
 
     def warm_up(self) -> None:
         threading.Thread(target=self._load, name="litellm-warm-up", daemon=True).start()
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self) -> Callable[[str], Any]:
         with self._lock:
             if self._get_model_info is None:
                 import litellm
@@ -103,7 +105,7 @@ class ModelMetadata:
                 self._get_model_info = litellm.get_model_info
             return self._get_model_info
 
-    def _info(self, model: str) -> dict | None:  # type: ignore[type-arg]
+    def _info(self, model: str) -> dict[str, Any] | None:
         try:
             return dict(self._load()(model))
         except Exception:

@@ -1,0 +1,312 @@
+"""SessionHistory: the read side folded from a session's events, at any version."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+
+from domain.content import Entry
+from domain.errors import EntryNotFound, InvalidCutPoint, VersionOutOfRange
+from domain.pruning import PruneDecision
+from domain.session import Session
+from domain.settings import PruningPolicy, SessionSettings
+from projections.session_history import SessionHistory
+from tests.unit.support import Tracked, assistant, call, clear, custom, tool, trim, user
+
+# -- a generated session and an independent reference fold --------------------------------
+
+
+def generate_session(seed: int, steps: int = 120) -> Tracked:
+    """A session built by random commands: turns with tool calls, compactions, prunes, settings.
+
+    Commands the aggregate refuses (bad cut points) are simply not recorded.
+    """
+    rng = random.Random(seed)
+    tracked = Tracked(f"gen-{seed}")
+    open_calls: list[str] = []
+    next_call = 0
+    for _ in range(steps):
+        op = rng.random()
+        if op < 0.45:
+            batch: list[Entry] = []
+            # Answer some open calls first, in random order.
+            rng.shuffle(open_calls)
+            while open_calls and rng.random() < 0.7:
+                batch.append(
+                    tool(open_calls.pop(), "x" * rng.randint(0, 300), tokens=rng.randint(1, 80))
+                )
+            batch.append(user(f"question {rng.random()}", tokens=rng.randint(1, 30)))
+            calls = [call(f"c{next_call + i}") for i in range(rng.choice([0, 0, 1, 2, 3]))]
+            next_call += len(calls)
+            batch.append(assistant("answer", calls=calls, tokens=rng.randint(1, 50)))
+            open_calls.extend(c.id for c in calls)
+            if rng.random() < 0.2:
+                batch.append(custom("note", tokens=rng.randint(0, 5)))
+            tracked.append(*batch)
+        elif op < 0.65:
+            ids = [e.id for e in tracked.history.entries]
+            if ids:
+                with contextlib.suppress(InvalidCutPoint):
+                    tracked.compact(
+                        rng.choice(ids),
+                        summary=f"summary at {tracked.version}",
+                        summary_tokens=rng.randint(1, 40),
+                    )
+        elif op < 0.85:
+            log = tracked.history.durable_log()
+            tools = [e.id for e in log.entries if e.tool_results]
+            if tools:
+                chosen = rng.sample(tools, rng.randint(1, min(3, len(tools))))
+                head, tail = rng.randint(0, 50), rng.randint(0, 50)
+                tracked.prune(*(rng.choice([clear(i), trim(i, head, tail)]) for i in chosen))
+        else:
+            tracked.change_settings(
+                SessionSettings(
+                    title=f"v{tracked.version}", pruning=PruningPolicy(mode="cache-ttl")
+                ),
+                (rng.randint(20_000, 300_000), "session"),
+            )
+    return tracked
+
+
+@dataclass
+class Reference:
+    """What the durable log and prompt view should be, folded naively from events."""
+
+    entries: list[Entry] = field(default_factory=list)
+    compaction: Session.CompactionRecorded | None = None
+    pruned: dict[str, PruneDecision] = field(default_factory=dict)
+    settings: tuple[SessionSettings, int] | None = None
+
+    @classmethod
+    def fold(cls, events: list[Session.Event]) -> Reference:
+        ref = cls()
+        for event in events:
+            if isinstance(event, Session.EntriesAppended):
+                ref.entries.extend(event.entries)
+            elif isinstance(event, Session.CompactionRecorded):
+                ref.compaction = event
+            elif isinstance(event, Session.PruneRecorded):
+                ref.pruned.update((d.entry_id, d) for d in event.decisions)
+            elif isinstance(event, Session.Started | Session.SettingsChanged):
+                ref.settings = (event.settings, event.context_window_tokens)
+        return ref
+
+    def kept(self) -> list[Entry]:
+        if self.compaction is None:
+            return self.entries
+        ids = [e.id for e in self.entries]
+        return self.entries[ids.index(self.compaction.compaction.first_kept_entry_id) :]
+
+
+SEEDS = [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_sessions_exercise_every_event(seed: int) -> None:
+    """The generator really produces compactions, prunes and settings changes (so the
+    properties below are not checked on trivial sessions)."""
+    events = generate_session(seed).events
+    kinds = {type(e) for e in events}
+    assert kinds == {
+        Session.Started,
+        Session.EntriesAppended,
+        Session.CompactionRecorded,
+        Session.PruneRecorded,
+        Session.SettingsChanged,
+    }
+    assert sum(isinstance(e, Session.CompactionRecorded) for e in events) >= 2
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_any_version_equals_a_fresh_fold_up_to_it(seed: int) -> None:
+    """durable_log and prompt_view at every version equal those of a history folded from
+    only the events up to that version, and what a naive fold of those events says."""
+    tracked = generate_session(seed)
+    live = tracked.history
+    for version in range(1, tracked.version + 1):
+        fresh = SessionHistory(live.session_id)
+        fresh.apply(tracked.events[:version])
+        assert live.durable_log(version) == fresh.durable_log()
+        assert live.prompt_view(version) == fresh.prompt_view()
+
+        ref = Reference.fold(tracked.events[:version])
+        log = live.durable_log(version)
+        kept = ref.kept()
+        assert log.version == version
+        assert list(log.entries) == kept
+        assert log.first_position == len(ref.entries) - len(kept)
+        summary_tokens = ref.compaction.compaction.summary_tokens if ref.compaction else 0
+        assert log.total_tokens == summary_tokens + sum(e.token_count for e in kept)
+        if ref.compaction is None:
+            assert log.compaction is None
+        else:
+            assert log.compaction is not None
+            assert log.compaction.compaction == ref.compaction.compaction
+            assert log.compaction.version == ref.compaction.originator_version
+
+        view = live.prompt_view(version)
+        kept_ids = {e.id for e in kept}
+        assert view.pruned == {k: d for k, d in ref.pruned.items() if k in kept_ids}
+        assert ref.settings is not None
+        assert (view.settings, view.context_window_tokens) == ref.settings
+    assert live.durable_log() == live.durable_log(tracked.version)
+
+
+def test_apply_refuses_gaps() -> None:
+    """Events must follow the history's version without gaps or repeats."""
+    tracked = Tracked()
+    tracked.append(user("a"))
+    tracked.append(user("b"))
+    history = SessionHistory(tracked.history.session_id)
+    history.apply(tracked.events[:1])
+    with pytest.raises(ValueError, match="does not follow"):
+        history.apply(tracked.events[2:])
+    with pytest.raises(ValueError, match="does not follow"):
+        history.apply(tracked.events[:1])
+    assert history.version == 1
+
+
+# -- versions and times ---------------------------------------------------------------
+
+
+def test_version_at_time() -> None:
+    """The version at a moment is the last one recorded at or before it."""
+    tracked = Tracked()
+    for i in range(5):
+        tracked.append(user(f"m{i}"))
+    times = [e.timestamp for e in tracked.events]
+    history = tracked.history
+    for moment in [*times, *(t + timedelta(microseconds=1) for t in times)]:
+        expected = max(e.originator_version for e in tracked.events if e.timestamp <= moment)
+        assert history.version_at_time(moment) == expected
+    assert history.version_at_time(times[-1] + timedelta(days=1)) == tracked.version
+    with pytest.raises(VersionOutOfRange, match="did not exist yet"):
+        history.version_at_time(times[0] - timedelta(microseconds=1))
+
+
+def test_resolve_version() -> None:
+    """None and 0 mean the current version; anything outside 1..current is out of range."""
+    tracked = Tracked()
+    tracked.append(user("a"))
+    history = tracked.history
+    assert history.resolve_version(None) == history.resolve_version(0) == 2
+    assert history.resolve_version(1) == 1
+    for bad in (-1, 3, 100):
+        with pytest.raises(VersionOutOfRange, match="out of range"):
+            history.resolve_version(bad)
+        with pytest.raises(VersionOutOfRange):
+            history.durable_log(bad)
+        with pytest.raises(VersionOutOfRange):
+            history.prompt_view(bad)
+
+
+def test_log_at_version_one_is_empty() -> None:
+    """Right after start the log has no entries and no tokens."""
+    tracked = Tracked()
+    tracked.append(user("a", tokens=4))
+    log = tracked.history.durable_log(1)
+    assert (list(log.entries), log.total_tokens, log.compaction) == ([], 0, None)
+
+
+def test_entry_lookup() -> None:
+    """Entries are found by id, with the version that appended them; unknown ids are refused."""
+    tracked = Tracked()
+    tracked.append(user("a", id="u1"))
+    tracked.append(assistant("b", id="a1"))
+    history = tracked.history
+    assert history.entry("a1").id == "a1"
+    assert history.entry_version(history.position_of("a1") or 0) == 3
+    with pytest.raises(EntryNotFound, match="'zz'"):
+        history.entry("zz")
+
+
+# -- prompt view ----------------------------------------------------------------------
+
+
+def _with_results() -> Tracked:
+    tracked = Tracked()
+    tracked.append(
+        user("go", id="u1", tokens=5),
+        assistant(id="a1", calls=[call("c1"), call("c2")], tokens=10),
+        tool("c1", "A" * 100, id="t1", tokens=50),
+        tool("c2", "B" * 100, id="t2", tokens=60),
+        assistant("done", id="a2", tokens=7),
+    )
+    tracked.append(user("more", id="u2", tokens=3), assistant("ok", id="a3", tokens=2))
+    return tracked
+
+
+def test_prompt_view_applies_prunes_recorded_by_its_version() -> None:
+    """A prune shows from its own version on, not before; the latest decision per entry wins."""
+    tracked = _with_results()
+    tracked.prune(trim("t1"))
+    first = tracked.version
+    tracked.prune(clear("t1"), trim("t2"))
+    second = tracked.version
+    history = tracked.history
+    assert history.prompt_view(first - 1).pruned == {}
+    assert history.prompt_view(first).pruned == {"t1": trim("t1")}
+    assert history.prompt_view(second).pruned == {"t1": clear("t1"), "t2": trim("t2")}
+    # Pruning never changes the durable log.
+    assert history.durable_log(second).entries == history.durable_log(first - 1).entries
+
+
+def test_prompt_view_drops_prunes_of_compacted_entries() -> None:
+    """After a compaction, prunes of entries no longer in the log are not part of the view."""
+    tracked = _with_results()
+    tracked.prune(clear("t1"), clear("t2"))
+    pruned_at = tracked.version
+    tracked.compact("u2", summary="earlier work", summary_tokens=11)
+    history = tracked.history
+    assert set(history.prompt_view(pruned_at).pruned) == {"t1", "t2"}
+    assert history.prompt_view().pruned == {}
+    assert [e.id for e in history.prompt_view().log.entries] == ["u2", "a3"]
+
+
+def test_prompt_view_settings_as_of_version() -> None:
+    """The view carries the settings and window in force at its version."""
+    tracked = _with_results()
+    before = tracked.version
+    tracked.change_settings(SessionSettings(title="new"), (32_000, "session"))
+    history = tracked.history
+    assert (
+        history.prompt_view(before).settings.title,
+        history.prompt_view(before).context_window_tokens,
+    ) == ("", 200_000)
+    assert (history.prompt_view().settings.title, history.prompt_view().context_window_tokens) == (
+        "new",
+        32_000,
+    )
+
+
+def test_total_tokens_is_summary_plus_kept_entries() -> None:
+    """The log's token total is the summary's tokens plus the kept entries' tokens."""
+    tracked = _with_results()
+    assert tracked.history.durable_log().total_tokens == 5 + 10 + 50 + 60 + 7 + 3 + 2
+    tracked.compact("a2", summary="s", summary_tokens=20)
+    log = tracked.history.durable_log()
+    assert [e.id for e in log.entries] == ["a2", "u2", "a3"]
+    assert log.total_tokens == 20 + 7 + 3 + 2
+    tracked.append(user("x", tokens=9))
+    assert tracked.history.durable_log().total_tokens == 20 + 7 + 3 + 2 + 9
+
+
+def test_compactions_as_of_version() -> None:
+    """Every compaction recorded by a version, oldest first, with its cut position."""
+    tracked = _with_results()
+    tracked.compact("a2", summary="one")
+    first = tracked.version
+    tracked.append(user("x", id="u3"))
+    tracked.compact("u3", summary="two")
+    history = tracked.history
+    assert [c.compaction.summary for c in history.compactions(first)] == ["one"]
+    assert [(c.compaction.summary, c.first_kept_position) for c in history.compactions()] == [
+        ("one", 4),
+        ("two", 7),
+    ]
+    assert history.compactions(first - 1) == []

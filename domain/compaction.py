@@ -71,6 +71,9 @@ class History(Protocol):
 
     def role_at(self, position: int) -> Role: ...
 
+    def call_position(self, call_id: str) -> int | None:
+        """Position of the entry that made this tool call, if one did."""
+
     def earliest_call_answered_from(self, position: int) -> int | None:
         """The lowest position of a tool call whose result is at or after ``position``."""
 

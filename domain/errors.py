@@ -45,6 +45,10 @@ class UnknownToolCall(PreconditionFailed):
     pass
 
 
+class ToolCallsOpen(PreconditionFailed):
+    pass
+
+
 class InvalidCutPoint(PreconditionFailed):
     pass
 

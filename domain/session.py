@@ -32,6 +32,7 @@ from domain.errors import (
     InvalidCutPoint,
     InvalidPrune,
     InvalidRequest,
+    ToolCallsOpen,
     UnknownToolCall,
     VersionConflict,
 )
@@ -201,43 +202,14 @@ class Session(BaseAggregate[str]):
             )
         now = datetime.now(UTC)
         batch_ids: set[str] = set()
+        batch_calls: set[str] = set()
         open_calls = dict(self.open_tool_calls)
         parent = self.last_entry_id
         final: list[Entry] = []
-        for offset, entry in enumerate(entries):
-            position = self.entry_count + offset
-            if entry.id:
-                if entry.id in batch_ids or history.position_of(entry.id) is not None:
-                    raise DuplicateEntry(
-                        f"entry id {entry.id!r} is already in this session; ids must be unique"
-                    )
-            else:
-                entry = replace(entry, id=new_id())
-            if entry.parent_id:
-                known = entry.parent_id in batch_ids or entry.parent_id == self.last_entry_id
-                if not known and history.position_of(entry.parent_id) is None:
-                    raise InvalidRequest(
-                        f"entry {entry.id!r}: parent_id {entry.parent_id!r} is not in this "
-                        "session; leave it empty to chain to the previous entry"
-                    )
-            else:
-                entry = replace(entry, parent_id=parent)
-            if entry.timestamp is None:
-                entry = replace(entry, timestamp=now)
+        for offset, draft in enumerate(entries):
+            entry = self._completed(draft, f"entries[{offset}]", parent, now, batch_ids, history)
             validate_entry(entry, self.settings.max_entry_bytes)
-            for call in entry.tool_calls:
-                if call.id in open_calls:
-                    raise DuplicateEntry(
-                        f"entry {entry.id!r}: tool call id {call.id!r} is already open in "
-                        "this session; tool call ids must be unique"
-                    )
-                open_calls[call.id] = position
-            for result in entry.tool_results:
-                if open_calls.pop(result.tool_call_id, None) is None:
-                    raise UnknownToolCall(
-                        f"entry {entry.id!r} answers tool call {result.tool_call_id!r}, which "
-                        "is not open in this session (never made, or already answered)"
-                    )
+            _pair_tool_calls(entry, self.entry_count + offset, open_calls, batch_calls, history)
             batch_ids.add(entry.id)
             parent = entry.id
             final.append(entry)
@@ -248,6 +220,37 @@ class Session(BaseAggregate[str]):
             fingerprint=fingerprint,
         )
         return final
+
+    def _completed(
+        self,
+        draft: Entry,
+        label: str,
+        parent: str | None,
+        now: datetime,
+        batch_ids: set[str],
+        history: History,
+    ) -> Entry:
+        """The draft with id, parent and timestamp filled in, once they are known to be sound."""
+        entry = draft
+        if entry.id:
+            if entry.id in batch_ids or history.position_of(entry.id) is not None:
+                raise DuplicateEntry(
+                    f"{label}: entry id {entry.id!r} is already in this session; ids must be unique"
+                )
+        else:
+            entry = replace(entry, id=new_id())
+        if entry.parent_id:
+            known = entry.parent_id in batch_ids or entry.parent_id == self.last_entry_id
+            if not known and history.position_of(entry.parent_id) is None:
+                raise InvalidRequest(
+                    f"{label}: parent_id {entry.parent_id!r} is not in this session; leave it "
+                    "empty to chain to the previous entry"
+                )
+        else:
+            entry = replace(entry, parent_id=parent)
+        if entry.timestamp is None:
+            entry = replace(entry, timestamp=now)
+        return entry
 
     def record_compaction(self, compaction: Compaction, history: History) -> None:
         compaction.validate()
@@ -300,3 +303,42 @@ class Session(BaseAggregate[str]):
             context_window_tokens=context_window[0],
             context_window_source=context_window[1],
         )
+
+
+def _pair_tool_calls(
+    entry: Entry,
+    position: int,
+    open_calls: dict[str, int],
+    batch_calls: set[str],
+    history: History,
+) -> None:
+    """Keeps every tool call directly followed by its result, as providers require.
+
+    ``open_calls`` and ``batch_calls`` are updated with what this entry makes
+    and answers.
+    """
+    if open_calls and entry.role not in (Role.TOOL, Role.CUSTOM):
+        waiting = ", ".join(repr(call) for call in list(open_calls)[:3])
+        raise ToolCallsOpen(
+            f"entry {entry.id!r}: tool calls {waiting} are still open; append their results "
+            "first (with is_error for calls that were aborted): providers reject a prompt "
+            "where anything but results follows a tool call"
+        )
+    for call in entry.tool_calls:
+        if (
+            call.id in open_calls
+            or call.id in batch_calls
+            or history.call_position(call.id) is not None
+        ):
+            raise DuplicateEntry(
+                f"entry {entry.id!r}: tool call id {call.id!r} is already used in this "
+                "session; tool call ids must be unique"
+            )
+        open_calls[call.id] = position
+        batch_calls.add(call.id)
+    for result in entry.tool_results:
+        if open_calls.pop(result.tool_call_id, None) is None:
+            raise UnknownToolCall(
+                f"entry {entry.id!r} answers tool call {result.tool_call_id!r}, which is not "
+                "open in this session (never made, or already answered)"
+            )

@@ -102,6 +102,8 @@ def _openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[
             ]
             if calls:
                 message["tool_calls"] = calls
+            elif message["content"] is None:
+                return []  # only thinking, which this format cannot carry
             return [message]
         case Role.TOOL:
             return [

@@ -100,7 +100,10 @@ class SessionHistory:
                 )
             self._apply_one(event)
             self.version = event.originator_version
-            self._event_times.append(event.timestamp)
+            # Servers' clocks may disagree a little; keeping the times sorted
+            # keeps "as of a time" a bisect and never goes back in versions.
+            latest = self._event_times[-1] if self._event_times else event.timestamp
+            self._event_times.append(max(latest, event.timestamp))
 
     def _apply_one(self, event: Session.Event) -> None:
         version = event.originator_version
@@ -141,6 +144,9 @@ class SessionHistory:
 
     def role_at(self, position: int) -> Role:
         return self.entries[position].role
+
+    def call_position(self, call_id: str) -> int | None:
+        return self._call_positions.get(call_id)
 
     def earliest_call_answered_from(self, position: int) -> int | None:
         # list() copies atomically: a reader may run while events are applied.

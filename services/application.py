@@ -293,6 +293,9 @@ class _LazyHistory:
     def role_at(self, position: int) -> Role:
         return self._get().role_at(position)
 
+    def call_position(self, call_id: str) -> int | None:
+        return self._get().call_position(call_id)
+
     def earliest_call_answered_from(self, position: int) -> int | None:
         return self._get().earliest_call_answered_from(position)
 

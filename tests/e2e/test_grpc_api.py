@@ -310,6 +310,16 @@ def test_bad_entries_are_refused_and_nothing_of_the_batch_is_written(
     assert (after.version, after.entry_count) == (1, 0)
 
 
+def test_nothing_but_results_may_follow_an_open_tool_call(store: Stub, session: pb.Session) -> None:
+    append(store, session.id, user("go"), tool_call("c1", "run", {}))
+    message = refused(
+        lambda: append(store, session.id, user("are you done?")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert "'c1' are still open" in message
+    append(store, session.id, tool_result("c1", "aborted", is_error=True), user("are you done?"))
+
+
 def test_duplicate_entry_ids_are_refused(store: Stub, session: pb.Session) -> None:
     append(store, session.id, user("first", id="e-1"))
     message = refused(
@@ -417,8 +427,8 @@ def test_invalid_cut_points_are_refused(store: Stub, session: pb.Session) -> Non
     message = refused(lambda: compact(ids[4]), grpc.StatusCode.FAILED_PRECONDITION)
     assert "directly follow" in message
     append(store, session.id, tool_call("c2", "read", {"path": "b.txt"}))
-    (meanwhile,) = append(store, session.id, user("meanwhile")).entry_ids
-    message = refused(lambda: compact(meanwhile), grpc.StatusCode.FAILED_PRECONDITION)
+    (note,) = append(store, session.id, text(pb.ROLE_CUSTOM, "tool running")).entry_ids
+    message = refused(lambda: compact(note), grpc.StatusCode.FAILED_PRECONDITION)
     assert "c2" in message  # the open call would be split from its coming result
 
 

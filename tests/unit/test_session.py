@@ -19,13 +19,24 @@ from domain.errors import (
     InvalidRequest,
     InvalidSettings,
     PreconditionFailed,
+    ToolCallsOpen,
     UnknownToolCall,
     VersionConflict,
 )
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import IDEMPOTENCY_WINDOW, Session
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings
-from tests.unit.support import Tracked, assistant, call, clear, custom, tool, trim, user
+from tests.unit.support import (
+    Tracked,
+    assistant,
+    call,
+    clear,
+    custom,
+    system,
+    tool,
+    trim,
+    user,
+)
 
 # -- start and settings ---------------------------------------------------------------
 
@@ -210,15 +221,30 @@ def test_open_tool_calls_follow_results() -> None:
     assert tracked.session.open_tool_calls == {"c1": 1}
 
 
-def test_tool_call_id_reused_while_open() -> None:
-    """A call id that is still open cannot be used again, in a later or the same entry."""
+def test_tool_call_ids_are_never_reused() -> None:
+    """A call id cannot be used twice: not in one entry, not after it was answered."""
     tracked = Tracked()
     tracked.append(user("go"), assistant(calls=[call("c1")]))
-    with pytest.raises(DuplicateEntry, match="'c1'"):
-        tracked.append(assistant(calls=[call("c1")]))
     with pytest.raises(DuplicateEntry, match="'c9'"):
-        tracked.append(tool("c1", "ok"), assistant(calls=[call("c9"), call("c9")]))
+        tracked.append(tool("c1", "ok"), user("more"), assistant(calls=[call("c9"), call("c9")]))
     assert tracked.session.open_tool_calls == {"c1": 1}
+    tracked.append(tool("c1", "ok"), user("again"))
+    with pytest.raises(DuplicateEntry, match="'c1' is already used"):
+        tracked.append(assistant(calls=[call("c1")]))
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "system"])
+def test_only_results_may_follow_open_tool_calls(role: str) -> None:
+    """Between a call and its result only results (and runtime notes) may come."""
+    tracked = Tracked()
+    tracked.append(user("go"), assistant(calls=[call("c1"), call("c2")]))
+    following = {"user": user("steer"), "assistant": assistant("hm"), "system": system("s")}
+    with pytest.raises(ToolCallsOpen, match="'c1', 'c2' are still open"):
+        tracked.append(following[role])
+    with pytest.raises(ToolCallsOpen, match="'c2' are still open"):
+        tracked.append(tool("c1", "ok"), following[role])
+    tracked.append(custom("note"), tool("c1", "ok"), tool("c2", "ok"), following[role])
+    assert tracked.session.open_tool_calls == {}
 
 
 # -- entry validation -----------------------------------------------------------------

@@ -33,12 +33,15 @@ def generate_session(seed: int, steps: int = 120) -> Tracked:
         op = rng.random()
         if op < 0.45:
             batch: list[Entry] = []
-            # Answer some open calls first, in random order.
+            # Answer the open calls first, in random order, with the odd runtime
+            # note in between (notes may sit between a call and its result).
             rng.shuffle(open_calls)
-            while open_calls and rng.random() < 0.7:
+            while open_calls:
                 batch.append(
                     tool(open_calls.pop(), "x" * rng.randint(0, 300), tokens=rng.randint(1, 80))
                 )
+                if rng.random() < 0.2:
+                    batch.append(custom("progress", tokens=1))
             batch.append(user(f"question {rng.random()}", tokens=rng.randint(1, 30)))
             calls = [call(f"c{next_call + i}") for i in range(rng.choice([0, 0, 1, 2, 3]))]
             next_call += len(calls)

@@ -150,6 +150,17 @@ class Session(BaseAggregate[str]):
         # Idempotency key -> [request fingerprint, version], oldest first.
         self.recent_appends: dict[str, list[Any]] = {}
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Session:
+        # Commands run on a copy, so a failed save leaves no trace. Everything
+        # but the two small dicts and the pending list is immutable, so this is
+        # much cheaper than a generic deep copy.
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.open_tool_calls = dict(self.open_tool_calls)
+        clone.recent_appends = dict(self.recent_appends)
+        clone._pending_events = list(self._pending_events)
+        return clone
+
     # -- commands ---------------------------------------------------------------
 
     @classmethod

@@ -8,19 +8,21 @@ can share one database.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role
-from domain.errors import SessionExists, SessionNotFound, VersionConflict
+from domain.errors import DomainError, SessionExists, SessionNotFound, VersionConflict
 from domain.pruning import PruneDecision
 from domain.session import Session, new_id, validate_session_id
 from domain.settings import SessionSettings, resolve_context_window
@@ -31,6 +33,8 @@ from services.store import EventStore
 from services.tokens import ModelMetadata, tokenizer_for
 
 LOCK_STRIPES = 1024
+WRITE_CACHE_SESSIONS = 10_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class SessionService:
     def __init__(self, config: Config, model_metadata: ModelMetadata | None = None) -> None:
         self.config = config
         self.store = EventStore(
+            # Reads get cached aggregates, fast-forwarded from the store.
             {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": "10000"},
             snapshot_interval=config.snapshot_interval,
         )
@@ -59,6 +64,8 @@ class SessionService:
         self._histories: WeightedLRU[str, SessionHistory] = WeightedLRU(
             config.cache_max_mb << 20, lambda h: h.weight
         )
+        # The aggregates this server saved last, for its next write to them.
+        self._written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
         # Writers to one session queue here instead of failing each other's
         # optimistic checks; different sessions rarely share a stripe.
         self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
@@ -103,13 +110,11 @@ class SessionService:
         change: Callable[[SessionSettings], SessionSettings],
         expected_version: int | None,
     ) -> Session:
-        with self._write_lock(session_id):
-            session = self._aggregate(session_id)
-            session.check_expected_version(expected_version)
+        def command(session: Session) -> None:
             settings = change(session.settings)
             session.change_settings(settings, self._context_window(settings))
-            self._save(session)
-            return session
+
+        return self._write(session_id, expected_version, command)[0]
 
     # -- writes -------------------------------------------------------------------
 
@@ -122,8 +127,8 @@ class SessionService:
         idempotency_key: str = "",
     ) -> AppendResult:
         fingerprint = _fingerprint(drafts) if idempotency_key else ""
-        with self._write_lock(session_id):
-            session = self._aggregate(session_id)
+
+        def command(session: Session) -> AppendResult:
             earlier = session.earlier_append(idempotency_key, fingerprint)
             if earlier is not None:
                 return self._earlier_result(session_id, earlier)
@@ -139,25 +144,28 @@ class SessionService:
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
             )
-            self._save(session)
             return AppendResult(session.version, entries)
+
+        # The idempotency check comes before the version check: a retry carries
+        # the expected version its first try had.
+        return self._write(session_id, None, command)[1]
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None
     ) -> Session.CompactionRecorded:
-        with self._write_lock(session_id):
-            session = self._aggregate(session_id)
-            session.check_expected_version(expected_version)
+        def command(session: Session) -> Session.CompactionRecorded:
             tokenizer = tokenizer_for(session.settings.model)
-            compaction = replace(
+            counted = replace(
                 compaction,
                 summary_tokens=tokenizer.count_text(compaction.summary),
                 tokenizer=tokenizer.name,
             )
-            session.record_compaction(compaction, self._history(session_id))
-            (recorded,) = self._save(session)
+            session.record_compaction(counted, self._history(session_id))
+            recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.CompactionRecorded)
             return recorded
+
+        return self._write(session_id, expected_version, command)[1]
 
     def record_prune(
         self,
@@ -166,12 +174,42 @@ class SessionService:
         reason: str,
         expected_version: int | None,
     ) -> Session:
-        with self._write_lock(session_id):
-            session = self._aggregate(session_id)
-            session.check_expected_version(expected_version)
+        def command(session: Session) -> None:
             session.record_prune(decisions, reason, self._history(session_id))
+
+        return self._write(session_id, expected_version, command)[0]
+
+    def _write(
+        self,
+        session_id: str,
+        expected_version: int | None,
+        command: Callable[[Session], T],
+    ) -> tuple[Session, T]:
+        """Runs a command on the session and saves the events it decided on.
+
+        The aggregate comes from this server's cache of the sessions it wrote,
+        trusted without a read. If another server wrote in between, the save
+        hits the store's unique (session, version) key, and a refusal may be
+        the stale copy's mistake: either way the command runs once more on a
+        copy fresh from the store, whose verdict stands.
+        """
+        with self._write_lock(session_id):
+            cached = self._written.get(session_id)
+            if cached is not None:
+                try:
+                    return self._attempt(copy.deepcopy(cached), expected_version, command)
+                except DomainError:
+                    self._written.discard(session_id)
+            return self._attempt(self._aggregate(session_id), expected_version, command)
+
+    def _attempt(
+        self, session: Session, expected_version: int | None, command: Callable[[Session], T]
+    ) -> tuple[Session, T]:
+        session.check_expected_version(expected_version)
+        result = command(session)
+        if session.pending_events:
             self._save(session)
-            return session
+        return session, result
 
     # -- reads --------------------------------------------------------------------
 
@@ -238,8 +276,8 @@ class SessionService:
             return history.version_at_time(as_of.time)
         return history.resolve_version(as_of.version)
 
-    def _save(self, session: Session) -> list[Session.Event]:
-        """Saves the pending events (snapshotting as configured) and returns them."""
+    def _save(self, session: Session) -> None:
+        """Saves the pending events, snapshotting as configured."""
         pending = list(session.pending_events)
         try:
             self.store.save(session)
@@ -249,10 +287,10 @@ class SessionService:
                 raise SessionExists(f"a session with id {session.id!r} already exists") from None
             current = self._aggregate(session.id).version
             raise VersionConflict(pending[0].originator_version - 1, current) from None
+        self._written.put(session.id, session)
         with self._saved:
             self._latest_versions[session.id] = session.version
             self._saved.notify_all()
-        return pending  # type: ignore[return-value]
 
     def _earlier_result(self, session_id: str, version: int) -> AppendResult:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)

@@ -69,6 +69,7 @@ def persistence_env(database_url: str) -> dict[str, str]:
             "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", ["8"])[0],
             "POSTGRES_CONNECT_TIMEOUT": "10",
             "POSTGRES_LOCK_TIMEOUT": "10",
+            "APPLICATION_RECORDER_TOPIC": "services.store:PostgresEventRecorder",
         }
     raise ValueError(
         f"SESSIONSTORE_DATABASE_URL {database_url!r}: use sqlite:///path.db or "

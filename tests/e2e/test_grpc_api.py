@@ -625,3 +625,30 @@ def test_two_servers_on_one_database_never_lose_an_append(database_url: str) -> 
     finally:
         for server in servers:
             server.stop(0)
+
+
+def test_a_server_with_a_stale_copy_of_a_session_still_decides_rightly(database_url: str) -> None:
+    """Server A last wrote the session; B wrote since. A must not judge by its old copy."""
+    servers = [start_server(database_url), start_server(database_url)]
+    try:
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{servers[0].port}") as channel_a,
+            grpc.insecure_channel(f"127.0.0.1:{servers[1].port}") as channel_b,
+        ):
+            a, b = Stub(channel_a), Stub(channel_b)
+            session = new_session(a)
+            append(a, session.id, user("start"), idempotency_key="k-start")
+            # B makes a tool call that A's cached copy has never seen ...
+            append(b, session.id, tool_call("c1", "run", {}), expected_version=2)
+            # ... so A must accept its result, and know the version B reached.
+            assert append(a, session.id, tool_result("c1", "done"), expected_version=3).version == 4
+            assert "version 4" in refused(
+                lambda: append(b, session.id, user("late"), expected_version=3),
+                grpc.StatusCode.ABORTED,
+            )
+            # A retry through the other server is still answered from the first append.
+            retry = append(b, session.id, user("start"), idempotency_key="k-start")
+            assert (retry.version, retry.replayed) == (2, True)
+    finally:
+        for server in servers:
+            server.stop(0)

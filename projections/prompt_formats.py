@@ -36,16 +36,99 @@ class RenderedPrompt:
     estimated_tokens: int
 
 
+class PromptRenderer:
+    """Renders one session's prompt views, reusing each entry's JSON between renders.
+
+    An entry never changes; only the prune decision it is shown under can. So
+    its JSON is made once per format and decision, and a render is a join:
+    the warm prompt view of a long session, and a replay at any version, cost
+    little more than copying the text.
+    """
+
+    def __init__(self) -> None:
+        # Entry id -> (decision it was rendered under, JSON of its messages).
+        self._openai: dict[str, tuple[PruneDecision | None, str]] = {}
+        # Entry id -> (decision, role it joins, JSON of its content blocks).
+        self._anthropic: dict[str, tuple[PruneDecision | None, str, str]] = {}
+        # Characters held, for the cache that keeps renderers.
+        self.weight = 0
+
+    def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
+        """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
+        if provider_format == "anthropic":
+            return self._render_anthropic(view)
+        return self._render_openai(view)
+
+    def _render_openai(self, view: PromptView) -> RenderedPrompt:
+        parts = []
+        if view.log.compaction:
+            summary = summary_text(view.log.compaction.compaction.summary)
+            parts.append(_dumps({"role": "user", "content": summary}))
+        for entry in view.log.entries:
+            decision = view.pruned.get(entry.id)
+            cached = self._openai.get(entry.id)
+            if cached is not None and cached[0] == decision:
+                fragment = cached[1]
+            else:
+                fragment = ", ".join(_dumps(m) for m in openai_messages(entry, decision))
+                self._openai[entry.id] = (decision, fragment)
+                self.weight += len(fragment)
+            if fragment:
+                parts.append(fragment)
+        return RenderedPrompt(f"[{', '.join(parts)}]", "", estimated_tokens(view))
+
+    def _render_anthropic(self, view: PromptView) -> RenderedPrompt:
+        system: list[str] = []
+        messages: list[str] = []
+        role, blocks = "", []
+
+        def add(next_role: str, fragment: str) -> None:
+            nonlocal role, blocks
+            if next_role != role:
+                # The API wants strict alternation: consecutive turns of one role merge.
+                if blocks:
+                    messages.append(f'{{"role": "{role}", "content": [{", ".join(blocks)}]}}')
+                role, blocks = next_role, []
+            blocks.append(fragment)
+
+        if view.log.compaction:
+            summary = summary_text(view.log.compaction.compaction.summary)
+            add("user", _dumps(_text(summary)))
+        for entry in view.log.entries:
+            decision = view.pruned.get(entry.id)
+            cached = self._anthropic.get(entry.id)
+            if cached is None or cached[0] != decision:
+                fragment = ", ".join(_dumps(b) for b in anthropic_blocks(entry, decision))
+                cached = (decision, _ANTHROPIC_ROLES.get(entry.role, ""), fragment)
+                self._anthropic[entry.id] = cached
+                self.weight += len(fragment)
+            _, entry_role, fragment = cached
+            if not fragment or not entry_role:
+                continue
+            if entry_role == "system":
+                system.append(fragment)
+            else:
+                add(entry_role, fragment)
+        add("", "")  # flush the last message
+        system_json = f"[{', '.join(system)}]" if system else ""
+        return RenderedPrompt(f"[{', '.join(messages)}]", system_json, estimated_tokens(view))
+
+
+_ANTHROPIC_ROLES = {
+    Role.SYSTEM: "system",
+    Role.USER: "user",
+    Role.TOOL: "user",
+    Role.ASSISTANT: "assistant",
+}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def render(view: PromptView, provider_format: str) -> RenderedPrompt:
-    """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
-    if provider_format == "anthropic":
-        system, messages = to_anthropic(view)
-        system_json = json.dumps(system, ensure_ascii=False) if system else ""
-    else:
-        messages, system_json = to_openai(view), ""
-    return RenderedPrompt(
-        json.dumps(messages, ensure_ascii=False), system_json, estimated_tokens(view)
-    )
+    """Renders a view once, without keeping anything for later renders."""
+    return PromptRenderer().render(view, provider_format)
 
 
 def summary_text(summary: str) -> str:
@@ -74,17 +157,12 @@ def estimated_tokens(view: PromptView) -> int:
 
 
 def to_openai(view: PromptView) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if view.log.compaction:
-        messages.append(
-            {"role": "user", "content": summary_text(view.log.compaction.compaction.summary)}
-        )
-    for entry in view.log.entries:
-        messages.extend(_openai_messages(entry, view.pruned.get(entry.id)))
+    """The OpenAI messages as Python values, for inspection."""
+    messages: list[dict[str, Any]] = json.loads(render(view, "openai").messages_json)
     return messages
 
 
-def _openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+def openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
     match entry.role:
         case Role.SYSTEM:
             return [{"role": "system", "content": _joined_text(entry)}]
@@ -137,34 +215,13 @@ def _joined_text(entry: Entry) -> str:
 
 
 def to_anthropic(view: PromptView) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The top-level system blocks and the alternating user/assistant messages."""
-    system: list[dict[str, Any]] = []
-    messages: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if messages and messages[-1]["role"] == role:
-            # The API wants strict alternation: consecutive turns of one role merge.
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": role, "content": blocks})
-
-    if view.log.compaction:
-        add("user", [_text(summary_text(view.log.compaction.compaction.summary))])
-    for entry in view.log.entries:
-        decision = view.pruned.get(entry.id)
-        match entry.role:
-            case Role.SYSTEM:
-                system.extend(_anthropic_blocks(entry, decision))
-            case Role.USER | Role.TOOL:
-                add("user", _anthropic_blocks(entry, decision))
-            case Role.ASSISTANT:
-                add("assistant", _anthropic_blocks(entry, decision))
-    return system, messages
+    """The top-level system blocks and the alternating messages, for inspection."""
+    rendered = render(view, "anthropic")
+    system = json.loads(rendered.system_json) if rendered.system_json else []
+    return system, json.loads(rendered.messages_json)
 
 
-def _anthropic_blocks(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+def anthropic_blocks(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in entry.content:
         match block:

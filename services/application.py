@@ -26,6 +26,7 @@ from domain.errors import DomainError, SessionExists, SessionNotFound, VersionCo
 from domain.pruning import PruneDecision
 from domain.session import Session, new_id, validate_session_id
 from domain.settings import SessionSettings, resolve_context_window
+from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.cache import WeightedLRU
 from services.config import Config
@@ -61,8 +62,14 @@ class SessionService:
             snapshot_interval=config.snapshot_interval,
         )
         self.model_metadata = model_metadata or ModelMetadata()
+        # The cache budget: two thirds for histories, one third for the
+        # rendered JSON that makes repeated prompt views cheap.
+        budget = config.cache_max_mb << 20
         self._histories: WeightedLRU[str, SessionHistory] = WeightedLRU(
-            config.cache_max_mb << 20, lambda h: h.weight
+            budget * 2 // 3, lambda h: h.weight
+        )
+        self._renderers: WeightedLRU[str, PromptRenderer] = WeightedLRU(
+            budget // 3, lambda r: r.weight
         )
         # The aggregates this server saved last, for its next write to them.
         self._written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
@@ -217,9 +224,16 @@ class SessionService:
         history = self._history(session_id)
         return history.durable_log(self._version(history, as_of))
 
-    def prompt_view(self, session_id: str, as_of: AsOf = AsOf()) -> PromptView:
+    def prompt_view(
+        self, session_id: str, as_of: AsOf = AsOf(), provider_format: str = "openai"
+    ) -> tuple[PromptView, RenderedPrompt]:
+        """The prompt view and its rendering in the provider's format."""
         history = self._history(session_id)
-        return history.prompt_view(self._version(history, as_of))
+        view = history.prompt_view(self._version(history, as_of))
+        renderer = self._renderers.get(session_id) or PromptRenderer()
+        rendered = renderer.render(view, provider_format)
+        self._renderers.put(session_id, renderer)  # weighed again: it may have grown
+        return view, rendered
 
     def entry(self, session_id: str, entry_id: str) -> tuple[Entry, int]:
         """An entry's full content and the version that appended it."""

@@ -27,7 +27,9 @@ class Config(BaseSettings):
         description='context windows by model (the "models config"), as JSON',
     )
     snapshot_interval: int = Field(100, description="events between aggregate snapshots")
-    cache_max_mb: int = Field(512, description="memory for cached session histories")
+    cache_max_mb: int = Field(
+        512, description="memory for cached session histories and rendered prompts"
+    )
     max_workers: int = Field(32, description="gRPC worker threads")
     max_message_mb: int = Field(16, description="largest gRPC message accepted")
     follow_poll_seconds: float = Field(

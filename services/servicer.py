@@ -11,7 +11,6 @@ import grpc
 
 from domain.errors import InvalidRequest
 from domain.settings import SessionSettings
-from projections.prompt_formats import render
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services import grpc_mapping as mapping
@@ -135,8 +134,9 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def GetPromptView(
         self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
-        view = self.service.prompt_view(_session_id(request), _as_of(request))
-        rendered = render(view, _FORMATS[request.format])
+        view, rendered = self.service.prompt_view(
+            _session_id(request), _as_of(request), _FORMATS[request.format]
+        )
         return pb.PromptView(
             session_id=view.log.session_id,
             version=view.log.version,

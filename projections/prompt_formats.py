@@ -80,7 +80,7 @@ class PromptRenderer:
     def _render_anthropic(self, view: PromptView) -> RenderedPrompt:
         system: list[str] = []
         messages: list[str] = []
-        role, blocks = "", []
+        role, blocks = "", list[str]()
 
         def add(next_role: str, fragment: str) -> None:
             nonlocal role, blocks

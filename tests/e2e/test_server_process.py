@@ -1,0 +1,71 @@
+"""The server as `make run` starts it: a process that serves, logs and stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_until_serving(address: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                answer = health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+
+def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": address,
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        "SESSIONSTORE_LOG_FORMAT": "json",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "services.server"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_until_serving(address)
+        with grpc.insecure_channel(address) as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            created = store.CreateSession(pb.CreateSessionRequest(session_id="s-1"))
+            assert created.version == 1
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.stderr is not None
+    events = [json.loads(line)["event"] for line in server.stderr.read().splitlines() if line]
+    assert events[0] == "serving"
+    assert events[-2:] == ["shutting down", "stopped"]
+    assert (tmp_path / "store.db").exists()

@@ -113,47 +113,67 @@ class Entry:
     def content_bytes(self) -> int:
         return sum(len(text.encode()) for text in block_texts(self.content))
 
-    # -- JSON-ready form, as stored in events --------------------------------
+    # -- the stored form ------------------------------------------------------
+    # Positional lists, not dicts: a long session is decoded whole when it is
+    # first read, and JSON decoders pay for every object they build.
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "parent_id": self.parent_id,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
-            "role": self.role.value,
-            "content": [block_to_dict(b) for b in self.content],
-            "token_count": self.token_count,
-            "tokenizer": self.tokenizer,
-        }
-        if self.usage is not None:
-            data["usage"] = [
-                self.usage.input_tokens,
-                self.usage.output_tokens,
-                self.usage.cache_read_tokens,
-                self.usage.cache_write_tokens,
-            ]
-        if self.custom_type:
-            data["custom_type"] = self.custom_type
-        if self.metadata:
-            data["metadata"] = dict(self.metadata)
-        return data
+    def to_record(self) -> list[Any]:
+        """[id, parent_id, timestamp, role, blocks, token_count, tokenizer, usage, custom_type,
+        metadata], each block [kind, fields...], as stored in events."""
+        usage = self.usage
+        return [
+            self.id,
+            self.parent_id,
+            self.timestamp.isoformat() if self.timestamp else None,
+            self.role.value,
+            [_block_record(b) for b in self.content],
+            self.token_count,
+            self.tokenizer,
+            None
+            if usage is None
+            else [
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            ],
+            self.custom_type,
+            dict(self.metadata) if self.metadata else None,
+        ]
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Entry:
-        usage = data.get("usage")
-        timestamp = data.get("timestamp")
-        return cls(
-            id=data["id"],
-            parent_id=data.get("parent_id"),
-            timestamp=datetime.fromisoformat(timestamp) if timestamp else None,
-            role=Role(data["role"]),
-            content=tuple(block_from_dict(b) for b in data["content"]),
-            usage=Usage(*usage) if usage is not None else None,
-            custom_type=data.get("custom_type", ""),
-            metadata=MappingProxyType(dict(data["metadata"])) if data.get("metadata") else _EMPTY,
-            token_count=data.get("token_count", 0),
-            tokenizer=data.get("tokenizer", ""),
+    def from_record(cls, record: list[Any]) -> Entry:
+        (entry_id, parent_id, timestamp, role, blocks, tokens, tokenizer, usage, custom, meta) = (
+            record
         )
+        return cls(
+            entry_id,
+            parent_id,
+            datetime.fromisoformat(timestamp) if timestamp else None,
+            _ROLES[role],
+            tuple(_BLOCK_KINDS[kind](*fields) for kind, *fields in blocks),
+            Usage(*usage) if usage is not None else None,
+            custom,
+            MappingProxyType(meta) if meta else _EMPTY,
+            tokens,
+            tokenizer,
+        )
+
+
+_ROLES = {role.value: role for role in Role}
+_BLOCK_KINDS: dict[str, type] = {
+    "text": TextBlock,
+    "thinking": ThinkingBlock,
+    "tool_call": ToolCall,
+    "tool_result": ToolResult,
+    "image": ImageRef,
+}
+_KIND_OF_BLOCK = {block_type: kind for kind, block_type in _BLOCK_KINDS.items()}
+
+
+def _block_record(block: Block) -> list[Any]:
+    # The fields in the order the block's constructor takes them.
+    return [_KIND_OF_BLOCK[type(block)], *(getattr(block, f) for f in block.__slots__)]
 
 
 def block_texts(blocks: tuple[Block, ...]) -> list[str]:
@@ -172,41 +192,6 @@ def block_texts(blocks: tuple[Block, ...]) -> list[str]:
             case ImageRef(uri=uri):
                 texts.append(uri)
     return texts
-
-
-def block_to_dict(block: Block) -> dict[str, Any]:
-    match block:
-        case TextBlock(text=text):
-            return {"type": "text", "text": text}
-        case ThinkingBlock(thinking=thinking, signature=signature):
-            return {"type": "thinking", "thinking": thinking, "signature": signature}
-        case ToolCall(id=call_id, name=name, arguments_json=arguments):
-            return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
-        case ToolResult(tool_call_id=call_id, content=content, is_error=is_error):
-            return {
-                "type": "tool_result",
-                "tool_call_id": call_id,
-                "content": content,
-                "is_error": is_error,
-            }
-        case ImageRef(uri=uri, media_type=media_type):
-            return {"type": "image", "uri": uri, "media_type": media_type}
-    raise TypeError(f"not a content block: {block!r}")
-
-
-def block_from_dict(data: Mapping[str, Any]) -> Block:
-    match data["type"]:
-        case "text":
-            return TextBlock(data["text"])
-        case "thinking":
-            return ThinkingBlock(data["thinking"], data.get("signature", ""))
-        case "tool_call":
-            return ToolCall(data["id"], data["name"], data.get("arguments", "{}"))
-        case "tool_result":
-            return ToolResult(data["tool_call_id"], data["content"], data.get("is_error", False))
-        case "image":
-            return ImageRef(data["uri"], data.get("media_type", ""))
-    raise ValueError(f"unknown content block type {data['type']!r}")
 
 
 # -- validation of one entry on its own (the session checks the rest) ----------

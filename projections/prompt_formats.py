@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from domain.content import (
     Entry,
     ImageRef,
@@ -70,12 +72,12 @@ class PromptRenderer:
             if cached is not None and cached[0] == decision:
                 fragment = cached[1]
             else:
-                fragment = ", ".join(_dumps(m) for m in openai_messages(entry, decision))
+                fragment = ",".join(_dumps(m) for m in openai_messages(entry, decision))
                 self._openai[entry.id] = (decision, fragment)
                 self.weight += len(fragment)
             if fragment:
                 parts.append(fragment)
-        return RenderedPrompt(f"[{', '.join(parts)}]", "", estimated_tokens(view))
+        return RenderedPrompt(f"[{','.join(parts)}]", "", estimated_tokens(view))
 
     def _render_anthropic(self, view: PromptView) -> RenderedPrompt:
         system: list[str] = []
@@ -87,7 +89,7 @@ class PromptRenderer:
             if next_role != role:
                 # The API wants strict alternation: consecutive turns of one role merge.
                 if blocks:
-                    messages.append(f'{{"role": "{role}", "content": [{", ".join(blocks)}]}}')
+                    messages.append(f'{{"role":"{role}","content":[{",".join(blocks)}]}}')
                 role, blocks = next_role, []
             blocks.append(fragment)
 
@@ -98,7 +100,7 @@ class PromptRenderer:
             decision = view.pruned.get(entry.id)
             cached = self._anthropic.get(entry.id)
             if cached is None or cached[0] != decision:
-                fragment = ", ".join(_dumps(b) for b in anthropic_blocks(entry, decision))
+                fragment = ",".join(_dumps(b) for b in anthropic_blocks(entry, decision))
                 cached = (decision, _ANTHROPIC_ROLES.get(entry.role, ""), fragment)
                 self._anthropic[entry.id] = cached
                 self.weight += len(fragment)
@@ -110,8 +112,8 @@ class PromptRenderer:
             else:
                 add(entry_role, fragment)
         add("", "")  # flush the last message
-        system_json = f"[{', '.join(system)}]" if system else ""
-        return RenderedPrompt(f"[{', '.join(messages)}]", system_json, estimated_tokens(view))
+        system_json = f"[{','.join(system)}]" if system else ""
+        return RenderedPrompt(f"[{','.join(messages)}]", system_json, estimated_tokens(view))
 
 
 _ANTHROPIC_ROLES = {
@@ -123,7 +125,8 @@ _ANTHROPIC_ROLES = {
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # orjson: several times faster than json on the first render of a long session.
+    return orjson.dumps(value).decode()
 
 
 def render(view: PromptView, provider_format: str) -> RenderedPrompt:

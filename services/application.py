@@ -353,5 +353,5 @@ class _LazyHistory:
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:
-    canonical = json.dumps([d.to_dict() for d in drafts], sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps([d.to_record() for d in drafts], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -39,9 +39,15 @@ class _AsDict(Transcoding):
         return self.type.from_dict(data)
 
 
-class EntryAsDict(_AsDict):
+class EntryAsRecord(Transcoding):
     type = Entry
     name = "entry"
+
+    def encode(self, obj: Entry) -> list[Any]:
+        return obj.to_record()
+
+    def decode(self, data: list[Any]) -> Entry:
+        return Entry.from_record(data)
 
 
 class SettingsAsDict(_AsDict):
@@ -98,7 +104,7 @@ class EventStore(Application[str]):
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         for transcoding in (
-            EntryAsDict(),
+            EntryAsRecord(),
             SettingsAsDict(),
             CompactionAsDict(),
             PruneDecisionAsDict(),

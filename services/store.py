@@ -100,6 +100,24 @@ class EventStore(Application[str]):
         super().__init__(env=env)
         # The library reads the interval from the instance when it saves.
         self.snapshotting_intervals = {Session: snapshot_interval}  # type: ignore[misc]
+        self._index_topics()
+
+    def _index_topics(self) -> None:
+        """Lets sessions be listed by their Started events without scanning every event."""
+        recorder: Any = self.recorder
+        table = recorder.events_table_name
+        if isinstance(recorder, PostgresApplicationRecorder):
+            statement: Any = sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (topic, notification_id)"
+            ).format(
+                index=sql.Identifier(f"{table}_topic_idx"),
+                schema=sql.Identifier(recorder.datastore.schema),
+                table=sql.Identifier(table),
+            )
+        else:
+            statement = f"CREATE INDEX IF NOT EXISTS {table}_topic_idx ON {table} (topic)"
+        with recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute(statement)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

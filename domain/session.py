@@ -220,7 +220,14 @@ class Session(BaseAggregate[str]):
         for offset, draft in enumerate(entries):
             entry = self._completed(draft, f"entries[{offset}]", parent, now, batch_ids, history)
             validate_entry(entry, self.settings.max_entry_bytes)
-            _pair_tool_calls(entry, self.entry_count + offset, open_calls, batch_calls, history)
+            _pair_tool_calls(
+                entry,
+                f"entries[{offset}]",
+                self.entry_count + offset,
+                open_calls,
+                batch_calls,
+                history,
+            )
             batch_ids.add(entry.id)
             parent = entry.id
             final.append(entry)
@@ -318,6 +325,7 @@ class Session(BaseAggregate[str]):
 
 def _pair_tool_calls(
     entry: Entry,
+    label: str,
     position: int,
     open_calls: dict[str, int],
     batch_calls: set[str],
@@ -331,7 +339,7 @@ def _pair_tool_calls(
     if open_calls and entry.role not in (Role.TOOL, Role.CUSTOM):
         waiting = ", ".join(repr(call) for call in list(open_calls)[:3])
         raise ToolCallsOpen(
-            f"entry {entry.id!r}: tool calls {waiting} are still open; append their results "
+            f"{label}: tool calls {waiting} are still open; append their results "
             "first (with is_error for calls that were aborted): providers reject a prompt "
             "where anything but results follows a tool call"
         )
@@ -342,7 +350,7 @@ def _pair_tool_calls(
             or history.call_position(call.id) is not None
         ):
             raise DuplicateEntry(
-                f"entry {entry.id!r}: tool call id {call.id!r} is already used in this "
+                f"{label}: tool call id {call.id!r} is already used in this "
                 "session; tool call ids must be unique"
             )
         open_calls[call.id] = position
@@ -350,6 +358,6 @@ def _pair_tool_calls(
     for result in entry.tool_results:
         if open_calls.pop(result.tool_call_id, None) is None:
             raise UnknownToolCall(
-                f"entry {entry.id!r} answers tool call {result.tool_call_id!r}, which is not "
+                f"{label} answers tool call {result.tool_call_id!r}, which is not "
                 "open in this session (never made, or already answered)"
             )

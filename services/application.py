@@ -22,7 +22,13 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role
-from domain.errors import DomainError, SessionExists, SessionNotFound, VersionConflict
+from domain.errors import (
+    DomainError,
+    SessionExists,
+    SessionNotFound,
+    VersionConflict,
+    VersionOutOfRange,
+)
 from domain.pruning import PruneDecision
 from domain.session import Session, new_id, validate_session_id
 from domain.settings import SessionSettings, resolve_context_window
@@ -106,9 +112,11 @@ class SessionService:
     def list_sessions(self, page_size: int, after: int) -> tuple[list[Session], int | None]:
         """A page of sessions in creation order, and the position to continue from."""
         page_size = min(max(page_size, 1), 500)
-        found = self.store.started_notifications(after, page_size)
-        sessions = [self._aggregate(session_id) for _, session_id in found]
-        next_after = found[-1][0] if len(found) == page_size else None
+        # One more than asked, to know whether another page follows.
+        found = self.store.started_notifications(after, page_size + 1)
+        page = found[:page_size]
+        sessions = [self._aggregate(session_id) for _, session_id in page]
+        next_after = page[-1][0] if len(found) > page_size else None
         return sessions, next_after
 
     def update_settings(
@@ -247,7 +255,11 @@ class SessionService:
         self, session_id: str, after_version: int, *, follow: bool, is_active: Callable[[], bool]
     ) -> Iterator[Session.Event]:
         """The session's events after a version; with follow, new ones as they land."""
-        self._aggregate(session_id)  # NOT_FOUND before the stream starts
+        current = self._aggregate(session_id).version  # NOT_FOUND before the stream starts
+        if after_version > current:
+            raise VersionOutOfRange(
+                f"after_version {after_version} is beyond the session's version {current}"
+            )
         while True:
             page = self.store.session_events(session_id, after=after_version, limit=500)
             yield from page

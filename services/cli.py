@@ -102,12 +102,16 @@ def _report(error: grpc.RpcError, client: Client | None) -> int:
     details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
     address = client.address if client else "?"
     if code is grpc.StatusCode.UNAVAILABLE:
-        click.echo(f"error: cannot reach the session store at {address}: {details}", err=True)
+        click.echo(
+            f"error: UNAVAILABLE: cannot reach the session store at {address} ({details})",
+            err=True,
+        )
         return EXIT_UNREACHABLE
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         timeout = client.timeout if client else DEFAULT_TIMEOUT_SECONDS
         click.echo(
-            f"error: no answer from the session store at {address} within {timeout:g}s "
+            f"error: DEADLINE_EXCEEDED: no answer from the session store at {address} "
+            f"within {timeout:g}s "
             "(--timeout waits longer)",
             err=True,
         )
@@ -123,7 +127,14 @@ def _report(error: grpc.RpcError, client: Client | None) -> int:
 
 
 def _print_json(message: Message, *, one_line: bool = False) -> None:
-    click.echo(json_format.MessageToJson(message, indent=None if one_line else 2))
+    # Zero counts printed, not left out, so a script reading `entryCount` finds 0.
+    text = json_format.MessageToJson(
+        message,
+        indent=None if one_line else 2,
+        ensure_ascii=False,
+        always_print_fields_with_no_presence=True,
+    )
+    click.echo(text)
 
 
 # -- text helpers -------------------------------------------------------------------
@@ -197,7 +208,7 @@ def _block_summary(block: pb.ContentBlock, limit: int) -> str:
     if kind == "tool_result":
         result = block.tool_result
         prefix = f"← {result.tool_call_id}{' (error)' if result.is_error else ''}: "
-        return prefix + _clip(result.content, limit - len(prefix))
+        return prefix + (_clip(result.content, limit - len(prefix)) or "(empty)")
     if kind == "image":
         return _clip(f"[image {block.image.uri}]", limit)
     return "(empty block)"
@@ -730,6 +741,10 @@ def events(client: Client, session: str, after: int, follow: bool) -> None:
     except KeyboardInterrupt:
         # Ctrl-C is how a follow ends: hang up so the server stops waiting.
         call.cancel()
+        return
+    if follow:
+        # A followed stream only ends this way when the server shuts down.
+        click.echo("(the server ended the stream)", err=True)
 
 
 def _event_line(event: pb.SessionEvent) -> str:

@@ -181,10 +181,11 @@ def settings_from_pb(message: pb.SessionSettings, base: SessionSettings) -> Sess
     return dataclasses.replace(base, **changes)
 
 
-def settings_to_pb(settings: SessionSettings) -> pb.SessionSettings:
+def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.SessionSettings:
+    """The settings, showing the window in force whatever its source."""
     return pb.SessionSettings(
         model=settings.model,
-        context_window_tokens=settings.context_window_tokens,
+        context_window_tokens=context_window_tokens,
         max_entry_bytes=settings.max_entry_bytes,
         title=settings.title,
         labels=dict(settings.labels),
@@ -194,13 +195,10 @@ def settings_to_pb(settings: SessionSettings) -> pb.SessionSettings:
 
 
 def session_to_pb(session: Session) -> pb.Session:
-    settings = settings_to_pb(session.settings)
-    # Show the window in force, whatever its source.
-    settings.context_window_tokens = session.context_window_tokens
     return pb.Session(
         id=session.id,
         version=session.version,
-        settings=settings,
+        settings=settings_to_pb(session.settings, session.context_window_tokens),
         context_window_source=session.context_window_source,
         created_at=to_timestamp(session.created_on),
         updated_at=to_timestamp(session.modified_on),
@@ -295,7 +293,9 @@ def event_to_pb(event: Session.Event) -> pb.SessionEvent:
     )
     version = event.originator_version
     if isinstance(event, Session.Started):
-        message.started.settings.CopyFrom(settings_to_pb(event.settings))
+        message.started.settings.CopyFrom(
+            settings_to_pb(event.settings, event.context_window_tokens)
+        )
     elif isinstance(event, Session.EntriesAppended):
         message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
         message.entries_appended.idempotency_key = event.idempotency_key
@@ -307,5 +307,7 @@ def event_to_pb(event: Session.Event) -> pb.SessionEvent:
         message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
         message.prune_recorded.reason = event.reason
     elif isinstance(event, Session.SettingsChanged):
-        message.settings_changed.settings.CopyFrom(settings_to_pb(event.settings))
+        message.settings_changed.settings.CopyFrom(
+            settings_to_pb(event.settings, event.context_window_tokens)
+        )
     return message

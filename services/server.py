@@ -69,6 +69,8 @@ class RunningServer:
 
 def start(config: Config) -> RunningServer:
     """Starts serving in background threads and returns at once."""
+    if not structlog.is_configured():
+        configure_logging(config)  # else log lines would go to stdout
     service = SessionService(config)
     service.model_metadata.warm_up()
     max_message = config.max_message_mb << 20

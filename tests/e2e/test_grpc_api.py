@@ -513,8 +513,16 @@ def test_events_are_read_back_in_order(store: Stub, session: pb.Session) -> None
     assert [e.version for e in events] == [1, 2, 3, 4]
     assert [e.WhichOneof("event") for e in events] == ["started"] + ["entries_appended"] * 3
     assert [e.id for e in events[2].entries_appended.entries] == ids[1:4]
+    # The window in force is in the event, though the client left it to the model.
+    assert events[0].started.settings.context_window_tokens == 128_000
     later = list(store.ReadEvents(pb.ReadEventsRequest(session_id=session.id, after_version=3)))
     assert [e.version for e in later] == [4]
+    refused(
+        lambda: list(
+            store.ReadEvents(pb.ReadEventsRequest(session_id=session.id, after_version=9))
+        ),
+        grpc.StatusCode.OUT_OF_RANGE,
+    )
 
 
 def test_follow_streams_new_events_as_they_land(store: Stub, session: pb.Session) -> None:

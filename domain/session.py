@@ -249,26 +249,23 @@ class Session(BaseAggregate[str]):
         history: History,
     ) -> Entry:
         """The draft with id, parent and timestamp filled in, once they are known to be sound."""
-        entry = draft
-        if entry.id:
-            if entry.id in batch_ids or history.position_of(entry.id) is not None:
-                raise DuplicateEntry(
-                    f"{label}: entry id {entry.id!r} is already in this session; ids must be unique"
-                )
-        else:
-            entry = replace(entry, id=new_id())
-        if entry.parent_id:
-            known = entry.parent_id in batch_ids or entry.parent_id == self.last_entry_id
-            if not known and history.position_of(entry.parent_id) is None:
+        if draft.id and (draft.id in batch_ids or history.position_of(draft.id) is not None):
+            raise DuplicateEntry(
+                f"{label}: entry id {draft.id!r} is already in this session; ids must be unique"
+            )
+        if draft.parent_id:
+            known = draft.parent_id in batch_ids or draft.parent_id == self.last_entry_id
+            if not known and history.position_of(draft.parent_id) is None:
                 raise InvalidRequest(
-                    f"{label}: parent_id {entry.parent_id!r} is not in this session; leave it "
+                    f"{label}: parent_id {draft.parent_id!r} is not in this session; leave it "
                     "empty to chain to the previous entry"
                 )
-        else:
-            entry = replace(entry, parent_id=parent)
-        if entry.timestamp is None:
-            entry = replace(entry, timestamp=now)
-        return entry
+        return replace(
+            draft,
+            id=draft.id or new_id(),
+            parent_id=draft.parent_id or parent,
+            timestamp=draft.timestamp or now,
+        )
 
     def record_compaction(self, compaction: Compaction, history: History) -> None:
         compaction.validate()

@@ -306,7 +306,7 @@ class SessionService:
         """Saves the pending events, snapshotting as configured."""
         pending = list(session.pending_events)
         try:
-            self.store.save(session)
+            self.store.save_session(session)
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):

@@ -93,14 +93,29 @@ class EventStore(Application[str]):
     """Sessions' events and snapshots, in one of the library's recorders."""
 
     name = "SessionStore"
+    # Tells the library to keep a snapshot store and load from it; save_session
+    # decides when to take one.
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
         _create_postgres_schema(env)
         super().__init__(env=env)
-        # The library reads the interval from the instance when it saves.
-        self.snapshotting_intervals = {Session: snapshot_interval}  # type: ignore[misc]
+        self.snapshot_interval = snapshot_interval
         self._index_topics()
+
+    def save_session(self, session: Session) -> None:
+        """Stores the session's pending events, and a snapshot when one is due.
+
+        The library's general save() collects events from any mix of objects
+        through runtime protocol checks and snapshots by reading the aggregate
+        back; a session's events are at hand, and so is its state.
+        """
+        events = session.collect_events()
+        self.events.put(events)
+        if self.snapshots is not None and any(
+            e.originator_version % self.snapshot_interval == 0 for e in events
+        ):
+            self.snapshots.put([Session.Snapshot.take(session)])
 
     def _index_topics(self) -> None:
         """Lets sessions be listed by their Started events without scanning every event."""
@@ -154,15 +169,40 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     save is atomic on its own, so several sessions' events can share it too.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._insert_statements: dict[int, bytes] = {}
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
-        rows = [
-            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-            for e in stored_events
-        ]
+        params: list[Any] = []
+        for e in stored_events:
+            params.extend((e.originator_id, e.originator_version, e.topic, e.state))
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
-            # The library's statement: INSERT ... FROM unnest(rows) RETURNING notification_id.
-            cursor.execute(self.insert_events_statement, (rows,), prepare=True)
+            cursor.execute(self._insert_sql(conn, len(stored_events)), params, prepare=True)
             return [row["notification_id"] for row in cursor.fetchall()]
+
+    def _insert_sql(self, conn: psycopg.Connection[Any], rows: int) -> bytes:
+        # Plain VALUES rows, composed once per row count: composing the
+        # statement, or dumping the library's composite-type array, costs more
+        # than the insert itself.
+        statement = self._insert_statements.get(rows)
+        if statement is None:
+            statement = (
+                sql.SQL(
+                    "INSERT INTO {schema}.{table} "
+                    "(originator_id, originator_version, topic, state) VALUES {rows} "
+                    "RETURNING notification_id"
+                )
+                .format(
+                    schema=sql.Identifier(self.datastore.schema),
+                    table=sql.Identifier(self.events_table_name),
+                    rows=sql.SQL(",").join([sql.SQL("(%s, %s, %s, %s)")] * rows),
+                )
+                .as_bytes(conn)
+            )
+            if rows <= 16:
+                self._insert_statements[rows] = statement
+        return statement
 
 
 def _create_postgres_schema(env: dict[str, str]) -> None:

@@ -575,6 +575,9 @@ def test_a_restarted_server_serves_the_same_views(database_url: str) -> None:
             # And it goes on from where the first left off: the aggregate came
             # back from a snapshot plus the events after it.
             assert append(store, session.id, user("after restart")).version == 16
+            snapshots = second.service.store.snapshots
+            assert snapshots is not None
+            assert [s.originator_version for s in snapshots.get(session.id)] == [5, 10, 15]
     finally:
         second.stop(0)
 

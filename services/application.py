@@ -37,7 +37,7 @@ from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.cache import WeightedLRU
 from services.config import Config
 from services.store import EventStore
-from services.tokens import ModelMetadata, tokenizer_for
+from services.tokens import model_metadata, tokenizer_for
 
 LOCK_STRIPES = 1024
 WRITE_CACHE_SESSIONS = 10_000
@@ -60,14 +60,13 @@ class AppendResult:
 
 
 class SessionService:
-    def __init__(self, config: Config, model_metadata: ModelMetadata | None = None) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         self.store = EventStore(
             # Reads get cached aggregates, fast-forwarded from the store.
             {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": "10000"},
             snapshot_interval=config.snapshot_interval,
         )
-        self.model_metadata = model_metadata or ModelMetadata()
         # The cache budget: two thirds for histories, one third for the
         # rendered JSON that makes repeated prompt views cheap.
         budget = config.cache_max_mb << 20
@@ -276,7 +275,7 @@ class SessionService:
 
     def _context_window(self, settings: SessionSettings) -> tuple[int, str]:
         return resolve_context_window(
-            settings, self.config.model_windows, self.model_metadata.context_window
+            settings, self.config.model_windows, model_metadata.context_window
         )
 
     def _aggregate(self, session_id: str) -> Session:

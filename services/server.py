@@ -72,7 +72,6 @@ def start(config: Config) -> RunningServer:
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
     service = SessionService(config)
-    service.model_metadata.warm_up()
     max_message = config.max_message_mb << 20
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),

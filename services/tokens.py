@@ -9,9 +9,9 @@ Works offline: tiktoken reads the encodings litellm ships with.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,20 +20,20 @@ from typing import Any
 from domain.content import Entry, ImageRef, block_texts
 
 
-def _point_tiktoken_at_shipped_encodings() -> None:
-    # tiktoken downloads encodings on first use unless they are in its cache
-    # directory; litellm ships cl100k_base, o200k_base and p50k_base there.
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        return
+def _litellm_file(relative: str) -> Path | None:
+    """A data file litellm ships, found without importing litellm."""
     spec = importlib.util.find_spec("litellm")
-    if spec and spec.submodule_search_locations:
-        shipped = Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
-        if shipped.is_dir():
-            os.environ["TIKTOKEN_CACHE_DIR"] = str(shipped)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / relative
+    return path if path.exists() else None
 
 
-_point_tiktoken_at_shipped_encodings()
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# tiktoken downloads encodings on first use unless they are in its cache
+# directory; litellm ships cl100k_base, o200k_base and p50k_base there.
+_shipped_encodings = _litellm_file("litellm_core_utils/tokenizers")
+if _shipped_encodings and "TIKTOKEN_CACHE_DIR" not in os.environ:
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_shipped_encodings)
 
 import tiktoken  # noqa: E402  (needs TIKTOKEN_CACHE_DIR first)
 
@@ -84,39 +84,30 @@ def tokenizer_for(model: str) -> Tokenizer:
 
 
 class ModelMetadata:
-    """litellm's model facts (context window, provider), loaded once, lazily.
+    """Model facts (context window, provider) from litellm's model map.
 
-    litellm takes seconds to import, so it is never imported at start-up on the
-    request path; ``warm_up`` loads it in the background instead.
+    The map is the JSON file litellm ships; it is read directly, once, on
+    first use (about 10 ms). Importing litellm itself takes seconds of CPU,
+    which a server would spend competing with its first requests.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, model_map: Path | None = None) -> None:
+        self._path = model_map or _litellm_file("model_prices_and_context_window_backup.json")
         self._lock = threading.Lock()
-        self._get_model_info: Callable[[str], Any] | None = None
-
-    def warm_up(self) -> None:
-        threading.Thread(target=self._load, name="litellm-warm-up", daemon=True).start()
-
-    def _load(self) -> Callable[[str], Any]:
-        with self._lock:
-            if self._get_model_info is None:
-                import litellm
-
-                self._get_model_info = litellm.get_model_info
-            return self._get_model_info
+        self._models: dict[str, dict[str, Any]] | None = None
 
     def _info(self, model: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._load()(model))
-        except Exception:
-            # litellm raises a bare Exception for models it does not know.
-            return None
+        with self._lock:
+            if self._models is None:
+                self._models = json.loads(self._path.read_text()) if self._path else {}
+        return self._models.get(model) or self._models.get(bare_model_name(model))
 
     def context_window(self, model: str) -> int | None:
         info = self._info(model)
         if not info:
             return None
-        return info.get("max_input_tokens") or info.get("max_tokens")
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        return int(window) if window else None
 
     def provider(self, model: str) -> str | None:
         info = self._info(model)

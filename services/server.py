@@ -92,10 +92,13 @@ def start(config: Config) -> RunningServer:
         ),
         server,
     )
-    port = server.add_insecure_port(config.address)
+    try:
+        port = server.add_insecure_port(config.address)
+    except RuntimeError:
+        port = 0
     if port == 0:
         service.close()
-        raise OSError(f"cannot listen on {config.address}")
+        raise OSError(f"cannot listen on {config.address}: is another server using it?")
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -83,7 +83,9 @@ class SessionService:
         self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._history_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._saved = threading.Condition()
-        self._latest_versions: dict[str, int] = {}
+        # Latest version saved here, per session, for followers to wake on;
+        # a follower whose session fell out of it finds new events by polling.
+        self._latest_versions: WeightedLRU[str, int] = WeightedLRU(100_000, lambda _: 1)
         self.closing = threading.Event()
 
     def close(self) -> None:
@@ -314,7 +316,7 @@ class SessionService:
             raise VersionConflict(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
         with self._saved:
-            self._latest_versions[session.id] = session.version
+            self._latest_versions.put(session.id, session.version)
             self._saved.notify_all()
 
     def _earlier_result(self, session_id: str, version: int) -> AppendResult:
@@ -327,7 +329,7 @@ class SessionService:
     ) -> None:
         with self._saved:
             while not self.closing.is_set() and is_active():
-                if self._latest_versions.get(session_id, 0) > after_version:
+                if (self._latest_versions.get(session_id) or 0) > after_version:
                     return
                 # Time out now and then: another server may have written, and
                 # the client may have gone away.

@@ -54,12 +54,23 @@ class PromptRenderer:
         self._anthropic: dict[str, tuple[PruneDecision | None, str, str]] = {}
         # Characters held, for the cache that keeps renderers.
         self.weight = 0
+        # Format -> (version, rendering): a version's view never changes.
+        self._latest: dict[str, tuple[int, RenderedPrompt]] = {}
 
     def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
         """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
+        latest = self._latest.get(provider_format)
+        if latest is not None and latest[0] == view.log.version:
+            return latest[1]
         if provider_format == "anthropic":
-            return self._render_anthropic(view)
-        return self._render_openai(view)
+            rendered = self._render_anthropic(view)
+        else:
+            rendered = self._render_openai(view)
+        if latest is not None:
+            self.weight -= len(latest[1].messages_json)
+        self._latest[provider_format] = (view.log.version, rendered)
+        self.weight += len(rendered.messages_json)
+        return rendered
 
     def _render_openai(self, view: PromptView) -> RenderedPrompt:
         parts = []
@@ -77,7 +88,7 @@ class PromptRenderer:
                 self.weight += len(fragment)
             if fragment:
                 parts.append(fragment)
-        return RenderedPrompt(f"[{','.join(parts)}]", "", estimated_tokens(view))
+        return RenderedPrompt(f"[{','.join(parts)}]", "", view.estimated_tokens)
 
     def _render_anthropic(self, view: PromptView) -> RenderedPrompt:
         system: list[str] = []
@@ -113,7 +124,7 @@ class PromptRenderer:
                 add(entry_role, fragment)
         add("", "")  # flush the last message
         system_json = f"[{','.join(system)}]" if system else ""
-        return RenderedPrompt(f"[{','.join(messages)}]", system_json, estimated_tokens(view))
+        return RenderedPrompt(f"[{','.join(messages)}]", system_json, view.estimated_tokens)
 
 
 _ANTHROPIC_ROLES = {
@@ -140,20 +151,6 @@ def summary_text(summary: str) -> str:
 
 def shown_result(result: ToolResult, decision: PruneDecision | None) -> str:
     return decision.apply(result.content) if decision else result.content
-
-
-def estimated_tokens(view: PromptView) -> int:
-    """The durable log's tokens less what pruning took out, pro rata by characters."""
-    tokens = view.log.total_tokens
-    for entry in view.log.entries:
-        decision = view.pruned.get(entry.id)
-        if decision is None:
-            continue
-        before = sum(len(r.content) for r in entry.tool_results)
-        after = sum(len(shown_result(r, decision)) for r in entry.tool_results)
-        if before:
-            tokens -= entry.token_count - entry.token_count * after // before
-    return tokens
 
 
 # -- OpenAI chat completions --------------------------------------------------------

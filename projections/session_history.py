@@ -61,6 +61,8 @@ class PromptView:
     context_window_tokens: int
     # Latest decision per pruned entry that is still in the log.
     pruned: dict[str, PruneDecision]
+    # The log's tokens less what pruning took out, pro rata by characters.
+    estimated_tokens: int
 
 
 # Rough per-entry memory beyond its text: the objects, indexes and lists.
@@ -213,7 +215,11 @@ class SessionHistory:
                 if self._positions[decision.entry_id] in in_log:
                     pruned[decision.entry_id] = decision
         settings_at = self._latest_settings(log.version)
-        return PromptView(log, settings_at[1], settings_at[2], pruned)
+        tokens = log.total_tokens - sum(
+            _pruned_tokens(self.entries[self._positions[entry_id]], decision)
+            for entry_id, decision in pruned.items()
+        )
+        return PromptView(log, settings_at[1], settings_at[2], pruned, tokens)
 
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
         version = self.resolve_version(version)
@@ -227,3 +233,10 @@ class SessionHistory:
     def _latest(records: Sequence[RecordedCompaction], version: int) -> RecordedCompaction | None:
         index = bisect_right(records, version, key=lambda r: r.version)
         return records[index - 1] if index else None
+
+
+def _pruned_tokens(entry: Entry, decision: PruneDecision) -> int:
+    """The tokens pruning takes out of a tool result entry, pro rata by characters."""
+    before = sum(len(r.content) for r in entry.tool_results)
+    after = sum(len(decision.apply(r.content)) for r in entry.tool_results)
+    return entry.token_count - entry.token_count * after // before if before else 0

@@ -6,7 +6,6 @@ from domain.content import ThinkingBlock, Usage
 from domain.pruning import CLEARED_PLACEHOLDER
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
-    estimated_tokens,
     to_anthropic,
     to_openai,
 )
@@ -244,11 +243,11 @@ def test_estimated_tokens_drop_when_a_result_is_pruned() -> None:
     """Clearing or trimming a result takes its share of tokens off, pro rata by characters."""
     tracked = _conversation()
     full = tracked.history.durable_log().total_tokens
-    assert estimated_tokens(tracked.history.prompt_view()) == full
+    assert tracked.history.prompt_view().estimated_tokens == full
     tracked.prune(trim("t1", head=40, tail=40))
-    trimmed = estimated_tokens(tracked.history.prompt_view())
+    trimmed = tracked.history.prompt_view().estimated_tokens
     tracked.prune(clear("t1"))
-    cleared = estimated_tokens(tracked.history.prompt_view())
+    cleared = tracked.history.prompt_view().estimated_tokens
     assert full > trimmed > cleared
     # 90 tokens for 180 characters; the placeholder keeps 33 of them.
     assert cleared == full - (90 - 90 * len(CLEARED_PLACEHOLDER) // len(LONG))

@@ -16,15 +16,15 @@ V = TypeVar("V")
 
 
 class WeightedLRU(Generic[K, V]):
-    def __init__(self, max_weight: int, weigh: Callable[[V], int]) -> None:
+    def __init__(self, max_weight: int, weigh: Callable[[V], float]) -> None:
         self.max_weight = max_weight
         self._weigh = weigh
-        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._total = 0
+        self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        self._total = 0.0
         self._lock = threading.Lock()
 
     @property
-    def weight(self) -> int:
+    def weight(self) -> float:
         return self._total
 
     def __len__(self) -> int:

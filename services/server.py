@@ -25,6 +25,7 @@ from services.application import SessionService
 from services.config import Config
 from services.errors import ErrorInterceptor
 from services.servicer import SessionStoreServicer
+from services.tokens import tokenizer_for
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
 GRACE_SECONDS = 10
@@ -72,6 +73,9 @@ def start(config: Config) -> RunningServer:
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
     service = SessionService(config)
+    # Load the default model's tokenizer now (a few tenths of a second and
+    # its tables' memory) rather than in the first append.
+    tokenizer_for(config.default_model).count_text("warm up")
     max_message = config.max_message_mb << 20
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),

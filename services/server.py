@@ -73,8 +73,11 @@ def start(config: Config) -> RunningServer:
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
     service = SessionService(config)
-    # Load the default model's tokenizer now (a few tenths of a second and
-    # its tables' memory) rather than in the first append.
+    # Fail now if the database cannot be reached, and open its connection
+    # pool, rather than in the first request.
+    service.store.recorder.max_notification_id()
+    # Likewise load the default model's tokenizer (a few tenths of a second
+    # and its tables' memory).
     tokenizer_for(config.default_model).count_text("warm up")
     max_message = config.max_message_mb << 20
     server = grpc.server(

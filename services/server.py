@@ -6,6 +6,7 @@ calls, lets running ones finish (within a grace period) and closes the store.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -79,6 +80,7 @@ def start(config: Config) -> RunningServer:
     # Likewise load the default model's tokenizer (a few tenths of a second
     # and its tables' memory).
     tokenizer_for(config.default_model).count_text("warm up")
+    _tune_garbage_collection()
     max_message = config.max_message_mb << 20
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),
@@ -110,6 +112,16 @@ def start(config: Config) -> RunningServer:
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, service, health_servicer, port)
+
+
+def _tune_garbage_collection() -> None:
+    # Cached session histories are many long-lived objects without reference
+    # cycles. With the default thresholds the collector scans them again and
+    # again while a long session is folded, which made a cold prompt view a
+    # third slower. Collect young objects less often, and leave what start-up
+    # made (modules, tokenizer tables) out of every scan.
+    gc.set_threshold(50_000, 20, 100)
+    gc.freeze()
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.bench import memory, peers, tokencount, views, workloads
 from tests.bench.config import FULL, QUICK, Context
 from tests.bench.plot import write_png
-from tests.bench.report import RESULTS_DIR, Report
+from tests.bench.report import PARTIAL_DIR, RESULTS_DIR, Report
 from tests.bench.server import BACKENDS, POSTGRES_URL, postgres_version
 
 GROUPS: dict[str, Callable[[Context], None]] = {
@@ -54,10 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=RESULTS_DIR,
-        help="directory for latest.json and latest.png (default: %(default)s)",
+        default=None,
+        help="directory for latest.json and latest.png (default: results/ for a full "
+        "run, results/partial/ for --quick, --only or --backend runs)",
     )
     args = parser.parse_args(argv)
+    if args.out is None:
+        # Only a full run replaces the results the README shows.
+        partial = args.quick or args.only or args.backend
+        args.out = PARTIAL_DIR if partial else RESULTS_DIR
 
     scale = QUICK if args.quick else FULL
     backends = tuple(args.backend or BACKENDS)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# Where partial runs write, so they never replace a full run's results.
+PARTIAL_DIR = RESULTS_DIR / "partial"
 
 
 def median(values: Sequence[float]) -> float:

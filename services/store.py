@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.application import Application
@@ -172,6 +173,54 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._insert_statements: dict[int, bytes] = {}
+        self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The library's query, composed once per shape and read in binary.
+
+        Every prompt view catches up with one of these, and a cold one reads a
+        whole session: binary rows spare the hex encoding of every event's bytes.
+        """
+        params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
+        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+            shape = (gt is not None, lte is not None, desc, limit is not None)
+            cursor.execute(self._select_sql(conn, shape), params, prepare=True)
+            return [
+                StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in cursor.fetchall()
+            ]
+
+    def _select_sql(
+        self, conn: psycopg.Connection[Any], shape: tuple[bool, bool, bool, bool]
+    ) -> bytes:
+        statement = self._select_statements.get(shape)
+        if statement is None:
+            has_gt, has_lte, desc, has_limit = shape
+            composed = self.select_events_statement
+            if has_gt:
+                composed += sql.SQL(" AND originator_version > %s")
+            if has_lte:
+                composed += sql.SQL(" AND originator_version <= %s")
+            composed += sql.SQL(
+                " ORDER BY originator_version DESC" if desc else " ORDER BY originator_version ASC"
+            )
+            if has_limit:
+                composed += sql.SQL(" LIMIT %s")
+            statement = self._select_statements[shape] = composed.as_bytes(conn)
+        return statement
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
         params: list[Any] = []

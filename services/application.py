@@ -93,10 +93,14 @@ class SessionService:
         self._latest_versions: WeightedLRU[str, int] = WeightedLRU(100_000, lambda _: 1)
         self.closing = threading.Event()
 
-    def close(self) -> None:
+    def end_streams(self) -> None:
+        """Lets followed event streams finish, as a server shutting down must."""
         self.closing.set()
         with self._saved:
             self._saved.notify_all()
+
+    def close(self) -> None:
+        self.end_streams()
         self.store.close()
 
     # -- sessions -----------------------------------------------------------------

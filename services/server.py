@@ -65,6 +65,9 @@ class RunningServer:
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         self.health.enter_graceful_shutdown()
+        # Followed streams never end by themselves: end them first, so that
+        # the grace period is for calls that do.
+        self.service.end_streams()
         self.server.stop(grace).wait()
         self.service.close()
 

@@ -663,3 +663,17 @@ def test_a_server_with_a_stale_copy_of_a_session_still_decides_rightly(database_
     finally:
         for server in servers:
             server.stop(0)
+
+
+def test_stopping_the_server_ends_followed_streams_at_once(database_url: str) -> None:
+    server = start_server(database_url)
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        store = Stub(channel)
+        session = new_session(store)
+        stream = store.ReadEvents(pb.ReadEventsRequest(session_id=session.id, follow=True))
+        assert next(stream).version == 1
+        began = time.monotonic()
+        server.stop(grace=10)
+        assert time.monotonic() - began < 5
+        # The stream ends cleanly rather than being cut off.
+        assert list(stream) == []

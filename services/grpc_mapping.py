@@ -164,12 +164,11 @@ def _set_fields(message: Message) -> dict[str, Any]:
 
 def settings_from_pb(message: pb.SessionSettings, base: SessionSettings) -> SessionSettings:
     """``base`` with the fields the message sets; unset fields keep base's value."""
-    scalars = {
+    changes = {
         k: v
         for k, v in _set_fields(message).items()
         if k not in ("labels", "pruning", "compaction")
     }
-    changes: dict[str, Any] = dict(scalars)
     if message.labels:
         changes["labels"] = MappingProxyType(dict(message.labels))
     if message.HasField("pruning"):

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from types import FrameType
 
 import grpc
+import psycopg
 import structlog
+from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
@@ -128,9 +131,18 @@ def _tune_garbage_collection() -> None:
 
 
 def main() -> None:
-    config = Config()
+    try:
+        config = Config()
+    except ValidationError as error:
+        sys.exit(f"sessionstore: invalid configuration in the SESSIONSTORE_* variables:\n{error}")
     configure_logging(config)
-    running = start(config)
+    try:
+        running = start(config)
+    except (OSError, ValueError, PersistenceError, psycopg.Error) as error:
+        # A misconfigured or unreachable database, or a taken address: say
+        # which, without a traceback, and do not serve.
+        log.error("cannot start", reason=str(error), database=_redacted(config.database_url))
+        sys.exit(1)
     log.info(
         "serving",
         address=config.address,

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -69,3 +70,35 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
     assert events[0] == "serving"
     assert events[-2:] == ["shutting down", "stopped"]
     assert (tmp_path / "store.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        (
+            "SESSIONSTORE_DATABASE_URL",
+            "mysql://somewhere/db",
+            "use sqlite:///path.db or postgresql",
+        ),
+        ("SESSIONSTORE_MAX_WORKERS", "lots", "max_workers"),
+    ],
+)
+def test_a_server_that_cannot_start_says_why_without_a_traceback(
+    tmp_path: Path, variable: str, value: str, words: str
+) -> None:
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        variable: value,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.server"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

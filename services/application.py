@@ -36,6 +36,7 @@ from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.cache import WeightedLRU
 from services.config import Config
+from services.group_commit import GroupCommit
 from services.store import EventStore
 from services.tokens import model_metadata, tokenizer_for
 
@@ -81,6 +82,7 @@ class SessionService:
         self._renderers: WeightedLRU[str, PromptRenderer] = WeightedLRU(
             budget // 3, lambda r: r.weight * RSS_PER_LIVE_BYTE
         )
+        self._group_commit = GroupCommit(self.store.save_sessions)
         # The aggregates this server saved last, for its next write to them.
         self._written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
         # Writers to one session queue here instead of failing each other's
@@ -316,7 +318,7 @@ class SessionService:
         """Saves the pending events, snapshotting as configured."""
         pending = list(session.pending_events)
         try:
-            self.store.save_session(session)
+            self._group_commit.save(session)
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):

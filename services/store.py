@@ -104,19 +104,21 @@ class EventStore(Application[str]):
         self.snapshot_interval = snapshot_interval
         self._index_topics()
 
-    def save_session(self, session: Session) -> None:
-        """Stores the session's pending events, and a snapshot when one is due.
+    def save_sessions(self, sessions: Sequence[Session]) -> None:
+        """Stores the sessions' pending events in one insert, then the snapshots due.
 
-        The library's general save() collects events from any mix of objects
-        through runtime protocol checks and snapshots by reading the aggregate
-        back; a session's events are at hand, and so is its state.
+        The insert is atomic: all the sessions' events land, or none and the
+        sessions keep them pending. (The library's general save() collects
+        events from any mix of objects through runtime protocol checks, and
+        snapshots by reading the aggregate back; here both are at hand.)
         """
-        events = session.collect_events()
-        self.events.put(events)
-        if self.snapshots is not None and any(
-            e.originator_version % self.snapshot_interval == 0 for e in events
-        ):
-            self.snapshots.put([Session.Snapshot.take(session)])
+        self.events.put([e for s in sessions for e in s.pending_events])
+        for session in sessions:
+            saved = session.collect_events()
+            if self.snapshots is not None and any(
+                e.originator_version % self.snapshot_interval == 0 for e in saved
+            ):
+                self.snapshots.put([Session.Snapshot.take(session)])
 
     def _index_topics(self) -> None:
         """Lets sessions be listed by their Started events without scanning every event."""
@@ -249,7 +251,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                 )
                 .as_bytes(conn)
             )
-            if rows <= 16:
+            if rows <= 64:
                 self._insert_statements[rows] = statement
         return statement
 

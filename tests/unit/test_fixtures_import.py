@@ -18,7 +18,16 @@ from projections.prompt_formats import to_anthropic, to_openai
 from tests.unit.pi_transcript import PiTranscript, read_pi_transcript, turns
 from tests.unit.support import Tracked, custom
 
-FIXTURES = Path("/work/shared/fixtures/sessions")
+# The shared fixtures sit beside the repository (../shared), as in CI.
+_REPO = Path(__file__).resolve().parents[2]
+FIXTURES = next(
+    (
+        candidate / "fixtures" / "sessions"
+        for candidate in (_REPO.parent / "shared", Path("/work/shared"))
+        if (candidate / "fixtures" / "sessions").is_dir()
+    ),
+    _REPO.parent / "shared" / "fixtures" / "sessions",
+)
 OPENCLAW = FIXTURES / "openclaw" / "8555a0a4-0b79-459d-939c-e17cdbbf4fe2.jsonl"
 SMALL = FIXTURES / "agent-sessions-pi" / "small.jsonl"
 

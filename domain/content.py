@@ -205,9 +205,8 @@ _ALLOWED_BLOCKS: dict[Role, tuple[type, ...]] = {
 }
 
 
-def validate_entry(entry: Entry, max_entry_bytes: int) -> None:
+def validate_entry(entry: Entry, max_entry_bytes: int, label: str = "entry") -> None:
     """Refuses an entry that no session could hold, saying what to fix."""
-    label = f"entry {entry.id!r}" if entry.id else "entry"
     if not entry.content:
         raise InvalidEntry(f"{label} has no content blocks; send at least one")
     allowed = _ALLOWED_BLOCKS[entry.role]

@@ -218,11 +218,13 @@ class Session(BaseAggregate[str]):
         parent = self.last_entry_id
         final: list[Entry] = []
         for offset, draft in enumerate(entries):
-            entry = self._completed(draft, f"entries[{offset}]", parent, now, batch_ids, history)
-            validate_entry(entry, self.settings.max_entry_bytes)
+            # Name entries as the client sent them: generated ids mean nothing to it.
+            label = f"entries[{offset}]" + (f" ({draft.id!r})" if draft.id else "")
+            entry = self._completed(draft, label, parent, now, batch_ids, history)
+            validate_entry(entry, self.settings.max_entry_bytes, label)
             _pair_tool_calls(
                 entry,
-                f"entries[{offset}]",
+                label,
                 self.entry_count + offset,
                 open_calls,
                 batch_calls,

@@ -27,9 +27,6 @@ class WeightedLRU(Generic[K, V]):
     def weight(self) -> float:
         return self._total
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     def get(self, key: K) -> V | None:
         with self._lock:
             item = self._items.get(key)

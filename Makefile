@@ -8,47 +8,69 @@ PROTO_SRC := proto/sessionstore/v1/session_store.proto
 SESSIONSTORE_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export SESSIONSTORE_TEST_POSTGRES_URL
 
-.PHONY: setup run test lint proto proto-check bench clean
+.PHONY: setup run test test-unit test-integration test-e2e lint proto proto-check bench clean
 
 .tools/bin/uv:
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-.venv/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --all-groups
+# Each job installs what it needs and no more: serving needs the runtime
+# dependencies only; tests and lint add the dev group, benchmarks the bench
+# group. --inexact keeps what another job installed.
+.venv/.synced-runtime: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --no-default-groups --inexact
+	touch $@
+.venv/.synced-dev: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --inexact
+	touch $@
+.venv/.synced-bench: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-groups --inexact
 	touch $@
 
-setup: .venv/.synced
+setup: .venv/.synced-dev
+RUN := $(UV) run --frozen --no-sync
 
 proto: setup
-	$(UV) run --frozen python -m grpc_tools.protoc -I . \
+	$(RUN) python -m grpc_tools.protoc -I . \
 		--python_out=. --grpc_python_out=. --mypy_out=. $(PROTO_SRC)
 
 # Fails when the committed generated code is not what `make proto` gives.
 proto-check: setup
 	@tmp=$$(mktemp -d) && \
-	$(UV) run --frozen python -m grpc_tools.protoc -I . \
+	$(RUN) python -m grpc_tools.protoc -I . \
 		--python_out=$$tmp --grpc_python_out=$$tmp --mypy_out=$$tmp $(PROTO_SRC) && \
 	for f in session_store_pb2.py session_store_pb2_grpc.py session_store_pb2.pyi; do \
 		cmp -s $$tmp/proto/sessionstore/v1/$$f proto/sessionstore/v1/$$f || \
 		{ echo "proto/sessionstore/v1/$$f is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
 	done; rm -rf $$tmp; echo "generated code is up to date"
 
-run: setup
-	$(UV) run --frozen python -m services.server
+run: .venv/.synced-runtime
+	$(RUN) python -m services.grpc.server
 
+# `make test` runs every tier; each tier also has a target of its own.
 test: setup proto-check
 	bash .ci/ensure-postgres
-	$(UV) run --frozen pytest
+	$(RUN) pytest tests/unit tests/integration tests/e2e
+
+test-unit: setup
+	$(RUN) pytest tests/unit
+
+test-integration: setup
+	bash .ci/ensure-postgres
+	$(RUN) pytest tests/integration
+
+test-e2e: setup
+	bash .ci/ensure-postgres
+	$(RUN) pytest tests/e2e
 
 lint: setup proto-check
-	$(UV) run --frozen ruff check .
-	$(UV) run --frozen ruff format --check .
-	$(UV) run --frozen mypy
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy
 	$(UV) lock --check
 
-bench: setup
-	$(UV) run --frozen python -m tests.bench
+bench: .venv/.synced-bench
+	$(RUN) python -m tests.bench
 
 clean:
 	rm -rf .venv .tools data .pytest_cache .mypy_cache .ruff_cache

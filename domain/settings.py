@@ -7,14 +7,13 @@ are immutable; a change is a new value recorded by a SettingsChanged event.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from domain.errors import InvalidSettings
 
-DEFAULT_CONTEXT_WINDOW = 200_000
 DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
 
@@ -110,23 +109,3 @@ def _require_non_negative(policy: Any, prefix: str) -> None:
         value = getattr(policy, f.name)
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise InvalidSettings(f"{prefix}.{f.name} must not be negative")
-
-
-def resolve_context_window(
-    settings: SessionSettings,
-    models_config: Mapping[str, int],
-    model_metadata: Callable[[str], int | None],
-) -> tuple[int, str]:
-    """The window in tokens and where it came from, highest source first.
-
-    session setting -> models config -> model metadata -> default.
-    """
-    if settings.context_window_tokens > 0:
-        return settings.context_window_tokens, "session"
-    if settings.model in models_config:
-        return models_config[settings.model], "modelsConfig"
-    if settings.model:
-        tokens = model_metadata(settings.model)
-        if tokens:
-            return tokens, "model"
-    return DEFAULT_CONTEXT_WINDOW, "default"

@@ -46,6 +46,8 @@ class Config(BaseSettings):
 def persistence_env(database_url: str) -> dict[str, str]:
     url = urlparse(database_url)
     common = {"ORIGINATOR_ID_TYPE": "text", "CREATE_TABLE": "y"}
+    if database_url == "memory:":
+        return {**common, "PERSISTENCE_MODULE": "eventsourcing.popo"}
     if url.scheme == "sqlite":
         path = database_url.removeprefix("sqlite://").removeprefix("/")
         if path != ":memory:":
@@ -71,9 +73,11 @@ def persistence_env(database_url: str) -> dict[str, str]:
             "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", ["8"])[0],
             "POSTGRES_CONNECT_TIMEOUT": "10",
             "POSTGRES_LOCK_TIMEOUT": "10",
-            "APPLICATION_RECORDER_TOPIC": "services.store:PostgresEventRecorder",
+            "APPLICATION_RECORDER_TOPIC": (
+                "services.adapters.postgres_recorder:PostgresEventRecorder"
+            ),
         }
     raise ValueError(
-        f"SESSIONSTORE_DATABASE_URL {database_url!r}: use sqlite:///path.db or "
-        "postgresql://user:password@host:port/dbname"
+        f"SESSIONSTORE_DATABASE_URL {database_url!r}: use sqlite:///path.db, "
+        "postgresql://user:password@host:port/dbname, or memory: (nothing kept)"
     )

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.config import Config
-from services.server import RunningServer, start
+from services.grpc.server import RunningServer, start
 
 POSTGRES_URL_VARIABLE = "SESSIONSTORE_TEST_POSTGRES_URL"
 

@@ -2,7 +2,7 @@
 
 Not tests: nothing here is collected by pytest (no test_*.py files) and no
 figure fails the build. Every figure is the median of repeated runs against a
-real server process (``python -m services.server`` on a free loopback port,
+real server process (``python -m services.grpc.server`` on a free loopback port,
 stopped with SIGTERM), on PostgreSQL (a schema per run, dropped after) and on
 SQLite (a temporary file). Every comparison is a ratio of figures measured in
 the same run, and every target prints PASS or SHORT.

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from services.application import SessionService
+from services.bootstrap import build_service
 from services.config import Config
-from services.servicer import SessionStoreServicer
+from services.grpc.servicer import SessionStoreServicer
 from tests.bench import turns
 from tests.bench.server import BACKENDS, database
 
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=BACKENDS, default="postgres")
     backend = parser.parse_args().backend
     with database(backend) as db:
-        service = SessionService(Config(database_url=db.url))
+        service = build_service(Config(database_url=db.url))
         servicer = SessionStoreServicer(service)
         context: Any = None  # the servicer's methods used here do not touch it
         try:
@@ -109,7 +109,7 @@ def main() -> None:
         finally:
             service.close()
         # A new service: its history cache is empty, as in a fresh server process.
-        service = SessionService(Config(database_url=db.url))
+        service = build_service(Config(database_url=db.url))
         try:
             servicer = SessionStoreServicer(service)
             _profile(

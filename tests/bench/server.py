@@ -1,6 +1,6 @@
 """The store as a real server process, and the databases it runs on.
 
-Each benchmark talks to ``python -m services.server`` over loopback gRPC, the
+Each benchmark talks to ``python -m services.grpc.server`` over loopback gRPC, the
 way a deployment does, so that "cold" means a fresh process and the figures
 include serialisation, the gRPC stack and the interpreter's start-up work.
 Databases are throwaway: a PostgreSQL schema created per use and dropped after,
@@ -105,7 +105,7 @@ def free_port() -> int:
 
 @dataclass
 class ServerProcess:
-    """A running ``python -m services.server`` and a channel to it."""
+    """A running ``python -m services.grpc.server`` and a channel to it."""
 
     process: subprocess.Popen[bytes]
     port: int
@@ -210,7 +210,7 @@ def spawn(db: Database, *, cache_max_mb: int = 512, **settings: str) -> ServerPr
     started = time.perf_counter()
     with os.fdopen(handle, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.server"],
+            [sys.executable, "-m", "services.grpc.server"],
             cwd=REPO_ROOT,
             env=env,
             stdout=log,

@@ -13,7 +13,7 @@ import random
 import time
 
 from domain.content import Entry, Role, TextBlock, ToolResult
-from services.tokens import CHARS_PER_TOKEN, tokenizer_for
+from services.adapters.tokenizers import CHARS_PER_TOKEN, tokenizer_for
 from tests.bench import turns
 from tests.bench.config import Context
 from tests.bench.report import Result, median

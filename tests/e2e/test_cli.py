@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from services.cli import cli
 from services.config import Config
-from services.server import start
+from services.grpc.server import start
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
         "SESSIONSTORE_LOG_FORMAT": "json",
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "services.server"],
+        [sys.executable, "-m", "services.grpc.server"],
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,7 +78,7 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
         (
             "SESSIONSTORE_DATABASE_URL",
             "mysql://somewhere/db",
-            "use sqlite:///path.db or postgresql",
+            "use sqlite:///path.db, postgresql",
         ),
         ("SESSIONSTORE_MAX_WORKERS", "lots", "max_workers"),
     ],
@@ -93,7 +93,7 @@ def test_a_server_that_cannot_start_says_why_without_a_traceback(
         variable: value,
     }
     done = subprocess.run(
-        [sys.executable, "-m", "services.server"],
+        [sys.executable, "-m", "services.grpc.server"],
         env=env,
         capture_output=True,
         text=True,

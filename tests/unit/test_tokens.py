@@ -9,13 +9,8 @@ import pytest
 import tiktoken
 
 from domain.content import Entry, ImageRef, Role, TextBlock, ToolCall
-from services.tokens import (
-    IMAGE_TOKENS,
-    MESSAGE_OVERHEAD_TOKENS,
-    ModelMetadata,
-    model_metadata,
-    tokenizer_for,
-)
+from services.adapters.model_info import ModelMetadata, model_metadata
+from services.adapters.tokenizers import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, tokenizer_for
 
 CJK = "上下文窗口的管理需要精确地计算词元数量否则压缩会来得太晚"
 

@@ -15,9 +15,9 @@ from domain.content import Entry, Role, TextBlock
 from domain.session import Session
 from domain.settings import SessionSettings
 from projections.session_history import SessionHistory
+from services.adapters.event_store import EventStore
+from services.adapters.group_commit import GroupCommit
 from services.config import persistence_env
-from services.group_commit import GroupCommit
-from services.store import EventStore
 
 
 def new_session(session_id: str) -> Session:

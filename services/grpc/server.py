@@ -1,6 +1,6 @@
 """The gRPC server: the session store, health checking and reflection.
 
-`python -m services.server` serves until SIGTERM or SIGINT, then stops taking
+`python -m services.grpc.server` serves until SIGTERM or SIGINT, then stops taking
 calls, lets running ones finish (within a grace period) and closes the store.
 """
 
@@ -25,11 +25,12 @@ from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from services.application import SessionService
+from services.adapters.tokenizers import tokenizer_for
+from services.app.sessions import SessionService
+from services.bootstrap import build_service
 from services.config import Config
-from services.errors import ErrorInterceptor
-from services.servicer import SessionStoreServicer
-from services.tokens import tokenizer_for
+from services.grpc.errors import ErrorInterceptor
+from services.grpc.servicer import SessionStoreServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
 GRACE_SECONDS = 10
@@ -79,7 +80,7 @@ def start(config: Config) -> RunningServer:
     """Starts serving in background threads and returns at once."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
-    service = SessionService(config)
+    service = build_service(config)
     # Fail now if the database cannot be reached, and open its connection
     # pool, rather than in the first request.
     service.store.recorder.max_notification_id()

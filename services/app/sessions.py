@@ -22,6 +22,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role
+from domain.context.window import resolve_context_window
 from domain.errors import (
     DomainError,
     SessionExists,
@@ -31,14 +32,15 @@ from domain.errors import (
 )
 from domain.pruning import PruneDecision
 from domain.session import Session, new_id, validate_session_id
-from domain.settings import SessionSettings, resolve_context_window
+from domain.settings import SessionSettings
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
-from services.cache import WeightedLRU
+from services.adapters.event_store import EventStore
+from services.adapters.group_commit import GroupCommit
+from services.adapters.model_info import model_metadata
+from services.adapters.tokenizers import tokenizer_for
+from services.app.cache import WeightedLRU
 from services.config import Config
-from services.group_commit import GroupCommit
-from services.store import EventStore
-from services.tokens import model_metadata, tokenizer_for
 
 LOCK_STRIPES = 1024
 WRITE_CACHE_SESSIONS = 10_000
@@ -64,13 +66,9 @@ class AppendResult:
 
 
 class SessionService:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, store: EventStore) -> None:
         self.config = config
-        self.store = EventStore(
-            # Reads get cached aggregates, fast-forwarded from the store.
-            {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": "10000"},
-            snapshot_interval=config.snapshot_interval,
-        )
+        self.store = store
         # The cache budget: two thirds for histories, one third for the
         # rendered JSON that makes repeated prompt views cheap. Weights are
         # scaled by what the process really holds per byte of live objects
@@ -107,13 +105,17 @@ class SessionService:
 
     # -- sessions -----------------------------------------------------------------
 
-    def create_session(self, session_id: str, settings: SessionSettings) -> Session:
+    def create_session(
+        self, session_id: str, choose: Callable[[SessionSettings], SessionSettings]
+    ) -> Session:
+        """A new session with the server's defaults, changed as ``choose`` says."""
         session_id = session_id or new_id()
         validate_session_id(session_id)
-        settings = replace(
-            settings,
-            model=settings.model or self.config.default_model,
+        defaults = SessionSettings(
+            model=self.config.default_model, max_entry_bytes=self.config.max_entry_bytes
         )
+        settings = choose(defaults)
+        settings = replace(settings, model=settings.model or self.config.default_model)
         session = Session.start(session_id, settings, self._context_window(settings))
         self._save(session)
         return session

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 import grpc
 
 from domain.errors import InvalidRequest
-from domain.settings import SessionSettings
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from services import grpc_mapping as mapping
-from services.application import AsOf, SessionService
+from services.app.sessions import AsOf, SessionService
+from services.grpc import mapping
 
 _FORMATS = {
     pb.PROMPT_FORMAT_UNSPECIFIED: "openai",
@@ -52,9 +51,11 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
     ) -> pb.Session:
-        defaults = SessionSettings(max_entry_bytes=self.service.config.max_entry_bytes)
-        settings = mapping.settings_from_pb(request.settings, defaults)
-        return mapping.session_to_pb(self.service.create_session(request.session_id, settings))
+        session = self.service.create_session(
+            request.session_id,
+            lambda defaults: mapping.settings_from_pb(request.settings, defaults),
+        )
+        return mapping.session_to_pb(session)
 
     def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.ServicerContext

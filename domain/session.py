@@ -322,6 +322,17 @@ class Session(BaseAggregate[str]):
         )
 
 
+# Every event a session can record. Readers dispatch over it with match and
+# assert_never, so a new event type is a type error until each handles it.
+SessionEvent = (
+    Session.Started
+    | Session.EntriesAppended
+    | Session.CompactionRecorded
+    | Session.PruneRecorded
+    | Session.SettingsChanged
+)
+
+
 def _pair_tool_calls(
     entry: Entry,
     label: str,

@@ -73,7 +73,9 @@ class PromptRenderer:
         return rendered
 
     def _render_openai(self, view: PromptView) -> RenderedPrompt:
-        parts = []
+        parts: list[str] = []
+        for entry in view.log.pinned:
+            parts.extend(_dumps(m) for m in openai_messages(entry, None))
         if view.log.compaction:
             summary = summary_text(view.log.compaction.compaction.summary)
             parts.append(_dumps({"role": "user", "content": summary}))
@@ -104,6 +106,9 @@ class PromptRenderer:
                 role, blocks = next_role, []
             blocks.append(fragment)
 
+        system.extend(
+            ",".join(_dumps(b) for b in anthropic_blocks(entry, None)) for entry in view.log.pinned
+        )
         if view.log.compaction:
             summary = summary_text(view.log.compaction.compaction.summary)
             add("user", _dumps(_text(summary)))

@@ -9,16 +9,17 @@ current views and any past ones.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import assert_never
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role, block_texts
 from domain.errors import EntryNotFound, VersionOutOfRange
 from domain.pruning import PruneDecision
-from domain.session import Session
+from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 
 
@@ -50,6 +51,10 @@ class DurableLog:
     entry_versions: Sequence[int]
     first_position: int
     total_tokens: int
+    # System entries from before the cut: the system prompt survives every
+    # compaction, ahead of the summary.
+    pinned: Sequence[Entry] = ()
+    pinned_versions: Sequence[int] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,7 @@ class SessionHistory:
         self._prunes: list[RecordedPrune] = []
         self._settings: list[tuple[int, SessionSettings, int]] = []
         self._call_positions: dict[str, int] = {}
+        self._system_positions: list[int] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
         # Estimated memory held, for the cache that keeps histories.
@@ -93,7 +99,7 @@ class SessionHistory:
 
     # -- folding ------------------------------------------------------------------
 
-    def apply(self, events: Iterable[Session.Event]) -> None:
+    def apply(self, events: Iterable[SessionEvent]) -> None:
         for event in events:
             if event.originator_version != self.version + 1:
                 raise ValueError(
@@ -107,37 +113,45 @@ class SessionHistory:
             latest = self._event_times[-1] if self._event_times else event.timestamp
             self._event_times.append(max(latest, event.timestamp))
 
-    def _apply_one(self, event: Session.Event) -> None:
+    def _apply_one(self, event: SessionEvent) -> None:
         version = event.originator_version
-        if isinstance(event, Session.EntriesAppended):
-            for entry in event.entries:
-                position = len(self.entries)
-                self.entries.append(entry)
-                self._positions[entry.id] = position
-                self._entry_versions.append(version)
-                self._token_prefix.append(self._token_prefix[-1] + entry.token_count)
-                self.weight += ENTRY_OVERHEAD_BYTES + sum(map(len, block_texts(entry.content)))
-                for call in entry.tool_calls:
-                    self._call_positions[call.id] = position
-                answered = [
-                    self._call_positions[r.tool_call_id]
-                    for r in entry.tool_results
-                    if r.tool_call_id in self._call_positions
-                ]
-                if answered:
-                    self._answered_call_position[position] = min(answered)
-        elif isinstance(event, Session.CompactionRecorded):
-            self._compactions.append(
-                RecordedCompaction(
-                    event.compaction, event.first_kept_position, version, event.timestamp
+        match event:
+            case Session.EntriesAppended():
+                self._apply_entries(event, version)
+            case Session.CompactionRecorded():
+                self._compactions.append(
+                    RecordedCompaction(
+                        event.compaction, event.first_kept_position, version, event.timestamp
+                    )
                 )
-            )
-        elif isinstance(event, Session.PruneRecorded):
-            self._prunes.append(
-                RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
-            )
-        elif isinstance(event, Session.Started | Session.SettingsChanged):
-            self._settings.append((version, event.settings, event.context_window_tokens))
+            case Session.PruneRecorded():
+                self._prunes.append(
+                    RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
+                )
+            case Session.Started() | Session.SettingsChanged():
+                self._settings.append((version, event.settings, event.context_window_tokens))
+            case _:
+                assert_never(event)
+
+    def _apply_entries(self, event: Session.EntriesAppended, version: int) -> None:
+        for entry in event.entries:
+            position = len(self.entries)
+            self.entries.append(entry)
+            self._positions[entry.id] = position
+            self._entry_versions.append(version)
+            self._token_prefix.append(self._token_prefix[-1] + entry.token_count)
+            if entry.role is Role.SYSTEM:
+                self._system_positions.append(position)
+            self.weight += ENTRY_OVERHEAD_BYTES + sum(map(len, block_texts(entry.content)))
+            for call in entry.tool_calls:
+                self._call_positions[call.id] = position
+            answered = [
+                self._call_positions[r.tool_call_id]
+                for r in entry.tool_results
+                if r.tool_call_id in self._call_positions
+            ]
+            if answered:
+                self._answered_call_position[position] = min(answered)
 
     # -- what the aggregate may ask (domain.compaction.History) ---------------------
 
@@ -194,6 +208,7 @@ class SessionHistory:
         compaction = self._latest(self._compactions, version)
         start = compaction.first_kept_position if compaction else 0
         summary_tokens = compaction.compaction.summary_tokens if compaction else 0
+        pinned = self._system_positions[: bisect_left(self._system_positions, start)]
         return DurableLog(
             session_id=self.session_id,
             version=version,
@@ -201,7 +216,12 @@ class SessionHistory:
             entries=self.entries[start:end],
             entry_versions=self._entry_versions[start:end],
             first_position=start,
-            total_tokens=summary_tokens + self._token_prefix[end] - self._token_prefix[start],
+            total_tokens=summary_tokens
+            + sum(self.entries[p].token_count for p in pinned)
+            + self._token_prefix[end]
+            - self._token_prefix[start],
+            pinned=[self.entries[p] for p in pinned],
+            pinned_versions=[self._entry_versions[p] for p in pinned],
         )
 
     def prompt_view(self, version: int | None = None) -> PromptView:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from eventsourcing.application import Application
@@ -20,7 +20,7 @@ from psycopg import sql
 from domain.compaction import Compaction
 from domain.content import Entry, Usage
 from domain.pruning import PruneDecision
-from domain.session import Session
+from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 
 STARTED_TOPIC = get_topic(Session.Started)
@@ -152,8 +152,9 @@ class EventStore(Application[str]):
 
     def session_events(
         self, session_id: str, *, after: int = 0, upto: int | None = None, limit: int | None = None
-    ) -> list[Session.Event]:
-        return list(self.events.get(session_id, gt=after or None, lte=upto, limit=limit))  # type: ignore[arg-type]
+    ) -> list[SessionEvent]:
+        events = self.events.get(session_id, gt=after or None, lte=upto, limit=limit)
+        return cast(list[SessionEvent], list(events))
 
     def started_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(notification id, session id) of sessions created after a position."""

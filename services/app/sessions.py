@@ -31,7 +31,7 @@ from domain.errors import (
     VersionOutOfRange,
 )
 from domain.pruning import PruneDecision
-from domain.session import Session, new_id, validate_session_id
+from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
@@ -267,7 +267,7 @@ class SessionService:
 
     def events(
         self, session_id: str, after_version: int, *, follow: bool, is_active: Callable[[], bool]
-    ) -> Iterator[Session.Event]:
+    ) -> Iterator[SessionEvent]:
         """The session's events after a version; with follow, new ones as they land."""
         current = self._aggregate(session_id).version  # NOT_FOUND before the stream starts
         if after_version > current:

@@ -35,6 +35,8 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
 
 
 class ErrorInterceptor(grpc.ServerInterceptor):
+    """Wraps every handler kind (unary or streaming, either way) with the error mapping."""
+
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
@@ -44,17 +46,25 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
+        serializers = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                _returning(handler.unary_unary, method), **serializers
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                _streaming(handler.unary_stream, method), **serializers
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                _returning(handler.stream_unary, method), **serializers
+            )
+        if handler.stream_stream:
+            return grpc.stream_stream_rpc_method_handler(
+                _streaming(handler.stream_stream, method), **serializers
             )
         return handler
 
@@ -68,7 +78,9 @@ def _abort(context: grpc.ServicerContext, error: Exception, method: str) -> None
     context.abort(code, message)
 
 
-def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    """For handlers that return one response (the request may be a message or a stream)."""
+
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return behaviour(request, context)
@@ -78,7 +90,11 @@ def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     return handle
 
 
-def _stream(behaviour: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
+def _streaming(
+    behaviour: Callable[..., Iterator[Any]], method: str
+) -> Callable[..., Iterator[Any]]:
+    """For handlers that yield responses (the request may be a message or a stream)."""
+
     def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
             yield from behaviour(request, context)

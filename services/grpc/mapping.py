@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, assert_never
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -27,7 +27,7 @@ from domain.content import (
 )
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
-from domain.session import Session
+from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from projections.session_history import DurableLog, RecordedCompaction
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -278,35 +278,39 @@ def durable_log_to_pb(log: DurableLog) -> pb.DurableLog:
         version=log.version,
         entries=[entry_to_pb(e, v) for e, v in zip(log.entries, log.entry_versions, strict=True)],
         total_tokens=log.total_tokens,
+        pinned=[entry_to_pb(e, v) for e, v in zip(log.pinned, log.pinned_versions, strict=True)],
     )
     if log.compaction:
         message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
     return message
 
 
-def event_to_pb(event: Session.Event) -> pb.SessionEvent:
+def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
     message = pb.SessionEvent(
         session_id=event.originator_id,
         version=event.originator_version,
         timestamp=to_timestamp(event.timestamp),
     )
     version = event.originator_version
-    if isinstance(event, Session.Started):
-        message.started.settings.CopyFrom(
-            settings_to_pb(event.settings, event.context_window_tokens)
-        )
-    elif isinstance(event, Session.EntriesAppended):
-        message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
-        message.entries_appended.idempotency_key = event.idempotency_key
-    elif isinstance(event, Session.CompactionRecorded):
-        message.compaction_recorded.CopyFrom(
-            compaction_to_pb(event.compaction, version, event.timestamp)
-        )
-    elif isinstance(event, Session.PruneRecorded):
-        message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
-        message.prune_recorded.reason = event.reason
-    elif isinstance(event, Session.SettingsChanged):
-        message.settings_changed.settings.CopyFrom(
-            settings_to_pb(event.settings, event.context_window_tokens)
-        )
+    match event:
+        case Session.Started():
+            message.started.settings.CopyFrom(
+                settings_to_pb(event.settings, event.context_window_tokens)
+            )
+        case Session.EntriesAppended():
+            message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
+            message.entries_appended.idempotency_key = event.idempotency_key
+        case Session.CompactionRecorded():
+            message.compaction_recorded.CopyFrom(
+                compaction_to_pb(event.compaction, version, event.timestamp)
+            )
+        case Session.PruneRecorded():
+            message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
+            message.prune_recorded.reason = event.reason
+        case Session.SettingsChanged():
+            message.settings_changed.settings.CopyFrom(
+                settings_to_pb(event.settings, event.context_window_tokens)
+            )
+        case _:
+            assert_never(event)
     return message

@@ -114,16 +114,18 @@ def test_openai_shows_pruned_results_as_decided() -> None:
     assert tracked.history.entry("t1").tool_results[0].content == LONG
 
 
-def test_openai_summary_comes_first_as_user_message() -> None:
-    """After a compaction, the summary opens the prompt as a user message, then the kept entries."""
+def test_openai_summary_follows_the_pinned_system_prompt_as_a_user_message() -> None:
+    """After a compaction, the system prompt (pinned) comes first, then the summary as a user
+    message, then the kept entries."""
     tracked = _conversation()
     tracked.compact("u2", summary="Read a.txt; b was missing.")
     messages = to_openai(tracked.history.prompt_view())
-    assert messages[0]["role"] == "user"
-    assert messages[0]["content"].startswith(SUMMARY_PREFIX)
-    assert "<summary>\nRead a.txt; b was missing.\n</summary>" in messages[0]["content"]
-    assert [m["role"] for m in messages] == ["user", "user", "assistant"]
-    assert messages[2]["content"] == "a picture"
+    assert messages[0] == {"role": "system", "content": "be brief"}
+    assert messages[1]["role"] == "user"
+    assert messages[1]["content"].startswith(SUMMARY_PREFIX)
+    assert "<summary>\nRead a.txt; b was missing.\n</summary>" in messages[1]["content"]
+    assert [m["role"] for m in messages] == ["system", "user", "user", "assistant"]
+    assert messages[3]["content"] == "a picture"
 
 
 # -- Anthropic ------------------------------------------------------------------------

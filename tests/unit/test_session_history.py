@@ -313,3 +313,31 @@ def test_compactions_as_of_version() -> None:
         ("two", 7),
     ]
     assert history.compactions(first - 1) == []
+
+
+def test_system_entries_are_pinned_ahead_of_the_summary_whatever_the_cut() -> None:
+    """A compaction never drops the system prompt: both views keep it, first."""
+    from projections.prompt_formats import to_anthropic, to_openai
+    from tests.unit.support import system
+
+    tracked = Tracked()
+    tracked.append(system("You are terse.", id="sys", tokens=4))
+    tracked.append(user("one", id="u1", tokens=2), assistant("A", id="a1", tokens=1))
+    tracked.append(user("two", id="u2", tokens=2), assistant("B", id="a2", tokens=1))
+    tracked.compact("u2", summary="they said one", summary_tokens=3)
+
+    log = tracked.history.durable_log()
+    assert [e.id for e in log.pinned] == ["sys"]
+    assert [e.id for e in log.entries] == ["u2", "a2"]
+    assert log.total_tokens == 4 + 3 + 2 + 1
+
+    view = tracked.history.prompt_view()
+    messages = to_openai(view)
+    assert messages[0] == {"role": "system", "content": "You are terse."}
+    assert "they said one" in messages[1]["content"]
+    system_blocks, anthropic = to_anthropic(view)
+    assert system_blocks == [{"type": "text", "text": "You are terse."}]
+    assert "they said one" in anthropic[0]["content"][0]["text"]
+    # Before the compaction the system entry is simply the first entry.
+    before = tracked.history.durable_log(tracked.version - 1)
+    assert before.pinned == [] and before.entries[0].id == "sys"

@@ -1122,17 +1122,24 @@ class DurableLog(_message.Message):
     COMPACTION_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
+    PINNED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The version this view is as of."""
     total_tokens: _builtins.int
-    """Tokens of the summary plus the entries."""
+    """Tokens of the pinned entries, the summary and the entries."""
     @_builtins.property
     def compaction(self) -> Global___Compaction:
         """Unset when the session was never compacted."""
 
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    @_builtins.property
+    def pinned(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]:
+        """System entries from before the compaction's cut. The system prompt is
+        pinned: both views keep it, ahead of the summary, whatever the cut.
+        """
+
     def __init__(
         self,
         *,
@@ -1141,10 +1148,11 @@ class DurableLog(_message.Message):
         compaction: Global___Compaction | None = ...,
         entries: _abc.Iterable[Global___Entry] | None = ...,
         total_tokens: _builtins.int = ...,
+        pinned: _abc.Iterable[Global___Entry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "pinned", b"pinned", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

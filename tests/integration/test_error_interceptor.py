@@ -1,0 +1,87 @@
+"""The error interceptor maps refusals to statuses for every handler kind.
+
+A real gRPC server on loopback with one method of each kind, each refusing
+with a domain error, as the session store's handlers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+
+from domain.errors import InvalidRequest, SessionNotFound
+from services.grpc.errors import ErrorInterceptor
+
+
+def _refuse(*_: Any) -> Any:
+    raise SessionNotFound("s-1")
+
+
+def _refuse_midway(request: Any, context: Any) -> Iterator[bytes]:
+    yield b"first"
+    raise InvalidRequest("the second message is malformed")
+
+
+def _consume_then_refuse(requests: Iterator[bytes], context: Any) -> Any:
+    for _ in requests:
+        pass
+    raise InvalidRequest("line 3 is not JSON")
+
+
+def _echo_then_refuse(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+    for request in requests:
+        yield request
+    raise InvalidRequest("the stream ended before the header")
+
+
+@pytest.fixture
+def channel() -> Iterator[grpc.Channel]:
+    handlers = {
+        "UnaryUnary": grpc.unary_unary_rpc_method_handler(_refuse),
+        "UnaryStream": grpc.unary_stream_rpc_method_handler(_refuse_midway),
+        "StreamUnary": grpc.stream_unary_rpc_method_handler(_consume_then_refuse),
+        "StreamStream": grpc.stream_stream_rpc_method_handler(_echo_then_refuse),
+    }
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor()])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Kinds", handlers)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield channel
+    server.stop(0)
+
+
+def _status(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    return raised.value.code(), raised.value.details()
+
+
+def test_unary_refusal(channel: grpc.Channel) -> None:
+    call = channel.unary_unary("/test.Kinds/UnaryUnary")
+    assert _status(lambda: call(b"x")) == (grpc.StatusCode.NOT_FOUND, "no session with id 's-1'")
+
+
+def test_server_streaming_refusal_after_a_message(channel: grpc.Channel) -> None:
+    stream = channel.unary_stream("/test.Kinds/UnaryStream")(b"x")
+    assert next(stream) == b"first"
+    code, message = _status(lambda: next(stream))
+    assert (code, message) == (grpc.StatusCode.INVALID_ARGUMENT, "the second message is malformed")
+
+
+def test_client_streaming_refusal(channel: grpc.Channel) -> None:
+    call = channel.stream_unary("/test.Kinds/StreamUnary")
+    code, message = _status(lambda: call(iter([b"a", b"b", b"c"])))
+    assert (code, message) == (grpc.StatusCode.INVALID_ARGUMENT, "line 3 is not JSON")
+
+
+def test_bidirectional_streaming_refusal(channel: grpc.Channel) -> None:
+    stream = channel.stream_stream("/test.Kinds/StreamStream")(iter([b"a"]))
+    assert next(stream) == b"a"
+    code, message = _status(lambda: next(stream))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert message == "the stream ended before the header"

@@ -33,8 +33,7 @@ def _consume_then_refuse(requests: Iterator[bytes], context: Any) -> Any:
 
 
 def _echo_then_refuse(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
-    for request in requests:
-        yield request
+    yield from requests
     raise InvalidRequest("the stream ended before the header")
 
 

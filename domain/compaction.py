@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from domain.content import Role
-from domain.errors import InvalidCutPoint, InvalidRequest
+from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ def check_cut_point(
     """The position to cut at, or a refusal saying why it is not a valid cut."""
     position = history.position_of(first_kept_entry_id)
     if position is None:
-        raise InvalidCutPoint(f"first_kept_entry_id {first_kept_entry_id!r} is not in this session")
+        raise EntryNotFound(f"first_kept_entry_id {first_kept_entry_id!r} is not in this session")
     if position < current_first_kept:
         raise InvalidCutPoint(
             f"first_kept_entry_id {first_kept_entry_id!r} lies before the latest compaction's "

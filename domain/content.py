@@ -220,8 +220,8 @@ def validate_entry(entry: Entry, max_entry_bytes: int, label: str = "entry") -> 
         _validate_block(label, block)
     if not any(_has_substance(b) for b in entry.content):
         raise InvalidEntry(f"{label} is empty: every content block is blank")
-    if entry.usage is not None and entry.role is not Role.ASSISTANT:
-        raise InvalidEntry(f"{label}: usage belongs on assistant entries only")
+    if entry.usage is not None:
+        _validate_usage(label, entry.role, entry.usage)
     size = entry.content_bytes()
     if size > max_entry_bytes:
         raise InvalidEntry(
@@ -229,6 +229,15 @@ def validate_entry(entry: Entry, max_entry_bytes: int, label: str = "entry") -> 
             "(setting max_entry_bytes). Store large outputs elsewhere and keep a reference, "
             "or raise the limit"
         )
+
+
+def _validate_usage(label: str, role: Role, usage: Usage) -> None:
+    if role is not Role.ASSISTANT:
+        raise InvalidEntry(f"{label}: usage belongs on assistant entries only")
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        value = getattr(usage, name)
+        if value < 0:
+            raise InvalidEntry(f"{label}: usage.{name} is {value}; token counts are never negative")
 
 
 def _validate_block(label: str, block: Block) -> None:

@@ -28,6 +28,7 @@ from domain.compaction import Compaction, History, check_cut_point
 from domain.content import Entry, Role, Usage, validate_entry
 from domain.errors import (
     DuplicateEntry,
+    EntryNotFound,
     IdempotencyKeyReused,
     InvalidCutPoint,
     InvalidPrune,
@@ -169,9 +170,11 @@ class Session(BaseAggregate[str]):
         session_id: str,
         settings: SessionSettings,
         context_window: tuple[int, str],
+        *,
+        max_entry_bytes_limit: int | None = None,
     ) -> Session:
         validate_session_id(session_id)
-        settings.validate()
+        settings.validate(max_entry_bytes_limit)
         return cls._create(
             cls.Started,
             id=session_id,
@@ -181,6 +184,11 @@ class Session(BaseAggregate[str]):
         )
 
     def check_expected_version(self, expected: int | None) -> None:
+        if expected is not None and expected < 0:
+            raise InvalidRequest(
+                f"expected_version {expected} is negative; send the session's current version "
+                "(0 or more), or leave it unset"
+            )
         if expected is not None and expected != self.version:
             raise VersionConflict(expected, self.version)
 
@@ -301,7 +309,7 @@ class Session(BaseAggregate[str]):
             seen.add(decision.entry_id)
             position = history.position_of(decision.entry_id)
             if position is None:
-                raise InvalidPrune(f"entry {decision.entry_id!r} is not in this session")
+                raise EntryNotFound(f"entry {decision.entry_id!r} is not in this session")
             if history.role_at(position) is not Role.TOOL:
                 raise InvalidPrune(
                     f"entry {decision.entry_id!r} is not a tool result; only tool output is pruned"
@@ -312,8 +320,22 @@ class Session(BaseAggregate[str]):
                 )
         self.trigger_event(self.PruneRecorded, decisions=list(decisions), reason=reason)
 
-    def change_settings(self, settings: SessionSettings, context_window: tuple[int, str]) -> None:
-        settings.validate()
+    def change_settings(
+        self,
+        settings: SessionSettings,
+        context_window: tuple[int, str],
+        *,
+        max_entry_bytes_limit: int | None = None,
+    ) -> None:
+        """Records new settings; settings equal to the current ones record nothing."""
+        settings.validate(max_entry_bytes_limit)
+        window_tokens, window_source = context_window
+        if (settings, window_tokens, window_source) == (
+            self.settings,
+            self.context_window_tokens,
+            self.context_window_source,
+        ):
+            return
         self.trigger_event(
             self.SettingsChanged,
             settings=settings,

@@ -75,11 +75,22 @@ class SessionSettings:
     def __deepcopy__(self, memo: dict[int, Any]) -> SessionSettings:
         return self  # immutable, and its read-only labels cannot be deep-copied
 
-    def validate(self) -> None:
+    def validate(self, max_entry_bytes_limit: int | None = None) -> None:
+        """Refuses settings no session could work with.
+
+        ``max_entry_bytes_limit`` is the most the server can take in one entry
+        (its message size limit): a larger setting would promise what the
+        transport refuses.
+        """
         if self.context_window_tokens < 0:
             raise InvalidSettings("context_window_tokens must be 0 (resolve) or positive")
         if self.max_entry_bytes <= 0:
             raise InvalidSettings("max_entry_bytes must be positive")
+        if max_entry_bytes_limit is not None and self.max_entry_bytes > max_entry_bytes_limit:
+            raise InvalidSettings(
+                f"max_entry_bytes {self.max_entry_bytes:,} is over this server's limit of "
+                f"{max_entry_bytes_limit:,} bytes (one gRPC message); choose a smaller value"
+            )
         if len(self.title) > 500:
             raise InvalidSettings("title is longer than 500 characters")
         if len(self.labels) > MAX_LABELS:

@@ -208,7 +208,7 @@ class SessionHistory:
         compaction = self._latest(self._compactions, version)
         start = compaction.first_kept_position if compaction else 0
         summary_tokens = compaction.compaction.summary_tokens if compaction else 0
-        pinned = self._system_positions[: bisect_left(self._system_positions, start)]
+        pinned = self._pinned_before(start)
         return DurableLog(
             session_id=self.session_id,
             version=version,
@@ -216,13 +216,22 @@ class SessionHistory:
             entries=self.entries[start:end],
             entry_versions=self._entry_versions[start:end],
             first_position=start,
-            total_tokens=summary_tokens
-            + sum(self.entries[p].token_count for p in pinned)
-            + self._token_prefix[end]
-            - self._token_prefix[start],
+            total_tokens=self._log_tokens(start, end, summary_tokens),
             pinned=[self.entries[p] for p in pinned],
             pinned_versions=[self._entry_versions[p] for p in pinned],
         )
+
+    def tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
+        """The durable log's tokens now, were it compacted to keep ``position`` on."""
+        return self._log_tokens(position, len(self.entries), summary_tokens)
+
+    def _pinned_before(self, start: int) -> list[int]:
+        """Positions of the system entries a cut at ``start`` keeps ahead of the summary."""
+        return self._system_positions[: bisect_left(self._system_positions, start)]
+
+    def _log_tokens(self, start: int, end: int, summary_tokens: int) -> int:
+        pinned = sum(self.entries[p].token_count for p in self._pinned_before(start))
+        return summary_tokens + pinned + self._token_prefix[end] - self._token_prefix[start]
 
     def prompt_view(self, version: int | None = None) -> PromptView:
         log = self.durable_log(version)

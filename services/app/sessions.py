@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from eventsourcing.application import AggregateNotFoundError
@@ -25,6 +25,7 @@ from domain.content import Entry, Role
 from domain.context.window import resolve_context_window
 from domain.errors import (
     DomainError,
+    InvalidRequest,
     SessionExists,
     SessionNotFound,
     VersionConflict,
@@ -43,6 +44,9 @@ from services.app.cache import WeightedLRU
 from services.config import Config
 
 LOCK_STRIPES = 1024
+MESSAGE_ENVELOPE_BYTES = 64 << 10
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
 WRITE_CACHE_SESSIONS = 10_000
 # Resident memory per byte of cached objects: the allocator keeps freed
 # memory of evicted sessions in partly used arenas.
@@ -116,7 +120,12 @@ class SessionService:
         )
         settings = choose(defaults)
         settings = replace(settings, model=settings.model or self.config.default_model)
-        session = Session.start(session_id, settings, self._context_window(settings))
+        session = Session.start(
+            session_id,
+            settings,
+            self._context_window(settings),
+            max_entry_bytes_limit=self._max_entry_bytes_limit,
+        )
         self._save(session)
         return session
 
@@ -124,8 +133,16 @@ class SessionService:
         return self._aggregate(session_id)
 
     def list_sessions(self, page_size: int, after: int) -> tuple[list[Session], int | None]:
-        """A page of sessions in creation order, and the position to continue from."""
-        page_size = min(max(page_size, 1), 500)
+        """A page of sessions in creation order, and the position to continue from.
+
+        ``page_size`` 0 means the default page; larger pages are capped.
+        """
+        if page_size < 0:
+            raise InvalidRequest(
+                f"page_size {page_size} is negative; send 1 to {MAX_PAGE_SIZE}, "
+                f"or 0 for {DEFAULT_PAGE_SIZE}"
+            )
+        page_size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         # One more than asked, to know whether another page follows.
         found = self.store.started_notifications(after, page_size + 1)
         page = found[:page_size]
@@ -141,7 +158,11 @@ class SessionService:
     ) -> Session:
         def command(session: Session) -> None:
             settings = change(session.settings)
-            session.change_settings(settings, self._context_window(settings))
+            session.change_settings(
+                settings,
+                self._context_window(settings),
+                max_entry_bytes_limit=self._max_entry_bytes_limit,
+            )
 
         return self._write(session_id, expected_version, command)[0]
 
@@ -184,12 +205,21 @@ class SessionService:
     ) -> Session.CompactionRecorded:
         def command(session: Session) -> Session.CompactionRecorded:
             tokenizer = tokenizer_for(session.settings.model)
+            history = self._history(session_id)
             counted = replace(
                 compaction,
                 summary_tokens=tokenizer.count_text(compaction.summary),
                 tokenizer=tokenizer.name,
             )
-            session.record_compaction(counted, self._history(session_id))
+            position = history.position_of(compaction.first_kept_entry_id)
+            if not (compaction.tokens_before or compaction.tokens_after) and position is not None:
+                # The client gave no figures: the store's own counts are at hand.
+                counted = replace(
+                    counted,
+                    tokens_before=history.durable_log().total_tokens,
+                    tokens_after=history.tokens_if_cut_at(position, counted.summary_tokens),
+                )
+            session.record_compaction(counted, history)
             recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.CompactionRecorded)
             return recorded
@@ -288,6 +318,11 @@ class SessionService:
 
     # -- internals ----------------------------------------------------------------
 
+    @property
+    def _max_entry_bytes_limit(self) -> int:
+        # An entry must fit in one request, with room for the request's other fields.
+        return (self.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
+
     def _context_window(self, settings: SessionSettings) -> tuple[int, str]:
         return resolve_context_window(
             settings, self.config.model_windows, model_metadata.context_window
@@ -313,6 +348,14 @@ class SessionService:
 
     def _version(self, history: SessionHistory, as_of: AsOf) -> int:
         if as_of.time is not None:
+            now = datetime.now(UTC)
+            if as_of.time > now:
+                # What the session holds then is not known yet: a replay must
+                # answer the same whenever it is asked.
+                raise VersionOutOfRange(
+                    f"time {as_of.time.isoformat()} is in the future (the server's clock says "
+                    f"{now.isoformat()}); leave as_of unset for the latest view"
+                )
             return history.version_at_time(as_of.time)
         return history.resolve_version(as_of.version)
 
@@ -379,5 +422,7 @@ class _LazyHistory:
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:
-    canonical = json.dumps([d.to_record() for d in drafts], separators=(",", ":"))
+    # Sorted keys: metadata maps arrive in process-dependent order, and a retry
+    # from another server, or after a restart, must hash the same.
+    canonical = json.dumps([d.to_record() for d in drafts], separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()

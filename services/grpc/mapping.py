@@ -6,6 +6,7 @@ Only shape is translated here; what is allowed is the domain's business.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, assert_never
@@ -45,13 +46,35 @@ _ACTIONS = {
     pb.PRUNE_ACTION_HARD_CLEAR: PruneAction.HARD_CLEAR,
 }
 _ACTION_NUMBERS = {action: number for number, action in _ACTIONS.items()}
+_FORMATS = {
+    pb.PROMPT_FORMAT_UNSPECIFIED: "openai",
+    pb.PROMPT_FORMAT_OPENAI: "openai",
+    pb.PROMPT_FORMAT_ANTHROPIC: "anthropic",
+}
+
+
+def _unknown(field: str, value: int, enum: Any, allowed: Any) -> InvalidRequest:
+    names = ", ".join(enum.Name(number) for number in allowed)
+    return InvalidRequest(f"{field} {value} is not a value this server knows; use one of {names}")
+
+
+def prompt_format(value: pb.PromptFormat.ValueType) -> str:
+    if value not in _FORMATS:
+        raise _unknown("format", value, pb.PromptFormat, _FORMATS)
+    return _FORMATS[value]
 
 
 # -- time ---------------------------------------------------------------------------
 
 
-def to_datetime(timestamp: Timestamp) -> datetime:
-    return timestamp.ToDatetime(tzinfo=UTC)
+def to_datetime(timestamp: Timestamp, field: str = "timestamp") -> datetime:
+    try:
+        return timestamp.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise InvalidRequest(
+            f"{field} (seconds={timestamp.seconds}, nanos={timestamp.nanos}) is not a valid "
+            "time; use 0001-01-01 to 9999-12-31 with nanos in 0..999,999,999"
+        ) from None
 
 
 def to_timestamp(moment: datetime) -> Timestamp:
@@ -64,15 +87,19 @@ def to_timestamp(moment: datetime) -> Timestamp:
 
 
 def entry_from_pb(message: pb.Entry, index: int) -> Entry:
-    if message.role not in _ROLES:
+    if message.role == pb.ROLE_UNSPECIFIED:
         raise InvalidRequest(
             f"entries[{index}]: role is missing; set ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL, "
             "ROLE_SYSTEM or ROLE_CUSTOM"
         )
+    if message.role not in _ROLES:
+        raise _unknown(f"entries[{index}].role", message.role, pb.Role, _ROLES)
     return Entry(
         id=message.id,
         parent_id=message.parent_id or None,
-        timestamp=to_datetime(message.timestamp) if message.HasField("timestamp") else None,
+        timestamp=to_datetime(message.timestamp, f"entries[{index}].timestamp")
+        if message.HasField("timestamp")
+        else None,
         role=_ROLES[message.role],
         content=tuple(_block_from_pb(b, index, i) for i, b in enumerate(message.content)),
         usage=_usage_from_pb(message.usage) if message.HasField("usage") else None,
@@ -162,15 +189,21 @@ def _set_fields(message: Message) -> dict[str, Any]:
     return {field.name: value for field, value in message.ListFields()}
 
 
-def settings_from_pb(message: pb.SessionSettings, base: SessionSettings) -> SessionSettings:
-    """``base`` with the fields the message sets; unset fields keep base's value."""
+def settings_from_pb(
+    message: pb.SessionSettings, base: SessionSettings, remove_labels: Sequence[str] = ()
+) -> SessionSettings:
+    """``base`` with the fields the message sets (unset fields keep base's value), less the
+    labels named in ``remove_labels``."""
     changes = {
         k: v
         for k, v in _set_fields(message).items()
         if k not in ("labels", "pruning", "compaction")
     }
-    if message.labels:
-        changes["labels"] = MappingProxyType(dict(message.labels))
+    labels = dict(message.labels) if message.labels else dict(base.labels)
+    for key in remove_labels:
+        labels.pop(key, None)
+    if labels != base.labels:
+        changes["labels"] = MappingProxyType(labels)
     if message.HasField("pruning"):
         changes["pruning"] = dataclasses.replace(base.pruning, **_set_fields(message.pruning))
     if message.HasField("compaction"):
@@ -247,11 +280,13 @@ def recorded_compaction_to_pb(recorded: RecordedCompaction) -> pb.Compaction:
 def prune_decisions_from_pb(entries: list[pb.PrunedEntry]) -> list[PruneDecision]:
     decisions = []
     for index, entry in enumerate(entries):
-        if entry.action not in _ACTIONS:
+        if entry.action == pb.PRUNE_ACTION_UNSPECIFIED:
             raise InvalidRequest(
                 f"entries[{index}]: action is missing; set PRUNE_ACTION_SOFT_TRIM or "
                 "PRUNE_ACTION_HARD_CLEAR"
             )
+        if entry.action not in _ACTIONS:
+            raise _unknown(f"entries[{index}].action", entry.action, pb.PruneAction, _ACTIONS)
         decisions.append(
             PruneDecision(
                 entry.entry_id, _ACTIONS[entry.action], entry.head_chars, entry.tail_chars

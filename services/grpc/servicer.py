@@ -15,12 +15,6 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.sessions import AsOf, SessionService
 from services.grpc import mapping
 
-_FORMATS = {
-    pb.PROMPT_FORMAT_UNSPECIFIED: "openai",
-    pb.PROMPT_FORMAT_OPENAI: "openai",
-    pb.PROMPT_FORMAT_ANTHROPIC: "anthropic",
-}
-
 
 def _session_id(request: object) -> str:
     session_id: str = getattr(request, "session_id", "")
@@ -40,7 +34,7 @@ def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
             raise InvalidRequest("version must be 1 or more; leave as_of unset for the latest")
         return AsOf(version=request.version)
     if which == "time":
-        return AsOf(time=mapping.to_datetime(request.time))
+        return AsOf(time=mapping.to_datetime(request.time, "time"))
     return AsOf()
 
 
@@ -69,7 +63,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             after = int(request.page_token or 0)
         except ValueError:
             raise InvalidRequest("page_token is not one this server gave out") from None
-        sessions, next_after = self.service.list_sessions(request.page_size or 50, after)
+        sessions, next_after = self.service.list_sessions(request.page_size, after)
         return pb.ListSessionsResponse(
             sessions=[mapping.session_to_pb(s) for s in sessions],
             next_page_token=str(next_after) if next_after else "",
@@ -80,7 +74,9 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     ) -> pb.Session:
         session = self.service.update_settings(
             _session_id(request),
-            lambda current: mapping.settings_from_pb(request.settings, current),
+            lambda current: mapping.settings_from_pb(
+                request.settings, current, request.remove_labels
+            ),
             _expected_version(request),
         )
         return mapping.session_to_pb(session)
@@ -136,7 +132,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
         self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
         view, rendered = self.service.prompt_view(
-            _session_id(request), _as_of(request), _FORMATS[request.format]
+            _session_id(request), _as_of(request), mapping.prompt_format(request.format)
         )
         return pb.PromptView(
             session_id=view.log.session_id,

@@ -420,9 +420,7 @@ def test_invalid_cut_points_are_refused(store: Stub, session: pb.Session) -> Non
         )
 
     assert "tool result" in refused(lambda: compact(ids[2]), grpc.StatusCode.FAILED_PRECONDITION)
-    assert "not in this session" in refused(
-        lambda: compact("nope"), grpc.StatusCode.FAILED_PRECONDITION
-    )
+    assert "not in this session" in refused(lambda: compact("nope"), grpc.StatusCode.NOT_FOUND)
     compact(ids[1])
     message = refused(lambda: compact(ids[4]), grpc.StatusCode.FAILED_PRECONDITION)
     assert "directly follow" in message

@@ -41,3 +41,20 @@ def test_refusals_come_from_the_domain(service: SessionService) -> None:
         service.append("s-1", [user("again", id="u1")])
     with pytest.raises(SessionNotFound):
         service.get_session("nope")
+
+
+def test_a_retry_is_recognised_whatever_the_order_of_its_metadata(
+    service: SessionService,
+) -> None:
+    """Protobuf maps arrive in process-dependent order; a retry from another server, or after
+    a restart, must still be recognised as the same append."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    service.create_session("s-1", lambda defaults: defaults)
+    first_try = replace(user("hi"), metadata=MappingProxyType({"provider": "x", "model": "y"}))
+    retry = replace(user("hi"), metadata=MappingProxyType({"model": "y", "provider": "x"}))
+    first = service.append("s-1", [first_try], idempotency_key="turn-1")
+    again = service.append("s-1", [retry], idempotency_key="turn-1")
+    assert again.replayed and again.version == first.version
+    assert service.get_session("s-1").entry_count == 1

@@ -12,6 +12,7 @@ from domain.compaction import Compaction
 from domain.content import Entry, ImageRef, Role, TextBlock, ToolCall, ToolResult, Usage
 from domain.errors import (
     DuplicateEntry,
+    EntryNotFound,
     IdempotencyKeyReused,
     InvalidCutPoint,
     InvalidEntry,
@@ -27,6 +28,7 @@ from domain.pruning import PruneAction, PruneDecision
 from domain.session import IDEMPOTENCY_WINDOW, Session
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings
 from tests.unit.support import (
+    WINDOW,
     Tracked,
     assistant,
     call,
@@ -448,15 +450,14 @@ def test_compaction_must_shrink_the_context() -> None:
 
 
 def test_compaction_refusals_use_the_right_error_classes() -> None:
-    """Malformed requests are InvalidRequest; cuts the session cannot take are InvalidCutPoint."""
+    """Malformed requests are InvalidRequest; cuts the session cannot take are InvalidCutPoint;
+    a cut at an entry the session never had is EntryNotFound."""
     empty = Tracked()
     with pytest.raises(InvalidCutPoint, match="no entries"):
         empty.compact("x")
     tracked = _tool_turns()
-    with pytest.raises(InvalidCutPoint, match="not in this session") as unknown:
+    with pytest.raises(EntryNotFound, match="not in this session"):
         tracked.compact("missing")
-    assert isinstance(unknown.value, PreconditionFailed)
-    assert not isinstance(unknown.value, InvalidRequest)
     for compaction in (Compaction("  ", "u2"), Compaction("summary", "")):
         with pytest.raises(InvalidRequest) as malformed:
             tracked.session.record_compaction(compaction, tracked.history)
@@ -485,7 +486,7 @@ def test_prune_refuses_non_tool_entries(entry_id: str) -> None:
 
 def test_prune_refuses_unknown_entry() -> None:
     tracked = _tool_turns()
-    with pytest.raises(InvalidPrune, match="not in this session"):
+    with pytest.raises(EntryNotFound, match="not in this session"):
         tracked.prune(clear("nope"))
 
 
@@ -545,3 +546,43 @@ def test_state_does_not_grow_with_entry_count(keyed: bool, early: int) -> None:
     assert len(tracked.session.recent_appends) == (IDEMPOTENCY_WINDOW if keyed else 0)
     # Any per-entry state would add thousands of characters here.
     assert sizes[2_000] - sizes[early] < 40
+
+
+# -- validation found by a new user ----------------------------------------------------
+
+
+def test_negative_usage_counts_are_refused() -> None:
+    tracked = Tracked()
+    tracked.append(user("hi"))
+    bad = assistant("hello", usage=Usage(input_tokens=10, output_tokens=-1))
+    with pytest.raises(InvalidEntry, match=r"usage\.output_tokens is -1"):
+        tracked.append(bad)
+    assert tracked.session.entry_count == 1
+
+
+def test_a_negative_expected_version_is_a_malformed_request_not_a_conflict() -> None:
+    tracked = Tracked()
+    with pytest.raises(InvalidRequest, match="negative") as refused:
+        tracked.session.check_expected_version(-1)
+    assert not isinstance(refused.value, VersionConflict)
+
+
+def test_a_settings_change_that_changes_nothing_records_nothing() -> None:
+    tracked = Tracked(settings=SessionSettings(title="t"))
+    version = tracked.version
+    tracked.change_settings(SessionSettings(title="t"))
+    assert tracked.version == version
+    tracked.change_settings(SessionSettings(title="t"), window=(100_000, "session"))
+    assert tracked.version == version + 1
+
+
+def test_max_entry_bytes_cannot_exceed_what_the_server_can_take() -> None:
+    with pytest.raises(InvalidSettings, match="over this server's limit"):
+        Session.start(
+            "s", SessionSettings(max_entry_bytes=32 << 20), WINDOW, max_entry_bytes_limit=16 << 20
+        )
+    tracked = Tracked()
+    with pytest.raises(InvalidSettings, match="over this server's limit"):
+        tracked.session.change_settings(
+            SessionSettings(max_entry_bytes=17 << 20), WINDOW, max_entry_bytes_limit=16 << 20
+        )

@@ -726,20 +726,30 @@ class UpdateSettingsRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     SETTINGS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    REMOVE_LABELS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     expected_version: _builtins.int
     @_builtins.property
-    def settings(self) -> Global___SessionSettings: ...
+    def settings(self) -> Global___SessionSettings:
+        """Fields set here replace the session's; unset fields keep their value.
+        Labels, when any are set, replace the session's labels.
+        """
+
+    @_builtins.property
+    def remove_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Labels to remove (after any replacement); unknown keys are ignored."""
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         settings: Global___SessionSettings | None = ...,
         expected_version: _builtins.int | None = ...,
+        remove_labels: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "session_id", b"session_id", "settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "remove_labels", b"remove_labels", "session_id", b"session_id", "settings", b"settings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///data/sessionstore.db"
@@ -37,6 +37,17 @@ class Config(BaseSettings):
     )
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+
+    @field_validator("address")
+    @classmethod
+    def _host_and_port(cls, address: str) -> str:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(
+                f"{address!r} is not host:port; use e.g. 127.0.0.1:50051, [::1]:50051 or "
+                "0.0.0.0:50051 (port 0 picks a free one)"
+            )
+        return address
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The eventsourcing library's settings for this database URL."""

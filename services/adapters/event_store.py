@@ -24,6 +24,7 @@ from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 
 STARTED_TOPIC = get_topic(Session.Started)
+PROBE_TIMEOUT_SECONDS = 3
 
 
 class _AsDict(Transcoding):
@@ -98,7 +99,7 @@ class EventStore(Application[str]):
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
-        _create_postgres_schema(env)
+        _check_postgres(env)
         super().__init__(env=env)
         self.snapshot_interval = snapshot_interval
         self._index_topics()
@@ -164,16 +165,40 @@ class EventStore(Application[str]):
         return [(n.id, str(n.originator_id)) for n in notifications]
 
 
-def _create_postgres_schema(env: dict[str, str]) -> None:
-    schema = env.get("POSTGRES_SCHEMA")
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres" or not schema:
+class DatabaseUnreachable(OSError):
+    """The configured database cannot be used; the message says why and what to do."""
+
+
+def _check_postgres(env: dict[str, str]) -> None:
+    """Connects once, quickly, so that a wrong URL is told apart from a server that is down.
+
+    The library's pool would only say "couldn't get a connection after 10.00 sec"
+    for both. Creates the configured schema, which the library expects to exist.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         return
-    with psycopg.connect(
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        dbname=env["POSTGRES_DBNAME"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        autocommit=True,
-    ) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    host, port, dbname = env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]
+    try:
+        conn = psycopg.connect(
+            host=host,
+            port=int(port),
+            dbname=dbname,
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=PROBE_TIMEOUT_SECONDS,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as error:
+        detail = str(error).strip().splitlines()[0]
+        if f'database "{dbname}" does not exist' in detail:
+            raise DatabaseUnreachable(
+                f"database {dbname!r} does not exist on the PostgreSQL server at {host}:{port}; "
+                "create it (createdb) or fix the database name in the URL"
+            ) from None
+        raise DatabaseUnreachable(
+            f"cannot connect to PostgreSQL at {host}:{port}: {detail}"
+        ) from None
+    with conn:
+        schema = env.get("POSTGRES_SCHEMA")
+        if schema:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))

@@ -10,17 +10,14 @@ import gc
 import logging
 import signal
 import sys
-import threading
 from concurrent import futures
 from dataclasses import dataclass
-from types import FrameType
 
 import grpc
 import psycopg
 import structlog
 from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -30,10 +27,12 @@ from services.app.sessions import SessionService
 from services.bootstrap import build_service
 from services.config import Config
 from services.grpc.errors import ErrorInterceptor
+from services.grpc.reflection import enable_reflection
 from services.grpc.servicer import SessionStoreServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
 GRACE_SECONDS = 10
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 log = structlog.get_logger(__name__)
 
@@ -95,18 +94,16 @@ def start(config: Config) -> RunningServer:
         options=[
             ("grpc.max_receive_message_length", max_message),
             ("grpc.max_send_message_length", max_message),
+            # grpcio shares a port between processes by default: a second
+            # server on a taken address would start and split the traffic.
+            ("grpc.so_reuseport", 0),
         ],
     )
     pb_grpc.add_SessionStoreServicer_to_server(SessionStoreServicer(service), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE_NAME,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
+    enable_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
     )
     try:
         port = server.add_insecure_port(config.address)
@@ -132,6 +129,13 @@ def _tune_garbage_collection() -> None:
 
 
 def main() -> None:
+    # Stop signals are taken synchronously by sigwait below instead of by a
+    # handler: a handler runs between any two bytecodes of the main thread,
+    # and one that logs or sets an Event can deadlock on a lock that thread
+    # holds (structlog's print lock is not re-entrant, and `uv run` forwards
+    # SIGTERM while the process group gets one too). Blocked before any
+    # thread starts, so every thread inherits the mask.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         config = Config()
     except ValidationError as error:
@@ -149,15 +153,10 @@ def main() -> None:
         address=config.address,
         database=_redacted(config.database_url),
     )
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("shutting down", signal=signal.Signals(signum).name, grace_seconds=GRACE_SECONDS)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    stopping.wait()
+    received = signal.sigwait(STOP_SIGNALS)
+    log.info("shutting down", signal=signal.Signals(received).name, grace_seconds=GRACE_SECONDS)
+    # Signals that arrive from here on stay blocked and pending: the stop
+    # below is bounded by the grace period whatever else arrives.
     running.stop()
     log.info("stopped")
 

@@ -99,6 +99,23 @@ def test_health_and_reflection_are_served(channel: grpc.Channel) -> None:
     assert "grpc.health.v1.Health" in names
 
 
+def test_reflection_answers_under_v1_as_current_grpcurl_asks(channel: grpc.Channel) -> None:
+    # v1 messages are v1alpha's under another package name, identical on the wire.
+    info = channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="sessionstore.v1.Entry"),
+    ]
+    listing, described = info(iter(requests))
+    names = {s.name for s in listing.list_services_response.service}
+    assert {"sessionstore.v1.SessionStore", "grpc.reflection.v1.ServerReflection"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto
+
+
 # -- sessions ---------------------------------------------------------------------
 
 

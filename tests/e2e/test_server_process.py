@@ -81,6 +81,18 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
             "use sqlite:///path.db, postgresql",
         ),
         ("SESSIONSTORE_MAX_WORKERS", "lots", "max_workers"),
+        ("SESSIONSTORE_ADDRESS", "localhost", "is not host:port"),
+        ("SESSIONSTORE_ADDRESS", "127.0.0.1:99999", "is not host:port"),
+        (
+            "SESSIONSTORE_DATABASE_URL",
+            "postgresql://postgres@127.0.0.1:5432/no_such_database_here",
+            "database 'no_such_database_here' does not exist",
+        ),
+        (
+            "SESSIONSTORE_DATABASE_URL",
+            f"postgresql://postgres@127.0.0.1:{_free_port()}/test",
+            "cannot connect to PostgreSQL at 127.0.0.1:",
+        ),
     ],
 )
 def test_a_server_that_cannot_start_says_why_without_a_traceback(
@@ -92,6 +104,7 @@ def test_a_server_that_cannot_start_says_why_without_a_traceback(
         "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
         variable: value,
     }
+    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "services.grpc.server"],
         env=env,
@@ -102,3 +115,55 @@ def test_a_server_that_cannot_start_says_why_without_a_traceback(
     assert done.returncode == 1
     assert words in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+    # Said at once, not after the connection pool's 10 s wait.
+    assert time.monotonic() - started < 8
+
+
+def _serve(address: str, tmp_path: Path) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": address,
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        "SESSIONSTORE_LOG_FORMAT": "json",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.grpc.server"], env=env, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_a_second_server_on_a_taken_address_exits_instead_of_splitting_the_traffic(
+    tmp_path: Path,
+) -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    first = _serve(address, tmp_path)
+    try:
+        _wait_until_serving(address)
+        second = _serve(address, tmp_path / "other")
+        assert second.wait(timeout=60) == 1
+        assert second.stderr is not None
+        # Ours are the JSON lines; gRPC's core logs the failed bind in its own words too.
+        lines = second.stderr.read().splitlines()
+        (line,) = [json.loads(line) for line in lines if line.startswith("{")]
+        assert line["event"] == "cannot start"
+        assert f"cannot listen on {address}: is another server using it?" in line["reason"]
+        assert first.poll() is None
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_repeated_stop_signals_still_stop_within_the_grace_period(tmp_path: Path) -> None:
+    """`uv run` forwards SIGTERM while the process group gets one too: both arrive together."""
+    address = f"127.0.0.1:{_free_port()}"
+    server = _serve(address, tmp_path)
+    try:
+        _wait_until_serving(address)
+        for stop in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+            server.send_signal(stop)
+        assert server.wait(timeout=15) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.stderr is not None
+    events = [json.loads(line)["event"] for line in server.stderr.read().splitlines() if line]
+    assert events[-2:] == ["shutting down", "stopped"]

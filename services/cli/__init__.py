@@ -58,7 +58,11 @@ class _Cli(click.Group):
         except click.UsageError as error:
             if not _as_json(ctx, ctx.obj if isinstance(ctx.obj, Client) else None):
                 raise
-            print_json({"error": {"code": "USAGE", "message": error.format_message()}}, err=True)
+            print_json(
+                {"error": {"code": "USAGE", "message": error.format_message()}},
+                one_line=True,
+                err=True,
+            )
             raise click.exceptions.Exit(EXIT_USAGE) from None
 
 

@@ -23,6 +23,8 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_TIMEOUT_SECONDS = 10.0
 EXIT_REFUSED = 1
 EXIT_UNREACHABLE = 2
+# An ambiguous short id lists the ids it could mean, up to this many.
+_MOST_LISTED = 20
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -79,7 +81,7 @@ class Client:
         `log` and `events` print ids cut short, so any command taking an entry
         id takes the short form too. An exact id wins over a longer id it begins.
         """
-        resolved = [entry_id if self._exists(session, entry_id) else "" for entry_id in given]
+        resolved = [g if self.entry(session, g) is not None else "" for g in given]
         if all(resolved):
             return resolved
         known = self._entry_ids(session)
@@ -90,14 +92,15 @@ class Client:
     def resolve_entry_id(self, session: str, given: str) -> str:
         return self.resolve_entry_ids(session, [given])[0]
 
-    def _exists(self, session: str, entry_id: str) -> bool:
+    def entry(self, session: str, entry_id: str) -> pb.Entry | None:
+        """The entry with exactly this id; None if the session has none."""
+        request = pb.GetEntryRequest(session_id=session, entry_id=entry_id)
         try:
-            self.call(self.stub.GetEntry, pb.GetEntryRequest(session_id=session, entry_id=entry_id))
+            return self.call(self.stub.GetEntry, request)
         except grpc.RpcError as error:
             if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.NOT_FOUND:
-                return False
+                return None
             raise
-        return True
 
     def _entry_ids(self, session: str) -> list[str]:
         events = self.read_events(pb.ReadEventsRequest(session_id=session))
@@ -118,10 +121,13 @@ def _by_prefix(session: str, prefix: str, known: Sequence[str]) -> str:
             grpc.StatusCode.NOT_FOUND,
             f"session {session!r} has no entry whose id is or begins with {prefix!r}",
         )
+    listed = ", ".join(matches[:_MOST_LISTED])
+    if len(matches) > _MOST_LISTED:
+        listed += f" and {len(matches) - _MOST_LISTED:,} more"
     raise Refused(
         grpc.StatusCode.INVALID_ARGUMENT,
-        f"{prefix!r} begins {len(matches)} entry ids of session {session!r}; "
-        f"give more of the one you mean: {', '.join(matches)}",
+        f"{prefix!r} begins {len(matches):,} entry ids of session {session!r}; "
+        f"give more of the one you mean: {listed}",
     )
 
 

@@ -173,10 +173,10 @@ def show_entry(client: Client, session: str, entry_id: str) -> None:
     The whole content, even if it was compacted away or pruned since. ENTRY_ID
     may be the short id `log` prints.
     """
-    entry_id = client.resolve_entry_id(session, entry_id)
-    found = client.call(
-        client.stub.GetEntry, pb.GetEntryRequest(session_id=session, entry_id=entry_id)
-    )
+    found = client.entry(session, entry_id)
+    if found is None:
+        found = client.entry(session, client.resolve_entry_id(session, entry_id))
+    assert found is not None  # resolved ids exist, or resolving raised
     if client.as_json:
         return output.print_json(found)
     usage = found.usage

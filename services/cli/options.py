@@ -23,8 +23,9 @@ def read_text(text: str | None) -> str | None:
 
 
 def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.find_object(Client).as_json = True  # type: ignore[union-attr]
+    client = ctx.find_object(Client)
+    if value and client is not None:
+        client.as_json = True
 
 
 def json_option() -> click.Option:

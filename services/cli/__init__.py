@@ -37,7 +37,11 @@ EXIT_USAGE = 2
 
 
 class _Cli(click.Group):
-    """Turns a failed call into one line on stderr and an exit code, never a traceback."""
+    """Gives every command `--json`, and turns a failure into a report and an exit code.
+
+    A refused or failed call, or with --json a usage mistake, is reported on
+    stderr (as text, or as one JSON object with --json), never as a traceback.
+    """
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         cmd.params.append(json_option())
@@ -52,22 +56,16 @@ class _Cli(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (grpc.RpcError, Refused) as error:
+        except (grpc.RpcError, Refused, click.UsageError) as error:
             client = ctx.obj if isinstance(ctx.obj, Client) else None
-            raise click.exceptions.Exit(report(error, client, _as_json(ctx, client))) from None
-        except click.UsageError as error:
-            if not _as_json(ctx, ctx.obj if isinstance(ctx.obj, Client) else None):
+            as_json = bool(ctx.meta.get("json_asked") or (client and client.as_json))
+            if not isinstance(error, click.UsageError):
+                raise click.exceptions.Exit(report(error, client, as_json)) from None
+            if not as_json:
                 raise
-            print_json(
-                {"error": {"code": "USAGE", "message": error.format_message()}},
-                one_line=True,
-                err=True,
-            )
+            usage = {"code": "USAGE", "message": error.format_message()}
+            print_json({"error": usage}, one_line=True, err=True)
             raise click.exceptions.Exit(EXIT_USAGE) from None
-
-
-def _as_json(ctx: click.Context, client: Client | None) -> bool:
-    return bool(client and client.as_json) or bool(ctx.meta.get("json_asked"))
 
 
 @click.group(cls=_Cli)

@@ -32,14 +32,14 @@ RUN := $(UV) run --frozen --no-sync
 
 proto: setup
 	$(RUN) python -m grpc_tools.protoc -I . \
-		--python_out=. --grpc_python_out=. --mypy_out=. $(PROTO_SRC)
+		--python_out=. --grpc_python_out=. --mypy_out=. --mypy_grpc_out=. $(PROTO_SRC)
 
 # Fails when the committed generated code is not what `make proto` gives.
 proto-check: setup
 	@tmp=$$(mktemp -d) && \
 	$(RUN) python -m grpc_tools.protoc -I . \
-		--python_out=$$tmp --grpc_python_out=$$tmp --mypy_out=$$tmp $(PROTO_SRC) && \
-	for f in session_store_pb2.py session_store_pb2_grpc.py session_store_pb2.pyi; do \
+		--python_out=$$tmp --grpc_python_out=$$tmp --mypy_out=$$tmp --mypy_grpc_out=$$tmp $(PROTO_SRC) && \
+	for f in session_store_pb2.py session_store_pb2_grpc.py session_store_pb2.pyi session_store_pb2_grpc.pyi; do \
 		cmp -s $$tmp/proto/sessionstore/v1/$$f proto/sessionstore/v1/$$f || \
 		{ echo "proto/sessionstore/v1/$$f is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
 	done; rm -rf $$tmp; echo "generated code is up to date"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -163,18 +164,18 @@ def test_log_at_an_earlier_version(address: str) -> None:
 def test_json_output_is_the_api_response(address: str) -> None:
     session = new_session(address)
     empty = json.loads(ok(address, "--json", "show", session))
-    assert empty["entryCount"] == "0"  # zero counts are printed, not left out
+    assert empty["entryCount"] == 0  # zero counts are printed, not left out
 
     response = json.loads(ok(address, "--json", "append", session, "hi"))
-    assert response["version"] == "2"  # int64 is a string in protobuf's JSON mapping
+    assert response["version"] == 2  # a number, though protobuf's JSON mapping says "2"
     assert len(response["entryIds"]) == 1
 
     shown = json.loads(ok(address, "--json", "show", session))
     assert shown["id"] == session
-    assert shown["entryCount"] == "1"
+    assert shown["entryCount"] == 1
 
     events = [json.loads(line) for line in ok(address, "--json", "events", session).splitlines()]
-    assert [e["version"] for e in events] == ["1", "2"]
+    assert [e["version"] for e in events] == [1, 2]
     assert "started" in events[0]
     assert "entriesAppended" in events[1]
 
@@ -234,12 +235,17 @@ def test_an_unknown_session_is_not_found(address: str) -> None:
     assert result.stdout == ""
 
 
-def test_an_unreachable_server_exits_2_naming_the_address() -> None:
-    # A port that was free a moment ago: nothing listens there.
+@pytest.fixture
+def unreachable() -> str:
+    """An address where nothing listens: a port that was free a moment ago."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    address = f"127.0.0.1:{port}"
+    return f"127.0.0.1:{port}"
+
+
+def test_an_unreachable_server_exits_2_naming_the_address(unreachable: str) -> None:
+    address = unreachable
 
     result = run(address, "--timeout", "5", "list")
 
@@ -247,3 +253,167 @@ def test_an_unreachable_server_exits_2_naming_the_address() -> None:
     assert address in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_json_may_come_after_the_command_name(address: str) -> None:
+    session = new_session(address)
+
+    shown = json.loads(ok(address, "show", session, "--json"))
+
+    assert shown["id"] == session
+    assert shown["entryCount"] == 0
+
+
+def test_json_numbers_are_numbers_at_every_depth(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--id", "q1", "hello")
+
+    log = json.loads(ok(address, "log", session, "--json"))
+    events = [json.loads(line) for line in ok(address, "events", session, "--json").splitlines()]
+
+    assert log["version"] == 2
+    assert isinstance(log["totalTokens"], int)
+    assert log["entries"][0]["version"] == 2
+    assert isinstance(log["entries"][0]["tokenCount"], int)
+    assert events[0]["started"]["settings"]["contextWindowTokens"] > 0
+    assert events[1]["entriesAppended"]["entries"][0]["id"] == "q1"
+    assert events[1]["timestamp"].endswith("Z")  # timestamps keep their RFC 3339 form
+
+
+@pytest.mark.parametrize("json_first", [True, False])
+def test_errors_are_json_with_json(address: str, json_first: bool) -> None:
+    args = ["--json", "show", "no-such-session"] if json_first else ["show", "no-such-session"]
+    result = run(address, *args, *([] if json_first else ["--json"]))
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "NOT_FOUND"
+    assert "no-such-session" in error["message"]
+
+
+def test_an_aborted_append_is_json_with_its_hint(address: str) -> None:
+    session = new_session(address)
+
+    result = run(address, "append", session, "hi", "--expected-version", "7", "--json")
+
+    assert result.exit_code == 1
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "ABORTED"
+    assert "re-read" in error["hint"]
+
+
+def test_a_usage_mistake_with_json_is_json_and_exits_2(address: str) -> None:
+    result = run(address, "append", "any", "--tool-call", "ls", "--args", "[1]", "--json")
+
+    assert result.exit_code == 2
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "USAGE"
+    assert "must be a JSON object" in error["message"]
+
+
+def test_an_unreachable_server_with_json_exits_2(unreachable: str) -> None:
+    result = run(unreachable, "--timeout", "5", "--json", "list")
+
+    assert result.exit_code == 2
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "UNAVAILABLE"
+    assert unreachable in error["message"]
+
+
+def test_prompt_messages_and_request_print_what_a_provider_takes(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--role", "system", "Be brief.")
+    ok(address, "append", session, "hello")
+
+    messages = json.loads(ok(address, "prompt", session, "--messages"))
+    request = json.loads(ok(address, "prompt", session, "--format", "anthropic", "--request"))
+
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "hello" in json.dumps(messages[1])
+    assert "Be brief." in json.dumps(request["system"])
+    assert [m["role"] for m in request["messages"]] == ["user"]
+    # OpenAI has no top-level system: it is one of the messages.
+    assert "system" not in json.loads(ok(address, "prompt", session, "--request"))
+
+
+def test_short_ids_stand_for_the_entry_they_begin(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--id", "ask-1", "read the log")
+    ok(address, "append", session, "--id", "ask-10", "and the other one")
+    ok(address, "append", session, "--id", "call-7", "--tool-call", "cat", "--call-id", "c7")
+    ok(address, "append", session, "--id", "result-7", "--tool-result", "c7", "x" * 100)
+    ok(address, "append", session, "--id", "answer-7", "--role", "assistant", "all x")
+
+    assert field(ok(address, "entry", session, "ask-1"), "entry") == "ask-1"  # exact wins
+    assert field(ok(address, "entry", session, "res"), "entry") == "result-7"
+    pruned = ok(address, "prune", session, "res", "--head", "5", "--tail", "5")
+    assert "result-7: trimmed to first 5 and last 5 chars" in pruned
+    assert "entries before answer-7" in ok(
+        address, "compact", session, "--summary", "asked", "--first-kept", "answ"
+    )
+    again, _ = appended(ok(address, "append", session, "again", "--parent", "answ"))
+    assert field(ok(address, "entry", session, again), "parent") == "answer-7"
+
+    ambiguous = run(address, "entry", session, "ask")
+    assert ambiguous.exit_code == 1
+    assert "error: INVALID_ARGUMENT:" in ambiguous.stderr
+    assert "ask-1, ask-10" in ambiguous.stderr
+    unknown = run(address, "entry", session, "zz")
+    assert unknown.exit_code == 1
+    assert "error: NOT_FOUND:" in unknown.stderr
+    assert "'zz'" in unknown.stderr
+
+
+def test_a_trim_without_amounts_keeps_what_the_sessions_policy_says(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--tool-call", "cat", "--call-id", "c1")
+    result_id, _ = appended(ok(address, "append", session, "--tool-result", "c1", "y" * 500))
+    updated = ok(address, "settings", session, "--trim-head", "100", "--trim-tail", "50")
+    assert "trims keep the first 100 and last 50 chars" in updated
+
+    pruned = ok(address, "prune", session, result_id)
+    tail_only = ok(address, "prune", session, result_id, "--tail", "0")
+
+    assert "trimmed to first 100 and last 50 chars" in pruned
+    assert "trimmed to first 100 and last 0 chars" in tail_only
+
+
+def test_compaction_reason_is_left_to_the_server(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--id", "q", "first")
+    ok(address, "append", session, "--id", "a", "--role", "assistant", "second")
+
+    compacted = json.loads(
+        ok(address, "compact", session, "--summary", "s", "--first-kept", "a", "--json")
+    )
+
+    assert compacted["compaction"]["reason"] == "manual"
+
+
+TIME_WITH_ZONE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)"
+
+
+@pytest.mark.parametrize(("zone", "shown"), [("UTC", "UTC"), ("Asia/Kolkata", "+05:30")])
+def test_times_carry_their_zone(
+    address: str, monkeypatch: pytest.MonkeyPatch, zone: str, shown: str
+) -> None:
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        session = new_session(address)
+        ok(address, "append", session, "--id", "q1", "hello")
+
+        created = field(ok(address, "show", session), "created")
+        entry_time = field(ok(address, "entry", session, "q1"), "time")
+        event_lines = ok(address, "events", session).splitlines()
+        listed = ok(address, "list")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+    assert re.fullmatch(TIME_WITH_ZONE, created), created
+    assert created.endswith(shown)
+    assert entry_time.endswith(shown)
+    assert all(re.search(TIME_WITH_ZONE, line) for line in event_lines), event_lines
+    assert re.search(rf"{session}.*{TIME_WITH_ZONE}", listed)

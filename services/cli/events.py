@@ -1,0 +1,69 @@
+"""`events`: the session's events, one a line, optionally followed live."""
+
+from __future__ import annotations
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+
+
+@click.command()
+@click.argument("session")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events until Ctrl-C.")
+@pass_client
+def events(client: Client, session: str, after: int, follow: bool) -> None:
+    """List the session's events, one a line."""
+    request = pb.ReadEventsRequest(session_id=session, after_version=after, follow=follow)
+    # A followed stream is open-ended; only a bounded read gets a deadline.
+    call = client.read_events(request, deadline=not follow)
+    try:
+        for event in call:
+            if client.as_json:
+                output.print_json(event, one_line=True)
+            else:
+                click.echo(_event_line(event))
+    except KeyboardInterrupt:
+        # Ctrl-C is how a follow ends: hang up so the server stops waiting.
+        call.cancel()
+        return
+    if follow:
+        # A followed stream only ends this way when the server shuts down.
+        click.echo("(the server ended the stream)", err=True)
+
+
+def _event_line(event: pb.SessionEvent) -> str:
+    kind, summary = _event_summary(event)
+    # Fixed widths, not a table: a followed stream cannot look ahead.
+    prefix = f"{'#' + str(event.version):<4}  {output.time(event.timestamp)}  {kind:<9}  "
+    return prefix + output.clip(summary, output.width() - len(prefix))
+
+
+def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
+    which = event.WhichOneof("event")
+    if which == "started":
+        return "started", output.settings_summary(event.started.settings)
+    if which == "entries_appended":
+        appended = event.entries_appended
+        first = appended.entries[0]
+        more = f" (+{len(appended.entries) - 1} more)" if len(appended.entries) > 1 else ""
+        key = f" [key {appended.idempotency_key}]" if appended.idempotency_key else ""
+        text = output.entry_summary(first, output.width())
+        return "appended", f"{output.role(first)} {output.short(first.id)}{key}{more}: {text}"
+    if which == "compaction_recorded":
+        compaction = event.compaction_recorded
+        return "compacted", (
+            f"kept from {output.short(compaction.first_kept_entry_id)} ({compaction.reason}): "
+            f"{output.clip(compaction.summary, output.width())}"
+        )
+    if which == "prune_recorded":
+        prune = event.prune_recorded
+        pruned = ", ".join(
+            f"{output.short(p.entry_id)} {output.prune_verb(p)}" for p in prune.entries
+        )
+        return "pruned", pruned + (f" ({prune.reason})" if prune.reason else "")
+    if which == "settings_changed":
+        return "settings", output.settings_summary(event.settings_changed.settings)
+    return "unknown", "(an event this client does not know)"

@@ -1,0 +1,93 @@
+"""Options that several commands share, and reading TEXT arguments."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli.client import Client
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMATS = {"openai": pb.PROMPT_FORMAT_OPENAI, "anthropic": pb.PROMPT_FORMAT_ANTHROPIC}
+
+
+def read_text(text: str | None) -> str | None:
+    """TEXT as given, or standard input when it is "-" (for long or multi-line content)."""
+    return sys.stdin.read() if text == "-" else text
+
+
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    client = ctx.find_object(Client)
+    if value and client is not None:
+        client.as_json = True
+
+
+def json_option() -> click.Option:
+    """`--json` after the command name, as well as before it (every command gets one)."""
+    return click.Option(
+        ["--json"],
+        is_flag=True,
+        expose_value=False,
+        callback=_set_json,
+        help="Print the API's responses as JSON.",
+    )
+
+
+class Moment(click.ParamType):
+    """An ISO 8601 time; one without an offset is local time."""
+
+    name = "ISO8601"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time, e.g. 2025-01-31T14:05:00Z", param, ctx)
+        return moment if moment.tzinfo else moment.astimezone()
+
+
+def as_of_options(command: F) -> F:
+    command = click.option(
+        "--at-time", type=Moment(), help="As it was at this time (ISO 8601; local if no offset)."
+    )(command)
+    return click.option(
+        "--at-version", type=click.IntRange(min=1), help="As it was at this version."
+    )(command)
+
+
+def set_as_of(
+    request: pb.GetViewRequest | pb.GetPromptViewRequest,
+    at_version: int | None,
+    at_time: datetime | None,
+) -> None:
+    if at_version is not None and at_time is not None:
+        raise click.UsageError("give --at-version or --at-time, not both")
+    if at_version is not None:
+        request.version = at_version
+    elif at_time is not None:
+        request.time.FromDatetime(at_time)
+
+
+def format_option(command: F) -> F:
+    return click.option(
+        "--format",
+        "prompt_format",
+        type=click.Choice(sorted(FORMATS)),
+        help="The provider's message format [default: the server's, openai].",
+    )(command)
+
+
+def expected_version_option(command: F) -> F:
+    return click.option(
+        "--expected-version",
+        type=click.IntRange(min=0),
+        help="Refuse (ABORTED) unless the session is at this version.",
+    )(command)

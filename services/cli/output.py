@@ -1,0 +1,229 @@
+"""How the CLI prints: aligned text for people, JSON for scripts.
+
+Text helpers clip and align what the API returns to fit the terminal; the JSON
+helpers print the API's responses in protobuf's JSON mapping, except that 64-bit
+integers stay numbers (the mapping prints them as strings).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Sequence
+from datetime import UTC, timedelta
+from typing import Any, cast
+
+import click
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+
+# -- JSON ---------------------------------------------------------------------------
+
+_INT64_TYPES = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    """The message in protobuf's JSON mapping, with 64-bit integers as numbers."""
+    # Zero counts printed, not left out, so a script reading `entryCount` finds 0.
+    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    _int64_to_numbers(cast(Descriptor, message.DESCRIPTOR), data)
+    return data
+
+
+def _int64_to_numbers(descriptor: Descriptor, data: dict[str, Any]) -> None:
+    for field in descriptor.fields:
+        if field.json_name not in data:
+            continue
+        value = data[field.json_name]
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            data[field.json_name] = {k: _converted(value_field, v) for k, v in value.items()}
+        elif field.is_repeated:
+            data[field.json_name] = [_converted(field, v) for v in value]
+        else:
+            data[field.json_name] = _converted(field, value)
+
+
+def _converted(field: FieldDescriptor, value: Any) -> Any:
+    message_type = field.message_type
+    # Well-known types (Timestamp) have JSON forms of their own; leave them be.
+    if message_type is not None and not message_type.full_name.startswith("google.protobuf."):
+        _int64_to_numbers(message_type, value)
+    elif field.type in _INT64_TYPES:
+        return int(value)
+    return value
+
+
+def print_json(data: Message | Any, *, one_line: bool = False, err: bool = False) -> None:
+    if isinstance(data, Message):
+        data = to_dict(data)
+    click.echo(json.dumps(data, indent=None if one_line else 2, ensure_ascii=False), err=err)
+
+
+def pretty_json(text: str) -> str:
+    return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+
+
+# -- text ---------------------------------------------------------------------------
+
+
+def width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def clip(text: str, limit: int) -> str:
+    """The first line of text, cut to limit characters; … says something was left out."""
+    stripped = text.strip()
+    line, _, rest = stripped.partition("\n")
+    limit = max(limit, 8)
+    if len(line) > limit:
+        return line[: limit - 1] + "…"
+    return line + "…" if rest else line
+
+
+def table(rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> list[str]:
+    """Rows with aligned columns; the last column is left ragged."""
+    if not rows:
+        return []
+    right = set(right)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row[:-1])
+        ]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
+def echo_fields(fields: Sequence[tuple[str, str]]) -> None:
+    for line in table([(name, value) for name, value in fields if value]):
+        click.echo(line)
+
+
+def time(timestamp: Timestamp) -> str:
+    """Local time, as a person at the terminal reads it, with its zone; --json keeps UTC."""
+    if not (timestamp.seconds or timestamp.nanos):
+        return "-"
+    local = timestamp.ToDatetime(tzinfo=UTC).astimezone()
+    offset = local.utcoffset() or timedelta(0)
+    if not offset:
+        zone = "UTC"
+    else:
+        # +01:00 rather than a name such as CET: names are ambiguous (IST, CST).
+        minutes = int(offset.total_seconds()) // 60
+        sign = "+" if minutes >= 0 else "-"
+        zone = f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    return f"{local:%Y-%m-%d %H:%M:%S} {zone}"
+
+
+def count(number: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{number:,} {noun if number == 1 else plural}"
+
+
+def short(identifier: str) -> str:
+    """The id as `log` shows it; every command taking an entry id takes this too."""
+    return identifier[:8]
+
+
+def role(entry: pb.Entry) -> str:
+    name = pb.Role.Name(entry.role).removeprefix("ROLE_").lower()
+    return f"{name}:{entry.custom_type}" if entry.custom_type else name
+
+
+def format_name(prompt_format: pb.PromptFormat.ValueType) -> str:
+    return pb.PromptFormat.Name(prompt_format).removeprefix("PROMPT_FORMAT_").lower()
+
+
+def block_summary(block: pb.ContentBlock, limit: int) -> str:
+    kind = block.WhichOneof("block")
+    if kind == "text":
+        return clip(block.text.text, limit)
+    if kind == "thinking":
+        return "(thinking) " + clip(block.thinking.thinking, limit - 11)
+    if kind == "tool_call":
+        call = block.tool_call
+        return clip(f"→ {call.name}({call.arguments_json})", limit)
+    if kind == "tool_result":
+        result = block.tool_result
+        prefix = f"← {result.tool_call_id}{' (error)' if result.is_error else ''}: "
+        return prefix + (clip(result.content, limit - len(prefix)) or "(empty)")
+    if kind == "image":
+        return clip(f"[image {block.image.uri}]", limit)
+    return "(empty block)"
+
+
+def entry_summary(entry: pb.Entry, limit: int) -> str:
+    parts = [block_summary(b, limit) for b in entry.content]
+    return clip("  ".join(parts), limit) if len(parts) > 1 else "".join(parts)
+
+
+def entry_rows(entries: Sequence[pb.Entry]) -> list[list[str]]:
+    """`#version  role  id  tokens  summary` rows; the summary gets what is left of the line."""
+    columns = [[f"#{e.version}", role(e), short(e.id), f"{e.token_count:,}"] for e in entries]
+    used = sum(max((len(row[i]) for row in columns), default=0) + 2 for i in range(4))
+    limit = width() - used
+    return [[*row, entry_summary(e, limit)] for row, e in zip(columns, entries, strict=True)]
+
+
+def block_in_full(block: pb.ContentBlock) -> str:
+    kind = block.WhichOneof("block")
+    if kind == "text":
+        return block.text.text
+    if kind == "thinking":
+        return "(thinking)\n" + block.thinking.thinking
+    if kind == "tool_call":
+        call = block.tool_call
+        try:
+            arguments = pretty_json(call.arguments_json)
+        except ValueError:
+            arguments = call.arguments_json
+        return f"→ {call.name} (call {call.id})\n{arguments}"
+    if kind == "tool_result":
+        result = block.tool_result
+        error = " (error)" if result.is_error else ""
+        return f"← result of {result.tool_call_id}{error}\n{result.content}"
+    if kind == "image":
+        media = f" ({block.image.media_type})" if block.image.media_type else ""
+        return f"[image {block.image.uri}{media}]"
+    return "(empty block)"
+
+
+def prune_verb(pruned: pb.PrunedEntry) -> str:
+    return "cleared" if pruned.action == pb.PRUNE_ACTION_HARD_CLEAR else "trimmed"
+
+
+def prune_action(pruned: pb.PrunedEntry) -> str:
+    if pruned.action == pb.PRUNE_ACTION_HARD_CLEAR:
+        return "cleared"
+    return f"trimmed to first {pruned.head_chars:,} and last {pruned.tail_chars:,} chars"
+
+
+def echo_compaction(compaction: pb.Compaction) -> None:
+    click.echo(
+        f"compacted at version {compaction.version} ({compaction.reason}): entries before "
+        f"{short(compaction.first_kept_entry_id)} summarised in "
+        f"{compaction.summary_tokens:,} tokens"
+    )
+    click.echo("  summary: " + clip(compaction.summary, width() - 11))
+
+
+def settings_summary(settings: pb.SessionSettings) -> str:
+    parts = [f"model {settings.model}"]
+    if settings.context_window_tokens:
+        parts.append(f"window {settings.context_window_tokens:,}")
+    if settings.title:
+        parts.append(f"title {settings.title!r}")
+    return ", ".join(parts)

@@ -1,0 +1,155 @@
+"""Session commands: `create`, `list`, `show` and `settings`."""
+
+from __future__ import annotations
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.options import expected_version_option
+
+
+@click.command()
+@click.option("--id", "session_id", default="", help="The session's id; generated if left out.")
+@click.option("--model", help="Conversation model, e.g. gpt-4o; the server's default if unset.")
+@click.option("--window", type=click.IntRange(min=1), help="Context window in tokens.")
+@click.option("--title")
+@pass_client
+def create(
+    client: Client, session_id: str, model: str | None, window: int | None, title: str | None
+) -> None:
+    """Start a new session."""
+    settings = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
+    request = pb.CreateSessionRequest(session_id=session_id, settings=settings)
+    session = client.call(client.stub.CreateSession, request)
+    if client.as_json:
+        return output.print_json(session)
+    click.echo(f"created {session.id} (version {session.version})")
+    _echo_window(session)
+
+
+def _echo_window(session: pb.Session) -> None:
+    click.echo(
+        f"model {session.settings.model}, window {session.settings.context_window_tokens:,} "
+        f"tokens (from {session.context_window_source})"
+    )
+
+
+@click.command("list")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many sessions.")
+@pass_client
+def list_sessions(client: Client, limit: int | None) -> None:
+    """List sessions, oldest first."""
+    found = pb.ListSessionsResponse()
+    token = ""
+    while limit is None or len(found.sessions) < limit:
+        # Page size 0 leaves it to the server; with --limit, ask for no more than needed.
+        request = pb.ListSessionsRequest(page_size=limit or 0, page_token=token)
+        page = client.call(client.stub.ListSessions, request)
+        found.sessions.extend(page.sessions)
+        token = page.next_page_token
+        if not token:
+            break
+    if limit is not None:
+        del found.sessions[limit:]
+    if client.as_json:
+        return output.print_json(found)
+    if not found.sessions:
+        return click.echo("no sessions")
+    header = ["ID", "VERSION", "ENTRIES", "TOKENS", "MODEL", "UPDATED", "TITLE"]
+    rows = [header] + [
+        [
+            s.id,
+            str(s.version),
+            str(s.entry_count),
+            f"{s.total_tokens:,}",
+            s.settings.model,
+            output.time(s.updated_at),
+            s.settings.title,
+        ]
+        for s in found.sessions
+    ]
+    for line in output.table(rows, right={1, 2, 3}):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("session")
+@pass_client
+def show(client: Client, session: str) -> None:
+    """Show a session's settings, version and totals."""
+    found = client.call(client.stub.GetSession, pb.GetSessionRequest(session_id=session))
+    if client.as_json:
+        return output.print_json(found)
+    usage = found.total_usage
+    output.echo_fields(
+        [
+            ("session", found.id),
+            ("title", found.settings.title),
+            ("model", found.settings.model),
+            (
+                "window",
+                f"{found.settings.context_window_tokens:,} tokens "
+                f"(from {found.context_window_source})",
+            ),
+            ("version", str(found.version)),
+            ("entries", str(found.entry_count)),
+            ("tokens", f"{found.total_tokens:,}"),
+            (
+                "usage",
+                f"in {usage.input_tokens:,}  out {usage.output_tokens:,}  "
+                f"cache read {usage.cache_read_tokens:,}  "
+                f"cache write {usage.cache_write_tokens:,}",
+            ),
+            ("compactions", str(found.compaction_count)),
+            ("open tool calls", ", ".join(found.open_tool_call_ids) or "none"),
+            ("last entry", found.last_entry_id),
+            ("created", output.time(found.created_at)),
+            ("updated", output.time(found.updated_at)),
+        ]
+    )
+
+
+@click.command()
+@click.argument("session")
+@click.option("--model", help="The conversation model.")
+@click.option("--window", type=click.IntRange(min=0), help="Context window in tokens; 0 resolves.")
+@click.option("--title")
+@click.option(
+    "--trim-head",
+    type=click.IntRange(min=0),
+    help="Characters a trimmed tool result keeps from its start.",
+)
+@click.option("--trim-tail", type=click.IntRange(min=0), help="Characters it keeps from its end.")
+@expected_version_option
+@pass_client
+def settings(
+    client: Client,
+    session: str,
+    model: str | None,
+    window: int | None,
+    title: str | None,
+    trim_head: int | None,
+    trim_tail: int | None,
+    expected_version: int | None,
+) -> None:
+    """Change some settings; those not given keep their value."""
+    changes = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
+    if trim_head is not None or trim_tail is not None:
+        changes.pruning.CopyFrom(
+            pb.PruningPolicy(soft_trim_head_chars=trim_head, soft_trim_tail_chars=trim_tail)
+        )
+    request = pb.UpdateSettingsRequest(
+        session_id=session, settings=changes, expected_version=expected_version
+    )
+    updated = client.call(client.stub.UpdateSettings, request)
+    if client.as_json:
+        return output.print_json(updated)
+    click.echo(f"updated {updated.id} (version {updated.version})")
+    _echo_window(updated)
+    pruning = updated.settings.pruning
+    click.echo(
+        f"trims keep the first {pruning.soft_trim_head_chars:,} and last "
+        f"{pruning.soft_trim_tail_chars:,} chars"
+    )

@@ -1,0 +1,136 @@
+"""View commands: `log` (the durable log), `prompt` and `replay` (the prompt view).
+
+`prompt --messages` and `prompt --request` print what a provider call takes,
+ready to pipe: the bare messages array, or `{"system": ..., "messages": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.options import FORMATS, as_of_options, format_option, set_as_of
+
+
+@click.command()
+@click.argument("session")
+@as_of_options
+@pass_client
+def log(client: Client, session: str, at_version: int | None, at_time: datetime | None) -> None:
+    """Show the durable log.
+
+    The latest compaction summary, if any, then the entries it kept.
+    """
+    request = pb.GetViewRequest(session_id=session)
+    set_as_of(request, at_version, at_time)
+    found = client.call(client.stub.GetDurableLog, request)
+    if client.as_json:
+        return output.print_json(found)
+    click.echo(
+        f"{found.session_id} at version {found.version}: "
+        f"{output.count(len(found.entries), 'entry')}, {found.total_tokens:,} tokens"
+    )
+    if found.HasField("compaction"):
+        output.echo_compaction(found.compaction)
+    for line in output.table(output.entry_rows(found.entries), right={3}):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("session")
+@format_option
+@as_of_options
+@click.option(
+    "--messages",
+    "bare",
+    flag_value="messages",
+    help="Print only the messages array, as a provider call takes it.",
+)
+@click.option(
+    "--request",
+    "bare",
+    flag_value="request",
+    help='Print {"system": ..., "messages": ...} (no system with openai, where it is a message).',
+)
+@pass_client
+def prompt(
+    client: Client,
+    session: str,
+    prompt_format: str | None,
+    at_version: int | None,
+    at_time: datetime | None,
+    bare: str | None,
+) -> None:
+    """Show the prompt view.
+
+    The messages to send the model, with pruning applied.
+
+    \b
+      prompt S --messages | jq .
+      prompt S --format anthropic --request
+    """
+    request = _prompt_request(session, prompt_format)
+    set_as_of(request, at_version, at_time)
+    view = client.call(client.stub.GetPromptView, request)
+    if bare is not None:
+        return _print_bare(view, bare)
+    if client.as_json:
+        return output.print_json(view)
+    click.echo(
+        f"{view.session_id} at version {view.version}, {output.format_name(view.format)} format"
+    )
+    _echo_prompt(view)
+
+
+def _prompt_request(session: str, prompt_format: str | None) -> pb.GetPromptViewRequest:
+    request = pb.GetPromptViewRequest(session_id=session)
+    # Left unset, the format is the server's default; the view says which it was.
+    if prompt_format is not None:
+        request.format = FORMATS[prompt_format]
+    return request
+
+
+def _print_bare(view: pb.PromptView, bare: str) -> None:
+    messages = json.loads(view.messages_json)
+    if bare == "messages":
+        return output.print_json(messages)
+    body = {"system": json.loads(view.system_json)} if view.system_json else {}
+    output.print_json({**body, "messages": messages})
+
+
+def _echo_prompt(view: pb.PromptView) -> None:
+    window = view.context_window_tokens
+    share = f" ({view.estimated_tokens / window:.1%})" if window else ""
+    click.echo(f"estimated {view.estimated_tokens:,} of {window:,} tokens{share}")
+    for pruned in view.pruned:
+        click.echo(f"pruned {pruned.entry_id}: {output.prune_action(pruned)}")
+    if view.system_json:
+        click.echo("system:")
+        click.echo(output.pretty_json(view.system_json))
+    click.echo("messages:")
+    click.echo(output.pretty_json(view.messages_json))
+
+
+@click.command()
+@click.argument("session")
+@click.argument("version", type=click.IntRange(min=1))
+@format_option
+@pass_client
+def replay(client: Client, session: str, version: int, prompt_format: str | None) -> None:
+    """Show the prompt view as it was at VERSION."""
+    request = _prompt_request(session, prompt_format)
+    request.version = version
+    view = client.call(client.stub.GetPromptView, request)
+    if client.as_json:
+        return output.print_json(view)
+    current = client.call(client.stub.GetSession, pb.GetSessionRequest(session_id=session))
+    click.echo(
+        f"{view.session_id} as of version {view.version} of {current.version}, "
+        f"{output.format_name(view.format)} format"
+    )
+    _echo_prompt(view)

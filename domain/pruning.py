@@ -25,13 +25,26 @@ class PruneAction(StrEnum):
 class PruneDecision:
     entry_id: str
     action: PruneAction
-    head_chars: int = 1_500
-    tail_chars: int = 1_500
+    # None in a request: the session's pruning policy decides. Stored
+    # decisions always carry the sizes they were applied with.
+    head_chars: int | None = None
+    tail_chars: int | None = None
+
+    def sized(self, default_head: int, default_tail: int) -> PruneDecision:
+        """This decision with the sizes it left open filled in (none for a hard clear)."""
+        if self.action is PruneAction.HARD_CLEAR:
+            return PruneDecision(self.entry_id, self.action, 0, 0)
+        return PruneDecision(
+            self.entry_id,
+            self.action,
+            default_head if self.head_chars is None else self.head_chars,
+            default_tail if self.tail_chars is None else self.tail_chars,
+        )
 
     def validate(self) -> None:
         if not self.entry_id:
             raise InvalidRequest("every pruned entry needs an entry_id")
-        if self.head_chars < 0 or self.tail_chars < 0:
+        if (self.head_chars or 0) < 0 or (self.tail_chars or 0) < 0:
             raise InvalidRequest(
                 f"prune of {self.entry_id!r}: head and tail chars must not be negative"
             )
@@ -40,13 +53,14 @@ class PruneDecision:
         """The text the model sees instead of ``text``."""
         if self.action is PruneAction.HARD_CLEAR:
             return CLEARED_PLACEHOLDER
-        if len(text) <= self.head_chars + self.tail_chars:
+        head_chars, tail_chars = self.head_chars or 0, self.tail_chars or 0
+        if len(text) <= head_chars + tail_chars:
             return text
-        head = text[: self.head_chars]
-        tail = text[len(text) - self.tail_chars :] if self.tail_chars else ""
+        head = text[:head_chars]
+        tail = text[len(text) - tail_chars :] if tail_chars else ""
         return (
-            f"{head}\n...\n{tail}\n\n[Tool result trimmed: kept first {self.head_chars} chars "
-            f"and last {self.tail_chars} chars of {len(text)} chars.]"
+            f"{head}\n...\n{tail}\n\n[Tool result trimmed: kept first {head_chars} chars "
+            f"and last {tail_chars} chars of {len(text)} chars.]"
         )
 
     def to_dict(self) -> dict[str, Any]:

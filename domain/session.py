@@ -318,7 +318,11 @@ class Session(BaseAggregate[str]):
                 raise InvalidPrune(
                     f"entry {decision.entry_id!r} was compacted away and is not in the prompt"
                 )
-        self.trigger_event(self.PruneRecorded, decisions=list(decisions), reason=reason)
+        policy = self.settings.pruning
+        sized = [
+            d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
+        ]
+        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason)
 
     def change_settings(
         self,

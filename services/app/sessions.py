@@ -232,11 +232,14 @@ class SessionService:
         decisions: Sequence[PruneDecision],
         reason: str,
         expected_version: int | None,
-    ) -> Session:
-        def command(session: Session) -> None:
+    ) -> Session.PruneRecorded:
+        def command(session: Session) -> Session.PruneRecorded:
             session.record_prune(decisions, reason, self._history(session_id))
+            recorded = session.pending_events[-1]
+            assert isinstance(recorded, Session.PruneRecorded)
+            return recorded
 
-        return self._write(session_id, expected_version, command)[0]
+        return self._write(session_id, expected_version, command)[1]
 
     def _write(
         self,

@@ -74,7 +74,7 @@ def prune(
     Only the prompt view changes: the log and `entry` keep the results whole.
     Without --clear each result is trimmed to its first --head and last --tail
     characters; either left out comes from the session's pruning policy
-    (see `settings --trim-head/--trim-tail`). ENTRY_IDs may be the short ids
+    (see `settings --trim-head/--trim-tail`), as the server decides. ENTRY_IDs may be the short ids
     `log` prints.
     """
     if clear and (head is not None or tail is not None):
@@ -83,7 +83,6 @@ def prune(
     if clear:
         pruned = [pb.PrunedEntry(entry_id=e, action=pb.PRUNE_ACTION_HARD_CLEAR) for e in resolved]
     else:
-        head, tail = _trim_amounts(client, session, head, tail)
         pruned = [
             pb.PrunedEntry(
                 entry_id=e, action=pb.PRUNE_ACTION_SOFT_TRIM, head_chars=head, tail_chars=tail
@@ -97,19 +96,5 @@ def prune(
     if client.as_json:
         return output.print_json(response)
     click.echo(f"pruned {output.count(len(pruned), 'entry')} at version {response.version}")
-    for decision in pruned:
+    for decision in response.entries:
         click.echo(f"  {decision.entry_id}: {output.prune_action(decision)}")
-
-
-def _trim_amounts(
-    client: Client, session: str, head: int | None, tail: int | None
-) -> tuple[int, int]:
-    # The API takes head_chars and tail_chars of 0 literally (keep nothing), so
-    # an amount left out cannot be left to the server: the session's own policy
-    # says how much a trim keeps.
-    if head is None or tail is None:
-        found = client.call(client.stub.GetSession, pb.GetSessionRequest(session_id=session))
-        policy = found.settings.pruning
-        head = policy.soft_trim_head_chars if head is None else head
-        tail = policy.soft_trim_tail_chars if tail is None else tail
-    return head, tail

@@ -289,7 +289,10 @@ def prune_decisions_from_pb(entries: list[pb.PrunedEntry]) -> list[PruneDecision
             raise _unknown(f"entries[{index}].action", entry.action, pb.PruneAction, _ACTIONS)
         decisions.append(
             PruneDecision(
-                entry.entry_id, _ACTIONS[entry.action], entry.head_chars, entry.tail_chars
+                entry.entry_id,
+                _ACTIONS[entry.action],
+                entry.head_chars if entry.HasField("head_chars") else None,
+                entry.tail_chars if entry.HasField("tail_chars") else None,
             )
         )
     return decisions

@@ -114,13 +114,16 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def RecordPrune(
         self, request: pb.RecordPruneRequest, context: grpc.ServicerContext
     ) -> pb.RecordPruneResponse:
-        session = self.service.record_prune(
+        recorded = self.service.record_prune(
             _session_id(request),
             mapping.prune_decisions_from_pb(list(request.entries)),
             request.reason,
             _expected_version(request),
         )
-        return pb.RecordPruneResponse(version=session.version)
+        return pb.RecordPruneResponse(
+            version=recorded.originator_version,
+            entries=[mapping.prune_decision_to_pb(d) for d in recorded.decisions],
+        )
 
     def GetDurableLog(
         self, request: pb.GetViewRequest, context: grpc.ServicerContext

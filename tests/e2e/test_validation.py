@@ -169,3 +169,34 @@ def test_system_prompt_survives_compaction_in_the_prompt_view(store: Stub) -> No
     assert json.loads(anthropic.system_json) == [{"type": "text", "text": "You are terse."}]
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
     assert [e.content[0].text.text for e in log.pinned] == ["You are terse."]
+
+
+def test_a_trim_without_sizes_takes_the_sessions_pruning_policy(store: Stub) -> None:
+    session = store.CreateSession(
+        pb.CreateSessionRequest(
+            settings=pb.SessionSettings(
+                pruning=pb.PruningPolicy(soft_trim_head_chars=30, soft_trim_tail_chars=20)
+            )
+        )
+    )
+    append(store, session.id, user("read it"))
+    append(store, session.id, tool_call("c1", "read", {"path": "a.txt"}))
+    (result,) = append(store, session.id, tool_result("c1", "A" * 1_000)).entry_ids
+    recorded = store.RecordPrune(
+        pb.RecordPruneRequest(
+            session_id=session.id,
+            entries=[pb.PrunedEntry(entry_id=result, action=pb.PRUNE_ACTION_SOFT_TRIM)],
+        )
+    )
+    assert [(e.head_chars, e.tail_chars) for e in recorded.entries] == [(30, 20)]
+    explicit = store.RecordPrune(
+        pb.RecordPruneRequest(
+            session_id=session.id,
+            entries=[
+                pb.PrunedEntry(
+                    entry_id=result, action=pb.PRUNE_ACTION_SOFT_TRIM, head_chars=0, tail_chars=5
+                )
+            ],
+        )
+    )
+    assert [(e.head_chars, e.tail_chars) for e in explicit.entries] == [(0, 5)]

@@ -72,7 +72,7 @@ def trim(entry_id: str, head: int = 10, tail: int = 10) -> PruneDecision:
 
 
 def clear(entry_id: str) -> PruneDecision:
-    return PruneDecision(entry_id, PruneAction.HARD_CLEAR)
+    return PruneDecision(entry_id, PruneAction.HARD_CLEAR, 0, 0)
 
 
 class Tracked:

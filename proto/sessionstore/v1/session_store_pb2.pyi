@@ -924,20 +924,30 @@ class PrunedEntry(_message.Message):
     entry_id: _builtins.str
     action: Global___PruneAction.ValueType
     head_chars: _builtins.int
+    """Characters a soft trim keeps from the start and the end. Unset: the
+    session's pruning policy (soft_trim_head_chars, soft_trim_tail_chars).
+    """
     tail_chars: _builtins.int
     def __init__(
         self,
         *,
         entry_id: _builtins.str = ...,
         action: Global___PruneAction.ValueType = ...,
-        head_chars: _builtins.int = ...,
-        tail_chars: _builtins.int = ...,
+        head_chars: _builtins.int | None = ...,
+        tail_chars: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_head_chars", b"_head_chars", "_tail_chars", b"_tail_chars", "head_chars", b"head_chars", "tail_chars", b"tail_chars"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "entry_id", b"entry_id", "head_chars", b"head_chars", "tail_chars", b"tail_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_head_chars", b"_head_chars", "_tail_chars", b"_tail_chars", "action", b"action", "entry_id", b"entry_id", "head_chars", b"head_chars", "tail_chars", b"tail_chars"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__head_chars: _TypeAlias = _typing.Literal["head_chars"]  # noqa: Y015
+    _WhichOneofArgType__head_chars: _TypeAlias = _typing.Literal["_head_chars", b"_head_chars"]  # noqa: Y015
+    _WhichOneofReturnType__tail_chars: _TypeAlias = _typing.Literal["tail_chars"]  # noqa: Y015
+    _WhichOneofArgType__tail_chars: _TypeAlias = _typing.Literal["_tail_chars", b"_tail_chars"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__head_chars) -> _WhichOneofReturnType__head_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tail_chars) -> _WhichOneofReturnType__tail_chars | None: ...
 
 Global___PrunedEntry: _TypeAlias = PrunedEntry  # noqa: Y015
 
@@ -977,15 +987,21 @@ class RecordPruneResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VERSION_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]:
+        """The decisions as recorded, with the sizes the session's policy filled in."""
+
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
+        entries: _abc.Iterable[Global___PrunedEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -108,7 +108,6 @@ class _Call:
     outcome: str = "no result"
     result_entry: str = ""
     first_line: str = ""
-    error: str = ""
 
 
 @dataclass
@@ -258,6 +257,8 @@ def _scan(
             _add(facts.identifiers, f"{match.group(3)}()")
         elif match.group(2) or _CODE_LIKE.search(match.group(1)):
             _add(facts.identifiers, match.group(1))
+    for match in _HEX_ID.finditer(text):
+        _add(facts.identifiers, match.group(0))
     for match in _BACKTICKED.finditer(text):
         if _CODE_LIKE.search(match.group(1)) and not _PATH.fullmatch(match.group(1)):
             _add(facts.identifiers, match.group(1))
@@ -276,7 +277,6 @@ def _record_result(facts: _Facts, call: _Call | None, entry: Entry, result: Tool
     call.outcome = "error" if failed else "ok"
     call.first_line = _error_line(text) if failed else _first_line(text)
     if failed:
-        call.error = call.first_line
         facts.errors.append((call.first_line, entry.id))
     if call.key in facts.files:
         facts.files.pop(call.key)
@@ -292,7 +292,7 @@ class _Identifiers:
     def __init__(self, policy: str, known: Iterable[tuple[str, str]]) -> None:
         self.anonymize = policy == "anonymize"
         # Longest first, so a path is replaced before a file name inside it.
-        self.known = sorted(set(known), key=lambda kv: -len(kv[1]))
+        self.known = sorted(set(known), key=lambda kv: (-len(kv[1]), kv))
 
     def __call__(self, text: str) -> str:
         if not self.anonymize:
@@ -584,7 +584,9 @@ def summarize_offline(
     if not entries:
         raise ValueError("nothing to summarise: no entries")
     facts = _gather(entries)
-    known = [("path", p) for p in facts.files] + [("name", i) for i in facts.identifiers]
+    known = [("path", p) for p in facts.files] + [
+        ("id" if _HEX_ID.fullmatch(i) else "name", i) for i in facts.identifiers
+    ]
     ident = _Identifiers(identifier_policy, known)
     sections = _sections(facts, entries, instructions, notes, ident)
     if previous_summary.strip():

@@ -60,7 +60,11 @@ def _bugfix() -> list[Entry]:
         ),
         tool("c3", "Successfully replaced text in src/auth/login.py.", id="e7"),
         assistant("The test passes now.", id="e8"),
-        user("Now add a test for `reset_password()` in tests/test_login.py", id="e9"),
+        user(
+            "Now add a test for `reset_password()` in tests/test_login.py, "
+            "for account 3f9a2c1d-77aa",
+            id="e9",
+        ),
     ]
 
 
@@ -87,6 +91,7 @@ def test_the_summary_tells_the_story_of_a_bug_fix() -> None:
     assert "`tests/test_login.py`" in critical
     assert "`reset_password()`" in critical
     assert "`check_password()`" in critical
+    assert "`3f9a2c1d-77aa`" in critical
     assert f"Error (entry e5): {ERROR}" in critical
     assert "`pytest -x`" in critical
     raw = sections["Raw History"]
@@ -99,6 +104,8 @@ def test_anonymize_replaces_identifiers_with_stable_placeholders() -> None:
     summary = summarize_offline(_bugfix(), identifier_policy="anonymize")
     assert "src/auth/login.py" not in summary
     assert "reset_password" not in summary
+    assert "3f9a2c1d" not in summary
+    assert re.search(r"<id-[0-9a-f]{8}>", summary)
     placeholders = re.findall(r"<path-[0-9a-f]{8}>", summary)
     assert placeholders
     assert summary == summarize_offline(_bugfix(), identifier_policy="anonymize")

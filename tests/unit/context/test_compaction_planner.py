@@ -1,0 +1,311 @@
+"""The compaction planner: when to compact, a cut the store accepts, chunks that fit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from domain.content import Entry
+from domain.context.compaction_planner import (
+    SUMMARIZATION_OVERHEAD_TOKENS,
+    CompactionPlan,
+    CompactionRefused,
+    adaptive_chunk_ratio,
+    choose_cut,
+    chunk_for_summary,
+    plan_compaction,
+    plan_hard_drop,
+    should_compact,
+)
+from domain.settings import CompactionPolicy
+from tests.unit.context.transcripts import PI_LARGE, close_open_calls, read_pi_v1
+from tests.unit.pi_transcript import turns
+from tests.unit.support import Tracked, assistant, call, system, tool, user
+from tests.unit.test_fixtures_import import FIXTURES
+
+POLICY = CompactionPolicy()
+
+
+def _chat(turn_count: int, tokens: int = 1_000) -> list[Entry]:
+    """turn_count plain user/assistant turns of ``tokens`` each: u0 a0 u1 a1 ..."""
+    entries: list[Entry] = []
+    for i in range(turn_count):
+        entries.append(user(f"question {i}", id=f"u{i}", tokens=tokens))
+        entries.append(assistant(f"answer {i}", id=f"a{i}", tokens=tokens))
+    return entries
+
+
+def _accepted_by_the_store(entries: list[Entry], first_kept: str) -> None:
+    tracked = Tracked()
+    for turn in turns(entries):
+        tracked.append(*turn)
+    tracked.compact(first_kept, tokens_before=2, tokens_after=1)
+
+
+# -- when ---------------------------------------------------------------------------
+
+
+def test_compaction_is_needed_past_80_percent_of_the_window() -> None:
+    assert not should_compact(160_000, 200_000, POLICY).needed
+    need = should_compact(160_001, 200_000, POLICY)
+    assert need.needed
+    assert need.reason == "threshold"
+    assert need.threshold_tokens == 160_000
+
+
+def test_the_reserve_never_drops_below_the_20000_token_floor() -> None:
+    """Pi's rule: compact once less than the reserve is free; 16,384 is raised to 20,000."""
+    lenient = CompactionPolicy(threshold_ratio=1.0)
+    assert should_compact(200_000, 200_000, lenient).reserve_limit_tokens == 180_000
+    assert not should_compact(180_000, 200_000, lenient).needed
+    assert should_compact(180_001, 200_000, lenient).reason == "reserve"
+    roomy = CompactionPolicy(threshold_ratio=1.0, reserve_tokens=50_000)
+    assert should_compact(150_001, 200_000, roomy).reason == "reserve"
+
+
+def test_a_small_window_trips_both_rules() -> None:
+    assert should_compact(26_000, 32_000, POLICY).reason == "threshold+reserve"
+
+
+# -- where --------------------------------------------------------------------------
+
+
+def test_the_cut_keeps_about_keep_recent_tokens_at_a_turn_start() -> None:
+    entries = _chat(30)  # 60,000 tokens
+    choice = choose_cut(entries, 20_000)
+    assert choice.position is not None
+    kept = entries[choice.position :]
+    assert kept[0].id == "u20"
+    assert sum(e.token_count for e in kept) == 20_000
+
+
+def test_the_cut_never_separates_a_user_message_from_its_reply() -> None:
+    entries = _chat(30)
+    # 19,500 tokens reach back to the middle of turn 20: the cut moves to its question.
+    choice = choose_cut(entries, 19_500)
+    assert choice.position is not None
+    assert entries[choice.position].id == "u20"
+
+
+def test_the_cut_moves_off_a_tool_result_to_the_call() -> None:
+    entries = [
+        *_chat(10),
+        user("fix it", id="u", tokens=100),
+        assistant("", id="a-ls", calls=[call("c0", "ls")], tokens=100),
+        tool("c0", "a.py b.py", id="t0", tokens=100),
+        assistant("reading", id="a-call", calls=[call("c1"), call("c2")], tokens=100),
+        tool("c1", "one", id="t1", tokens=3_000),
+        tool("c2", "two", id="t2", tokens=3_000),
+        assistant("done", id="a-done", tokens=100),
+    ]
+    choice = choose_cut(entries, 3_100)  # would land on t2
+    assert choice.position is not None
+    assert entries[choice.position].id == "a-call"
+    _accepted_by_the_store(entries, "a-call")
+    # One step further back the result t0 answers a-ls, and a-ls follows the question.
+    choice = choose_cut(entries, 6_250)  # would land on t0
+    assert choice.position is not None
+    assert entries[choice.position].id == "u"
+
+
+def test_the_cut_never_leaves_a_call_before_it_and_its_result_after() -> None:
+    """Results can arrive late: a result after the cut pulls the cut back to its call."""
+    entries = [
+        *_chat(10),
+        user("go", id="u", tokens=100),
+        assistant("starting", id="a-start", tokens=100),
+        assistant("", id="a-slow", calls=[call("slow")], tokens=100),
+        assistant("meanwhile", id="a-note", tokens=3_000),
+        tool("slow", "finally", id="t-slow", tokens=100),
+    ]
+    choice = choose_cut(entries, 3_000)  # would land on a-note
+    assert choice.position is not None
+    assert entries[choice.position].id == "a-slow"
+
+
+def test_an_open_call_keeps_the_cut_at_or_before_it() -> None:
+    entries = [
+        *_chat(10),
+        assistant("", id="a-open", calls=[call("pending")], tokens=100),
+        user("still there?", id="u-late", tokens=5_000),
+    ]
+    assert entries[choose_cut(entries, 5_000).position or 0].id == "u-late"
+    choice = choose_cut(entries, 5_000, open_call_ids={"pending"})
+    assert choice.position is not None
+    assert entries[choice.position].id == "a-open"
+
+
+def test_nothing_to_compact_when_everything_is_recent() -> None:
+    refused = plan_compaction(_chat(5), 200_000, POLICY)
+    assert isinstance(refused, CompactionRefused)
+    assert "keep_recent_tokens" in refused.reason
+
+
+def test_nothing_to_compact_when_one_turn_cannot_be_split() -> None:
+    """One user request answered by a call with a huge result: every valid cut is at 0."""
+    entries = [
+        user("read the log", id="u", tokens=100),
+        assistant("", id="a", calls=[call("c")], tokens=100),
+        tool("c", "x", id="t", tokens=50_000),
+    ]
+    choice = choose_cut(entries, 20_000)
+    assert choice.position is None
+    assert "nothing to compact" in choice.reason
+
+
+def test_nothing_to_compact_right_after_a_compaction() -> None:
+    refused = plan_compaction(_chat(30), 200_000, POLICY, entries_since_last_compaction=0)
+    assert isinstance(refused, CompactionRefused)
+
+
+def test_system_entries_are_pinned() -> None:
+    entries = [system("you are terse", id="sys", tokens=500), *_chat(30)]
+    plan = plan_compaction(entries, 200_000, POLICY)
+    assert isinstance(plan, CompactionPlan)
+    assert plan.pinned_entry_ids == ("sys",)
+    assert plan.summarised.first_id == "u0"
+    assert all("sys" not in c.entry_ids for c in plan.chunks)
+    assert plan.estimated_tokens_after == SUMMARIZATION_OVERHEAD_TOKENS + 20_000 + 500
+
+
+def test_the_plan_describes_a_dry_run() -> None:
+    entries = _chat(30)
+    plan = plan_compaction(entries, 200_000, POLICY, previous_summary_tokens=1_000)
+    assert isinstance(plan, CompactionPlan)
+    assert plan.first_kept_entry_id == "u20"
+    assert (plan.summarised.first_id, plan.summarised.last_id, plan.summarised.count) == (
+        "u0",
+        "a19",
+        40,
+    )
+    assert plan.tokens_before == 61_000
+    assert plan.estimated_tokens_after == 4_096 + 20_000
+    assert plan.leaves_reserve_floor
+    assert [i for c in plan.chunks for i in c.entry_ids] == [e.id for e in entries[:40]]
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["summarised"]["count"] == 40
+
+
+def test_a_compaction_that_would_not_shrink_is_refused() -> None:
+    entries = _chat(11)  # 22,000 tokens; summarising 2,000 costs a 4,096-token summary
+    refused = plan_compaction(entries, 200_000, POLICY)
+    assert isinstance(refused, CompactionRefused)
+    assert "not shrink" in refused.reason
+
+
+# -- chunks ---------------------------------------------------------------------------
+
+
+def test_the_chunk_ratio_shrinks_as_messages_grow() -> None:
+    """Seed 000's example: 5 messages of 16,000 tokens in a 200,000 window give 0.32."""
+    big = [user("x", id=f"b{i}", tokens=16_000) for i in range(5)]
+    assert adaptive_chunk_ratio(big, 200_000) == pytest.approx(0.32)
+    assert adaptive_chunk_ratio([user("x", tokens=90_000)], 200_000) == 0.15
+    chunking = chunk_for_summary(big, 200_000)
+    assert chunking.max_chunk_tokens == 64_000 - 4_096
+    # 16,000 x 1.2 = 19,200 each: three fit in 59,904, then the rest.
+    assert [len(c.entry_ids) for c in chunking.chunks] == [3, 2]
+    assert chunking.chunks[0].counted_tokens == 57_600
+
+
+def test_a_message_over_the_chunk_budget_gets_a_chunk_of_its_own() -> None:
+    entries = [
+        user("a", id="a", tokens=1_000),
+        user("big", id="big", tokens=40_000),  # 48,000 counted > 47,104 budget, < 64,000
+        user("b", id="b", tokens=1_000),
+    ]
+    chunking = chunk_for_summary(entries, 128_000)
+    assert [c.entry_ids for c in chunking.chunks] == [("a",), ("big",), ("b",)]
+    assert not chunking.oversized
+
+
+def test_a_message_over_half_the_summariser_window_is_set_apart_with_a_note() -> None:
+    entries = [user("a", id="a", tokens=1_000), tool("c", "huge", id="huge", tokens=60_000)]
+    chunking = chunk_for_summary(entries, 100_000)  # 72,000 counted > 50,000
+    assert [c.entry_ids for c in chunking.chunks] == [("a",)]
+    (oversized,) = chunking.oversized
+    assert oversized.entry_id == "huge"
+    assert oversized.note == "[Large tool (~60K tokens) omitted from summary]"
+
+
+def test_two_million_tokens_for_a_128k_summariser_all_fit() -> None:
+    """Messages of every size, from a line to a whole file: every summariser call fits."""
+    sizes = [50, 400, 3_000, 12_000, 45_000, 80_000, 200]
+    entries = [user("m", id=f"m{i}", tokens=sizes[i % len(sizes)]) for i in range(14_500)]
+    total = sum(e.token_count for e in entries)
+    assert total > 2_000_000
+    chunking = chunk_for_summary(entries, 128_000)
+    for chunk in chunking.chunks:
+        assert chunk.counted_tokens + 2 * SUMMARIZATION_OVERHEAD_TOKENS <= 128_000
+    chunked = [i for c in chunking.chunks for i in c.entry_ids]
+    set_apart = {o.entry_id for o in chunking.oversized}
+    assert set_apart == {e.id for e in entries if e.token_count == 80_000}
+    assert chunked == [e.id for e in entries if e.id not in set_apart]
+
+
+def test_the_summariser_window_sizes_the_chunks_not_the_conversation_window() -> None:
+    entries = [*_chat(200, tokens=1_500), user("now", id="last", tokens=20_000)]
+    plan = plan_compaction(entries, 1_000_000, POLICY, summariser_window_tokens=32_000)
+    assert isinstance(plan, CompactionPlan)
+    assert plan.summariser_window_tokens == 32_000
+    assert all(c.counted_tokens <= plan.max_chunk_tokens for c in plan.chunks)
+    assert plan.max_chunk_tokens < 32_000 * 0.4
+
+
+# -- no model at all --------------------------------------------------------------------
+
+
+def test_hard_drop_keeps_the_newest_that_fit_80_percent() -> None:
+    entries = [system("rules", id="sys", tokens=1_000), *_chat(100)]  # 201,000 tokens
+    drop = plan_hard_drop(entries, 100_000)
+    assert drop.budget_tokens == 80_000
+    # 1,200 pinned + 1,200 per message: 65 messages fit; the cut moves to a question.
+    assert drop.first_kept_entry_id == "a67"
+    assert drop.dropped_messages == 135
+    assert drop.dropped_tokens == 135_000
+    assert drop.kept_tokens == 66_000
+    assert set(drop.to_dict()) >= {"droppedMessages", "droppedTokens", "keptTokens", "budgetTokens"}
+
+
+def test_hard_drop_moves_the_cut_later_past_a_result() -> None:
+    entries = [
+        *_chat(5),
+        assistant("", id="a-call", calls=[call("c")], tokens=10_000),
+        tool("c", "out", id="t", tokens=10_000),
+        user("next", id="u-next", tokens=1_000),
+    ]
+    drop = plan_hard_drop(entries, 20_000)  # 16,000 budget: t fits after u-next, a-call not
+    assert drop.first_kept_entry_id == "u-next"
+    assert drop.kept_tokens == 1_000
+
+
+def test_hard_drop_with_nothing_to_keep() -> None:
+    drop = plan_hard_drop([user("x", id="x", tokens=50_000)], 20_000)
+    assert drop.first_kept_entry_id is None
+
+
+# -- a real session ------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
+def test_a_real_coding_session_gets_a_cut_the_store_accepts() -> None:
+    """pi's 900-message session, 125,000 tokens, compacted for a 128k model."""
+    entries = close_open_calls(read_pi_v1(PI_LARGE))
+    assert should_compact(sum(e.token_count for e in entries), 128_000, POLICY).needed
+    plan = plan_compaction(entries, 128_000, POLICY)
+    assert isinstance(plan, CompactionPlan)
+    assert 20_000 <= plan.kept_tokens < 40_000
+    assert plan.estimated_tokens_after < plan.tokens_before
+    chunked = [i for c in plan.chunks for i in c.entry_ids]
+    assert len(chunked) + len(plan.oversized) == plan.summarised.count
+    tracked = Tracked(window=(128_000, "session"))
+    for turn in turns(entries):
+        tracked.append(*turn)
+    tracked.compact(
+        plan.first_kept_entry_id,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.estimated_tokens_after,
+    )
+    log = tracked.history.durable_log()
+    assert log.entries[0].id == plan.first_kept_entry_id

@@ -18,8 +18,45 @@ DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
 
 
+PRUNING_MODES = ("off", "cache-ttl", "recent-n")
+COMPACTION_MODES = ("auto", "manual", "off")
+IDENTIFIER_POLICIES = ("preserve", "anonymize", "custom")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowGuardPolicy:
+    """SPEC 3.1: refuse prompt views for windows too small to work in, warn for small ones."""
+
+    enabled: bool = True
+    hard_min_tokens: int = 16_000
+    warn_below_tokens: int = 32_000
+
+    def validate(self) -> None:
+        _require_non_negative(self, "window_guard")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultGuardPolicy:
+    """SPEC 3.2: how large one tool result may show in the prompt."""
+
+    enabled: bool = True
+    live_cap_chars: int = 16_000
+    max_window_share: float = 0.3
+    min_keep_chars: int = 2_000
+    tail_share: float = 0.3
+    max_tail_chars: int = 4_000
+    placeholder_window_share: float = 0.5
+
+    def validate(self) -> None:
+        for name in ("max_window_share", "tail_share", "placeholder_window_share"):
+            _require_ratio(self, "tool_result_guard", name)
+        _require_non_negative(self, "tool_result_guard")
+
+
 @dataclass(frozen=True, slots=True)
 class PruningPolicy:
+    """SPEC 3.4 (cache-ttl) and QwenPaw's byte caps by recency (recent-n)."""
+
     mode: str = "off"
     ttl_seconds: int = 300
     keep_last_assistants: int = 3
@@ -29,36 +66,59 @@ class PruningPolicy:
     soft_trim_max_chars: int = 4_000
     soft_trim_head_chars: int = 1_500
     soft_trim_tail_chars: int = 1_500
+    recent_n: int = 2
+    recent_max_bytes: int = 50_000
+    old_max_bytes: int = 3_000
+    # Tool-name globs; a result is prunable when allowed and not denied (deny wins).
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
 
     def validate(self) -> None:
-        if self.mode not in ("off", "cache-ttl"):
-            raise InvalidSettings(f"pruning.mode must be 'off' or 'cache-ttl', not {self.mode!r}")
+        _require_choice(self.mode, PRUNING_MODES, "pruning.mode")
         for name in ("soft_trim_ratio", "hard_clear_ratio"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise InvalidSettings(f"pruning.{name} must be in (0, 1], not {value}")
+            _require_ratio(self, "pruning", name)
         _require_non_negative(self, "pruning")
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionPolicy:
+    """SPEC 3.3: when to compact, what to keep, and who writes the summary."""
+
     threshold_ratio: float = 0.8
     reserve_tokens: int = 16_384
     keep_recent_tokens: int = 20_000
+    # Empty: the offline summariser, which needs no model, key or network.
     summarizer_model: str = ""
     identifier_policy: str = "preserve"
+    # auto: on threshold, overflow and request; manual: on overflow and request; off: never.
+    mode: str = "auto"
+    reserve_floor_tokens: int = 20_000
+    summarizer_api_base: str = ""
+    # 0: resolved from the summariser model's metadata.
+    summarizer_window_tokens: int = 0
+    # With identifier_policy "custom": how to treat identifiers, in the summariser's prompt.
+    identifier_instructions: str = ""
+    timeout_seconds: int = 300
+    max_attempts: int = 3
+    max_history_share: float = 0.8
+    summary_max_tokens: int = 4_096
 
     def validate(self) -> None:
-        if not 0 < self.threshold_ratio <= 1:
-            raise InvalidSettings(
-                f"compaction.threshold_ratio must be in (0, 1], not {self.threshold_ratio}"
-            )
-        if self.identifier_policy not in ("preserve", "anonymize", "custom"):
-            raise InvalidSettings(
-                "compaction.identifier_policy must be 'preserve', 'anonymize' or 'custom', "
-                f"not {self.identifier_policy!r}"
-            )
+        _require_ratio(self, "compaction", "threshold_ratio")
+        _require_ratio(self, "compaction", "max_history_share")
+        _require_choice(self.mode, COMPACTION_MODES, "compaction.mode")
+        _require_choice(self.identifier_policy, IDENTIFIER_POLICIES, "compaction.identifier_policy")
         _require_non_negative(self, "compaction")
+        if self.max_attempts < 1:
+            raise InvalidSettings("compaction.max_attempts must be at least 1")
+
+
+_POLICIES: dict[str, type] = {
+    "window_guard": WindowGuardPolicy,
+    "tool_result_guard": ToolResultGuardPolicy,
+    "pruning": PruningPolicy,
+    "compaction": CompactionPolicy,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +131,12 @@ class SessionSettings:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     pruning: PruningPolicy = PruningPolicy()
     compaction: CompactionPolicy = CompactionPolicy()
+    # The context engine that manages the prompt, by name.
+    engine: str = "layered"
+    window_guard: WindowGuardPolicy = WindowGuardPolicy()
+    tool_result_guard: ToolResultGuardPolicy = ToolResultGuardPolicy()
+    # Injected system prompt files are cut to this many characters each (seed 004).
+    max_system_file_chars: int = 20_000
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SessionSettings:
         return self  # immutable, and its read-only labels cannot be deep-copied
@@ -95,24 +161,46 @@ class SessionSettings:
             raise InvalidSettings("title is longer than 500 characters")
         if len(self.labels) > MAX_LABELS:
             raise InvalidSettings(f"at most {MAX_LABELS} labels")
-        self.pruning.validate()
-        self.compaction.validate()
+        if self.max_system_file_chars < 0:
+            raise InvalidSettings("max_system_file_chars must not be negative")
+        for name in _POLICIES:
+            getattr(self, name).validate()
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["labels"] = dict(self.labels)
-        data["pruning"] = dataclasses.asdict(self.pruning)
-        data["compaction"] = dataclasses.asdict(self.compaction)
+        for name in _POLICIES:
+            data[name] = dataclasses.asdict(getattr(self, name))
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionSettings:
+        """Settings from their stored form; fields an older version did not store get defaults."""
         return cls(
-            **{k: v for k, v in data.items() if k not in ("labels", "pruning", "compaction")},
+            **{k: v for k, v in data.items() if k != "labels" and k not in _POLICIES},
             labels=MappingProxyType(dict(data.get("labels", {}))),
-            pruning=PruningPolicy(**data.get("pruning", {})),
-            compaction=CompactionPolicy(**data.get("compaction", {})),
+            **{
+                name: _policy_from_dict(kind, data.get(name, {}))
+                for name, kind in _POLICIES.items()
+            },
         )
+
+
+def _policy_from_dict(kind: type, data: Mapping[str, Any]) -> Any:
+    # JSON has no tuples: the glob lists come back as lists.
+    return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _require_choice(value: str, choices: tuple[str, ...], name: str) -> None:
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise InvalidSettings(f"{name} must be one of {allowed}, not {value!r}")
+
+
+def _require_ratio(policy: Any, prefix: str, name: str) -> None:
+    value = getattr(policy, name)
+    if not 0 < value <= 1:
+        raise InvalidSettings(f"{prefix}.{name} must be in (0, 1], not {value}")
 
 
 def _require_non_negative(policy: Any, prefix: str) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from domain.errors import DomainError
+from domain.settings import SessionSettings
 
 DEFAULT_DATABASE_URL = "sqlite:///data/sessionstore.db"
 
@@ -25,6 +29,11 @@ class Config(BaseSettings):
     model_windows: dict[str, int] = Field(
         default_factory=dict,
         description='context windows by model (the "models config"), as JSON',
+    )
+    session_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="server-wide defaults of new sessions' settings, as JSON in the settings' "
+        'shape, e.g. {"compaction": {"threshold_ratio": 0.7}, "pruning": {"mode": "cache-ttl"}}',
     )
     snapshot_interval: int = Field(100, description="events between aggregate snapshots")
     cache_max_mb: int = Field(
@@ -48,6 +57,20 @@ class Config(BaseSettings):
                 "0.0.0.0:50051 (port 0 picks a free one)"
             )
         return address
+
+    @field_validator("session_defaults")
+    @classmethod
+    def _valid_settings(cls, defaults: dict[str, Any]) -> dict[str, Any]:
+        try:
+            merged_settings(SessionSettings(), defaults).validate()
+        except (TypeError, DomainError) as error:
+            raise ValueError(f"not valid session settings: {error}") from None
+        return defaults
+
+    def new_session_settings(self) -> SessionSettings:
+        """What a session is created with before the client's own choices."""
+        base = SessionSettings(model=self.default_model, max_entry_bytes=self.max_entry_bytes)
+        return merged_settings(base, self.session_defaults)
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The eventsourcing library's settings for this database URL."""
@@ -92,3 +115,14 @@ def persistence_env(database_url: str) -> dict[str, str]:
         f"SESSIONSTORE_DATABASE_URL {database_url!r}: use sqlite:///path.db, "
         "postgresql://user:password@host:port/dbname, or memory: (nothing kept)"
     )
+
+
+def merged_settings(base: SessionSettings, changes: dict[str, Any]) -> SessionSettings:
+    """``base`` with ``changes`` (in the settings' stored shape) laid over it, policy by policy."""
+    data = base.to_dict()
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return SessionSettings.from_dict(data)

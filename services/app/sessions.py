@@ -115,10 +115,7 @@ class SessionService:
         """A new session with the server's defaults, changed as ``choose`` says."""
         session_id = session_id or new_id()
         validate_session_id(session_id)
-        defaults = SessionSettings(
-            model=self.config.default_model, max_entry_bytes=self.config.max_entry_bytes
-        )
-        settings = choose(defaults)
+        settings = choose(self.config.new_session_settings())
         settings = replace(settings, model=settings.model or self.config.default_model)
         session = Session.start(
             session_id,

@@ -189,40 +189,54 @@ def _set_fields(message: Message) -> dict[str, Any]:
     return {field.name: value for field, value in message.ListFields()}
 
 
+_POLICY_FIELDS = ("pruning", "compaction", "window_guard", "tool_result_guard")
+
+
 def settings_from_pb(
     message: pb.SessionSettings, base: SessionSettings, remove_labels: Sequence[str] = ()
 ) -> SessionSettings:
     """``base`` with the fields the message sets (unset fields keep base's value), less the
     labels named in ``remove_labels``."""
     changes = {
-        k: v
-        for k, v in _set_fields(message).items()
-        if k not in ("labels", "pruning", "compaction")
+        k: v for k, v in _set_fields(message).items() if k != "labels" and k not in _POLICY_FIELDS
     }
     labels = dict(message.labels) if message.labels else dict(base.labels)
     for key in remove_labels:
         labels.pop(key, None)
     if labels != base.labels:
         changes["labels"] = MappingProxyType(labels)
-    if message.HasField("pruning"):
-        changes["pruning"] = dataclasses.replace(base.pruning, **_set_fields(message.pruning))
-    if message.HasField("compaction"):
-        changes["compaction"] = dataclasses.replace(
-            base.compaction, **_set_fields(message.compaction)
-        )
+    for name in _POLICY_FIELDS:
+        if message.HasField(name):  # type: ignore[arg-type]
+            changes[name] = _policy_from_pb(getattr(message, name), getattr(base, name))
     return dataclasses.replace(base, **changes)
+
+
+def _policy_from_pb(message: Message, base: Any) -> Any:
+    fields = _set_fields(message)
+    tools = fields.pop("tools", None)
+    if tools is not None:  # the pruning policy's tool filter, set as a whole
+        fields["allow_tools"], fields["deny_tools"] = tuple(tools.allow), tuple(tools.deny)
+    return dataclasses.replace(base, **fields)
 
 
 def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.SessionSettings:
     """The settings, showing the window in force whatever its source."""
+    pruning = dataclasses.asdict(settings.pruning)
+    tools = pb.ToolFilter(allow=pruning.pop("allow_tools"), deny=pruning.pop("deny_tools"))
     return pb.SessionSettings(
         model=settings.model,
         context_window_tokens=context_window_tokens,
         max_entry_bytes=settings.max_entry_bytes,
         title=settings.title,
         labels=dict(settings.labels),
-        pruning=pb.PruningPolicy(**dataclasses.asdict(settings.pruning)),
+        pruning=pb.PruningPolicy(**pruning, tools=tools),
         compaction=pb.CompactionPolicy(**dataclasses.asdict(settings.compaction)),
+        engine=settings.engine,
+        window_guard=pb.WindowGuardPolicy(**dataclasses.asdict(settings.window_guard)),
+        tool_result_guard=pb.ToolResultGuardPolicy(
+            **dataclasses.asdict(settings.tool_result_guard)
+        ),
+        max_system_file_chars=settings.max_system_file_chars,
     )
 
 

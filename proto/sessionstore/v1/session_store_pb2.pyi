@@ -362,9 +362,37 @@ class Entry(_message.Message):
 Global___Entry: _TypeAlias = Entry  # noqa: Y015
 
 @_typing.final
-class PruningPolicy(_message.Message):
-    """---------------------------------------------------------------- sessions"""
+class ToolFilter(_message.Message):
+    """---------------------------------------------------------------- sessions
 
+    Tool-name globs: a tool's results are prunable when allowed (empty: all)
+    and not denied; deny wins.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOW_FIELD_NUMBER: _builtins.int
+    DENY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def allow(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def deny(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        allow: _abc.Iterable[_builtins.str] | None = ...,
+        deny: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow", b"allow", "deny", b"deny"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolFilter: _TypeAlias = ToolFilter  # noqa: Y015
+
+@_typing.final
+class PruningPolicy(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MODE_FIELD_NUMBER: _builtins.int
@@ -376,8 +404,12 @@ class PruningPolicy(_message.Message):
     SOFT_TRIM_MAX_CHARS_FIELD_NUMBER: _builtins.int
     SOFT_TRIM_HEAD_CHARS_FIELD_NUMBER: _builtins.int
     SOFT_TRIM_TAIL_CHARS_FIELD_NUMBER: _builtins.int
+    RECENT_N_FIELD_NUMBER: _builtins.int
+    RECENT_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    OLD_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
     mode: _builtins.str
-    """"off" (default) or "cache-ttl"."""
+    """"off" (default), "cache-ttl" (SPEC 3.4) or "recent-n" (byte caps by recency)."""
     ttl_seconds: _builtins.int
     keep_last_assistants: _builtins.int
     soft_trim_ratio: _builtins.float
@@ -386,6 +418,14 @@ class PruningPolicy(_message.Message):
     soft_trim_max_chars: _builtins.int
     soft_trim_head_chars: _builtins.int
     soft_trim_tail_chars: _builtins.int
+    recent_n: _builtins.int
+    """recent-n: the newest recent_n results keep up to recent_max_bytes, older ones old_max_bytes."""
+    recent_max_bytes: _builtins.int
+    old_max_bytes: _builtins.int
+    @_builtins.property
+    def tools(self) -> Global___ToolFilter:
+        """Set: replaces both lists (send it empty to clear them)."""
+
     def __init__(
         self,
         *,
@@ -398,10 +438,14 @@ class PruningPolicy(_message.Message):
         soft_trim_max_chars: _builtins.int | None = ...,
         soft_trim_head_chars: _builtins.int | None = ...,
         soft_trim_tail_chars: _builtins.int | None = ...,
+        recent_n: _builtins.int | None = ...,
+        recent_max_bytes: _builtins.int | None = ...,
+        old_max_bytes: _builtins.int | None = ...,
+        tools: Global___ToolFilter | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_hard_clear_ratio", b"_hard_clear_ratio", "_keep_last_assistants", b"_keep_last_assistants", "_min_prunable_tool_chars", b"_min_prunable_tool_chars", "_mode", b"_mode", "_soft_trim_head_chars", b"_soft_trim_head_chars", "_soft_trim_max_chars", b"_soft_trim_max_chars", "_soft_trim_ratio", b"_soft_trim_ratio", "_soft_trim_tail_chars", b"_soft_trim_tail_chars", "_ttl_seconds", b"_ttl_seconds", "hard_clear_ratio", b"hard_clear_ratio", "keep_last_assistants", b"keep_last_assistants", "min_prunable_tool_chars", b"min_prunable_tool_chars", "mode", b"mode", "soft_trim_head_chars", b"soft_trim_head_chars", "soft_trim_max_chars", b"soft_trim_max_chars", "soft_trim_ratio", b"soft_trim_ratio", "soft_trim_tail_chars", b"soft_trim_tail_chars", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_hard_clear_ratio", b"_hard_clear_ratio", "_keep_last_assistants", b"_keep_last_assistants", "_min_prunable_tool_chars", b"_min_prunable_tool_chars", "_mode", b"_mode", "_old_max_bytes", b"_old_max_bytes", "_recent_max_bytes", b"_recent_max_bytes", "_recent_n", b"_recent_n", "_soft_trim_head_chars", b"_soft_trim_head_chars", "_soft_trim_max_chars", b"_soft_trim_max_chars", "_soft_trim_ratio", b"_soft_trim_ratio", "_soft_trim_tail_chars", b"_soft_trim_tail_chars", "_ttl_seconds", b"_ttl_seconds", "hard_clear_ratio", b"hard_clear_ratio", "keep_last_assistants", b"keep_last_assistants", "min_prunable_tool_chars", b"min_prunable_tool_chars", "mode", b"mode", "old_max_bytes", b"old_max_bytes", "recent_max_bytes", b"recent_max_bytes", "recent_n", b"recent_n", "soft_trim_head_chars", b"soft_trim_head_chars", "soft_trim_max_chars", b"soft_trim_max_chars", "soft_trim_ratio", b"soft_trim_ratio", "soft_trim_tail_chars", b"soft_trim_tail_chars", "tools", b"tools", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_hard_clear_ratio", b"_hard_clear_ratio", "_keep_last_assistants", b"_keep_last_assistants", "_min_prunable_tool_chars", b"_min_prunable_tool_chars", "_mode", b"_mode", "_soft_trim_head_chars", b"_soft_trim_head_chars", "_soft_trim_max_chars", b"_soft_trim_max_chars", "_soft_trim_ratio", b"_soft_trim_ratio", "_soft_trim_tail_chars", b"_soft_trim_tail_chars", "_ttl_seconds", b"_ttl_seconds", "hard_clear_ratio", b"hard_clear_ratio", "keep_last_assistants", b"keep_last_assistants", "min_prunable_tool_chars", b"min_prunable_tool_chars", "mode", b"mode", "soft_trim_head_chars", b"soft_trim_head_chars", "soft_trim_max_chars", b"soft_trim_max_chars", "soft_trim_ratio", b"soft_trim_ratio", "soft_trim_tail_chars", b"soft_trim_tail_chars", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_hard_clear_ratio", b"_hard_clear_ratio", "_keep_last_assistants", b"_keep_last_assistants", "_min_prunable_tool_chars", b"_min_prunable_tool_chars", "_mode", b"_mode", "_old_max_bytes", b"_old_max_bytes", "_recent_max_bytes", b"_recent_max_bytes", "_recent_n", b"_recent_n", "_soft_trim_head_chars", b"_soft_trim_head_chars", "_soft_trim_max_chars", b"_soft_trim_max_chars", "_soft_trim_ratio", b"_soft_trim_ratio", "_soft_trim_tail_chars", b"_soft_trim_tail_chars", "_ttl_seconds", b"_ttl_seconds", "hard_clear_ratio", b"hard_clear_ratio", "keep_last_assistants", b"keep_last_assistants", "min_prunable_tool_chars", b"min_prunable_tool_chars", "mode", b"mode", "old_max_bytes", b"old_max_bytes", "recent_max_bytes", b"recent_max_bytes", "recent_n", b"recent_n", "soft_trim_head_chars", b"soft_trim_head_chars", "soft_trim_max_chars", b"soft_trim_max_chars", "soft_trim_ratio", b"soft_trim_ratio", "soft_trim_tail_chars", b"soft_trim_tail_chars", "tools", b"tools", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__hard_clear_ratio: _TypeAlias = _typing.Literal["hard_clear_ratio"]  # noqa: Y015
     _WhichOneofArgType__hard_clear_ratio: _TypeAlias = _typing.Literal["_hard_clear_ratio", b"_hard_clear_ratio"]  # noqa: Y015
@@ -411,6 +455,12 @@ class PruningPolicy(_message.Message):
     _WhichOneofArgType__min_prunable_tool_chars: _TypeAlias = _typing.Literal["_min_prunable_tool_chars", b"_min_prunable_tool_chars"]  # noqa: Y015
     _WhichOneofReturnType__mode: _TypeAlias = _typing.Literal["mode"]  # noqa: Y015
     _WhichOneofArgType__mode: _TypeAlias = _typing.Literal["_mode", b"_mode"]  # noqa: Y015
+    _WhichOneofReturnType__old_max_bytes: _TypeAlias = _typing.Literal["old_max_bytes"]  # noqa: Y015
+    _WhichOneofArgType__old_max_bytes: _TypeAlias = _typing.Literal["_old_max_bytes", b"_old_max_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__recent_max_bytes: _TypeAlias = _typing.Literal["recent_max_bytes"]  # noqa: Y015
+    _WhichOneofArgType__recent_max_bytes: _TypeAlias = _typing.Literal["_recent_max_bytes", b"_recent_max_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__recent_n: _TypeAlias = _typing.Literal["recent_n"]  # noqa: Y015
+    _WhichOneofArgType__recent_n: _TypeAlias = _typing.Literal["_recent_n", b"_recent_n"]  # noqa: Y015
     _WhichOneofReturnType__soft_trim_head_chars: _TypeAlias = _typing.Literal["soft_trim_head_chars"]  # noqa: Y015
     _WhichOneofArgType__soft_trim_head_chars: _TypeAlias = _typing.Literal["_soft_trim_head_chars", b"_soft_trim_head_chars"]  # noqa: Y015
     _WhichOneofReturnType__soft_trim_max_chars: _TypeAlias = _typing.Literal["soft_trim_max_chars"]  # noqa: Y015
@@ -429,6 +479,12 @@ class PruningPolicy(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_prunable_tool_chars) -> _WhichOneofReturnType__min_prunable_tool_chars | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__mode) -> _WhichOneofReturnType__mode | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__old_max_bytes) -> _WhichOneofReturnType__old_max_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__recent_max_bytes) -> _WhichOneofReturnType__recent_max_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__recent_n) -> _WhichOneofReturnType__recent_n | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__soft_trim_head_chars) -> _WhichOneofReturnType__soft_trim_head_chars | None: ...
     @_typing.overload
@@ -451,6 +507,15 @@ class CompactionPolicy(_message.Message):
     KEEP_RECENT_TOKENS_FIELD_NUMBER: _builtins.int
     SUMMARIZER_MODEL_FIELD_NUMBER: _builtins.int
     IDENTIFIER_POLICY_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    RESERVE_FLOOR_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_API_BASE_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    IDENTIFIER_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    MAX_HISTORY_SHARE_FIELD_NUMBER: _builtins.int
+    SUMMARY_MAX_TOKENS_FIELD_NUMBER: _builtins.int
     threshold_ratio: _builtins.float
     """Compact when estimated tokens exceed this share of the window."""
     reserve_tokens: _builtins.int
@@ -459,6 +524,26 @@ class CompactionPolicy(_message.Message):
     """Model that writes summaries; empty means the session's model."""
     identifier_policy: _builtins.str
     """"preserve" (default), "anonymize" or "custom"."""
+    mode: _builtins.str
+    """"auto" (default): on threshold, overflow and request; "manual": on overflow
+    and request; "off": never.
+    """
+    reserve_floor_tokens: _builtins.int
+    """At least this many tokens free after a compaction."""
+    summarizer_api_base: _builtins.str
+    """For local OpenAI-compatible servers, e.g. http://127.0.0.1:8000/v1."""
+    summarizer_window_tokens: _builtins.int
+    """The summariser's own window; 0: from its model's metadata."""
+    identifier_instructions: _builtins.str
+    """With identifier_policy "custom": how the summary treats identifiers."""
+    timeout_seconds: _builtins.int
+    """A compaction still running after this long fails."""
+    max_attempts: _builtins.int
+    """Overflow reports per turn before compaction_failure."""
+    max_history_share: _builtins.float
+    """Without a summariser: keep the newest messages that fit this share of the window."""
+    summary_max_tokens: _builtins.int
+    """Tokens reserved for the summary itself."""
     def __init__(
         self,
         *,
@@ -467,33 +552,182 @@ class CompactionPolicy(_message.Message):
         keep_recent_tokens: _builtins.int | None = ...,
         summarizer_model: _builtins.str | None = ...,
         identifier_policy: _builtins.str | None = ...,
+        mode: _builtins.str | None = ...,
+        reserve_floor_tokens: _builtins.int | None = ...,
+        summarizer_api_base: _builtins.str | None = ...,
+        summarizer_window_tokens: _builtins.int | None = ...,
+        identifier_instructions: _builtins.str | None = ...,
+        timeout_seconds: _builtins.int | None = ...,
+        max_attempts: _builtins.int | None = ...,
+        max_history_share: _builtins.float | None = ...,
+        summary_max_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_model", b"_summarizer_model", "_threshold_ratio", b"_threshold_ratio", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_model", b"summarizer_model", "threshold_ratio", b"threshold_ratio"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_model", b"_summarizer_model", "_threshold_ratio", b"_threshold_ratio", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_model", b"summarizer_model", "threshold_ratio", b"threshold_ratio"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__identifier_instructions: _TypeAlias = _typing.Literal["identifier_instructions"]  # noqa: Y015
+    _WhichOneofArgType__identifier_instructions: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions"]  # noqa: Y015
     _WhichOneofReturnType__identifier_policy: _TypeAlias = _typing.Literal["identifier_policy"]  # noqa: Y015
     _WhichOneofArgType__identifier_policy: _TypeAlias = _typing.Literal["_identifier_policy", b"_identifier_policy"]  # noqa: Y015
     _WhichOneofReturnType__keep_recent_tokens: _TypeAlias = _typing.Literal["keep_recent_tokens"]  # noqa: Y015
     _WhichOneofArgType__keep_recent_tokens: _TypeAlias = _typing.Literal["_keep_recent_tokens", b"_keep_recent_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__max_attempts: _TypeAlias = _typing.Literal["max_attempts"]  # noqa: Y015
+    _WhichOneofArgType__max_attempts: _TypeAlias = _typing.Literal["_max_attempts", b"_max_attempts"]  # noqa: Y015
+    _WhichOneofReturnType__max_history_share: _TypeAlias = _typing.Literal["max_history_share"]  # noqa: Y015
+    _WhichOneofArgType__max_history_share: _TypeAlias = _typing.Literal["_max_history_share", b"_max_history_share"]  # noqa: Y015
+    _WhichOneofReturnType__mode: _TypeAlias = _typing.Literal["mode"]  # noqa: Y015
+    _WhichOneofArgType__mode: _TypeAlias = _typing.Literal["_mode", b"_mode"]  # noqa: Y015
+    _WhichOneofReturnType__reserve_floor_tokens: _TypeAlias = _typing.Literal["reserve_floor_tokens"]  # noqa: Y015
+    _WhichOneofArgType__reserve_floor_tokens: _TypeAlias = _typing.Literal["_reserve_floor_tokens", b"_reserve_floor_tokens"]  # noqa: Y015
     _WhichOneofReturnType__reserve_tokens: _TypeAlias = _typing.Literal["reserve_tokens"]  # noqa: Y015
     _WhichOneofArgType__reserve_tokens: _TypeAlias = _typing.Literal["_reserve_tokens", b"_reserve_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__summarizer_api_base: _TypeAlias = _typing.Literal["summarizer_api_base"]  # noqa: Y015
+    _WhichOneofArgType__summarizer_api_base: _TypeAlias = _typing.Literal["_summarizer_api_base", b"_summarizer_api_base"]  # noqa: Y015
     _WhichOneofReturnType__summarizer_model: _TypeAlias = _typing.Literal["summarizer_model"]  # noqa: Y015
     _WhichOneofArgType__summarizer_model: _TypeAlias = _typing.Literal["_summarizer_model", b"_summarizer_model"]  # noqa: Y015
+    _WhichOneofReturnType__summarizer_window_tokens: _TypeAlias = _typing.Literal["summarizer_window_tokens"]  # noqa: Y015
+    _WhichOneofArgType__summarizer_window_tokens: _TypeAlias = _typing.Literal["_summarizer_window_tokens", b"_summarizer_window_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__summary_max_tokens: _TypeAlias = _typing.Literal["summary_max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__summary_max_tokens: _TypeAlias = _typing.Literal["_summary_max_tokens", b"_summary_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__threshold_ratio: _TypeAlias = _typing.Literal["threshold_ratio"]  # noqa: Y015
     _WhichOneofArgType__threshold_ratio: _TypeAlias = _typing.Literal["_threshold_ratio", b"_threshold_ratio"]  # noqa: Y015
+    _WhichOneofReturnType__timeout_seconds: _TypeAlias = _typing.Literal["timeout_seconds"]  # noqa: Y015
+    _WhichOneofArgType__timeout_seconds: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__identifier_instructions) -> _WhichOneofReturnType__identifier_instructions | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__identifier_policy) -> _WhichOneofReturnType__identifier_policy | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_tokens) -> _WhichOneofReturnType__keep_recent_tokens | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_attempts) -> _WhichOneofReturnType__max_attempts | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_history_share) -> _WhichOneofReturnType__max_history_share | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mode) -> _WhichOneofReturnType__mode | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reserve_floor_tokens) -> _WhichOneofReturnType__reserve_floor_tokens | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reserve_tokens) -> _WhichOneofReturnType__reserve_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__summarizer_api_base) -> _WhichOneofReturnType__summarizer_api_base | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__summarizer_model) -> _WhichOneofReturnType__summarizer_model | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__summarizer_window_tokens) -> _WhichOneofReturnType__summarizer_window_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__summary_max_tokens) -> _WhichOneofReturnType__summary_max_tokens | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__threshold_ratio) -> _WhichOneofReturnType__threshold_ratio | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_seconds) -> _WhichOneofReturnType__timeout_seconds | None: ...
 
 Global___CompactionPolicy: _TypeAlias = CompactionPolicy  # noqa: Y015
+
+@_typing.final
+class WindowGuardPolicy(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    HARD_MIN_TOKENS_FIELD_NUMBER: _builtins.int
+    WARN_BELOW_TOKENS_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    hard_min_tokens: _builtins.int
+    """Prompt views are refused (FAILED_PRECONDITION) below this window."""
+    warn_below_tokens: _builtins.int
+    """Prompt views carry a warning below this window."""
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool | None = ...,
+        hard_min_tokens: _builtins.int | None = ...,
+        warn_below_tokens: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_hard_min_tokens", b"_hard_min_tokens", "_warn_below_tokens", b"_warn_below_tokens", "enabled", b"enabled", "hard_min_tokens", b"hard_min_tokens", "warn_below_tokens", b"warn_below_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_hard_min_tokens", b"_hard_min_tokens", "_warn_below_tokens", b"_warn_below_tokens", "enabled", b"enabled", "hard_min_tokens", b"hard_min_tokens", "warn_below_tokens", b"warn_below_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
+    _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
+    _WhichOneofReturnType__hard_min_tokens: _TypeAlias = _typing.Literal["hard_min_tokens"]  # noqa: Y015
+    _WhichOneofArgType__hard_min_tokens: _TypeAlias = _typing.Literal["_hard_min_tokens", b"_hard_min_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__warn_below_tokens: _TypeAlias = _typing.Literal["warn_below_tokens"]  # noqa: Y015
+    _WhichOneofArgType__warn_below_tokens: _TypeAlias = _typing.Literal["_warn_below_tokens", b"_warn_below_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__hard_min_tokens) -> _WhichOneofReturnType__hard_min_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__warn_below_tokens) -> _WhichOneofReturnType__warn_below_tokens | None: ...
+
+Global___WindowGuardPolicy: _TypeAlias = WindowGuardPolicy  # noqa: Y015
+
+@_typing.final
+class ToolResultGuardPolicy(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    LIVE_CAP_CHARS_FIELD_NUMBER: _builtins.int
+    MAX_WINDOW_SHARE_FIELD_NUMBER: _builtins.int
+    MIN_KEEP_CHARS_FIELD_NUMBER: _builtins.int
+    TAIL_SHARE_FIELD_NUMBER: _builtins.int
+    MAX_TAIL_CHARS_FIELD_NUMBER: _builtins.int
+    PLACEHOLDER_WINDOW_SHARE_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    live_cap_chars: _builtins.int
+    """A result over min(live_cap_chars, max_window_share of the window) is truncated."""
+    max_window_share: _builtins.float
+    min_keep_chars: _builtins.int
+    tail_share: _builtins.float
+    max_tail_chars: _builtins.int
+    placeholder_window_share: _builtins.float
+    """A result over this share of the window is replaced by a placeholder."""
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool | None = ...,
+        live_cap_chars: _builtins.int | None = ...,
+        max_window_share: _builtins.float | None = ...,
+        min_keep_chars: _builtins.int | None = ...,
+        tail_share: _builtins.float | None = ...,
+        max_tail_chars: _builtins.int | None = ...,
+        placeholder_window_share: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "tail_share", b"tail_share"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "tail_share", b"tail_share"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
+    _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
+    _WhichOneofReturnType__live_cap_chars: _TypeAlias = _typing.Literal["live_cap_chars"]  # noqa: Y015
+    _WhichOneofArgType__live_cap_chars: _TypeAlias = _typing.Literal["_live_cap_chars", b"_live_cap_chars"]  # noqa: Y015
+    _WhichOneofReturnType__max_tail_chars: _TypeAlias = _typing.Literal["max_tail_chars"]  # noqa: Y015
+    _WhichOneofArgType__max_tail_chars: _TypeAlias = _typing.Literal["_max_tail_chars", b"_max_tail_chars"]  # noqa: Y015
+    _WhichOneofReturnType__max_window_share: _TypeAlias = _typing.Literal["max_window_share"]  # noqa: Y015
+    _WhichOneofArgType__max_window_share: _TypeAlias = _typing.Literal["_max_window_share", b"_max_window_share"]  # noqa: Y015
+    _WhichOneofReturnType__min_keep_chars: _TypeAlias = _typing.Literal["min_keep_chars"]  # noqa: Y015
+    _WhichOneofArgType__min_keep_chars: _TypeAlias = _typing.Literal["_min_keep_chars", b"_min_keep_chars"]  # noqa: Y015
+    _WhichOneofReturnType__placeholder_window_share: _TypeAlias = _typing.Literal["placeholder_window_share"]  # noqa: Y015
+    _WhichOneofArgType__placeholder_window_share: _TypeAlias = _typing.Literal["_placeholder_window_share", b"_placeholder_window_share"]  # noqa: Y015
+    _WhichOneofReturnType__tail_share: _TypeAlias = _typing.Literal["tail_share"]  # noqa: Y015
+    _WhichOneofArgType__tail_share: _TypeAlias = _typing.Literal["_tail_share", b"_tail_share"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__live_cap_chars) -> _WhichOneofReturnType__live_cap_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tail_chars) -> _WhichOneofReturnType__max_tail_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_window_share) -> _WhichOneofReturnType__max_window_share | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_keep_chars) -> _WhichOneofReturnType__min_keep_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__placeholder_window_share) -> _WhichOneofReturnType__placeholder_window_share | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tail_share) -> _WhichOneofReturnType__tail_share | None: ...
+
+Global___ToolResultGuardPolicy: _TypeAlias = ToolResultGuardPolicy  # noqa: Y015
 
 @_typing.final
 class SessionSettings(_message.Message):
@@ -526,6 +760,10 @@ class SessionSettings(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     PRUNING_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    WINDOW_GUARD_FIELD_NUMBER: _builtins.int
+    TOOL_RESULT_GUARD_FIELD_NUMBER: _builtins.int
+    MAX_SYSTEM_FILE_CHARS_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5"."""
     context_window_tokens: _builtins.int
@@ -533,12 +771,22 @@ class SessionSettings(_message.Message):
     max_entry_bytes: _builtins.int
     """Largest entry accepted, in bytes of content."""
     title: _builtins.str
+    engine: _builtins.str
+    """The context engine: "layered" (default: guard, tool-result guard,
+    compaction, pruning) or "sliding-window"; others by plug-in name.
+    """
+    max_system_file_chars: _builtins.int
+    """Injected system prompt files are cut to this many characters each."""
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def pruning(self) -> Global___PruningPolicy: ...
     @_builtins.property
     def compaction(self) -> Global___CompactionPolicy: ...
+    @_builtins.property
+    def window_guard(self) -> Global___WindowGuardPolicy: ...
+    @_builtins.property
+    def tool_result_guard(self) -> Global___ToolResultGuardPolicy: ...
     def __init__(
         self,
         *,
@@ -549,15 +797,23 @@ class SessionSettings(_message.Message):
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         pruning: Global___PruningPolicy | None = ...,
         compaction: Global___CompactionPolicy | None = ...,
+        engine: _builtins.str | None = ...,
+        window_guard: Global___WindowGuardPolicy | None = ...,
+        tool_result_guard: Global___ToolResultGuardPolicy | None = ...,
+        max_system_file_chars: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_max_entry_bytes", b"_max_entry_bytes", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "max_entry_bytes", b"max_entry_bytes", "model", b"model", "pruning", b"pruning", "title", b"title"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_max_entry_bytes", b"_max_entry_bytes", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "labels", b"labels", "max_entry_bytes", b"max_entry_bytes", "model", b"model", "pruning", b"pruning", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "labels", b"labels", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_window_tokens: _TypeAlias = _typing.Literal["context_window_tokens"]  # noqa: Y015
     _WhichOneofArgType__context_window_tokens: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__engine: _TypeAlias = _typing.Literal["engine"]  # noqa: Y015
+    _WhichOneofArgType__engine: _TypeAlias = _typing.Literal["_engine", b"_engine"]  # noqa: Y015
     _WhichOneofReturnType__max_entry_bytes: _TypeAlias = _typing.Literal["max_entry_bytes"]  # noqa: Y015
     _WhichOneofArgType__max_entry_bytes: _TypeAlias = _typing.Literal["_max_entry_bytes", b"_max_entry_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__max_system_file_chars: _TypeAlias = _typing.Literal["max_system_file_chars"]  # noqa: Y015
+    _WhichOneofArgType__max_system_file_chars: _TypeAlias = _typing.Literal["_max_system_file_chars", b"_max_system_file_chars"]  # noqa: Y015
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
     _WhichOneofReturnType__title: _TypeAlias = _typing.Literal["title"]  # noqa: Y015
@@ -565,7 +821,11 @@ class SessionSettings(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_window_tokens) -> _WhichOneofReturnType__context_window_tokens | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__engine) -> _WhichOneofReturnType__engine | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_entry_bytes) -> _WhichOneofReturnType__max_entry_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_system_file_chars) -> _WhichOneofReturnType__max_system_file_chars | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
     @_typing.overload

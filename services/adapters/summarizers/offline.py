@@ -3,7 +3,9 @@
 It wraps the domain's :func:`summarize_offline`, so a store with no model
 configured (or none reachable) still compacts with a structured summary. Its
 window is effectively unlimited: it reads entries, it does not tokenise a
-prompt, so the engine never has to split its chunks.
+prompt, so the engine never has to split its chunks. A smaller
+``window_tokens`` makes the engine plan its calls as it would for a model of
+that window (a dry run of a model's compaction, with no model).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ def _chars_over_four(text: str) -> int:
 
 
 class OfflineSummarizer:
-    def __init__(self) -> None:
+    def __init__(self, window_tokens: int = UNLIMITED_WINDOW_TOKENS) -> None:
         self.name = OFFLINE
-        self.window_tokens = UNLIMITED_WINDOW_TOKENS
+        self.window_tokens = window_tokens
 
     def summarize(
         self,

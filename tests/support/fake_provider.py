@@ -149,6 +149,7 @@ def fail(error: str) -> Behaviour:
 @dataclass
 class Received:
     path: str
+    # Lower-cased names: HTTP header names are case-insensitive.
     headers: dict[str, str]
     body: dict[str, Any]
     # chars / 4 of every message's text (and the system prompt).
@@ -184,7 +185,9 @@ class FakeProvider:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -223,7 +226,7 @@ class FakeProvider:
         length = int(handler.headers.get("Content-Length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
         path = handler.path.split("?", 1)[0]
-        received = Received(path, dict(handler.headers.items()), body)
+        received = Received(path, {k.lower(): v for k, v in handler.headers.items()}, body)
         received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
         with self._lock:
             self.requests.append(received)

@@ -153,7 +153,7 @@ ERRORS = [
     ("openai", "auth", SummarizerError, 401),
     ("anthropic", "overflow", SummarizerOverflow, 400),
     ("anthropic", "rate_limit", SummarizerUnavailable, 429),
-    ("anthropic", "overloaded", SummarizerUnavailable, None),
+    ("anthropic", "overloaded", SummarizerUnavailable, 529),
     ("anthropic", "server_error", SummarizerUnavailable, 500),
     ("anthropic", "auth", SummarizerError, 401),
 ]

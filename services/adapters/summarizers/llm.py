@@ -117,7 +117,7 @@ class LiteLLMSummarizer:
 
     def _typed(self, error: Exception) -> SummarizerError:
         kind = kind_of(error)
-        status = getattr(error, "status_code", None)
+        status = _provider_status(error)
         provider = str(getattr(error, "llm_provider", "") or "")
         message = str(getattr(error, "message", "") or error)
         typed: type[SummarizerError]
@@ -129,7 +129,7 @@ class LiteLLMSummarizer:
             typed = SummarizerUnavailable
         return typed(
             message,
-            status_code=status if isinstance(status, int) else None,
+            status_code=status,
             provider=provider,
             model=self.name,
         )
@@ -141,3 +141,19 @@ def _text(response: Any) -> str:
     except (AttributeError, IndexError):
         return ""
     return content if isinstance(content, str) else ""
+
+
+def _provider_status(error: BaseException) -> int | None:
+    """The status the provider sent: litellm's mapped exception may carry its own (an
+    Anthropic 529 "overloaded" becomes a 500), the provider's error it was mapped from
+    carries the real one."""
+    status = None
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "status_code", None)
+        if isinstance(code, int):
+            status = code
+        current = current.__cause__ or current.__context__
+    return status

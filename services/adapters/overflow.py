@@ -1,0 +1,145 @@
+"""Whether a provider's error means "the prompt was too long", as litellm reads it.
+
+A client reporting a failed model call gives the store the provider's error
+text and status; the store compacts and retries only when that error is a
+context-window overflow (SPEC 3.3, trigger (a)). Rather than keep its own
+list of providers' phrasings, the store asks litellm, which maintains one:
+the error is built the way litellm's HTTP handler builds it from a response
+(the provider config's ``get_error_class``) and run through litellm's
+``exception_type`` mapping, exactly as a failed ``litellm.completion`` would.
+
+litellm only looks for some phrasings under some providers (Anthropic's
+"input length and `max_tokens` exceed context limit" is checked under OpenAI
+only), so a 400 that litellm left unmapped is also checked against litellm's
+own list of overflow phrasings, plus llama.cpp's, which litellm lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.adapters.litellm_loader import load_litellm
+
+CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+RATE_LIMIT = "rate_limit"
+SERVER_ERROR = "server_error"
+OTHER = "other"
+
+# Errors from OpenAI-compatible local servers that litellm does not recognise.
+_LOCAL_SERVER_OVERFLOWS = (
+    "exceed_context_size_error",  # llama.cpp server's error type
+    "exceeds the available context size",  # llama.cpp server's message
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowVerdict:
+    is_overflow: bool
+    # "context_window_exceeded", "rate_limit", "server_error" or "other".
+    kind: str
+    message: str
+
+
+def kind_of(error: BaseException) -> str:
+    """The kind of a litellm exception (or any exception: "other" when not litellm's)."""
+    litellm = load_litellm()
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return CONTEXT_WINDOW_EXCEEDED
+    if isinstance(error, litellm.RateLimitError):
+        return RATE_LIMIT
+    if isinstance(
+        error,
+        litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError
+        | litellm.Timeout
+        | litellm.APIConnectionError,
+    ):
+        return SERVER_ERROR
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and status >= 500:
+        return SERVER_ERROR
+    message = str(getattr(error, "message", "") or error)
+    if isinstance(error, litellm.BadRequestError) and mentions_overflow(message):
+        return CONTEXT_WINDOW_EXCEEDED
+    return OTHER
+
+
+def mentions_overflow(text: str) -> bool:
+    """litellm's own overflow phrasings, under any provider, and llama.cpp's."""
+    load_litellm()
+    from litellm.litellm_core_utils.exception_mapping_utils import ExceptionCheckers
+
+    lowered = text.lower()
+    return (
+        "prompt is too long" in lowered
+        or ExceptionCheckers.is_error_str_context_window_exceeded(text)
+        or any(marker in lowered for marker in _LOCAL_SERVER_OVERFLOWS)
+    )
+
+
+def classify_provider_error(
+    error_text: str, status_code: int, provider: str, model: str = ""
+) -> OverflowVerdict:
+    """Classify a provider's error response (its body text and HTTP status).
+
+    ``provider`` is litellm's provider name ("openai", "anthropic",
+    "hosted_vllm", ...); one litellm does not know is treated as
+    OpenAI-compatible, which is what local servers speak.
+    """
+    mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
+    kind = kind_of(mapped)
+    if kind == OTHER and status_code == 400 and mentions_overflow(error_text):
+        kind = CONTEXT_WINDOW_EXCEEDED
+    if kind == OTHER and status_code == 429:
+        kind = RATE_LIMIT
+    message = str(getattr(mapped, "message", "") or mapped)
+    return OverflowVerdict(kind == CONTEXT_WINDOW_EXCEEDED, kind, message)
+
+
+def _map(error_text: str, status_code: int, provider: str, model: str) -> BaseException:
+    """The exception litellm would raise for this response."""
+    load_litellm()
+    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+    raw, mapped_provider = _provider_error(error_text, status_code, provider, model)
+    try:
+        exception_type(model=model, original_exception=raw, custom_llm_provider=mapped_provider)
+    except Exception as mapped:
+        return mapped
+    return raw  # exception_type always raises; kept for the type checker
+
+
+def _provider_error(
+    error_text: str, status_code: int, provider: str, model: str
+) -> tuple[Exception, str]:
+    from litellm.llms.openai.common_utils import OpenAIError
+    from litellm.types.utils import LlmProviders
+    from litellm.utils import ProviderConfigManager
+
+    try:
+        config: Any = ProviderConfigManager.get_provider_chat_config(model, LlmProviders(provider))
+    except ValueError:
+        config = None
+    if config is None:
+        body = _json_body(error_text)
+        return OpenAIError(status_code, error_text, body=body), "openai"
+    error = config.get_error_class(error_text, status_code, {})
+    if isinstance(error, OpenAIError):
+        # The OpenAI client hands litellm the parsed body too; litellm reads its message.
+        error.body = _json_body(error_text)
+    return error, provider
+
+
+def _json_body(text: str) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        inner: dict[str, Any] = data["error"]
+        return inner
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,75 @@
+"""The summariser that needs no model, no key and no network: the default.
+
+It wraps the domain's :func:`summarize_offline`, so a store with no model
+configured (or none reachable) still compacts with a structured summary. Its
+window is effectively unlimited: it reads entries, it does not tokenise a
+prompt, so the engine never has to split its chunks. A smaller
+``window_tokens`` makes the engine plan its calls as it would for a model of
+that window (a dry run of a model's compaction, with no model).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+from domain.content import Entry
+from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
+from domain.context.summary import prompt_hash, summarize_offline
+from services.adapters.summarizers.base import (
+    DEFAULT_TIMEOUT_SECONDS,
+    SummaryResult,
+    summary_request,
+)
+
+OFFLINE = "offline"
+UNLIMITED_WINDOW_TOKENS = 10**9
+
+
+def _chars_over_four(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+class OfflineSummarizer:
+    def __init__(self, window_tokens: int = UNLIMITED_WINDOW_TOKENS) -> None:
+        self.name = OFFLINE
+        self.window_tokens = window_tokens
+
+    def summarize(
+        self,
+        prompt_entries: Sequence[Entry],
+        *,
+        previous_summary: str = "",
+        instructions: str = "",
+        identifier_policy: str = "preserve",
+        identifier_instructions: str = "",
+        notes: Sequence[str] = (),
+        max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        max_result_chars: int | None = None,
+    ) -> SummaryResult:
+        started = time.perf_counter()
+        # The hash of the prompt a model would have been sent, so receipts compare.
+        fingerprint = prompt_hash(
+            summary_request(
+                prompt_entries,
+                previous_summary=previous_summary,
+                instructions=instructions,
+                identifier_policy=identifier_policy,
+                identifier_instructions=identifier_instructions,
+                notes=notes,
+                max_result_chars=max_result_chars,
+            )
+        )
+        text = summarize_offline(
+            prompt_entries,
+            previous_summary=previous_summary,
+            instructions=instructions,
+            identifier_policy=identifier_policy,
+            notes=notes,
+            count=_chars_over_four,
+            max_tokens=max_output_tokens,
+        )
+        elapsed = round((time.perf_counter() - started) * 1000)
+        return SummaryResult(text, OFFLINE, fingerprint, duration_ms=elapsed)

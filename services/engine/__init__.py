@@ -1,0 +1,1 @@
+"""The context engine: carrying out compaction plans with a summariser."""

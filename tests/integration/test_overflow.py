@@ -1,0 +1,160 @@
+"""Provider errors classified by litellm's own exception mapping, on real error bodies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.adapters.overflow import classify_provider_error
+
+
+def _openai(message: str, code: str | None, kind: str = "invalid_request_error") -> str:
+    error = {"message": message, "type": kind, "param": "messages", "code": code}
+    return json.dumps({"error": error})
+
+
+def _anthropic(kind: str, message: str) -> str:
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}})
+
+
+CASES = [
+    # OpenAI
+    (
+        _openai(
+            "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130000 tokens. Please reduce the length of the messages.",
+            "context_length_exceeded",
+        ),
+        400,
+        "openai",
+        "gpt-4o",
+        "context_window_exceeded",
+    ),
+    (
+        _openai(
+            "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): "
+            "Limit 30000, Used 29000, Requested 2000. Please try again in 2s.",
+            "rate_limit_exceeded",
+            "tokens",
+        ),
+        429,
+        "openai",
+        "gpt-4o",
+        "rate_limit",
+    ),
+    (
+        _openai(
+            "The server had an error while processing your request. Sorry about that!",
+            None,
+            "server_error",
+        ),
+        500,
+        "openai",
+        "gpt-4o",
+        "server_error",
+    ),
+    (
+        _openai("Incorrect API key provided: sk-test.", "invalid_api_key"),
+        401,
+        "openai",
+        "gpt-4o",
+        "other",
+    ),
+    (
+        _openai("Invalid value for 'temperature': must be <= 2.", "invalid_value"),
+        400,
+        "openai",
+        "gpt-4o",
+        "other",
+    ),
+    # Anthropic
+    (
+        _anthropic("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+        400,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "context_window_exceeded",
+    ),
+    (
+        _anthropic(
+            "invalid_request_error",
+            "input length and `max_tokens` exceed context limit: 197626 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again",
+        ),
+        400,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "context_window_exceeded",
+    ),
+    (
+        _anthropic(
+            "rate_limit_error",
+            "Number of request tokens has exceeded your per-minute rate limit",
+        ),
+        429,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "rate_limit",
+    ),
+    (
+        _anthropic("overloaded_error", "Overloaded"),
+        529,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "server_error",
+    ),
+    (
+        _anthropic("invalid_request_error", "messages: text content blocks must be non-empty"),
+        400,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "other",
+    ),
+    # OpenAI-compatible local servers: vLLM, and llama.cpp (which litellm does not know).
+    (
+        json.dumps(
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 4096 tokens. However, you "
+                "requested 5000 tokens (4000 in the messages, 1000 in the completion). "
+                "Please reduce the length of the messages or completion.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        ),
+        400,
+        "hosted_vllm",
+        "qwen",
+        "context_window_exceeded",
+    ),
+    (
+        json.dumps(
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 5000,
+                    "n_ctx": 4096,
+                }
+            }
+        ),
+        400,
+        "llamacpp-server",
+        "",
+        "context_window_exceeded",
+    ),
+    ("Internal Server Error", 503, "openai", "", "server_error"),
+]
+
+
+@pytest.mark.parametrize(("text", "status", "provider", "model", "kind"), CASES)
+def test_provider_errors_are_classified(
+    text: str, status: int, provider: str, model: str, kind: str
+) -> None:
+    verdict = classify_provider_error(text, status, provider, model)
+    assert verdict.kind == kind
+    assert verdict.is_overflow == (kind == "context_window_exceeded")
+    assert verdict.message

@@ -1,0 +1,371 @@
+"""Summarisers against a provider on loopback speaking OpenAI's and Anthropic's protocols.
+
+litellm runs for real: its HTTP clients, its request building and its error
+mapping. Only the provider is ours, and it answers with the providers' own
+bodies, so what passes here is what litellm would do against the real APIs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from domain.content import Entry
+from domain.context.compaction_planner import CompactionPlan, plan_compaction
+from domain.context.summary import SECTIONS, prompt_hash
+from domain.settings import CompactionPolicy
+from services.adapters.summarizers import (
+    LiteLLMSummarizer,
+    OfflineSummarizer,
+    SummarizerError,
+    SummarizerOverflow,
+    SummarizerUnavailable,
+    build_summarizer,
+)
+from services.adapters.summarizers.base import summary_request
+from services.engine.staged_summary import CompactionStepFailed, summarize_plan
+from tests.support.fake_provider import (
+    ANTHROPIC_PATH,
+    OPENAI_PATH,
+    FakeProvider,
+    default_summary,
+    delay,
+    fail,
+)
+from tests.unit.support import assistant, call, tool, user
+
+KEY = "sk-test-not-a-real-key"
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+def openai(provider: FakeProvider, window: int | None = None) -> LiteLLMSummarizer:
+    return LiteLLMSummarizer(
+        "openai/gpt-4o-mini", api_base=provider.openai_base, api_key=KEY, window_tokens=window
+    )
+
+
+def anthropic(provider: FakeProvider, window: int | None = None) -> LiteLLMSummarizer:
+    return LiteLLMSummarizer(
+        "anthropic/claude-haiku-4-5", api_base=provider.url, api_key=KEY, window_tokens=window
+    )
+
+
+PROTOCOLS = {"openai": (openai, OPENAI_PATH), "anthropic": (anthropic, ANTHROPIC_PATH)}
+
+
+def _turn(i: int, chars: int = 4_000) -> list[Entry]:
+    """A user request, a tool call and its result: ``chars`` characters of output."""
+    output = (f"line {i}: src/module_{i}.py ok\n" * (chars // 28 + 1))[:chars]
+    return [
+        user(f"step {i}: check src/module_{i}.py", id=f"u{i}", tokens=10),
+        assistant(
+            f"Reading module {i}.",
+            id=f"a{i}",
+            calls=[call(f"c{i}", "read", f'{{"path": "src/module_{i}.py"}}')],
+            tokens=20,
+        ),
+        tool(f"c{i}", output, id=f"t{i}", tokens=chars // 4),
+    ]
+
+
+def _history(turns: int, chars: int = 4_000) -> list[Entry]:
+    return [e for i in range(turns) for e in _turn(i, chars)]
+
+
+def _plan(entries: list[Entry], summariser_window: int) -> CompactionPlan:
+    plan = plan_compaction(
+        entries,
+        200_000,
+        CompactionPolicy(keep_recent_tokens=2_000),
+        summariser_window_tokens=summariser_window,
+    )
+    assert isinstance(plan, CompactionPlan), plan
+    return plan
+
+
+# -- one call --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_model_summarises_over_the_providers_protocol(
+    provider: FakeProvider, protocol: str
+) -> None:
+    make, path = PROTOCOLS[protocol]
+    entries = _turn(1, 400)
+    summary = make(provider).summarize(entries, previous_summary="## Goal\n- earlier goal")
+
+    assert summary.text.startswith("## Goal\n- step 1: check src/module_1.py")
+    assert summary.model in ("gpt-4o-mini", "claude-haiku-4-5")
+    assert summary.input_tokens == provider.requests[0].estimated_tokens
+    assert summary.output_tokens and summary.output_tokens > 0
+    (request,) = provider.requests
+    assert request.path == path
+    assert request.body["max_tokens"] == 4_096
+    assert "<previous-summary>\n## Goal\n- earlier goal" in request.text()
+    if protocol == "anthropic":
+        assert request.headers.get("x-api-key") == KEY
+        assert "You compact the history" in str(request.body["system"])
+    else:
+        assert request.headers.get("authorization") == f"Bearer {KEY}"
+        assert request.messages[0]["role"] == "system"
+
+
+def test_model_and_offline_receipts_hash_the_same_prompt(provider: FakeProvider) -> None:
+    entries = _turn(2, 400)
+    notes = ("[Large tool (~60K tokens) omitted from summary]",)
+    model = openai(provider).summarize(entries, notes=notes)
+    offline = OfflineSummarizer().summarize(entries, notes=notes)
+    expected = summary_request(
+        entries,
+        previous_summary="",
+        instructions="",
+        identifier_policy="preserve",
+        identifier_instructions="",
+        notes=notes,
+    )
+    assert model.prompt_hash == offline.prompt_hash == prompt_hash(expected)
+    # The model was told to keep the note; it is kept even though this one did not.
+    assert notes[0] in model.text and notes[0] in offline.text
+
+
+def test_keys_come_from_the_environment_as_litellm_reads_them(
+    provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    summarizer = LiteLLMSummarizer("anthropic/claude-haiku-4-5", api_base=provider.url)
+    summarizer.summarize(_turn(1, 100))
+    assert provider.requests[0].headers.get("x-api-key") == "sk-ant-from-env"
+
+
+ERRORS = [
+    ("openai", "overflow", SummarizerOverflow, 400),
+    ("openai", "rate_limit", SummarizerUnavailable, 429),
+    ("openai", "server_error", SummarizerUnavailable, 500),
+    ("openai", "auth", SummarizerError, 401),
+    ("anthropic", "overflow", SummarizerOverflow, 400),
+    ("anthropic", "rate_limit", SummarizerUnavailable, 429),
+    ("anthropic", "overloaded", SummarizerUnavailable, 529),
+    ("anthropic", "server_error", SummarizerUnavailable, 500),
+    ("anthropic", "auth", SummarizerError, 401),
+]
+
+
+@pytest.mark.parametrize(("protocol", "error", "typed", "status"), ERRORS)
+def test_provider_errors_become_typed_failures(
+    provider: FakeProvider,
+    protocol: str,
+    error: str,
+    typed: type[SummarizerError],
+    status: int | None,
+) -> None:
+    make, _ = PROTOCOLS[protocol]
+    provider.script(fail(error))
+    with pytest.raises(SummarizerError) as raised:
+        make(provider).summarize(_turn(1, 100))
+    assert type(raised.value) is typed
+    if status is not None:
+        assert raised.value.status_code == status
+    assert raised.value.provider == protocol
+    assert raised.value.message
+
+
+def test_a_slow_provider_times_out_as_unavailable(provider: FakeProvider) -> None:
+    provider.script(delay(10))
+    started = time.monotonic()
+    with pytest.raises(SummarizerUnavailable):
+        openai(provider).summarize(_turn(1, 100), timeout_seconds=0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_no_server_is_unavailable() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    summarizer = LiteLLMSummarizer(
+        "openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1", api_key=KEY
+    )
+    with pytest.raises(SummarizerUnavailable):
+        summarizer.summarize(_turn(1, 100), timeout_seconds=5)
+
+
+def test_the_configured_model_picks_the_summariser() -> None:
+    assert isinstance(build_summarizer(""), OfflineSummarizer)
+    assert isinstance(build_summarizer("offline"), OfflineSummarizer)
+    known = build_summarizer("openai/gpt-4o-mini")
+    assert isinstance(known, LiteLLMSummarizer)
+    assert known.window_tokens == 128_000  # from litellm's model map
+    local = build_summarizer("openai/my-local-model", "http://127.0.0.1:1/v1", 8_192)
+    assert isinstance(local, LiteLLMSummarizer)
+    assert (local.window_tokens, local.api_base) == (8_192, "http://127.0.0.1:1/v1")
+
+
+# -- a whole plan ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_no_call_exceeds_the_summarisers_window(protocol: str) -> None:
+    """About 500,000 tokens planned for a 128k summariser that refuses anything larger."""
+    make, _ = PROTOCOLS[protocol]
+    entries = _history(60, 32_000)
+    plan = _plan(entries, 128_000)
+    assert len(plan.chunks) >= 5
+    with FakeProvider(window_tokens=128_000) as provider:
+        staged = summarize_plan(
+            plan,
+            {e.id: e for e in entries},
+            make(provider, 128_000),
+            previous_summary="",
+            instructions="",
+            identifier_policy="preserve",
+        )
+        requests = provider.requests
+    assert [r.refused for r in requests] == [""] * len(requests)
+    assert all(r.estimated_tokens + r.body["max_tokens"] <= 128_000 for r in requests)
+    assert staged.stage == "full"
+    assert staged.calls == len(requests) == len(plan.chunks) == staged.chunks_summarised
+    assert len(staged.prompt_hashes) == staged.calls
+    assert staged.input_tokens == sum(r.estimated_tokens for r in requests)
+    # Rolling: each call carries the summary the previous one returned.
+    for before, after in itertools.pairwise(requests):
+        answer = default_summary(before.body)
+        assert f"<previous-summary>\n{answer}\n</previous-summary>" in after.text()
+    assert staged.text.startswith("## Goal")
+
+
+def test_a_chunk_the_model_rejects_is_split_in_halves(provider: FakeProvider) -> None:
+    entries = _history(12, 4_000)
+    plan = _plan(entries, 32_000)
+    provider.script(fail("overflow"))
+    staged = summarize_plan(
+        plan,
+        {e.id: e for e in entries},
+        anthropic(provider, 32_000),
+        previous_summary="",
+        instructions="",
+        identifier_policy="preserve",
+    )
+    assert staged.stage == "split"
+    assert staged.failed_calls == 1
+    assert staged.calls == len(plan.chunks) + 1
+    first_chunk = plan.chunks[0].entry_ids
+    halves = [r.text().count("<entry id=") for r in provider.requests[1:3]]
+    assert halves == [len(first_chunk) // 2, len(first_chunk) - len(first_chunk) // 2]
+
+
+def test_a_single_huge_result_is_clipped_to_fit(provider: FakeProvider) -> None:
+    """The planner counted the output small (a stale count); the request is still never
+    sent too large: its tool result is clipped to fit the window."""
+    huge = tool("big", "x" * 200_000, id="big-t", tokens=100)
+    entries = [user("read it", id="big-u"), assistant(id="big-a", calls=[call("big")]), huge]
+    entries += _history(10, 4_000)
+    plan = _plan(entries, 16_000)
+    with FakeProvider(window_tokens=16_000) as limited:
+        staged = summarize_plan(
+            plan,
+            {e.id: e for e in entries},
+            openai(limited, 16_000),
+            previous_summary="",
+            instructions="",
+            identifier_policy="preserve",
+        )
+        assert all(not r.refused for r in limited.requests)
+        assert any("more chars in this entry]" in r.text() for r in limited.requests)
+    assert staged.stage == "clipped"
+    assert "split" in staged.fallbacks
+
+
+def test_rate_limits_are_retried_then_succeed(provider: FakeProvider) -> None:
+    entries = _history(12, 4_000)
+    plan = _plan(entries, 128_000)
+    provider.script(fail("rate_limit"), fail("server_error"))
+    staged = summarize_plan(
+        plan,
+        {e.id: e for e in entries},
+        openai(provider),
+        previous_summary="",
+        instructions="",
+        identifier_policy="preserve",
+        backoff_seconds=0.01,
+    )
+    assert (staged.calls, staged.failed_calls) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ([fail("overloaded")] * 3, "unavailable after 3 attempts"),
+        ([fail("auth")], "invalid x-api-key"),
+    ],
+)
+def test_a_failing_summariser_fails_the_step(
+    provider: FakeProvider, script: list, reason: str
+) -> None:
+    entries = _history(12, 4_000)
+    provider.script(*script)
+    with pytest.raises(CompactionStepFailed) as failed:
+        summarize_plan(
+            _plan(entries, 128_000),
+            {e.id: e for e in entries},
+            anthropic(provider),
+            previous_summary="",
+            instructions="",
+            identifier_policy="preserve",
+            backoff_seconds=0.01,
+        )
+    assert failed.value.stage == "full"
+    assert reason in failed.value.reason
+
+
+def test_a_stuck_summariser_ends_at_the_timeout(provider: FakeProvider) -> None:
+    entries = _history(12, 4_000)
+    provider.script(delay(30))
+    started = time.monotonic()
+    with pytest.raises(CompactionStepFailed) as failed:
+        summarize_plan(
+            _plan(entries, 128_000),
+            {e.id: e for e in entries},
+            openai(provider),
+            previous_summary="",
+            instructions="",
+            identifier_policy="preserve",
+            timeout_seconds=1,
+        )
+    assert "timed out after 1 s" in failed.value.reason
+    assert time.monotonic() - started < 5
+
+
+def test_offline_summary_of_two_million_tokens_is_deterministic() -> None:
+    entries = _history(500, 16_000)
+    plan = _plan(entries, 128_000)
+    assert plan.summarised_tokens > 1_990_000
+    by_id = {e.id: e for e in entries}
+
+    def run() -> tuple[str, str]:
+        staged = summarize_plan(
+            plan,
+            by_id,
+            OfflineSummarizer(window_tokens=128_000),
+            previous_summary="",
+            instructions="",
+            identifier_policy="preserve",
+        )
+        assert staged.calls == len(plan.chunks) > 40
+        assert staged.model == "offline"
+        return staged.text, staged.prompt_hash
+
+    first = run()
+    assert first == run()
+    text = first[0]
+    for section in SECTIONS:
+        assert f"## {section}" in text
+    assert "src/module_0.py" in text
+    assert len(text) <= 12_000

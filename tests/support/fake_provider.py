@@ -1,0 +1,369 @@
+"""A model provider on loopback that speaks OpenAI's and Anthropic's real wire protocols.
+
+No provider is reachable from the tests, and mocking litellm would prove
+nothing about how it talks to one. This server answers
+``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
+server) and ``POST /v1/messages`` (Anthropic) with the providers' own response
+and error bodies, so litellm's real client and error mapping run end to end.
+
+Every request is recorded. Behaviour is scripted per request, in order
+(:meth:`FakeProvider.script`), else the default reply: a deterministic
+structured summary built from the request. With ``window_tokens`` set, any
+request whose estimated size (characters / 4, plus ``max_tokens``) exceeds
+the window is refused with the provider's real overflow error, so a test can
+prove no call exceeded the summariser's window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+
+# The providers' error bodies, as their APIs send them.
+OPENAI_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "overflow": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, "
+                "your messages resulted in 130000 tokens. Please reduce the length of the "
+                "messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "rate_limit": (
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-4o-mini in organization org-test on "
+                "tokens per min (TPM): Limit 200000, Used 199000, Requested 4000. Please try "
+                "again in 1.2s. Visit https://platform.openai.com/account/rate-limits to "
+                "learn more.",
+                "type": "tokens",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+    ),
+    "server_error": (
+        500,
+        {
+            "error": {
+                "message": "The server had an error while processing your request. Sorry "
+                "about that!",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+    ),
+    "auth": (
+        401,
+        {
+            "error": {
+                "message": "Incorrect API key provided: sk-test. You can find your API key "
+                "at https://platform.openai.com/account/api-keys.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        },
+    ),
+}
+ANTHROPIC_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "overflow": (
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        },
+    ),
+    "rate_limit": (
+        429,
+        {
+            "type": "error",
+            "error": {
+                "type": "rate_limit_error",
+                "message": "Number of request tokens has exceeded your per-minute rate limit "
+                "(https://docs.anthropic.com/en/api/rate-limits); see the response headers "
+                "for current usage. Please reduce the prompt length or the maximum tokens "
+                "requested, or try again later.",
+            },
+        },
+    ),
+    "overloaded": (
+        529,
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    ),
+    "server_error": (
+        500,
+        {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}},
+    ),
+    "auth": (
+        401,
+        {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        },
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What to do with one request: reply (with ``text``, or the default summary),
+    after ``delay`` seconds, or fail with the provider's error ``error``."""
+
+    text: str | None = None
+    delay: float = 0.0
+    error: str | None = None
+
+
+def reply(text: str) -> Behaviour:
+    return Behaviour(text=text)
+
+
+def delay(seconds: float, text: str | None = None) -> Behaviour:
+    return Behaviour(text=text, delay=seconds)
+
+
+def fail(error: str) -> Behaviour:
+    """One of "overflow", "rate_limit", "server_error", "overloaded" (Anthropic), "auth"."""
+    return Behaviour(error=error)
+
+
+@dataclass
+class Received:
+    path: str
+    # Lower-cased names: HTTP header names are case-insensitive.
+    headers: dict[str, str]
+    body: dict[str, Any]
+    # chars / 4 of every message's text (and the system prompt).
+    estimated_tokens: int = 0
+    refused: str = ""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.body.get("messages", [])
+        return messages
+
+    def text(self) -> str:
+        return _request_text(self.body)
+
+
+@dataclass
+class FakeProvider:
+    window_tokens: int | None = None
+    requests: list[Received] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._script: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                provider._handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_base(self) -> str:
+        return f"{self.url}/v1"
+
+    # -- scripting ---------------------------------------------------------------------
+
+    def script(self, *behaviours: Behaviour) -> None:
+        """The behaviour of the next requests, in order; then the default reply."""
+        with self._lock:
+            self._script.extend(behaviours)
+
+    def _next(self) -> Behaviour:
+        with self._lock:
+            return self._script.popleft() if self._script else Behaviour()
+
+    # -- serving -----------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = json.loads(handler.rfile.read(length) or b"{}")
+        path = handler.path.split("?", 1)[0]
+        received = Received(path, {k.lower(): v for k, v in handler.headers.items()}, body)
+        received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
+        with self._lock:
+            self.requests.append(received)
+        if path not in (OPENAI_PATH, ANTHROPIC_PATH):
+            _send(handler, 404, {"error": {"message": f"unknown path {path}"}})
+            return
+        anthropic = path == ANTHROPIC_PATH
+        behaviour = self._next()
+        if behaviour.delay and self._stopping.wait(behaviour.delay):
+            return
+        overflow = self._over_window(received, anthropic)
+        if overflow is not None:
+            received.refused = "overflow"
+            _send(handler, 400, overflow)
+            return
+        if behaviour.error is not None:
+            errors = ANTHROPIC_ERRORS if anthropic else OPENAI_ERRORS
+            status, error_body = errors[behaviour.error]
+            received.refused = behaviour.error
+            _send(handler, status, error_body)
+            return
+        text = behaviour.text if behaviour.text is not None else default_summary(body)
+        output_tokens = math.ceil(len(text) / 4)
+        if anthropic:
+            _send(handler, 200, _anthropic_reply(body, text, received, output_tokens))
+        else:
+            _send(handler, 200, _openai_reply(body, text, received, output_tokens))
+
+    def _over_window(self, received: Received, anthropic: bool) -> dict[str, Any] | None:
+        if self.window_tokens is None:
+            return None
+        prompt = received.estimated_tokens
+        completion = int(received.body.get("max_tokens") or 0)
+        window = self.window_tokens
+        if prompt + completion <= window:
+            return None
+        if anthropic:
+            if prompt > window:
+                message = f"prompt is too long: {prompt} tokens > {window} maximum"
+            else:
+                message = (
+                    f"input length and `max_tokens` exceed context limit: {prompt} + "
+                    f"{completion} > {window}, decrease input length or `max_tokens` and "
+                    "try again"
+                )
+            return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        return {
+            "error": {
+                "message": f"This model's maximum context length is {window} tokens. However, "
+                f"you requested {prompt + completion} tokens ({prompt} in the messages, "
+                f"{completion} in the completion). Please reduce the length of the messages "
+                "or completion.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client gave up (a timeout test)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return ""
+
+
+def _request_text(body: dict[str, Any]) -> str:
+    parts = [_content_text(body.get("system", ""))]
+    parts += [_content_text(m.get("content")) for m in body.get("messages", [])]
+    return "\n".join(p for p in parts if p)
+
+
+def default_summary(body: dict[str, Any]) -> str:
+    """A structured summary echoing the request: its first conversation line as the goal."""
+    user = next(
+        (_content_text(m.get("content")) for m in body.get("messages", []) if m["role"] == "user"),
+        "",
+    )
+    conversation = user.split("<conversation>", 1)[-1]
+    lines = [line.strip() for line in conversation.splitlines()]
+    first = next((line for line in lines if line and not line.startswith("<")), "(none)")
+    ids = [line.split('"')[1] for line in lines if line.startswith("<entry id=")]
+    covered = f"`{ids[0]}` .. `{ids[-1]}` ({len(ids)} entries)" if ids else "(none)"
+    return (
+        f"## Goal\n- {first[:200]}\n## Constraints\n- (none)\n## Progress\n- summarised "
+        f"{len(ids)} entries\n## Key Decisions\n- (none)\n## Next Steps\n- (none)\n"
+        f"## Critical Context\n- (none)\n## Raw History\n- Entries {covered}"
+    )
+
+
+def _openai_reply(
+    body: dict[str, Any], text: str, received: Received, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-fake{len(text)}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": body.get("model", ""),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": received.estimated_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": received.estimated_tokens + output_tokens,
+        },
+    }
+
+
+def _anthropic_reply(
+    body: dict[str, Any], text: str, received: Received, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": f"msg_fake{len(text)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": received.estimated_tokens, "output_tokens": output_tokens},
+    }

@@ -7,7 +7,8 @@ in the durable log. The entries themselves stay in the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -15,17 +16,45 @@ from domain.content import Role
 from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest
 
 
+class Trigger(StrEnum):
+    """What started a compaction."""
+
+    MANUAL = "manual"  # a Compact request
+    THRESHOLD = "threshold"  # the estimated prompt crossed the threshold or the reserve
+    OVERFLOW = "overflow"  # the provider refused the prompt as too long
+    CLIENT = "client"  # the client wrote the summary itself (RecordCompaction)
+
+
 @dataclass(frozen=True, slots=True)
 class Compaction:
+    """A compaction and its receipt: what was covered, how, by whom, at what cost."""
+
     summary: str
     first_kept_entry_id: str
     tokens_before: int = 0
     tokens_after: int = 0
+    # The trigger (see Trigger) or the client's own word for it.
     reason: str = "manual"
     summarizer_model: str = ""
     details: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     summary_tokens: int = 0
     tokenizer: str = ""
+    # The entries the summary replaces (pinned system entries excepted).
+    first_covered_entry_id: str = ""
+    last_covered_entry_id: str = ""
+    entries_covered: int = 0
+    # Where each count came from: "tokenizer:<name>", "calibrated", "provider" or "client".
+    tokens_before_source: str = ""
+    tokens_after_source: str = ""
+    # sha256 of what the summariser was asked (canonical JSON), across every call.
+    prompt_hash: str = ""
+    chunks: int = 0
+    # "full", "oversized-omitted", "hard-drop" (no summariser), or "" for a client's summary.
+    fallback_stage: str = ""
+    attempt: int = 0
+    duration_ms: int = 0
+    engine: str = ""
+    instructions: str = ""
 
     def validate(self) -> None:
         if not self.summary.strip():
@@ -42,21 +71,34 @@ class Compaction:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "summary": self.summary,
-            "first_kept_entry_id": self.first_kept_entry_id,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "reason": self.reason,
-            "summarizer_model": self.summarizer_model,
-            "details": dict(self.details),
-            "summary_tokens": self.summary_tokens,
-            "tokenizer": self.tokenizer,
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["details"] = dict(self.details)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
+        # Receipts stored before a field existed read back with its default.
         return cls(**{**data, "details": MappingProxyType(dict(data.get("details", {})))})
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionFailure:
+    """A compaction that did not happen, and why; it changes nothing else."""
+
+    trigger: str
+    # Where it failed: "plan", "summarise", "verify", "timeout", "attempts".
+    stage: str
+    reason: str
+    attempt: int = 0
+    summarizer_model: str = ""
+    duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompactionFailure:
+        return cls(**data)
 
 
 class History(Protocol):

@@ -88,6 +88,15 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptRef:
+    """The prompt view an assistant turn answered: its version, format and request hash."""
+
+    version: int
+    format: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One item of a session. Ids and counts are final once the entry is stored."""
 
@@ -101,6 +110,7 @@ class Entry:
     metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     token_count: int = 0
     tokenizer: str = ""
+    prompt_ref: PromptRef | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -119,9 +129,12 @@ class Entry:
 
     def to_record(self) -> list[Any]:
         """[id, parent_id, timestamp, role, blocks, token_count, tokenizer, usage, custom_type,
-        metadata], each block [kind, fields...], as stored in events."""
+        metadata(, prompt_ref)], each block [kind, fields...], as stored in events.
+
+        The prompt reference is appended only when there is one, so entries stored
+        before it existed decode the same way."""
         usage = self.usage
-        return [
+        record: list[Any] = [
             self.id,
             self.parent_id,
             self.timestamp.isoformat() if self.timestamp else None,
@@ -140,11 +153,15 @@ class Entry:
             self.custom_type,
             dict(self.metadata) if self.metadata else None,
         ]
+        if self.prompt_ref is not None:
+            ref = self.prompt_ref
+            record.append([ref.version, ref.format, ref.hash])
+        return record
 
     @classmethod
     def from_record(cls, record: list[Any]) -> Entry:
         (entry_id, parent_id, timestamp, role, blocks, tokens, tokenizer, usage, custom, meta) = (
-            record
+            record[:10]
         )
         return cls(
             entry_id,
@@ -157,6 +174,7 @@ class Entry:
             MappingProxyType(meta) if meta else _EMPTY,
             tokens,
             tokenizer,
+            PromptRef(*record[10]) if len(record) > 10 else None,
         )
 
 
@@ -222,6 +240,11 @@ def validate_entry(entry: Entry, max_entry_bytes: int, label: str = "entry") -> 
         raise InvalidEntry(f"{label} is empty: every content block is blank")
     if entry.usage is not None:
         _validate_usage(label, entry.role, entry.usage)
+    if entry.prompt_ref is not None:
+        if entry.role is not Role.ASSISTANT:
+            raise InvalidEntry(f"{label}: prompt_ref belongs on assistant entries only")
+        if entry.prompt_ref.version < 1:
+            raise InvalidEntry(f"{label}: prompt_ref.version must be 1 or more")
     size = entry.content_bytes()
     if size > max_entry_bytes:
         raise InvalidEntry(

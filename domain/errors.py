@@ -6,7 +6,15 @@ maps each group to a status code.
 
 
 class DomainError(Exception):
-    """Base of every refusal the domain makes."""
+    """Base of every refusal the domain makes.
+
+    ``reason`` and ``metadata``, when set, travel to the client as a
+    machine-readable detail (google.rpc.ErrorInfo), so it can act without
+    parsing the message.
+    """
+
+    reason: str = ""
+    metadata: dict[str, str] = {}  # noqa: RUF012  (never mutated; instances set their own)
 
 
 class InvalidRequest(DomainError):
@@ -57,6 +65,43 @@ class InvalidPrune(PreconditionFailed):
     pass
 
 
+class ContextWindowTooSmall(PreconditionFailed):
+    """The model's window is below the guard's minimum: switch to a model with a larger one."""
+
+    reason = "CONTEXT_WINDOW_TOO_SMALL"
+
+    def __init__(self, message: str, window_tokens: int, source: str, minimum_tokens: int) -> None:
+        super().__init__(message)
+        self.metadata = {
+            "window_tokens": str(window_tokens),
+            "window_source": source,
+            "minimum_tokens": str(minimum_tokens),
+        }
+
+
+class CompactionGaveUp(PreconditionFailed):
+    """Compaction could not bring the prompt within the window in the attempts allowed."""
+
+    reason = "compaction_failure"
+
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.metadata = {"attempts": str(attempts)}
+
+
+class PromptOverBudget(PreconditionFailed):
+    """Even after compaction the newest turn alone does not fit the prompt budget."""
+
+    reason = "prompt_over_budget"
+
+    def __init__(self, message: str, estimated_tokens: int, budget_tokens: int) -> None:
+        super().__init__(message)
+        self.metadata = {
+            "estimated_tokens": str(estimated_tokens),
+            "budget_tokens": str(budget_tokens),
+        }
+
+
 class VersionConflict(DomainError):
     """Optimistic concurrency: the caller saw an older (or newer) version."""
 
@@ -85,3 +130,7 @@ class EntryNotFound(NotFound):
 
 class VersionOutOfRange(DomainError):
     pass
+
+
+class CompactionDeadlineExceeded(DomainError):
+    """The caller's deadline ended while the compaction its view needs was still running."""

@@ -24,8 +24,11 @@ from eventsourcing.domain import (
     CanSnapshotAggregate,
 )
 
-from domain.compaction import Compaction, History, check_cut_point
+from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
 from domain.content import Entry, Role, Usage, validate_entry
+from domain.context.compaction_planner import should_compact
+from domain.context.shown import tokens_taken_out
+from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
 from domain.errors import (
     DuplicateEntry,
     EntryNotFound,
@@ -36,15 +39,20 @@ from domain.errors import (
     ToolCallsOpen,
     UnknownToolCall,
     VersionConflict,
+    VersionOutOfRange,
 )
 from domain.pruning import PruneDecision
 from domain.settings import SessionSettings
+from domain.system_prompt import SystemPrompt, validate_system_prompt
 
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 MAX_ENTRIES_PER_APPEND = 10_000
 # Retries come seconds after the first try; remembering the last few hundred
 # keys answers them without letting the aggregate grow.
 IDEMPOTENCY_WINDOW = 256
+MAX_PROVIDER_MESSAGE_CHARS = 4_000
+# A provider's count more than 4x off the estimate is a mistake, not a calibration.
+MAX_CALIBRATION = 4.0
 
 
 def validate_session_id(session_id: str) -> None:
@@ -77,8 +85,17 @@ class Session(BaseAggregate[str]):
         entries: Sequence[Entry]
         idempotency_key: str = ""
         fingerprint: str = ""
+        # How the tool-result guard shows the results it did not keep whole, decided
+        # with the window in force then, so every later view shows them the same way.
+        guarded: Sequence[ToolResultDecision] = ()
 
         def apply(self, session: Session) -> None:
+            if any(entry.role is Role.USER for entry in self.entries):
+                session.overflow_attempts = 0  # a new turn
+            session.calibrate(self.entries, self.originator_version)
+            session.prompt_tokens += sum(e.token_count for e in self.entries) - _guard_savings(
+                self.entries, self.guarded
+            )
             for entry in self.entries:
                 position = session.entry_count
                 session.entry_count += 1
@@ -101,11 +118,47 @@ class Session(BaseAggregate[str]):
     class CompactionRecorded(Event):
         compaction: Compaction
         first_kept_position: int
+        # The prompt's tokens right after (summary, pinned and kept entries as the
+        # guard shows them), counted by the store; -1 in events stored before it.
+        prompt_tokens: int = -1
 
         def apply(self, session: Session) -> None:
+            session.prompt_tokens = (
+                self.prompt_tokens if self.prompt_tokens >= 0 else self.compaction.tokens_after
+            )
             session.compaction_count += 1
             session.first_kept_position = self.first_kept_position
             session.entries_since_compaction = 0
+
+    @dataclass(frozen=True)
+    class CompactionFailed(Event):
+        failure: CompactionFailure
+
+        def apply(self, session: Session) -> None:
+            session.compaction_failures += 1
+
+    @dataclass(frozen=True)
+    class OverflowReported(Event):
+        """The provider refused a prompt view as too long: one attempt of this turn."""
+
+        provider: str
+        status_code: int
+        message: str
+        kind: str
+        view_version: int
+        view_hash: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.overflow_attempts += 1
+
+    @dataclass(frozen=True)
+    class SystemPromptSet(Event):
+        system_prompt: SystemPrompt
+        fingerprint: str
+
+        def apply(self, session: Session) -> None:
+            session.system_prompt_tokens = self.system_prompt.tokens.total
+            session.system_prompt_fingerprint = self.fingerprint
 
     @dataclass(frozen=True)
     class PruneRecorded(Event):
@@ -122,6 +175,20 @@ class Session(BaseAggregate[str]):
             session.settings = self.settings
             session.context_window_tokens = self.context_window_tokens
             session.context_window_source = self.context_window_source
+
+    # State added after the first release: snapshots taken before it read
+    # back with these class-level defaults.
+    compaction_failures = 0
+    overflow_attempts = 0
+    # Provider-reported prompt tokens per estimated token (SPEC 5: the provider's
+    # count is the ground truth), a moving average; 1.0 until a turn reports usage.
+    calibration = 1.0
+    # Tokens of the prompt view's messages (the system prompt aside), kept as
+    # events land, so deciding whether to compact needs no read. Prunes are
+    # not subtracted: the estimate errs high, and the read side has the exact one.
+    prompt_tokens = 0
+    system_prompt_tokens = 0
+    system_prompt_fingerprint = ""
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -246,8 +313,21 @@ class Session(BaseAggregate[str]):
             entries=final,
             idempotency_key=idempotency_key,
             fingerprint=fingerprint,
+            guarded=self._guarded(final),
         )
         return final
+
+    def _guarded(self, entries: Sequence[Entry]) -> list[ToolResultDecision]:
+        """The tool-result guard's decisions for results it does not show whole."""
+        policy = self.settings.tool_result_guard
+        if not policy.enabled:
+            return []
+        return [
+            decision
+            for entry in entries
+            for decision in guard_entry(entry, self.context_window_tokens, policy)
+            if decision.action is not GuardAction.KEEP
+        ]
 
     def _completed(
         self,
@@ -277,7 +357,44 @@ class Session(BaseAggregate[str]):
             timestamp=draft.timestamp or now,
         )
 
-    def record_compaction(self, compaction: Compaction, history: History) -> None:
+    @property
+    def estimated_prompt_tokens(self) -> int:
+        return self.system_prompt_tokens + self.prompt_tokens
+
+    @property
+    def calibrated_prompt_tokens(self) -> int:
+        return round(self.estimated_prompt_tokens * self.calibration)
+
+    def calibrate(self, entries: Sequence[Entry], version: int) -> None:
+        """Learns from an assistant turn that answered the view just before it: its
+        provider-reported input tokens against the store's estimate of that view."""
+        estimate = self.estimated_prompt_tokens
+        for entry in entries:
+            ref, usage = entry.prompt_ref, entry.usage
+            if ref is None or usage is None or usage.input_tokens <= 0 or estimate <= 0:
+                continue
+            if ref.version != version - 1:
+                continue  # something landed in between: the estimate is not that view's
+            ratio = min(MAX_CALIBRATION, max(1 / MAX_CALIBRATION, usage.input_tokens / estimate))
+            self.calibration = round((self.calibration + ratio) / 2, 4)
+
+    def crossed_threshold(self) -> bool:
+        """Whether automatic compaction should start: the estimate is over the threshold
+        or eats into the reserve."""
+        policy = self.settings.compaction
+        return (
+            policy.mode == "auto"
+            and should_compact(
+                self.calibrated_prompt_tokens,
+                self.context_window_tokens,
+                policy,
+                reserve_floor_tokens=policy.reserve_floor_tokens,
+            ).needed
+        )
+
+    def record_compaction(
+        self, compaction: Compaction, history: History, *, prompt_tokens: int = -1
+    ) -> None:
         compaction.validate()
         if self.entry_count == 0:
             raise InvalidCutPoint("the session has no entries to compact")
@@ -293,7 +410,10 @@ class Session(BaseAggregate[str]):
             self.first_kept_position,
         )
         self.trigger_event(
-            self.CompactionRecorded, compaction=compaction, first_kept_position=position
+            self.CompactionRecorded,
+            compaction=compaction,
+            first_kept_position=position,
+            prompt_tokens=prompt_tokens,
         )
 
     def record_prune(
@@ -324,6 +444,44 @@ class Session(BaseAggregate[str]):
         ]
         self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason)
 
+    def record_compaction_failure(self, failure: CompactionFailure) -> None:
+        self.trigger_event(self.CompactionFailed, failure=failure)
+
+    def report_overflow(
+        self,
+        *,
+        provider: str,
+        status_code: int,
+        message: str,
+        kind: str,
+        view_version: int,
+        view_hash: str,
+    ) -> None:
+        """Records the provider's refusal; ``overflow_attempts`` counts them per turn."""
+        if not 1 <= view_version <= self.version:
+            raise VersionOutOfRange(
+                f"view_version {view_version} is not a version of this session (1 to "
+                f"{self.version}); send the version of the prompt view the provider refused"
+            )
+        self.trigger_event(
+            self.OverflowReported,
+            provider=provider,
+            status_code=status_code,
+            message=message[:MAX_PROVIDER_MESSAGE_CHARS],
+            kind=kind,
+            view_version=view_version,
+            view_hash=view_hash,
+        )
+
+    def set_system_prompt(self, system_prompt: SystemPrompt, fingerprint: str) -> None:
+        """Stores the client's system prompt; the same prompt again records nothing."""
+        validate_system_prompt(system_prompt)
+        if fingerprint == self.system_prompt_fingerprint:
+            return
+        self.trigger_event(
+            self.SystemPromptSet, system_prompt=system_prompt, fingerprint=fingerprint
+        )
+
     def change_settings(
         self,
         settings: SessionSettings,
@@ -348,12 +506,27 @@ class Session(BaseAggregate[str]):
         )
 
 
+def _guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:
+    """The tokens the tool-result guard keeps out of the prompt for these entries."""
+    if not guarded:
+        return 0
+    by_entry = {e.id: e for e in entries}
+    return sum(
+        tokens_taken_out(by_entry[d.entry_id], None, (d,))
+        for d in guarded
+        if d.entry_id in by_entry
+    )
+
+
 # Every event a session can record. Readers dispatch over it with match and
 # assert_never, so a new event type is a type error until each handles it.
 SessionEvent = (
     Session.Started
     | Session.EntriesAppended
     | Session.CompactionRecorded
+    | Session.CompactionFailed
+    | Session.OverflowReported
+    | Session.SystemPromptSet
     | Session.PruneRecorded
     | Session.SettingsChanged
 )

@@ -1,12 +1,14 @@
 """Rendering a prompt view in the providers' own message formats.
 
 OpenAI chat completions (which litellm takes as it is) and Anthropic Messages.
-Pruned tool results are shown as their decision says; everything else is
+The stored system prompt leads, with the tools in the provider's format.
+Pruned and guarded tool results are shown as their decisions say; everything else is
 shown as stored. Custom entries are the runtime's own notes and are not sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ from domain.content import (
     ToolResult,
 )
 from domain.pruning import PruneDecision
+from domain.system_prompt import Tool
 from projections.session_history import PromptView
 
 SUMMARY_PREFIX = (
@@ -36,6 +39,28 @@ class RenderedPrompt:
     # Anthropic only: the top-level system blocks.
     system_json: str
     estimated_tokens: int
+    # The tools in the provider's format ("[]" when the client stored none).
+    tools_json: str = "[]"
+    # sha256 of the request's canonical JSON (see request_json).
+    request_hash: str = ""
+    provider_format: str = "openai"
+
+
+def request_json(provider_format: str, messages: str, system: str, tools: str) -> str:
+    """The whole request as one canonical JSON text, from the rendered parts.
+
+    A client recomputes it from a prompt view's own fields, so it can check that
+    what it sends is what the store recorded.
+    """
+    return (
+        f'{{"format":"{provider_format}","system":{system or "null"},'
+        f'"tools":{tools},"messages":{messages}}}'
+    )
+
+
+def request_hash(provider_format: str, messages: str, system: str, tools: str) -> str:
+    canonical = request_json(provider_format, messages, system, tools)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class PromptRenderer:
@@ -63,19 +88,32 @@ class PromptRenderer:
         if latest is not None and latest[0] == view.log.version:
             return latest[1]
         if provider_format == "anthropic":
-            rendered = self._render_anthropic(view)
+            messages, system = self._render_anthropic(view)
+            tools = _dumps([anthropic_tool(t) for t in view.system_prompt.tools])
         else:
-            rendered = self._render_openai(view)
+            messages, system = self._render_openai(view), ""
+            tools = _dumps([openai_tool(t) for t in view.system_prompt.tools])
+        rendered = RenderedPrompt(
+            messages,
+            system,
+            view.estimated_tokens,
+            tools,
+            request_hash(provider_format, messages, system, tools),
+            provider_format,
+        )
         if latest is not None:
             self.weight -= len(latest[1].messages_json)
         self._latest[provider_format] = (view.log.version, rendered)
         self.weight += len(rendered.messages_json)
         return rendered
 
-    def _render_openai(self, view: PromptView) -> RenderedPrompt:
+    def _render_openai(self, view: PromptView) -> str:
         parts: list[str] = []
+        system_text = view.system_prompt.rendered_text()
+        if system_text:
+            parts.append(_dumps({"role": "system", "content": system_text}))
         for entry in view.log.pinned:
-            parts.extend(_dumps(m) for m in openai_messages(entry, None))
+            parts.extend(_dumps(m) for m in openai_messages(entry, view))
         if view.log.compaction:
             summary = summary_text(view.log.compaction.compaction.summary)
             parts.append(_dumps({"role": "user", "content": summary}))
@@ -85,15 +123,19 @@ class PromptRenderer:
             if cached is not None and cached[0] == decision:
                 fragment = cached[1]
             else:
-                fragment = ",".join(_dumps(m) for m in openai_messages(entry, decision))
+                fragment = ",".join(_dumps(m) for m in openai_messages(entry, view))
                 self._openai[entry.id] = (decision, fragment)
                 self.weight += len(fragment)
             if fragment:
                 parts.append(fragment)
-        return RenderedPrompt(f"[{','.join(parts)}]", "", view.estimated_tokens)
+        return f"[{','.join(parts)}]"
 
-    def _render_anthropic(self, view: PromptView) -> RenderedPrompt:
+    def _render_anthropic(self, view: PromptView) -> tuple[str, str]:
+        """The messages and the top-level system blocks."""
         system: list[str] = []
+        system_text = view.system_prompt.rendered_text()
+        if system_text:
+            system.append(_dumps(_text(system_text)))
         messages: list[str] = []
         role, blocks = "", list[str]()
 
@@ -107,7 +149,7 @@ class PromptRenderer:
             blocks.append(fragment)
 
         system.extend(
-            ",".join(_dumps(b) for b in anthropic_blocks(entry, None)) for entry in view.log.pinned
+            ",".join(_dumps(b) for b in anthropic_blocks(entry, view)) for entry in view.log.pinned
         )
         if view.log.compaction:
             summary = summary_text(view.log.compaction.compaction.summary)
@@ -116,7 +158,7 @@ class PromptRenderer:
             decision = view.pruned.get(entry.id)
             cached = self._anthropic.get(entry.id)
             if cached is None or cached[0] != decision:
-                fragment = ",".join(_dumps(b) for b in anthropic_blocks(entry, decision))
+                fragment = ",".join(_dumps(b) for b in anthropic_blocks(entry, view))
                 cached = (decision, _ANTHROPIC_ROLES.get(entry.role, ""), fragment)
                 self._anthropic[entry.id] = cached
                 self.weight += len(fragment)
@@ -129,7 +171,7 @@ class PromptRenderer:
                 add(entry_role, fragment)
         add("", "")  # flush the last message
         system_json = f"[{','.join(system)}]" if system else ""
-        return RenderedPrompt(f"[{','.join(messages)}]", system_json, view.estimated_tokens)
+        return f"[{','.join(messages)}]", system_json
 
 
 _ANTHROPIC_ROLES = {
@@ -154,8 +196,19 @@ def summary_text(summary: str) -> str:
     return f"{SUMMARY_PREFIX}\n\n<summary>\n{summary}\n</summary>"
 
 
-def shown_result(result: ToolResult, decision: PruneDecision | None) -> str:
-    return decision.apply(result.content) if decision else result.content
+def openai_tool(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters(),
+        },
+    }
+
+
+def anthropic_tool(tool: Tool) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters()}
 
 
 # -- OpenAI chat completions --------------------------------------------------------
@@ -167,7 +220,8 @@ def to_openai(view: PromptView) -> list[dict[str, Any]]:
     return messages
 
 
-def openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+def openai_messages(entry: Entry, view: PromptView) -> list[dict[str, Any]]:
+    """The entry's OpenAI messages, its tool results as ``view`` shows them."""
     match entry.role:
         case Role.SYSTEM:
             return [{"role": "system", "content": _joined_text(entry)}]
@@ -193,7 +247,7 @@ def openai_messages(entry: Entry, decision: PruneDecision | None) -> list[dict[s
                 {
                     "role": "tool",
                     "tool_call_id": result.tool_call_id,
-                    "content": shown_result(result, decision),
+                    "content": view.shown_result(entry.id, result),
                 }
                 for result in entry.tool_results
             ]
@@ -226,7 +280,8 @@ def to_anthropic(view: PromptView) -> tuple[list[dict[str, Any]], list[dict[str,
     return system, json.loads(rendered.messages_json)
 
 
-def anthropic_blocks(entry: Entry, decision: PruneDecision | None) -> list[dict[str, Any]]:
+def anthropic_blocks(entry: Entry, view: PromptView) -> list[dict[str, Any]]:
+    """The entry's Anthropic content blocks, its tool results as ``view`` shows them."""
     blocks: list[dict[str, Any]] = []
     for block in entry.content:
         match block:
@@ -248,7 +303,7 @@ def anthropic_blocks(entry: Entry, decision: PruneDecision | None) -> list[dict[
                 result: dict[str, Any] = {
                     "type": "tool_result",
                     "tool_use_id": call_id,
-                    "content": shown_result(block, decision),
+                    "content": view.shown_result(entry.id, block),
                 }
                 if is_error:
                     result["is_error"] = True

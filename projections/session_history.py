@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import assert_never
 
-from domain.compaction import Compaction
-from domain.content import Entry, Role, block_texts
+from domain.compaction import Compaction, CompactionFailure
+from domain.content import Entry, Role, ToolResult, block_texts
+from domain.context import shown
+from domain.context.shown import tokens_taken_out
+from domain.context.tool_result_guard import ToolResultDecision
 from domain.errors import EntryNotFound, VersionOutOfRange
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
+from domain.system_prompt import SystemPrompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,13 @@ class DurableLog:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedFailure:
+    failure: CompactionFailure
+    version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class PromptView:
     """The durable log with the prunes recorded by ``version`` applied."""
 
@@ -66,8 +77,18 @@ class PromptView:
     context_window_tokens: int
     # Latest decision per pruned entry that is still in the log.
     pruned: dict[str, PruneDecision]
-    # The log's tokens less what pruning took out, pro rata by characters.
+    # The system prompt's, tools' and log's tokens, less what the tool-result
+    # guard and pruning took out, pro rata by characters.
     estimated_tokens: int
+    system_prompt: SystemPrompt = field(default_factory=SystemPrompt)
+    # Entry id -> the guard's decisions for its tool results, for entries in the log.
+    guarded: dict[str, tuple[ToolResultDecision, ...]] = field(default_factory=dict)
+    # Where the window came from: session, modelsConfig, model or default.
+    context_window_source: str = "default"
+
+    def shown_result(self, entry_id: str, result: ToolResult) -> str:
+        """A tool result as the model sees it in this view."""
+        return shown.shown_result(result, self.pruned.get(entry_id), self.guarded.get(entry_id, ()))
 
 
 # Rough per-entry memory beyond its text: the objects, indexes and lists.
@@ -89,9 +110,15 @@ class SessionHistory:
         self._event_times: list[datetime] = []
         self._compactions: list[RecordedCompaction] = []
         self._prunes: list[RecordedPrune] = []
-        self._settings: list[tuple[int, SessionSettings, int]] = []
+        # (version, settings, window tokens, window source), oldest first.
+        self._settings: list[tuple[int, SessionSettings, int, str]] = []
         self._call_positions: dict[str, int] = {}
         self._system_positions: list[int] = []
+        self._system_prompts: list[tuple[int, SystemPrompt]] = []
+        # (position, entry id, decisions, tokens the guard takes out), by position.
+        self._guarded: list[tuple[int, str, tuple[ToolResultDecision, ...], int]] = []
+        self._failures: list[RecordedFailure] = []
+        self._overflows: list[Session.OverflowReported] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
         # Estimated memory held, for the cache that keeps histories.
@@ -129,7 +156,20 @@ class SessionHistory:
                     RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
                 )
             case Session.Started() | Session.SettingsChanged():
-                self._settings.append((version, event.settings, event.context_window_tokens))
+                self._settings.append(
+                    (
+                        version,
+                        event.settings,
+                        event.context_window_tokens,
+                        event.context_window_source,
+                    )
+                )
+            case Session.SystemPromptSet():
+                self._system_prompts.append((version, event.system_prompt))
+            case Session.CompactionFailed():
+                self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
+            case Session.OverflowReported():
+                self._overflows.append(event)
             case _:
                 assert_never(event)
 
@@ -152,6 +192,13 @@ class SessionHistory:
             ]
             if answered:
                 self._answered_call_position[position] = min(answered)
+        guarded: dict[str, list[ToolResultDecision]] = {}
+        for decision in event.guarded:
+            guarded.setdefault(decision.entry_id, []).append(decision)
+        for entry_id, decisions in guarded.items():
+            position = self._positions[entry_id]
+            saving = tokens_taken_out(self.entries[position], None, decisions)
+            self._guarded.append((position, entry_id, tuple(decisions), saving))
 
     # -- what the aggregate may ask (domain.compaction.History) ---------------------
 
@@ -225,6 +272,13 @@ class SessionHistory:
         """The durable log's tokens now, were it compacted to keep ``position`` on."""
         return self._log_tokens(position, len(self.entries), summary_tokens)
 
+    def prompt_tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
+        """The prompt's message tokens now, were it compacted to keep ``position`` on:
+        the durable log less what the tool-result guard keeps out (prunes aside)."""
+        first = bisect_left(self._guarded, position, key=lambda g: g[0])
+        saved = sum(saving for _, _, _, saving in self._guarded[first:])
+        return self.tokens_if_cut_at(position, summary_tokens) - saved
+
     def _pinned_before(self, start: int) -> list[int]:
         """Positions of the system entries a cut at ``start`` keeps ahead of the summary."""
         return self._system_positions[: bisect_left(self._system_positions, start)]
@@ -235,7 +289,8 @@ class SessionHistory:
 
     def prompt_view(self, version: int | None = None) -> PromptView:
         log = self.durable_log(version)
-        in_log = range(log.first_position, log.first_position + len(log.entries))
+        end = log.first_position + len(log.entries)
+        in_log = range(log.first_position, end)
         pruned: dict[str, PruneDecision] = {}
         for prune in self._prunes:
             if prune.version > log.version:
@@ -244,17 +299,53 @@ class SessionHistory:
                 if self._positions[decision.entry_id] in in_log:
                     pruned[decision.entry_id] = decision
         settings_at = self._latest_settings(log.version)
-        tokens = log.total_tokens - sum(
-            _pruned_tokens(self.entries[self._positions[entry_id]], decision)
+        system_prompt = self.system_prompt(log.version)
+        tokens = system_prompt.tokens.total + log.total_tokens
+        tokens -= sum(
+            tokens_taken_out(self.entries[self._positions[entry_id]], decision, ())
             for entry_id, decision in pruned.items()
         )
-        return PromptView(log, settings_at[1], settings_at[2], pruned, tokens)
+        guarded = {}
+        first = bisect_left(self._guarded, log.first_position, key=lambda g: g[0])
+        for position, entry_id, decisions, saving in self._guarded[first:]:
+            if position >= end:
+                break
+            guarded[entry_id] = decisions
+            if entry_id not in pruned:
+                tokens -= saving
+        return PromptView(
+            log,
+            settings_at[1],
+            settings_at[2],
+            pruned,
+            tokens,
+            system_prompt,
+            guarded,
+            settings_at[3],
+        )
+
+    def system_prompt(self, version: int | None = None) -> SystemPrompt:
+        """The system prompt in force at ``version`` (empty if none was ever set)."""
+        version = self.resolve_version(version)
+        index = bisect_right(self._system_prompts, version, key=lambda s: s[0])
+        return self._system_prompts[index - 1][1] if index else SystemPrompt()
+
+    def prune_count(self, version: int | None = None) -> int:
+        version = self.resolve_version(version)
+        return bisect_right(self._prunes, version, key=lambda p: p.version)
+
+    def failures(self, version: int | None = None) -> list[RecordedFailure]:
+        version = self.resolve_version(version)
+        return [f for f in self._failures if f.version <= version]
+
+    def overflows_since(self, version: int) -> list[Session.OverflowReported]:
+        return [o for o in self._overflows if o.originator_version > version]
 
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
         version = self.resolve_version(version)
         return [c for c in self._compactions if c.version <= version]
 
-    def _latest_settings(self, version: int) -> tuple[int, SessionSettings, int]:
+    def _latest_settings(self, version: int) -> tuple[int, SessionSettings, int, str]:
         index = bisect_right(self._settings, version, key=lambda s: s[0])
         return self._settings[index - 1]
 
@@ -262,10 +353,3 @@ class SessionHistory:
     def _latest(records: Sequence[RecordedCompaction], version: int) -> RecordedCompaction | None:
         index = bisect_right(records, version, key=lambda r: r.version)
         return records[index - 1] if index else None
-
-
-def _pruned_tokens(entry: Entry, decision: PruneDecision) -> int:
-    """The tokens pruning takes out of a tool result entry, pro rata by characters."""
-    before = sum(len(r.content) for r in entry.tool_results)
-    after = sum(len(decision.apply(r.content)) for r in entry.tool_results)
-    return entry.token_count - entry.token_count * after // before if before else 0

@@ -8,9 +8,16 @@ tests that need no database.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from services.adapters.event_store import EventStore
+from services.adapters.summarizers import build_summarizer
+from services.app.context import ContextService
 from services.app.sessions import SessionService
 from services.config import Config
+from services.engine.base import EngineContext
+from services.engine.registry import EngineRegistry
+from services.engine.runner import CompactionRunner
 
 # Aggregates read for queries are cached and fast-forwarded from the store.
 AGGREGATE_CACHE_SIZE = 10_000
@@ -21,5 +28,35 @@ def build_event_store(config: Config) -> EventStore:
     return EventStore(env, snapshot_interval=config.snapshot_interval)
 
 
+@dataclass(frozen=True)
+class Application:
+    """The use cases, ready to serve."""
+
+    sessions: SessionService
+    context: ContextService
+    runner: CompactionRunner
+
+    def close(self) -> None:
+        self.runner.close()
+        self.sessions.close()
+
+
 def build_service(config: Config) -> SessionService:
-    return SessionService(config, build_event_store(config))
+    return build_application(config).sessions
+
+
+def build_application(config: Config) -> Application:
+    sessions = SessionService(config, build_event_store(config))
+    runner = CompactionRunner(config.compaction_workers)
+    engines = EngineRegistry(
+        EngineContext(
+            port=sessions,
+            summarizers=lambda policy: build_summarizer(
+                policy.summarizer_model,
+                policy.summarizer_api_base,
+                policy.summarizer_window_tokens,
+            ),
+            runner=runner,
+        )
+    )
+    return Application(sessions, ContextService(sessions, engines), runner)

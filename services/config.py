@@ -35,6 +35,9 @@ class Config(BaseSettings):
         description="server-wide defaults of new sessions' settings, as JSON in the settings' "
         'shape, e.g. {"compaction": {"threshold_ratio": 0.7}, "pruning": {"mode": "cache-ttl"}}',
     )
+    compaction_workers: int = Field(
+        4, description="compactions that run at once (of different sessions)"
+    )
     snapshot_interval: int = Field(100, description="events between aggregate snapshots")
     cache_max_mb: int = Field(
         512, description="memory for cached session histories and rendered prompts"

@@ -82,6 +82,14 @@ def should_compact(
     return CompactionNeed(bool(rules), "+".join(rules), estimated_prompt_tokens, threshold, limit)
 
 
+def prompt_budget(window_tokens: int, policy: CompactionPolicy) -> int:
+    """The most a prompt may hold before it must be compacted: the threshold, or less
+    when the reserve asks for more room (a reserve larger than the window is ignored)."""
+    threshold = int(window_tokens * policy.threshold_ratio)
+    limit = window_tokens - max(policy.reserve_tokens, policy.reserve_floor_tokens)
+    return min(threshold, limit) if limit > 0 else threshold
+
+
 # -- (b) where --------------------------------------------------------------------------
 
 

@@ -24,14 +24,12 @@ from enum import StrEnum
 from typing import Any
 
 from domain.content import Entry
+from domain.settings import ToolResultGuardPolicy
 
 CHARS_PER_TOKEN = 4
-LIVE_CAP_CHARS = 16_000
-MAX_WINDOW_SHARE = 0.3
-MIN_KEEP_CHARS = 2_000
-TAIL_SHARE = 0.3
-MAX_TAIL_CHARS = 4_000
-PLACEHOLDER_WINDOW_SHARE = 0.5
+# The defaults (16,000 chars, 30% of the window, keep 2,000, tail min(30%,
+# 4,000), placeholder over 50%) are ToolResultGuardPolicy's.
+DEFAULTS = ToolResultGuardPolicy()
 # How much of the end of a result the tail heuristic looks at.
 TAIL_PROBE_CHARS = 2_000
 
@@ -119,9 +117,11 @@ class ToolResultDecision:
         )
 
 
-def live_cap_chars(window_tokens: int) -> int:
+def live_cap_chars(window_tokens: int, policy: ToolResultGuardPolicy = DEFAULTS) -> int:
     """The most characters one result may show: 16,000, or 30% of the window if smaller."""
-    return min(LIVE_CAP_CHARS, int(window_tokens * CHARS_PER_TOKEN * MAX_WINDOW_SHARE))
+    return min(
+        policy.live_cap_chars, int(window_tokens * CHARS_PER_TOKEN * policy.max_window_share)
+    )
 
 
 def tail_looks_important(text: str, *, is_error: bool = False) -> bool:
@@ -147,12 +147,13 @@ def decide_tool_result(
     *,
     tool_call_id: str = "",
     is_error: bool = False,
+    policy: ToolResultGuardPolicy = DEFAULTS,
 ) -> ToolResultDecision:
     """Keep, truncate or replace one tool result, for a window of ``window_tokens``."""
     total = len(text)
     window_chars = window_tokens * CHARS_PER_TOKEN
-    cap = live_cap_chars(window_tokens)
-    if total > window_chars * PLACEHOLDER_WINDOW_SHARE:
+    cap = live_cap_chars(window_tokens, policy)
+    if total > window_chars * policy.placeholder_window_share:
         return ToolResultDecision(
             entry_id,
             tool_call_id,
@@ -160,18 +161,18 @@ def decide_tool_result(
             0,
             0,
             total,
-            f"{total:,} chars exceed {PLACEHOLDER_WINDOW_SHARE:.0%} of the window "
+            f"{total:,} chars exceed {policy.placeholder_window_share:.0%} of the window "
             f"({window_chars:,} chars)",
         )
     if total <= cap:
         return ToolResultDecision(
             entry_id, tool_call_id, GuardAction.KEEP, total, 0, total, "within the live cap"
         )
-    budget = max(cap, MIN_KEEP_CHARS)
+    budget = max(cap, policy.min_keep_chars)
     tail = 0
     if tail_looks_important(text, is_error=is_error):
-        tail = _snap_tail(text, min(int(budget * TAIL_SHARE), MAX_TAIL_CHARS))
-    head = _snap_head(text, max(MIN_KEEP_CHARS, budget - tail))
+        tail = _snap_tail(text, min(int(budget * policy.tail_share), policy.max_tail_chars))
+    head = _snap_head(text, max(policy.min_keep_chars, budget - tail))
     kept = "head and tail" if tail else "head"
     return ToolResultDecision(
         entry_id,
@@ -184,7 +185,9 @@ def decide_tool_result(
     )
 
 
-def guard_entry(entry: Entry, window_tokens: int) -> tuple[ToolResultDecision, ...]:
+def guard_entry(
+    entry: Entry, window_tokens: int, policy: ToolResultGuardPolicy = DEFAULTS
+) -> tuple[ToolResultDecision, ...]:
     """A decision for each tool result in ``entry`` (none for other entries)."""
     return tuple(
         decide_tool_result(
@@ -193,6 +196,7 @@ def guard_entry(entry: Entry, window_tokens: int) -> tuple[ToolResultDecision, .
             window_tokens,
             tool_call_id=result.tool_call_id,
             is_error=result.is_error,
+            policy=policy,
         )
         for result in entry.tool_results
     )

@@ -17,11 +17,13 @@ from eventsourcing.persistence import JSONTranscoder, Transcoding
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
-from domain.compaction import Compaction
+from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
+from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
+from domain.system_prompt import SystemPrompt
 
 STARTED_TOPIC = get_topic(Session.Started)
 PROBE_TIMEOUT_SECONDS = 3
@@ -64,6 +66,21 @@ class CompactionAsDict(_AsDict):
 class PruneDecisionAsDict(_AsDict):
     type = PruneDecision
     name = "prune"
+
+
+class GuardDecisionAsDict(_AsDict):
+    type = ToolResultDecision
+    name = "guard"
+
+
+class SystemPromptAsDict(_AsDict):
+    type = SystemPrompt
+    name = "system_prompt"
+
+
+class CompactionFailureAsDict(_AsDict):
+    type = CompactionFailure
+    name = "compaction_failure"
 
 
 class UsageAsList(Transcoding):
@@ -146,6 +163,9 @@ class EventStore(Application[str]):
             SettingsAsDict(),
             CompactionAsDict(),
             PruneDecisionAsDict(),
+            GuardDecisionAsDict(),
+            SystemPromptAsDict(),
+            CompactionFailureAsDict(),
             UsageAsList(),
             MappingAsDict(),
         ):

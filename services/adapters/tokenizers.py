@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from domain.content import Entry, ImageRef, block_texts
+from domain.system_prompt import PartTokens, SystemPrompt
 from services.adapters.model_info import bare_model_name, litellm_file, model_metadata
 
 # tiktoken downloads encodings on first use unless they are in its cache
@@ -62,3 +63,17 @@ def tokenizer_for(model: str) -> Tokenizer:
     if provider:
         return Tokenizer(f"o200k_base~{provider}", tiktoken.get_encoding("o200k_base"))
     return Tokenizer("chars/4 (unknown model)", None)
+
+
+def count_system_prompt(prompt: SystemPrompt, tokenizer: Tokenizer) -> PartTokens:
+    """Each part's tokens, as seed 004's context report breaks them down."""
+    return PartTokens(
+        text=tokenizer.count_text(prompt.text),
+        files=sum(tokenizer.count_text(f.content) for f in prompt.files),
+        skills=sum(tokenizer.count_text(f"{s.name}: {s.description}") for s in prompt.skills),
+        tool_list=tokenizer.count_text(prompt.tool_list_text()),
+        tool_schemas=sum(
+            tokenizer.count_text(t.name + t.description + t.parameters_json) for t in prompt.tools
+        ),
+        tokenizer=tokenizer.name,
+    )

@@ -20,7 +20,7 @@ from typing import TypeVar
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
-from domain.compaction import Compaction
+from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
 from domain.context.window import resolve_context_window
 from domain.errors import (
@@ -34,12 +34,13 @@ from domain.errors import (
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
+from domain.system_prompt import SystemPrompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.model_info import model_metadata
-from services.adapters.tokenizers import tokenizer_for
+from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app.cache import WeightedLRU
 from services.config import Config
 
@@ -96,6 +97,8 @@ class SessionService:
         # a follower whose session fell out of it finds new events by polling.
         self._latest_versions: WeightedLRU[str, int] = WeightedLRU(100_000, lambda _: 1)
         self.closing = threading.Event()
+        # Called with each session just saved (the context engine's ingest).
+        self.on_saved: list[Callable[[Session], None]] = []
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
@@ -198,8 +201,11 @@ class SessionService:
         return self._write(session_id, None, command)[1]
 
     def record_compaction(
-        self, session_id: str, compaction: Compaction, expected_version: int | None
+        self, session_id: str, compaction: Compaction, expected_version: int | None = None
     ) -> Session.CompactionRecorded:
+        """Records a compaction, the client's or the engine's; figures left at 0 are the
+        store's own counts, and the receipt says which."""
+
         def command(session: Session) -> Session.CompactionRecorded:
             tokenizer = tokenizer_for(session.settings.model)
             history = self._history(session_id)
@@ -209,14 +215,22 @@ class SessionService:
                 tokenizer=tokenizer.name,
             )
             position = history.position_of(compaction.first_kept_entry_id)
-            if not (compaction.tokens_before or compaction.tokens_after) and position is not None:
-                # The client gave no figures: the store's own counts are at hand.
-                counted = replace(
-                    counted,
-                    tokens_before=history.durable_log().total_tokens,
-                    tokens_after=history.tokens_if_cut_at(position, counted.summary_tokens),
-                )
-            session.record_compaction(counted, history)
+            prompt_tokens = -1
+            if position is not None:
+                prompt_tokens = history.prompt_tokens_if_cut_at(position, counted.summary_tokens)
+                if not (compaction.tokens_before or compaction.tokens_after):
+                    counted = replace(
+                        counted,
+                        tokens_before=history.durable_log().total_tokens,
+                        tokens_after=history.tokens_if_cut_at(position, counted.summary_tokens),
+                        tokens_before_source=f"tokenizer:{tokenizer.name}",
+                        tokens_after_source=f"tokenizer:{tokenizer.name}",
+                    )
+                else:
+                    counted = replace(
+                        counted, tokens_before_source="client", tokens_after_source="client"
+                    )
+            session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
             recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.CompactionRecorded)
             return recorded
@@ -228,7 +242,7 @@ class SessionService:
         session_id: str,
         decisions: Sequence[PruneDecision],
         reason: str,
-        expected_version: int | None,
+        expected_version: int | None = None,
     ) -> Session.PruneRecorded:
         def command(session: Session) -> Session.PruneRecorded:
             session.record_prune(decisions, reason, self._history(session_id))
@@ -237,6 +251,67 @@ class SessionService:
             return recorded
 
         return self._write(session_id, expected_version, command)[1]
+
+    def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int:
+        """Records a compaction that did not happen; answers the version."""
+
+        def command(session: Session) -> None:
+            session.record_compaction_failure(failure)
+
+        return self._write(session_id, None, command)[0].version
+
+    def report_overflow(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        status_code: int,
+        message: str,
+        kind: str,
+        view_version: int,
+        view_hash: str,
+    ) -> Session:
+        """Records the provider's refusal; the session counts the attempts of its turn."""
+
+        def command(session: Session) -> None:
+            session.report_overflow(
+                provider=provider,
+                status_code=status_code,
+                message=message,
+                kind=kind,
+                view_version=view_version,
+                view_hash=view_hash,
+            )
+
+        return self._write(session_id, None, command)[0]
+
+    def set_system_prompt(
+        self, session_id: str, prompt: SystemPrompt, expected_version: int | None
+    ) -> tuple[Session, SystemPrompt, bool]:
+        """Stores the prompt, counted with the session model's tokenizer; answers the
+        session, the prompt as stored and whether it changed."""
+
+        def command(session: Session) -> tuple[SystemPrompt, bool]:
+            tokenizer = tokenizer_for(session.settings.model)
+            cut = with_files_cut(prompt, session.settings.max_system_file_chars)
+            counted = replace(cut, tokens=count_system_prompt(cut, tokenizer))
+            fingerprint = hashlib.sha256(
+                json.dumps(counted.to_dict(), sort_keys=True).encode()
+            ).hexdigest()
+            version = session.version
+            session.set_system_prompt(counted, fingerprint)
+            return counted, session.version != version
+
+        session, (stored, changed) = self._write(session_id, expected_version, command)
+        return session, stored, changed
+
+    # -- what the context engine may use (services.engine.base.SessionPort) ----------
+
+    def history(self, session_id: str) -> SessionHistory:
+        return self._history(session_id)
+
+    def aggregate(self, session_id: str) -> Session:
+        return self._aggregate(session_id)
 
     def _write(
         self,
@@ -279,13 +354,18 @@ class SessionService:
     def prompt_view(
         self, session_id: str, as_of: AsOf = AsOf(), provider_format: str = "openai"
     ) -> tuple[PromptView, RenderedPrompt]:
-        """The prompt view and its rendering in the provider's format."""
+        """The prompt view as stored (no engine at work) and its rendering."""
         history = self._history(session_id)
         view = history.prompt_view(self._version(history, as_of))
+        return view, self.render(view, provider_format)
+
+    def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
+        """The view in the provider's format, reusing what earlier renders made."""
+        session_id = view.log.session_id
         renderer = self._renderers.get(session_id) or PromptRenderer()
         rendered = renderer.render(view, provider_format)
         self._renderers.put(session_id, renderer)  # weighed again: it may have grown
-        return view, rendered
+        return rendered
 
     def entry(self, session_id: str, entry_id: str) -> tuple[Entry, int]:
         """An entry's full content and the version that appended it."""
@@ -371,6 +451,8 @@ class SessionService:
             current = self._aggregate(session.id).version
             raise VersionConflict(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
+        for listener in self.on_saved:
+            listener(session)
         with self._saved:
             self._latest_versions.put(session.id, session.version)
             self._saved.notify_all()

@@ -12,10 +12,14 @@ from typing import Any
 
 import grpc
 import structlog
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from domain import errors
 
 log = structlog.get_logger(__name__)
+ERROR_DOMAIN = "sessionstore"
 
 _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionConflict, grpc.StatusCode.ABORTED),
@@ -24,6 +28,7 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.VersionOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
+    (errors.CompactionDeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
 ]
 
 
@@ -75,7 +80,21 @@ def _abort(context: grpc.ServicerContext, error: Exception, method: str) -> None
         log.exception("request failed", method=method)
     else:
         log.info("request refused", method=method, code=code.name, reason=message)
+    if isinstance(error, errors.DomainError) and error.reason:
+        context.abort_with_status(_with_details(code, message, error))
     context.abort(code, message)
+
+
+def _with_details(code: grpc.StatusCode, message: str, error: errors.DomainError) -> Any:
+    """The status with a google.rpc.ErrorInfo the client can act on without parsing."""
+    info = error_details_pb2.ErrorInfo(
+        reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return rpc_status.to_status(
+        status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    )
 
 
 def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:

@@ -14,11 +14,12 @@ from typing import Any, assert_never
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from domain.compaction import Compaction
+from domain.compaction import Compaction, CompactionFailure
 from domain.content import (
     Block,
     Entry,
     ImageRef,
+    PromptRef,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -26,10 +27,20 @@ from domain.content import (
     ToolResult,
     Usage,
 )
+from domain.context.tool_result_guard import ToolResultDecision
+from domain.context.window_guard import WindowVerdict
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
+from domain.system_prompt import (
+    FileStatus,
+    InjectedFile,
+    PartTokens,
+    Skill,
+    SystemPrompt,
+    Tool,
+)
 from projections.session_history import DurableLog, RecordedCompaction
 from proto.sessionstore.v1 import session_store_pb2 as pb
 
@@ -59,9 +70,17 @@ def _unknown(field: str, value: int, enum: Any, allowed: Any) -> InvalidRequest:
 
 
 def prompt_format(value: pb.PromptFormat.ValueType) -> str:
+    return _known_format(value, "format")
+
+
+def _known_format(value: pb.PromptFormat.ValueType, field: str) -> str:
     if value not in _FORMATS:
-        raise _unknown("format", value, pb.PromptFormat, _FORMATS)
+        raise _unknown(field, value, pb.PromptFormat, _FORMATS)
     return _FORMATS[value]
+
+
+def format_to_pb(provider_format: str) -> pb.PromptFormat.ValueType:
+    return pb.PROMPT_FORMAT_ANTHROPIC if provider_format == "anthropic" else pb.PROMPT_FORMAT_OPENAI
 
 
 # -- time ---------------------------------------------------------------------------
@@ -105,7 +124,15 @@ def entry_from_pb(message: pb.Entry, index: int) -> Entry:
         usage=_usage_from_pb(message.usage) if message.HasField("usage") else None,
         custom_type=message.custom_type,
         metadata=MappingProxyType(dict(message.metadata)),
+        prompt_ref=_prompt_ref_from_pb(message.prompt_ref, index)
+        if message.HasField("prompt_ref")
+        else None,
     )
+
+
+def _prompt_ref_from_pb(ref: pb.PromptRef, index: int) -> PromptRef:
+    field = f"entries[{index}].prompt_ref.format"
+    return PromptRef(ref.version, _known_format(ref.format, field), ref.hash)
 
 
 def _block_from_pb(block: pb.ContentBlock, entry_index: int, index: int) -> Block:
@@ -156,6 +183,11 @@ def entry_to_pb(entry: Entry, version: int = 0) -> pb.Entry:
         message.timestamp.CopyFrom(to_timestamp(entry.timestamp))
     if entry.usage is not None:
         message.usage.CopyFrom(usage_to_pb(entry.usage))
+    if entry.prompt_ref is not None:
+        ref = entry.prompt_ref
+        message.prompt_ref.CopyFrom(
+            pb.PromptRef(version=ref.version, format=format_to_pb(ref.format), hash=ref.hash)
+        )
     return message
 
 
@@ -273,17 +305,89 @@ def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
 
 
 def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) -> pb.Compaction:
-    return pb.Compaction(
-        summary=compaction.summary,
-        first_kept_entry_id=compaction.first_kept_entry_id,
-        tokens_before=compaction.tokens_before,
-        tokens_after=compaction.tokens_after,
-        reason=compaction.reason,
-        summarizer_model=compaction.summarizer_model,
-        details=dict(compaction.details),
-        version=version,
-        timestamp=to_timestamp(timestamp),
-        summary_tokens=compaction.summary_tokens,
+    # The receipt's fields carry the same names in both.
+    receipt = compaction.to_dict()
+    receipt["details"] = dict(compaction.details)
+    return pb.Compaction(**receipt, version=version, timestamp=to_timestamp(timestamp))
+
+
+def failure_to_pb(
+    failure: CompactionFailure, version: int, timestamp: datetime
+) -> pb.CompactionFailure:
+    return pb.CompactionFailure(
+        **failure.to_dict(), version=version, timestamp=to_timestamp(timestamp)
+    )
+
+
+def guard_decision_to_pb(decision: ToolResultDecision) -> pb.GuardDecision:
+    return pb.GuardDecision(**decision.to_dict())
+
+
+def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:
+    return pb.WindowGuardState(**verdict.to_dict())
+
+
+# -- the system prompt --------------------------------------------------------------
+
+
+def system_prompt_from_pb(message: pb.SystemPrompt) -> SystemPrompt:
+    """The prompt as sent; the session cuts its files and counts its tokens."""
+    return SystemPrompt(
+        text=message.text,
+        files=tuple(
+            InjectedFile(f.path, "", 0, FileStatus.MISSING)
+            if f.missing
+            else InjectedFile(f.path, f.content, len(f.content), FileStatus.OK)
+            for f in message.files
+        ),
+        skills=tuple(Skill(s.name, s.description) for s in message.skills),
+        tools=tuple(Tool(t.name, t.description, t.parameters_json or "{}") for t in message.tools),
+    )
+
+
+_FILE_STATUSES = {
+    FileStatus.OK: pb.FILE_STATUS_OK,
+    FileStatus.TRUNCATED: pb.FILE_STATUS_TRUNCATED,
+    FileStatus.MISSING: pb.FILE_STATUS_MISSING,
+}
+
+
+def file_status_to_pb(status: FileStatus) -> pb.FileStatus.ValueType:
+    return _FILE_STATUSES[status]
+
+
+def system_prompt_tokens_to_pb(tokens: PartTokens) -> pb.SystemPromptTokens:
+    return pb.SystemPromptTokens(
+        text=tokens.text,
+        files=tokens.files,
+        skills=tokens.skills,
+        tool_list=tokens.tool_list,
+        tool_schemas=tokens.tool_schemas,
+        total=tokens.total,
+        tokenizer=tokens.tokenizer,
+    )
+
+
+def system_prompt_to_pb(prompt: SystemPrompt) -> pb.SystemPrompt:
+    return pb.SystemPrompt(
+        text=prompt.text,
+        files=[
+            pb.InjectedFile(
+                path=f.path,
+                content=f.content,
+                missing=f.status is FileStatus.MISSING,
+                raw_chars=f.raw_chars,
+                injected_chars=f.injected_chars,
+                status=file_status_to_pb(f.status),
+            )
+            for f in prompt.files
+        ],
+        skills=[pb.Skill(name=s.name, description=s.description) for s in prompt.skills],
+        tools=[
+            pb.Tool(name=t.name, description=t.description, parameters_json=t.parameters_json)
+            for t in prompt.tools
+        ],
+        tokens=system_prompt_tokens_to_pb(prompt.tokens),
     )
 
 
@@ -352,6 +456,7 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
         case Session.EntriesAppended():
             message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
             message.entries_appended.idempotency_key = event.idempotency_key
+            message.entries_appended.guarded.extend(guard_decision_to_pb(d) for d in event.guarded)
         case Session.CompactionRecorded():
             message.compaction_recorded.CopyFrom(
                 compaction_to_pb(event.compaction, version, event.timestamp)
@@ -363,6 +468,23 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.settings_changed.settings.CopyFrom(
                 settings_to_pb(event.settings, event.context_window_tokens)
             )
+        case Session.CompactionFailed():
+            message.compaction_failed.CopyFrom(
+                failure_to_pb(event.failure, version, event.timestamp)
+            )
+        case Session.OverflowReported():
+            message.overflow_reported.CopyFrom(
+                pb.OverflowReported(
+                    provider=event.provider,
+                    status_code=event.status_code,
+                    message=event.message,
+                    kind=event.kind,
+                    view_version=event.view_version,
+                    view_hash=event.view_hash,
+                )
+            )
+        case Session.SystemPromptSet():
+            message.system_prompt_set.CopyFrom(system_prompt_to_pb(event.system_prompt))
         case _:
             assert_never(event)
     return message

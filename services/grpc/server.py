@@ -24,7 +24,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters.tokenizers import tokenizer_for
 from services.app.sessions import SessionService
-from services.bootstrap import build_service
+from services.bootstrap import Application, build_application
 from services.config import Config
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
@@ -62,9 +62,13 @@ def configure_logging(config: Config) -> None:
 @dataclass
 class RunningServer:
     server: grpc.Server
-    service: SessionService
+    app: Application
     health: health.HealthServicer
     port: int
+
+    @property
+    def service(self) -> SessionService:
+        return self.app.sessions
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         self.health.enter_graceful_shutdown()
@@ -72,14 +76,15 @@ class RunningServer:
         # the grace period is for calls that do.
         self.service.end_streams()
         self.server.stop(grace).wait()
-        self.service.close()
+        self.app.close()
 
 
 def start(config: Config) -> RunningServer:
     """Starts serving in background threads and returns at once."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
-    service = build_service(config)
+    app = build_application(config)
+    service = app.sessions
     # Fail now if the database cannot be reached, and open its connection
     # pool, rather than in the first request.
     service.store.recorder.max_notification_id()
@@ -99,7 +104,7 @@ def start(config: Config) -> RunningServer:
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_SessionStoreServicer_to_server(SessionStoreServicer(service), server)
+    pb_grpc.add_SessionStoreServicer_to_server(SessionStoreServicer(service, app.context), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection(
@@ -110,12 +115,12 @@ def start(config: Config) -> RunningServer:
     except RuntimeError:
         port = 0
     if port == 0:
-        service.close()
+        app.close()
         raise OSError(f"cannot listen on {config.address}: is another server using it?")
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, service, health_servicer, port)
+    return RunningServer(server, app, health_servicer, port)
 
 
 def _tune_garbage_collection() -> None:

@@ -5,6 +5,7 @@ No rules live here: the domain decides, errors.py maps refusals to statuses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -12,8 +13,9 @@ import grpc
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.app.context import ContextService
 from services.app.sessions import AsOf, SessionService
-from services.grpc import mapping
+from services.grpc import context_mapping, mapping
 
 
 def _session_id(request: object) -> str:
@@ -38,9 +40,16 @@ def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
     return AsOf()
 
 
+def _deadline(context: grpc.ServicerContext) -> float | None:
+    """The client's deadline on the time.monotonic() clock, if it set one."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
+
+
 class SessionStoreServicer(pb_grpc.SessionStoreServicer):
-    def __init__(self, service: SessionService) -> None:
+    def __init__(self, service: SessionService, context: ContextService) -> None:
         self.service = service
+        self.context = context
 
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
@@ -134,18 +143,58 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def GetPromptView(
         self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
-        view, rendered = self.service.prompt_view(
-            _session_id(request), _as_of(request), mapping.prompt_format(request.format)
+        served = self.context.prompt_view(
+            _session_id(request),
+            _as_of(request),
+            mapping.prompt_format(request.format),
+            _deadline(context),
         )
-        return pb.PromptView(
-            session_id=view.log.session_id,
-            version=view.log.version,
-            format=request.format or pb.PROMPT_FORMAT_OPENAI,
-            messages_json=rendered.messages_json,
-            system_json=rendered.system_json,
-            estimated_tokens=rendered.estimated_tokens,
-            context_window_tokens=view.context_window_tokens,
-            pruned=[mapping.prune_decision_to_pb(d) for d in view.pruned.values()],
+        return context_mapping.served_view_to_pb(served)
+
+    def SetSystemPrompt(
+        self, request: pb.SetSystemPromptRequest, context: grpc.ServicerContext
+    ) -> pb.SetSystemPromptResponse:
+        version, stored, changed = self.context.set_system_prompt(
+            _session_id(request),
+            mapping.system_prompt_from_pb(request.system_prompt),
+            _expected_version(request),
+        )
+        return pb.SetSystemPromptResponse(
+            version=version, system_prompt=mapping.system_prompt_to_pb(stored), changed=changed
+        )
+
+    def Compact(
+        self, request: pb.CompactRequest, context: grpc.ServicerContext
+    ) -> pb.CompactResponse:
+        outcome = self.context.compact(
+            _session_id(request),
+            instructions=request.instructions,
+            force=request.force,
+            dry_run=request.dry_run,
+            expected_version=_expected_version(request),
+        )
+        return context_mapping.compaction_outcome_to_pb(outcome)
+
+    def ReportOverflow(
+        self, request: pb.ReportOverflowRequest, context: grpc.ServicerContext
+    ) -> pb.PromptView:
+        served = self.context.report_overflow(
+            _session_id(request),
+            error_text=request.error_text,
+            status_code=request.status_code,
+            provider=request.provider,
+            view_version=request.view_version,
+            view_hash=request.view_hash,
+            provider_format=mapping.prompt_format(request.format),
+            deadline=_deadline(context),
+        )
+        return context_mapping.served_view_to_pb(served)
+
+    def GetContextReport(
+        self, request: pb.GetContextReportRequest, context: grpc.ServicerContext
+    ) -> pb.ContextReport:
+        return context_mapping.context_report_to_pb(
+            self.context.context_report(_session_id(request))
         )
 
     def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:

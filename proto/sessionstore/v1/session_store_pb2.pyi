@@ -92,6 +92,26 @@ PROMPT_FORMAT_ANTHROPIC: PromptFormat.ValueType  # 2
 """Anthropic Messages API: top-level system plus alternating messages."""
 Global___PromptFormat: _TypeAlias = PromptFormat  # noqa: Y015
 
+class _FileStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FileStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FileStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FILE_STATUS_UNSPECIFIED: _FileStatus.ValueType  # 0
+    FILE_STATUS_OK: _FileStatus.ValueType  # 1
+    FILE_STATUS_TRUNCATED: _FileStatus.ValueType  # 2
+    FILE_STATUS_MISSING: _FileStatus.ValueType  # 3
+
+class FileStatus(_FileStatus, metaclass=_FileStatusEnumTypeWrapper):
+    """---------------------------------------------------------------- context management"""
+
+FILE_STATUS_UNSPECIFIED: FileStatus.ValueType  # 0
+FILE_STATUS_OK: FileStatus.ValueType  # 1
+FILE_STATUS_TRUNCATED: FileStatus.ValueType  # 2
+FILE_STATUS_MISSING: FileStatus.ValueType  # 3
+Global___FileStatus: _TypeAlias = FileStatus  # noqa: Y015
+
 @_typing.final
 class TextBlock(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -310,6 +330,7 @@ class Entry(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     TOKENIZER_FIELD_NUMBER: _builtins.int
+    PROMPT_REF_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable id; generated when left empty on append."""
@@ -338,6 +359,12 @@ class Entry(_message.Message):
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form labels kept with the entry (provider, model, stop reason, ...)."""
 
+    @_builtins.property
+    def prompt_ref(self) -> Global___PromptRef:
+        """Assistant entries: the prompt view the model answered, so its reported
+        usage calibrates the store's estimate and an audit can check the view.
+        """
+
     def __init__(
         self,
         *,
@@ -351,15 +378,43 @@ class Entry(_message.Message):
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         token_count: _builtins.int = ...,
         tokenizer: _builtins.str = ...,
+        prompt_ref: Global___PromptRef | None = ...,
         version: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["prompt_ref", b"prompt_ref", "timestamp", b"timestamp", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "custom_type", b"custom_type", "id", b"id", "metadata", b"metadata", "parent_id", b"parent_id", "role", b"role", "timestamp", b"timestamp", "token_count", b"token_count", "tokenizer", b"tokenizer", "usage", b"usage", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "custom_type", b"custom_type", "id", b"id", "metadata", b"metadata", "parent_id", b"parent_id", "prompt_ref", b"prompt_ref", "role", b"role", "timestamp", b"timestamp", "token_count", b"token_count", "tokenizer", b"tokenizer", "usage", b"usage", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Entry: _TypeAlias = Entry  # noqa: Y015
+
+@_typing.final
+class PromptRef(_message.Message):
+    """A prompt view as served: its version, format and request_hash."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    HASH_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    format: Global___PromptFormat.ValueType
+    hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        format: Global___PromptFormat.ValueType = ...,
+        hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "hash", b"hash", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromptRef: _TypeAlias = PromptRef  # noqa: Y015
 
 @_typing.final
 class ToolFilter(_message.Message):
@@ -1303,6 +1358,19 @@ class Compaction(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     TIMESTAMP_FIELD_NUMBER: _builtins.int
     SUMMARY_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKENIZER_FIELD_NUMBER: _builtins.int
+    FIRST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    LAST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ENTRIES_COVERED_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_SOURCE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_SOURCE_FIELD_NUMBER: _builtins.int
+    PROMPT_HASH_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    FALLBACK_STAGE_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    DURATION_MS_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
@@ -1313,6 +1381,27 @@ class Compaction(_message.Message):
     """The version of the event that recorded it, and when."""
     summary_tokens: _builtins.int
     """The summary's own token count and tokenizer."""
+    tokenizer: _builtins.str
+    first_covered_entry_id: _builtins.str
+    """The receipt: which entries the summary replaces..."""
+    last_covered_entry_id: _builtins.str
+    entries_covered: _builtins.int
+    tokens_before_source: _builtins.str
+    """...where the token counts came from ("tokenizer:<name>", "calibrated",
+    "provider", "client")...
+    """
+    tokens_after_source: _builtins.str
+    prompt_hash: _builtins.str
+    """...sha256 of what the summariser was asked, how many chunks, which
+    fallback ("full", "oversized-omitted", "hard-drop"), which attempt,
+    how long it took, which engine, and the instructions given.
+    """
+    chunks: _builtins.int
+    fallback_stage: _builtins.str
+    attempt: _builtins.int
+    duration_ms: _builtins.int
+    engine: _builtins.str
+    instructions: _builtins.str
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -1330,14 +1419,71 @@ class Compaction(_message.Message):
         version: _builtins.int = ...,
         timestamp: _timestamp_pb2.Timestamp | None = ...,
         summary_tokens: _builtins.int = ...,
+        tokenizer: _builtins.str = ...,
+        first_covered_entry_id: _builtins.str = ...,
+        last_covered_entry_id: _builtins.str = ...,
+        entries_covered: _builtins.int = ...,
+        tokens_before_source: _builtins.str = ...,
+        tokens_after_source: _builtins.str = ...,
+        prompt_hash: _builtins.str = ...,
+        chunks: _builtins.int = ...,
+        fallback_stage: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        duration_ms: _builtins.int = ...,
+        engine: _builtins.str = ...,
+        instructions: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "first_kept_entry_id", b"first_kept_entry_id", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Compaction: _TypeAlias = Compaction  # noqa: Y015
+
+@_typing.final
+class CompactionFailure(_message.Message):
+    """A compaction that did not happen; it changed nothing else."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    STAGE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_MODEL_FIELD_NUMBER: _builtins.int
+    DURATION_MS_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    trigger: _builtins.str
+    stage: _builtins.str
+    """"plan", "summarise", "verify", "timeout" or "attempts"."""
+    reason: _builtins.str
+    attempt: _builtins.int
+    summarizer_model: _builtins.str
+    duration_ms: _builtins.int
+    version: _builtins.int
+    @_builtins.property
+    def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        trigger: _builtins.str = ...,
+        stage: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        summarizer_model: _builtins.str = ...,
+        duration_ms: _builtins.int = ...,
+        version: _builtins.int = ...,
+        timestamp: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "duration_ms", b"duration_ms", "reason", b"reason", "stage", b"stage", "summarizer_model", b"summarizer_model", "timestamp", b"timestamp", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionFailure: _TypeAlias = CompactionFailure  # noqa: Y015
 
 @_typing.final
 class GetViewRequest(_message.Message):
@@ -1445,6 +1591,113 @@ class DurableLog(_message.Message):
 Global___DurableLog: _TypeAlias = DurableLog  # noqa: Y015
 
 @_typing.final
+class WindowGuardState(_message.Message):
+    """The context window guard's verdict (SPEC 3.1)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: _builtins.int
+    WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    HARD_MIN_TOKENS_FIELD_NUMBER: _builtins.int
+    WARN_BELOW_TOKENS_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    level: _builtins.str
+    """"ok", "warn" or "block"."""
+    window_tokens: _builtins.int
+    source: _builtins.str
+    """session, modelsConfig, model or default."""
+    hard_min_tokens: _builtins.int
+    warn_below_tokens: _builtins.int
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        level: _builtins.str = ...,
+        window_tokens: _builtins.int = ...,
+        source: _builtins.str = ...,
+        hard_min_tokens: _builtins.int = ...,
+        warn_below_tokens: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hard_min_tokens", b"hard_min_tokens", "level", b"level", "message", b"message", "source", b"source", "warn_below_tokens", b"warn_below_tokens", "window_tokens", b"window_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WindowGuardState: _TypeAlias = WindowGuardState  # noqa: Y015
+
+@_typing.final
+class GuardDecision(_message.Message):
+    """How the tool-result guard shows one result it did not keep whole (SPEC 3.2)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    HEAD_CHARS_FIELD_NUMBER: _builtins.int
+    TAIL_CHARS_FIELD_NUMBER: _builtins.int
+    ORIGINAL_CHARS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    tool_call_id: _builtins.str
+    action: _builtins.str
+    """"truncate" or "replace"."""
+    head_chars: _builtins.int
+    tail_chars: _builtins.int
+    original_chars: _builtins.int
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        tool_call_id: _builtins.str = ...,
+        action: _builtins.str = ...,
+        head_chars: _builtins.int = ...,
+        tail_chars: _builtins.int = ...,
+        original_chars: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "entry_id", b"entry_id", "head_chars", b"head_chars", "original_chars", b"original_chars", "reason", b"reason", "tail_chars", b"tail_chars", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GuardDecision: _TypeAlias = GuardDecision  # noqa: Y015
+
+@_typing.final
+class EngineAction(_message.Message):
+    """Something the context engine did to serve a view."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed"."""
+    detail: _builtins.str
+    version: _builtins.int
+    """The version of the event that recorded it."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "kind", b"kind", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EngineAction: _TypeAlias = EngineAction  # noqa: Y015
+
+@_typing.final
 class PromptView(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1456,6 +1709,13 @@ class PromptView(_message.Message):
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
     PRUNED_FIELD_NUMBER: _builtins.int
+    TOOLS_JSON_FIELD_NUMBER: _builtins.int
+    REQUEST_HASH_FIELD_NUMBER: _builtins.int
+    GUARD_FIELD_NUMBER: _builtins.int
+    GUARDED_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
@@ -1466,9 +1726,26 @@ class PromptView(_message.Message):
     estimated_tokens: _builtins.int
     """Estimated prompt tokens after pruning."""
     context_window_tokens: _builtins.int
+    tools_json: _builtins.str
+    """The stored tools in the requested format (a JSON array; "[]" when none)."""
+    request_hash: _builtins.str
+    """sha256 (hex) of the request's canonical JSON:
+    {"format":"openai"|"anthropic","system":<system_json or null>,"tools":<tools_json>,"messages":<messages_json>}
+    """
+    engine: _builtins.str
+    budget_tokens: _builtins.int
+    """The view never holds more than this (threshold and reserve applied)."""
     @_builtins.property
     def pruned(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]:
         """Entries whose tool results were trimmed or cleared in this view."""
+
+    @_builtins.property
+    def guard(self) -> Global___WindowGuardState: ...
+    @_builtins.property
+    def guarded(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]: ...
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___EngineAction]:
+        """What the engine did for this view (empty when it only read)."""
 
     def __init__(
         self,
@@ -1481,10 +1758,17 @@ class PromptView(_message.Message):
         estimated_tokens: _builtins.int = ...,
         context_window_tokens: _builtins.int = ...,
         pruned: _abc.Iterable[Global___PrunedEntry] | None = ...,
+        tools_json: _builtins.str = ...,
+        request_hash: _builtins.str = ...,
+        guard: Global___WindowGuardState | None = ...,
+        guarded: _abc.Iterable[Global___GuardDecision] | None = ...,
+        actions: _abc.Iterable[Global___EngineAction] | None = ...,
+        engine: _builtins.str = ...,
+        budget_tokens: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["guard", b"guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window_tokens", b"context_window_tokens", "estimated_tokens", b"estimated_tokens", "format", b"format", "messages_json", b"messages_json", "pruned", b"pruned", "session_id", b"session_id", "system_json", b"system_json", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "budget_tokens", b"budget_tokens", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "session_id", b"session_id", "system_json", b"system_json", "tools_json", b"tools_json", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1567,22 +1851,60 @@ class EntriesAppended(_message.Message):
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    GUARDED_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    @_builtins.property
+    def guarded(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]: ...
     def __init__(
         self,
         *,
         entries: _abc.Iterable[Global___Entry] | None = ...,
         idempotency_key: _builtins.str = ...,
+        guarded: _abc.Iterable[Global___GuardDecision] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "idempotency_key", b"idempotency_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "guarded", b"guarded", "idempotency_key", b"idempotency_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EntriesAppended: _TypeAlias = EntriesAppended  # noqa: Y015
+
+@_typing.final
+class OverflowReported(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    STATUS_CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    VIEW_VERSION_FIELD_NUMBER: _builtins.int
+    VIEW_HASH_FIELD_NUMBER: _builtins.int
+    provider: _builtins.str
+    status_code: _builtins.int
+    message: _builtins.str
+    kind: _builtins.str
+    view_version: _builtins.int
+    view_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        provider: _builtins.str = ...,
+        status_code: _builtins.int = ...,
+        message: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        view_version: _builtins.int = ...,
+        view_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OverflowReported: _TypeAlias = OverflowReported  # noqa: Y015
 
 @_typing.final
 class PruneRecorded(_message.Message):
@@ -1639,6 +1961,9 @@ class SessionEvent(_message.Message):
     COMPACTION_RECORDED_FIELD_NUMBER: _builtins.int
     PRUNE_RECORDED_FIELD_NUMBER: _builtins.int
     SETTINGS_CHANGED_FIELD_NUMBER: _builtins.int
+    COMPACTION_FAILED_FIELD_NUMBER: _builtins.int
+    OVERFLOW_REPORTED_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_SET_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -1653,6 +1978,12 @@ class SessionEvent(_message.Message):
     def prune_recorded(self) -> Global___PruneRecorded: ...
     @_builtins.property
     def settings_changed(self) -> Global___SettingsChanged: ...
+    @_builtins.property
+    def compaction_failed(self) -> Global___CompactionFailure: ...
+    @_builtins.property
+    def overflow_reported(self) -> Global___OverflowReported: ...
+    @_builtins.property
+    def system_prompt_set(self) -> Global___SystemPrompt: ...
     def __init__(
         self,
         *,
@@ -1664,13 +1995,672 @@ class SessionEvent(_message.Message):
         compaction_recorded: Global___Compaction | None = ...,
         prune_recorded: Global___PruneRecorded | None = ...,
         settings_changed: Global___SettingsChanged | None = ...,
+        compaction_failed: Global___CompactionFailure | None = ...,
+        overflow_reported: Global___OverflowReported | None = ...,
+        system_prompt_set: Global___SystemPrompt | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "timestamp", b"timestamp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___SessionEvent: _TypeAlias = SessionEvent  # noqa: Y015
+
+@_typing.final
+class InjectedFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    RAW_CHARS_FIELD_NUMBER: _builtins.int
+    INJECTED_CHARS_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    content: _builtins.str
+    """The file's text; cut to the session's max_system_file_chars in the prompt."""
+    missing: _builtins.bool
+    """The client could not read it: reported MISSING, nothing injected."""
+    raw_chars: _builtins.int
+    """Output only."""
+    injected_chars: _builtins.int
+    status: Global___FileStatus.ValueType
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        content: _builtins.str = ...,
+        missing: _builtins.bool = ...,
+        raw_chars: _builtins.int = ...,
+        injected_chars: _builtins.int = ...,
+        status: Global___FileStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "injected_chars", b"injected_chars", "missing", b"missing", "path", b"path", "raw_chars", b"raw_chars", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InjectedFile: _TypeAlias = InjectedFile  # noqa: Y015
+
+@_typing.final
+class Skill(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    description: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Skill: _TypeAlias = Skill  # noqa: Y015
+
+@_typing.final
+class Tool(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    description: _builtins.str
+    parameters_json: _builtins.str
+    """The tool's parameters as a JSON Schema object."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters_json", b"parameters_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Tool: _TypeAlias = Tool  # noqa: Y015
+
+@_typing.final
+class SystemPromptTokens(_message.Message):
+    """Tokens of each part of the system prompt, counted when it was set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    SKILLS_FIELD_NUMBER: _builtins.int
+    TOOL_LIST_FIELD_NUMBER: _builtins.int
+    TOOL_SCHEMAS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    TOKENIZER_FIELD_NUMBER: _builtins.int
+    text: _builtins.int
+    files: _builtins.int
+    skills: _builtins.int
+    tool_list: _builtins.int
+    tool_schemas: _builtins.int
+    total: _builtins.int
+    tokenizer: _builtins.str
+    def __init__(
+        self,
+        *,
+        text: _builtins.int = ...,
+        files: _builtins.int = ...,
+        skills: _builtins.int = ...,
+        tool_list: _builtins.int = ...,
+        tool_schemas: _builtins.int = ...,
+        total: _builtins.int = ...,
+        tokenizer: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "skills", b"skills", "text", b"text", "tokenizer", b"tokenizer", "tool_list", b"tool_list", "tool_schemas", b"tool_schemas", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SystemPromptTokens: _TypeAlias = SystemPromptTokens  # noqa: Y015
+
+@_typing.final
+class SystemPrompt(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    SKILLS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___InjectedFile]: ...
+    @_builtins.property
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[Global___Skill]: ...
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Tool]: ...
+    @_builtins.property
+    def tokens(self) -> Global___SystemPromptTokens:
+        """Output only."""
+
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        files: _abc.Iterable[Global___InjectedFile] | None = ...,
+        skills: _abc.Iterable[Global___Skill] | None = ...,
+        tools: _abc.Iterable[Global___Tool] | None = ...,
+        tokens: Global___SystemPromptTokens | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tokens", b"tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "skills", b"skills", "text", b"text", "tokens", b"tokens", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SystemPrompt: _TypeAlias = SystemPrompt  # noqa: Y015
+
+@_typing.final
+class SetSystemPromptRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    expected_version: _builtins.int
+    @_builtins.property
+    def system_prompt(self) -> Global___SystemPrompt: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        system_prompt: Global___SystemPrompt | None = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "system_prompt", b"system_prompt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "session_id", b"session_id", "system_prompt", b"system_prompt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___SetSystemPromptRequest: _TypeAlias = SetSystemPromptRequest  # noqa: Y015
+
+@_typing.final
+class SetSystemPromptResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    changed: _builtins.bool
+    """False when it equals the stored one (nothing recorded)."""
+    @_builtins.property
+    def system_prompt(self) -> Global___SystemPrompt:
+        """As stored: files cut and sized, tokens counted."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        system_prompt: Global___SystemPrompt | None = ...,
+        changed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["system_prompt", b"system_prompt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "system_prompt", b"system_prompt", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSystemPromptResponse: _TypeAlias = SetSystemPromptResponse  # noqa: Y015
+
+@_typing.final
+class CompactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    instructions: _builtins.str
+    """What the summary should keep or stress, e.g. "keep the API decisions"."""
+    force: _builtins.bool
+    """Compact even when the prompt is below the threshold."""
+    dry_run: _builtins.bool
+    """Answer the plan; write nothing."""
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        instructions: _builtins.str = ...,
+        force: _builtins.bool = ...,
+        dry_run: _builtins.bool = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "dry_run", b"dry_run", "expected_version", b"expected_version", "force", b"force", "instructions", b"instructions", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___CompactRequest: _TypeAlias = CompactRequest  # noqa: Y015
+
+@_typing.final
+class PlanChunk(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    tokens: _builtins.int
+    @_builtins.property
+    def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        entry_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlanChunk: _TypeAlias = PlanChunk  # noqa: Y015
+
+@_typing.final
+class CompactionPlan(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_KEPT_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    FIRST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    LAST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ENTRIES_COVERED_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    ESTIMATED_TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    OVERSIZED_ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    PINNED_ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_MODEL_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    first_kept_entry_id: _builtins.str
+    first_covered_entry_id: _builtins.str
+    last_covered_entry_id: _builtins.str
+    entries_covered: _builtins.int
+    tokens_before: _builtins.int
+    estimated_tokens_after: _builtins.int
+    summarizer_model: _builtins.str
+    summarizer_window_tokens: _builtins.int
+    reason: _builtins.str
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlanChunk]: ...
+    @_builtins.property
+    def oversized_entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Entries too large for the summariser: left out, with a note in the summary."""
+
+    @_builtins.property
+    def pinned_entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """System entries kept ahead of the summary whatever the cut."""
+
+    def __init__(
+        self,
+        *,
+        first_kept_entry_id: _builtins.str = ...,
+        first_covered_entry_id: _builtins.str = ...,
+        last_covered_entry_id: _builtins.str = ...,
+        entries_covered: _builtins.int = ...,
+        chunks: _abc.Iterable[Global___PlanChunk] | None = ...,
+        tokens_before: _builtins.int = ...,
+        estimated_tokens_after: _builtins.int = ...,
+        oversized_entry_ids: _abc.Iterable[_builtins.str] | None = ...,
+        pinned_entry_ids: _abc.Iterable[_builtins.str] | None = ...,
+        summarizer_model: _builtins.str = ...,
+        summarizer_window_tokens: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "entries_covered", b"entries_covered", "estimated_tokens_after", b"estimated_tokens_after", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "last_covered_entry_id", b"last_covered_entry_id", "oversized_entry_ids", b"oversized_entry_ids", "pinned_entry_ids", b"pinned_entry_ids", "reason", b"reason", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "tokens_before", b"tokens_before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionPlan: _TypeAlias = CompactionPlan  # noqa: Y015
+
+@_typing.final
+class CompactResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPACTED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    PLAN_FIELD_NUMBER: _builtins.int
+    COMPACTION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    compacted: _builtins.bool
+    """False for a dry run, or when there was nothing worth compacting (see reason)."""
+    reason: _builtins.str
+    version: _builtins.int
+    @_builtins.property
+    def plan(self) -> Global___CompactionPlan: ...
+    @_builtins.property
+    def compaction(self) -> Global___Compaction:
+        """The compaction recorded, with its receipt."""
+
+    def __init__(
+        self,
+        *,
+        compacted: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        plan: Global___CompactionPlan | None = ...,
+        compaction: Global___Compaction | None = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "plan", b"plan"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactResponse: _TypeAlias = CompactResponse  # noqa: Y015
+
+@_typing.final
+class ReportOverflowRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ERROR_TEXT_FIELD_NUMBER: _builtins.int
+    STATUS_CODE_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    VIEW_VERSION_FIELD_NUMBER: _builtins.int
+    VIEW_HASH_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    error_text: _builtins.str
+    """The provider's error as the client got it: message or body, HTTP status, provider."""
+    status_code: _builtins.int
+    provider: _builtins.str
+    """e.g. "openai", "anthropic"; empty: the session model's provider."""
+    view_version: _builtins.int
+    """The prompt view the provider refused."""
+    view_hash: _builtins.str
+    format: Global___PromptFormat.ValueType
+    """The format of the view to answer; defaults to OpenAI."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        error_text: _builtins.str = ...,
+        status_code: _builtins.int = ...,
+        provider: _builtins.str = ...,
+        view_version: _builtins.int = ...,
+        view_hash: _builtins.str = ...,
+        format: Global___PromptFormat.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_text", b"error_text", "format", b"format", "provider", b"provider", "session_id", b"session_id", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportOverflowRequest: _TypeAlias = ReportOverflowRequest  # noqa: Y015
+
+@_typing.final
+class GetContextReportRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetContextReportRequest: _TypeAlias = GetContextReportRequest  # noqa: Y015
+
+@_typing.final
+class FileReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    RAW_CHARS_FIELD_NUMBER: _builtins.int
+    INJECTED_CHARS_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    raw_chars: _builtins.int
+    injected_chars: _builtins.int
+    status: Global___FileStatus.ValueType
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        raw_chars: _builtins.int = ...,
+        injected_chars: _builtins.int = ...,
+        status: Global___FileStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["injected_chars", b"injected_chars", "path", b"path", "raw_chars", b"raw_chars", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FileReport: _TypeAlias = FileReport  # noqa: Y015
+
+@_typing.final
+class ToolReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCHEMA_CHARS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    schema_chars: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        schema_chars: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "schema_chars", b"schema_chars"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolReport: _TypeAlias = ToolReport  # noqa: Y015
+
+@_typing.final
+class ToolResultReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    CHARS_FIELD_NUMBER: _builtins.int
+    SHOWN_CHARS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    tool_name: _builtins.str
+    chars: _builtins.int
+    shown_chars: _builtins.int
+    """What the prompt shows of it, after the guard and pruning."""
+    tokens: _builtins.int
+    action: _builtins.str
+    """"", "truncate", "replace", "soft_trim" or "hard_clear"."""
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        chars: _builtins.int = ...,
+        shown_chars: _builtins.int = ...,
+        tokens: _builtins.int = ...,
+        action: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "chars", b"chars", "entry_id", b"entry_id", "shown_chars", b"shown_chars", "tokens", b"tokens", "tool_name", b"tool_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResultReport: _TypeAlias = ToolResultReport  # noqa: Y015
+
+@_typing.final
+class TurnUsage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    ESTIMATED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    version: _builtins.int
+    estimated_input_tokens: _builtins.int
+    """The store's estimate of the prompt view the turn answered, when it carries a prompt_ref."""
+    @_builtins.property
+    def usage(self) -> Global___Usage: ...
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        usage: Global___Usage | None = ...,
+        estimated_input_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_id", b"entry_id", "estimated_input_tokens", b"estimated_input_tokens", "usage", b"usage", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnUsage: _TypeAlias = TurnUsage  # noqa: Y015
+
+@_typing.final
+class ContextReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    USED_TOKENS_FIELD_NUMBER: _builtins.int
+    USED_PERCENT_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARY_TOKENS_FIELD_NUMBER: _builtins.int
+    PINNED_TOKENS_FIELD_NUMBER: _builtins.int
+    MESSAGES_TOKENS_FIELD_NUMBER: _builtins.int
+    CALIBRATED_TOKENS_FIELD_NUMBER: _builtins.int
+    CALIBRATION_RATIO_FIELD_NUMBER: _builtins.int
+    LAST_PROVIDER_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    THRESHOLD_TOKENS_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    SKILLS_FIELD_NUMBER: _builtins.int
+    TOP_TOOLS_FIELD_NUMBER: _builtins.int
+    LARGEST_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    LATEST_COMPACTION_FIELD_NUMBER: _builtins.int
+    COMPACTION_COUNT_FIELD_NUMBER: _builtins.int
+    COMPACTION_FAILURES_FIELD_NUMBER: _builtins.int
+    PRUNE_COUNT_FIELD_NUMBER: _builtins.int
+    TURNS_FIELD_NUMBER: _builtins.int
+    TOTAL_USAGE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    ENTRIES_IN_PROMPT_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    engine: _builtins.str
+    used_tokens: _builtins.int
+    """The prompt view's estimated_tokens; the four parts below add up to it."""
+    used_percent: _builtins.float
+    system_prompt_tokens: _builtins.int
+    summary_tokens: _builtins.int
+    pinned_tokens: _builtins.int
+    messages_tokens: _builtins.int
+    calibrated_tokens: _builtins.int
+    """The estimate scaled by the provider-reported calibration (1.0 when none yet)."""
+    calibration_ratio: _builtins.float
+    last_provider_input_tokens: _builtins.int
+    threshold_tokens: _builtins.int
+    compaction_count: _builtins.int
+    compaction_failures: _builtins.int
+    prune_count: _builtins.int
+    entries: _builtins.int
+    entries_in_prompt: _builtins.int
+    @_builtins.property
+    def window(self) -> Global___WindowGuardState: ...
+    @_builtins.property
+    def system_prompt(self) -> Global___SystemPromptTokens: ...
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___FileReport]: ...
+    @_builtins.property
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[Global___Skill]: ...
+    @_builtins.property
+    def top_tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolReport]: ...
+    @_builtins.property
+    def largest_tool_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResultReport]: ...
+    @_builtins.property
+    def latest_compaction(self) -> Global___Compaction: ...
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnUsage]: ...
+    @_builtins.property
+    def total_usage(self) -> Global___Usage: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        engine: _builtins.str = ...,
+        window: Global___WindowGuardState | None = ...,
+        used_tokens: _builtins.int = ...,
+        used_percent: _builtins.float = ...,
+        system_prompt_tokens: _builtins.int = ...,
+        summary_tokens: _builtins.int = ...,
+        pinned_tokens: _builtins.int = ...,
+        messages_tokens: _builtins.int = ...,
+        calibrated_tokens: _builtins.int = ...,
+        calibration_ratio: _builtins.float = ...,
+        last_provider_input_tokens: _builtins.int = ...,
+        threshold_tokens: _builtins.int = ...,
+        system_prompt: Global___SystemPromptTokens | None = ...,
+        files: _abc.Iterable[Global___FileReport] | None = ...,
+        skills: _abc.Iterable[Global___Skill] | None = ...,
+        top_tools: _abc.Iterable[Global___ToolReport] | None = ...,
+        largest_tool_results: _abc.Iterable[Global___ToolResultReport] | None = ...,
+        latest_compaction: Global___Compaction | None = ...,
+        compaction_count: _builtins.int = ...,
+        compaction_failures: _builtins.int = ...,
+        prune_count: _builtins.int = ...,
+        turns: _abc.Iterable[Global___TurnUsage] | None = ...,
+        total_usage: Global___Usage | None = ...,
+        entries: _builtins.int = ...,
+        entries_in_prompt: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["latest_compaction", b"latest_compaction", "system_prompt", b"system_prompt", "total_usage", b"total_usage", "window", b"window"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextReport: _TypeAlias = ContextReport  # noqa: Y015

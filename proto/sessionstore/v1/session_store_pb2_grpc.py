@@ -89,6 +89,26 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadEventsRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SessionEvent.FromString,
                 _registered_method=True)
+        self.SetSystemPrompt = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/SetSystemPrompt',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptResponse.FromString,
+                _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/Compact',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactResponse.FromString,
+                _registered_method=True)
+        self.ReportOverflow = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/ReportOverflow',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReportOverflowRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.PromptView.FromString,
+                _registered_method=True)
+        self.GetContextReport = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/GetContextReport',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -174,6 +194,41 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetSystemPrompt(self, request, context):
+        """Stores the client's system prompt (text, injected files, skills, tools);
+        every prompt view from then on leads with it. The same prompt again
+        records nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compact(self, request, context):
+        """Compacts now: the store chooses the cut and writes the summary. With
+        dry_run, answers the plan and writes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportOverflow(self, request, context):
+        """The provider refused a prompt view as too long: the store truncates
+        oversized tool results, then compacts, and answers the new view.
+        INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
+        (reason compaction_failure) after max_attempts reports in one turn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContextReport(self, request, context):
+        """How full the window is and what fills it: the numbers add up to the
+        prompt view's estimated_tokens.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +286,26 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.ReadEvents,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadEventsRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SessionEvent.SerializeToString,
+            ),
+            'SetSystemPrompt': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSystemPrompt,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactResponse.SerializeToString,
+            ),
+            'ReportOverflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportOverflow,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReportOverflowRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.PromptView.SerializeToString,
+            ),
+            'GetContextReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContextReport,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -530,6 +605,114 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/ReadEvents',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadEventsRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SessionEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSystemPrompt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/SetSystemPrompt',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.SetSystemPromptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/Compact',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.CompactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportOverflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ReportOverflow',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReportOverflowRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.PromptView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContextReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/GetContextReport',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,25 @@ class SessionStoreStub:
     """One entry's full, unpruned content, whether or not it was compacted away."""
     ReadEvents: _grpc.UnaryStreamMultiCallable[_session_store_pb2.ReadEventsRequest, _session_store_pb2.SessionEvent]
     """The session's events from a version on; with follow, keeps streaming new ones."""
+    SetSystemPrompt: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.SetSystemPromptRequest, _session_store_pb2.SetSystemPromptResponse]
+    """Stores the client's system prompt (text, injected files, skills, tools);
+    every prompt view from then on leads with it. The same prompt again
+    records nothing.
+    """
+    Compact: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.CompactRequest, _session_store_pb2.CompactResponse]
+    """Compacts now: the store chooses the cut and writes the summary. With
+    dry_run, answers the plan and writes nothing.
+    """
+    ReportOverflow: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]
+    """The provider refused a prompt view as too long: the store truncates
+    oversized tool results, then compacts, and answers the new view.
+    INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
+    (reason compaction_failure) after max_attempts reports in one turn.
+    """
+    GetContextReport: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetContextReportRequest, _session_store_pb2.ContextReport]
+    """How full the window is and what fills it: the numbers add up to the
+    prompt view's estimated_tokens.
+    """
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -95,6 +114,25 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """One entry's full, unpruned content, whether or not it was compacted away."""
     ReadEvents: _aio.UnaryStreamMultiCallable[_session_store_pb2.ReadEventsRequest, _session_store_pb2.SessionEvent]  # type: ignore[assignment]
     """The session's events from a version on; with follow, keeps streaming new ones."""
+    SetSystemPrompt: _aio.UnaryUnaryMultiCallable[_session_store_pb2.SetSystemPromptRequest, _session_store_pb2.SetSystemPromptResponse]  # type: ignore[assignment]
+    """Stores the client's system prompt (text, injected files, skills, tools);
+    every prompt view from then on leads with it. The same prompt again
+    records nothing.
+    """
+    Compact: _aio.UnaryUnaryMultiCallable[_session_store_pb2.CompactRequest, _session_store_pb2.CompactResponse]  # type: ignore[assignment]
+    """Compacts now: the store chooses the cut and writes the summary. With
+    dry_run, answers the plan and writes nothing.
+    """
+    ReportOverflow: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]  # type: ignore[assignment]
+    """The provider refused a prompt view as too long: the store truncates
+    oversized tool results, then compacts, and answers the new view.
+    INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
+    (reason compaction_failure) after max_attempts reports in one turn.
+    """
+    GetContextReport: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetContextReportRequest, _session_store_pb2.ContextReport]  # type: ignore[assignment]
+    """How full the window is and what fills it: the numbers add up to the
+    prompt view's estimated_tokens.
+    """
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -189,5 +227,48 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_session_store_pb2.SessionEvent], _abc.AsyncIterator[_session_store_pb2.SessionEvent]]:
         """The session's events from a version on; with follow, keeps streaming new ones."""
+
+    @_abc_1.abstractmethod
+    def SetSystemPrompt(
+        self,
+        request: _session_store_pb2.SetSystemPromptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.SetSystemPromptResponse, _abc.Awaitable[_session_store_pb2.SetSystemPromptResponse]]:
+        """Stores the client's system prompt (text, injected files, skills, tools);
+        every prompt view from then on leads with it. The same prompt again
+        records nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def Compact(
+        self,
+        request: _session_store_pb2.CompactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.CompactResponse, _abc.Awaitable[_session_store_pb2.CompactResponse]]:
+        """Compacts now: the store chooses the cut and writes the summary. With
+        dry_run, answers the plan and writes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ReportOverflow(
+        self,
+        request: _session_store_pb2.ReportOverflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.PromptView, _abc.Awaitable[_session_store_pb2.PromptView]]:
+        """The provider refused a prompt view as too long: the store truncates
+        oversized tool results, then compacts, and answers the new view.
+        INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
+        (reason compaction_failure) after max_attempts reports in one turn.
+        """
+
+    @_abc_1.abstractmethod
+    def GetContextReport(
+        self,
+        request: _session_store_pb2.GetContextReportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ContextReport, _abc.Awaitable[_session_store_pb2.ContextReport]]:
+        """How full the window is and what fills it: the numbers add up to the
+        prompt view's estimated_tokens.
+        """
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,35 @@
+"""How a tool result is shown in the prompt, and the tokens that saves.
+
+A prune decision (SPEC 3.4) wins over the tool-result guard's (SPEC 3.2);
+without either the result is shown whole. Token savings are pro rata by
+characters, since each entry is counted once, whole, at ingest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from domain.content import Entry, ToolResult
+from domain.context.tool_result_guard import ToolResultDecision
+from domain.pruning import PruneDecision
+
+
+def shown_result(
+    result: ToolResult, pruned: PruneDecision | None, guarded: Sequence[ToolResultDecision]
+) -> str:
+    """A tool result as the model sees it: pruned, else guarded, else whole."""
+    if pruned is not None:
+        return pruned.apply(result.content)
+    for guard in guarded:
+        if guard.tool_call_id == result.tool_call_id:
+            return guard.apply(result.content)
+    return result.content
+
+
+def tokens_taken_out(
+    entry: Entry, pruned: PruneDecision | None, guarded: Sequence[ToolResultDecision]
+) -> int:
+    """The tokens a tool result entry loses when pruned or guarded, pro rata by chars."""
+    before = sum(len(r.content) for r in entry.tool_results)
+    after = sum(len(shown_result(r, pruned, guarded)) for r in entry.tool_results)
+    return max(0, entry.token_count - entry.token_count * after // before) if before else 0

@@ -1,0 +1,160 @@
+"""The context-management use cases: prompt views the engine keeps within the window,
+compaction on request, overflow reports, the system prompt and the context report.
+
+Each session's engine is chosen by its ``engine`` setting. Replays (a view as
+of an earlier version or time) never run the engine: they show what was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.compaction import Trigger
+from domain.context.compaction_planner import prompt_budget
+from domain.context.window_guard import WindowVerdict, check_context_window
+from domain.errors import CompactionGaveUp, InvalidRequest
+from domain.session import Session
+from domain.system_prompt import SystemPrompt
+from projections.context_report import ContextReport, build_context_report
+from projections.prompt_formats import RenderedPrompt
+from projections.session_history import PromptView
+from services.adapters.model_info import model_metadata
+from services.adapters.overflow import classify_provider_error
+from services.app.sessions import AsOf, SessionService
+from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
+from services.engine.registry import EngineRegistry
+
+
+@dataclass(frozen=True)
+class ServedView:
+    view: PromptView
+    rendered: RenderedPrompt
+    verdict: WindowVerdict
+    budget_tokens: int
+    engine: str
+    actions: tuple[EngineAction, ...] = field(default_factory=tuple)
+
+
+class ContextService:
+    def __init__(self, sessions: SessionService, engines: EngineRegistry) -> None:
+        self.sessions = sessions
+        self.engines = engines
+        sessions.on_saved.append(self._ingest)
+
+    def _ingest(self, session: Session) -> None:
+        self.engines.get(session.settings.engine).ingest(session)
+
+    def prompt_view(
+        self, session_id: str, as_of: AsOf, provider_format: str, deadline: float | None
+    ) -> ServedView:
+        """Now: a view the engine has brought within the budget. As of a point: as it was."""
+        if as_of.version is not None or as_of.time is not None:
+            view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
+            budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
+            return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
+        engine = self.engines.get(self.sessions.aggregate(session_id).settings.engine)
+        assembly = engine.assemble(session_id, deadline)
+        rendered = self.sessions.render(assembly.view, provider_format)
+        return ServedView(
+            assembly.view,
+            rendered,
+            assembly.verdict,
+            assembly.budget_tokens,
+            engine.info.name,
+            tuple(assembly.actions),
+        )
+
+    def compact(
+        self,
+        session_id: str,
+        *,
+        instructions: str,
+        force: bool,
+        dry_run: bool,
+        expected_version: int | None = None,
+    ) -> CompactionOutcome:
+        session = self.sessions.aggregate(session_id)
+        session.check_expected_version(expected_version)
+        engine = self.engines.get(session.settings.engine)
+        request = CompactionRequest(
+            Trigger.MANUAL, instructions=instructions, force=force, dry_run=dry_run
+        )
+        return engine.compact(session_id, request)
+
+    def report_overflow(
+        self,
+        session_id: str,
+        *,
+        error_text: str,
+        status_code: int,
+        provider: str,
+        view_version: int,
+        view_hash: str,
+        provider_format: str,
+        deadline: float | None,
+    ) -> ServedView:
+        """SPEC 3.3 (a): truncate oversized tool results, then compact; at most
+        ``max_attempts`` reports a turn, then ``compaction_failure``."""
+        session = self.sessions.aggregate(session_id)
+        model = session.settings.model
+        provider = provider or model_metadata.provider(model) or "openai"
+        verdict = classify_provider_error(error_text, status_code, provider, model)
+        if not verdict.is_overflow:
+            raise InvalidRequest(
+                f"this error is not a context overflow ({verdict.kind}: {verdict.message[:300]}); "
+                "compaction would not help: retry, or fix the request"
+            )
+        policy = session.settings.compaction
+        if session.overflow_attempts >= policy.max_attempts:
+            raise CompactionGaveUp(
+                f"the provider refused the prompt as too long {session.overflow_attempts} times "
+                f"in this turn (max_attempts {policy.max_attempts}); start a new turn, compact "
+                "with other instructions, or switch to a model with a larger window",
+                session.overflow_attempts,
+            )
+        session = self.sessions.report_overflow(
+            session_id,
+            provider=provider,
+            status_code=status_code,
+            message=error_text,
+            kind=verdict.kind,
+            view_version=view_version,
+            view_hash=view_hash,
+        )
+        engine = self.engines.get(session.settings.engine)
+        request = CompactionRequest(Trigger.OVERFLOW, force=True, attempt=session.overflow_attempts)
+        actions = [engine.compact(session_id, request).action()]
+        served = self.prompt_view(session_id, AsOf(), provider_format, deadline)
+        return ServedView(
+            served.view,
+            served.rendered,
+            served.verdict,
+            served.budget_tokens,
+            served.engine,
+            (*actions, *served.actions),
+        )
+
+    def set_system_prompt(
+        self, session_id: str, prompt: SystemPrompt, expected_version: int | None
+    ) -> tuple[int, SystemPrompt, bool]:
+        session, stored, changed = self.sessions.set_system_prompt(
+            session_id, prompt, expected_version
+        )
+        return session.version, stored, changed
+
+    def context_report(self, session_id: str) -> ContextReport:
+        history = self.sessions.history(session_id)
+        session = self.sessions.aggregate(session_id)
+        view = history.prompt_view()
+        return build_context_report(view, history, session, _verdict(view))
+
+
+def _verdict(view: PromptView) -> WindowVerdict:
+    """The guard's verdict for reading: replays and reports show a refusal, never raise it."""
+    policy = view.settings.window_guard
+    return check_context_window(
+        view.context_window_tokens,
+        view.context_window_source,
+        hard_min_tokens=policy.hard_min_tokens,
+        warn_below_tokens=policy.warn_below_tokens,
+    )

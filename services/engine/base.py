@@ -1,0 +1,140 @@
+"""The context engine interface (SPEC 6) and what engines are given to work with.
+
+An engine decides how a session's prompt stays inside the window: it sees each
+append (``ingest``), is asked for a view that fits (``assemble``), compacts on
+request (``compact``) and hears when a turn ends (``after_turn``). It acts only
+through the ``SessionPort``, so every decision it takes is an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from domain.compaction import Compaction, CompactionFailure
+from domain.context.window_guard import WindowVerdict
+from domain.pruning import PruneDecision
+from domain.session import Session
+from domain.settings import CompactionPolicy
+from projections.session_history import PromptView, SessionHistory
+from services.adapters.summarizers.base import Summarizer
+from services.engine.runner import CompactionRunner
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    name: str
+    # Whether the engine compacts by itself (threshold and overflow) rather
+    # than leaving it to the client's RecordCompaction.
+    owns_compaction: bool
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class EngineAction:
+    """Something the engine did for a request, recorded at ``version``."""
+
+    kind: str
+    detail: str
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """A prompt view within the budget, and what it took to get it."""
+
+    view: PromptView
+    verdict: WindowVerdict
+    budget_tokens: int
+    actions: Sequence[EngineAction] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRequest:
+    trigger: str
+    instructions: str = ""
+    # Compact even when under the threshold.
+    force: bool = False
+    dry_run: bool = False
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    """What a compaction did: recorded, planned only (dry run), or declined with a reason."""
+
+    compacted: bool
+    reason: str
+    # The plan as a dict (CompactionPlan.to_dict, or the hard drop's statistics).
+    plan: dict[str, object] = field(default_factory=dict)
+    recorded: Session.CompactionRecorded | None = None
+    failure: CompactionFailure | None = None
+    # Recorded instead of a compaction: an overflow's first step truncates tool results.
+    pruned: Session.PruneRecorded | None = None
+
+    def action(self, kind: str = "compacted") -> EngineAction:
+        """What this outcome did, as reported with a prompt view."""
+        if self.recorded is not None:
+            compaction = self.recorded.compaction
+            detail = (
+                f"{compaction.reason}: {compaction.entries_covered} entries summarised "
+                f"({compaction.fallback_stage}), {compaction.tokens_before:,} -> "
+                f"{compaction.tokens_after:,} tokens"
+            )
+            return EngineAction(kind, detail, self.recorded.originator_version)
+        if self.pruned is not None:
+            return EngineAction("truncated", self.reason, self.pruned.originator_version)
+        if self.failure is not None:
+            return EngineAction("compaction_failed", self.failure.reason)
+        return EngineAction(kind, self.reason)
+
+
+class SessionPort(Protocol):
+    """What an engine may read and record: the session service, seen from the engine."""
+
+    def history(self, session_id: str) -> SessionHistory: ...
+
+    def aggregate(self, session_id: str) -> Session: ...
+
+    def record_compaction(
+        self, session_id: str, compaction: Compaction
+    ) -> Session.CompactionRecorded: ...
+
+    def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int: ...
+
+    def record_prune(
+        self, session_id: str, decisions: Sequence[PruneDecision], reason: str
+    ) -> Session.PruneRecorded: ...
+
+
+# Builds the summariser a compaction policy names (model, endpoint, window).
+SummarizerFactory = Callable[[CompactionPolicy], Summarizer]
+
+
+class ContextEngine(Protocol):
+    info: EngineInfo
+
+    def ingest(self, session: Session) -> None:
+        """After an append: ``session`` is the aggregate as saved."""
+
+    def assemble(self, session_id: str, deadline: float | None) -> Assembly:
+        """The current prompt view, within the budget; ``deadline`` is time.monotonic()-based."""
+
+    def compact(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
+        """Compacts now (or plans, with dry_run)."""
+
+    def after_turn(self, session: Session) -> None:
+        """After an append that ends an assistant turn."""
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """What an engine factory is given; third-party engines get the same."""
+
+    port: SessionPort
+    summarizers: SummarizerFactory
+    runner: CompactionRunner
+
+
+EngineFactory = Callable[[EngineContext], ContextEngine]

@@ -1,0 +1,53 @@
+"""Context engines by name: the built-in two, and any a package registers.
+
+A third-party engine is a factory (EngineContext -> ContextEngine) registered
+under the ``sessionstore.context_engines`` entry-point group, e.g. in its
+pyproject.toml::
+
+    [project.entry-points."sessionstore.context_engines"]
+    retrieval = "my_package.engine:RetrievalEngine"
+
+Sessions choose one with the ``engine`` setting; the server's default comes
+from SESSIONSTORE_SESSION_DEFAULTS.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from domain.errors import InvalidSettings
+from services.engine.base import ContextEngine, EngineContext, EngineFactory
+from services.engine.layered import LayeredEngine
+from services.engine.sliding_window import SlidingWindowEngine
+
+ENTRY_POINT_GROUP = "sessionstore.context_engines"
+BUILT_IN: dict[str, EngineFactory] = {
+    "layered": LayeredEngine,
+    "sliding-window": SlidingWindowEngine,
+}
+
+
+class EngineRegistry:
+    """Builds each engine once, on first use, with the same context."""
+
+    def __init__(self, context: EngineContext) -> None:
+        self._context = context
+        self._factories: dict[str, EngineFactory] = dict(BUILT_IN)
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            self._factories.setdefault(point.name, point.load())
+        self._engines: dict[str, ContextEngine] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def get(self, name: str) -> ContextEngine:
+        engine = self._engines.get(name)
+        if engine is None:
+            factory = self._factories.get(name)
+            if factory is None:
+                raise InvalidSettings(
+                    f"engine {name!r} is not installed; this server has {', '.join(self.names)}"
+                )
+            engine = self._engines[name] = factory(self._context)
+        return engine

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 from eventsourcing.application import Application
-from eventsourcing.domain import get_topic
+from eventsourcing.domain import CanMutateAggregate, get_topic
 from eventsourcing.persistence import (
     ApplicationRecorder,
     JSONTranscoder,
@@ -32,6 +32,9 @@ from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_ro
 from services.adapters.memory_recorder import MemoryEventRecorder
 
 STARTED_TOPIC = get_topic(Session.Started)
+# A session grown by few, large appends reaches few versions: a snapshot every
+# this many entries as well keeps a cold load from decoding its whole history.
+ENTRIES_PER_SNAPSHOT = 1_000
 
 
 class _AsDict(Transcoding):
@@ -144,9 +147,7 @@ class EventStore(Application[str]):
         self.events.put(events, ids=id_rows(events))
         for session in sessions:
             saved = session.collect_events()
-            if self.snapshots is not None and any(
-                e.originator_version % self.snapshot_interval == 0 for e in saved
-            ):
+            if self.snapshots is not None and _snapshot_due(session, saved, self.snapshot_interval):
                 self.snapshots.put([Session.Snapshot.take(session)])
 
     def _index_topics(self) -> None:
@@ -191,6 +192,16 @@ class EventStore(Application[str]):
             start=after, limit=limit, topics=[STARTED_TOPIC], inclusive_of_start=False
         )
         return [(n.id, str(n.originator_id)) for n in notifications]
+
+
+def _snapshot_due(
+    session: Session, saved: Sequence[CanMutateAggregate[str]], interval: int
+) -> bool:
+    if any(e.originator_version % interval == 0 for e in saved):
+        return True
+    appended = sum(len(e.entries) for e in saved if isinstance(e, Session.EntriesAppended))
+    before = session.entry_count - appended
+    return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 
 
 def _create_postgres_schema(env: dict[str, str]) -> None:

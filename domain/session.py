@@ -4,7 +4,8 @@ The aggregate's state is small and does not grow with the session (version,
 settings, counters, the last entry, open tool calls, the latest cut, a bounded
 window of idempotency keys), so appending entry 100,000 costs what appending
 entry 10 does, and snapshots stay tiny. The entries themselves live in the
-events and in the read side; commands that need to look further back ask a
+events and in the read side; an append asks an ``IdLookup`` which of its ids
+the session already used, and the rarer commands that look further back ask a
 ``History``.
 """
 
@@ -41,6 +42,7 @@ from domain.errors import (
     VersionConflict,
     VersionOutOfRange,
 )
+from domain.ids import IdLookup, UsedIds
 from domain.pruning import PruneDecision
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
@@ -274,7 +276,7 @@ class Session(BaseAggregate[str]):
     def append(
         self,
         entries: Sequence[Entry],
-        history: History,
+        ids: IdLookup,
         *,
         idempotency_key: str = "",
         fingerprint: str = "",
@@ -286,6 +288,7 @@ class Session(BaseAggregate[str]):
             raise InvalidRequest(
                 f"{len(entries)} entries in one append; send at most {MAX_ENTRIES_PER_APPEND}"
             )
+        used = self._used_ids(entries, ids)
         now = datetime.now(UTC)
         batch_ids: set[str] = set()
         batch_calls: set[str] = set()
@@ -295,7 +298,7 @@ class Session(BaseAggregate[str]):
         for offset, draft in enumerate(entries):
             # Name entries as the client sent them: generated ids mean nothing to it.
             label = f"entries[{offset}]" + (f" ({draft.id!r})" if draft.id else "")
-            entry = self._completed(draft, label, parent, now, batch_ids, history)
+            entry = self._completed(draft, label, parent, now, batch_ids, used)
             validate_entry(entry, self.settings.max_entry_bytes, label)
             _pair_tool_calls(
                 entry,
@@ -303,7 +306,7 @@ class Session(BaseAggregate[str]):
                 self.entry_count + offset,
                 open_calls,
                 batch_calls,
-                history,
+                used,
             )
             batch_ids.add(entry.id)
             parent = entry.id
@@ -329,6 +332,17 @@ class Session(BaseAggregate[str]):
             if decision.action is not GuardAction.KEEP
         ]
 
+    def _used_ids(self, drafts: Sequence[Entry], ids: IdLookup) -> UsedIds:
+        """Which of the drafts' ids the session holds: one question for the whole turn."""
+        entry_ids = {d.id for d in drafts if d.id}
+        entry_ids.update(
+            d.parent_id for d in drafts if d.parent_id and d.parent_id != self.last_entry_id
+        )
+        call_ids = {call.id for d in drafts for call in d.tool_calls}
+        if not entry_ids and not call_ids:
+            return UsedIds()
+        return ids.used(entry_ids, call_ids)
+
     def _completed(
         self,
         draft: Entry,
@@ -336,16 +350,16 @@ class Session(BaseAggregate[str]):
         parent: str | None,
         now: datetime,
         batch_ids: set[str],
-        history: History,
+        used: UsedIds,
     ) -> Entry:
         """The draft with id, parent and timestamp filled in, once they are known to be sound."""
-        if draft.id and (draft.id in batch_ids or history.position_of(draft.id) is not None):
+        if draft.id and (draft.id in batch_ids or draft.id in used.entry_ids):
             raise DuplicateEntry(
                 f"{label}: entry id {draft.id!r} is already in this session; ids must be unique"
             )
         if draft.parent_id:
             known = draft.parent_id in batch_ids or draft.parent_id == self.last_entry_id
-            if not known and history.position_of(draft.parent_id) is None:
+            if not known and draft.parent_id not in used.entry_ids:
                 raise InvalidRequest(
                     f"{label}: parent_id {draft.parent_id!r} is not in this session; leave it "
                     "empty to chain to the previous entry"
@@ -538,7 +552,7 @@ def _pair_tool_calls(
     position: int,
     open_calls: dict[str, int],
     batch_calls: set[str],
-    history: History,
+    used: UsedIds,
 ) -> None:
     """Keeps every tool call directly followed by its result, as providers require.
 
@@ -553,11 +567,7 @@ def _pair_tool_calls(
             "where anything but results follows a tool call"
         )
     for call in entry.tool_calls:
-        if (
-            call.id in open_calls
-            or call.id in batch_calls
-            or history.call_position(call.id) is not None
-        ):
+        if call.id in open_calls or call.id in batch_calls or call.id in used.call_ids:
             raise DuplicateEntry(
                 f"{label}: tool call id {call.id!r} is already used in this "
                 "session; tool call ids must be unique"

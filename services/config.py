@@ -94,6 +94,7 @@ def persistence_env(database_url: str) -> dict[str, str]:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "10",
+            "APPLICATION_RECORDER_TOPIC": "services.adapters.sqlite_recorder:SQLiteEventRecorder",
         }
     if url.scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         query = parse_qs(url.query)

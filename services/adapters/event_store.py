@@ -12,8 +12,14 @@ from typing import Any, cast
 
 import psycopg
 from eventsourcing.application import Application
-from eventsourcing.domain import get_topic
-from eventsourcing.persistence import JSONTranscoder, Transcoding
+from eventsourcing.domain import CanMutateAggregate, get_topic
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    JSONTranscoder,
+    StoredEvent,
+    Transcoding,
+)
+from eventsourcing.popo import POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
@@ -24,9 +30,14 @@ from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
+from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
+from services.adapters.memory_recorder import MemoryEventRecorder
 
 STARTED_TOPIC = get_topic(Session.Started)
 PROBE_TIMEOUT_SECONDS = 3
+# A session grown by few, large appends reaches few versions: a snapshot every
+# this many entries as well keeps a cold load from decoding its whole history.
+ENTRIES_PER_SNAPSHOT = 1_000
 
 
 class _AsDict(Transcoding):
@@ -120,21 +131,41 @@ class EventStore(Application[str]):
         super().__init__(env=env)
         self.snapshot_interval = snapshot_interval
         self._index_topics()
+        self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        # The library's in-memory factory takes no recorder class from the
+        # environment; the SQL ones do (see services.config).
+        if isinstance(self.factory, POPOFactory):
+            return MemoryEventRecorder()
+        return super().construct_recorder()
+
+    @property
+    def _indexing_recorder(self) -> IndexingRecorder:
+        recorder: Any = self.recorder
+        return recorder
+
+    def ids_of(self, session_id: str) -> StoredIds:
+        """The id lookup an append to this session asks."""
+        return StoredIds(self._indexing_recorder, session_id)
+
+    def _id_rows_of(self, stored: StoredEvent) -> list[IdRow]:
+        return id_rows([self.mapper.to_domain_event(stored)])
 
     def save_sessions(self, sessions: Sequence[Session]) -> None:
         """Stores the sessions' pending events in one insert, then the snapshots due.
 
-        The insert is atomic: all the sessions' events land, or none and the
-        sessions keep them pending. (The library's general save() collects
-        events from any mix of objects through runtime protocol checks, and
-        snapshots by reading the aggregate back; here both are at hand.)
+        The insert is atomic: all the sessions' events and their id-index
+        rows land, or none and the sessions keep them pending. (The library's
+        general save() collects events from any mix of objects through runtime
+        protocol checks, and snapshots by reading the aggregate back; here both
+        are at hand.)
         """
-        self.events.put([e for s in sessions for e in s.pending_events])
+        events = [e for s in sessions for e in s.pending_events]
+        self.events.put(events, ids=id_rows(events))
         for session in sessions:
             saved = session.collect_events()
-            if self.snapshots is not None and any(
-                e.originator_version % self.snapshot_interval == 0 for e in saved
-            ):
+            if self.snapshots is not None and _snapshot_due(session, saved, self.snapshot_interval):
                 self.snapshots.put([Session.Snapshot.take(session)])
 
     def _index_topics(self) -> None:
@@ -183,6 +214,16 @@ class EventStore(Application[str]):
             start=after, limit=limit, topics=[STARTED_TOPIC], inclusive_of_start=False
         )
         return [(n.id, str(n.originator_id)) for n in notifications]
+
+
+def _snapshot_due(
+    session: Session, saved: Sequence[CanMutateAggregate[str]], interval: int
+) -> bool:
+    if any(e.originator_version % interval == 0 for e in saved):
+        return True
+    appended = sum(len(e.entries) for e in saved if isinstance(e, Session.EntriesAppended))
+    before = session.entry_count - appended
+    return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 
 
 class DatabaseUnreachable(OSError):

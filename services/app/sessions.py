@@ -21,10 +21,11 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.content import Entry, Role
+from domain.content import Entry
 from domain.context.window import resolve_context_window
 from domain.errors import (
     DomainError,
+    DuplicateEntry,
     InvalidRequest,
     SessionExists,
     SessionNotFound,
@@ -39,6 +40,7 @@ from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
+from services.adapters.id_index import IdTaken
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app.cache import WeightedLRU
@@ -190,7 +192,7 @@ class SessionService:
             ]
             entries = session.append(
                 counted,
-                _LazyHistory(lambda: self._history(session_id)),
+                self.store.ids_of(session_id),
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
             )
@@ -444,6 +446,12 @@ class SessionService:
         pending = list(session.pending_events)
         try:
             self._group_commit.save(session)
+        except IdTaken:
+            # Another server used one of the ids between the check and the insert.
+            raise DuplicateEntry(
+                "an entry id or tool call id of this append was just used by another "
+                "writer; ids must be unique"
+            ) from None
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):
@@ -476,31 +484,6 @@ class SessionService:
 
     def _write_lock(self, session_id: str) -> threading.Lock:
         return self._write_locks[hash(session_id) % LOCK_STRIPES]
-
-
-class _LazyHistory:
-    """Loads the session's history only if the aggregate asks for it."""
-
-    def __init__(self, load: Callable[[], SessionHistory]) -> None:
-        self._load = load
-        self._history: SessionHistory | None = None
-
-    def _get(self) -> SessionHistory:
-        if self._history is None:
-            self._history = self._load()
-        return self._history
-
-    def position_of(self, entry_id: str) -> int | None:
-        return self._get().position_of(entry_id)
-
-    def role_at(self, position: int) -> Role:
-        return self._get().role_at(position)
-
-    def call_position(self, call_id: str) -> int | None:
-        return self._get().call_position(call_id)
-
-    def earliest_call_answered_from(self, position: int) -> int | None:
-        return self._get().earliest_call_answered_from(position)
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from tests.bench import memory, peers, tokencount, views, workloads
+from tests.bench import coldwrite, memory, peers, tokencount, views, workloads
 from tests.bench.config import FULL, QUICK, Context
 from tests.bench.plot import write_png
 from tests.bench.report import PARTIAL_DIR, RESULTS_DIR, Report
@@ -29,6 +29,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "ingest": workloads.ingest,
     "length": workloads.length,
     "view": views.view,
+    "coldwrite": coldwrite.coldwrite,
     "replay": views.replay,
     "tokens": tokencount.tokens,
     "memory": memory.memory,

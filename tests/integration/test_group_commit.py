@@ -12,6 +12,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from domain.content import Entry, Role, TextBlock
+from domain.ids import HistoryIds
 from domain.session import Session
 from domain.settings import SessionSettings
 from projections.session_history import SessionHistory
@@ -26,7 +27,8 @@ def new_session(session_id: str) -> Session:
 
 def add_turn(session: Session, text: str) -> None:
     session.append(
-        [Entry("", None, None, Role.USER, (TextBlock(text),))], SessionHistory(session.id)
+        [Entry("", None, None, Role.USER, (TextBlock(text),))],
+        HistoryIds(SessionHistory(session.id)),
     )
 
 

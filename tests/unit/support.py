@@ -21,6 +21,7 @@ from domain.content import (
     ToolResult,
     Usage,
 )
+from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from domain.settings import SessionSettings
@@ -104,7 +105,7 @@ class Tracked:
 
     def append(self, *entries: Entry, key: str = "", fingerprint: str = "") -> list[Entry]:
         stored = self.session.append(
-            list(entries), self.history, idempotency_key=key, fingerprint=fingerprint
+            list(entries), HistoryIds(self.history), idempotency_key=key, fingerprint=fingerprint
         )
         self.sync()
         return stored

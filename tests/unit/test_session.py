@@ -24,6 +24,7 @@ from domain.errors import (
     UnknownToolCall,
     VersionConflict,
 )
+from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import IDEMPOTENCY_WINDOW, Session
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings
@@ -147,7 +148,7 @@ def test_append_refuses_empty_batch() -> None:
     """An append needs at least one entry."""
     tracked = Tracked()
     with pytest.raises(InvalidRequest, match="at least one entry"):
-        tracked.session.append([], tracked.history)
+        tracked.session.append([], HistoryIds(tracked.history))
 
 
 def test_append_accumulates_tokens_and_usage() -> None:

@@ -1,0 +1,73 @@
+"""The id index: every entry id and tool call id a session has used.
+
+Rows ``(session_id, kind, key, version)`` are written in the same transaction
+as the events that introduce them, and the primary key refuses a second use,
+so uniqueness holds in storage even when two servers race. An append asks
+the index (one indexed query for its whole turn) instead of reading the
+session's history, which keeps the first write after a restart cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, Protocol
+
+from eventsourcing.domain import get_topic
+from eventsourcing.persistence import IntegrityError, StoredEvent
+
+from domain.ids import UsedIds
+from domain.session import Session
+
+ENTRY = "entry"
+TOOL_CALL = "tool_call"
+ENTRIES_APPENDED_TOPIC = get_topic(Session.EntriesAppended)
+TABLE_SUFFIX = "_ids"
+
+IdRow = tuple[str, str, str, int]
+"""(session id, kind, key, version that introduced it)."""
+
+
+def id_rows(events: Iterable[object]) -> list[IdRow]:
+    """The index rows for events about to be stored."""
+    rows: list[IdRow] = []
+    for event in events:
+        if isinstance(event, Session.EntriesAppended):
+            session_id, version = event.originator_id, event.originator_version
+            for entry in event.entries:
+                rows.append((session_id, ENTRY, entry.id, version))
+                rows.extend((session_id, TOOL_CALL, c.id, version) for c in entry.tool_calls)
+    return rows
+
+
+class IdTaken(IntegrityError):
+    """An id of the insert was used first by another writer: the index refused it."""
+
+
+class IndexingRecorder(Protocol):
+    """What each of our recorders adds to the library's: the id index."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, ids: Sequence[IdRow] = (), **kwargs: Any
+    ) -> Sequence[int] | None: ...
+
+    def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the (kind, key) pairs the session's index holds."""
+
+    def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
+        """Creates the index if missing, filled from the stored events; rows backfilled."""
+
+
+class StoredIds:
+    """The domain's IdLookup for one session, answered by the recorder's index."""
+
+    def __init__(self, recorder: IndexingRecorder, session_id: str) -> None:
+        self._recorder = recorder
+        self._session_id = session_id
+
+    def used(self, entry_ids: Collection[str], call_ids: Collection[str]) -> UsedIds:
+        asked = [(ENTRY, i) for i in entry_ids] + [(TOOL_CALL, i) for i in call_ids]
+        found = self._recorder.used_ids(self._session_id, asked)
+        return UsedIds(
+            frozenset(key for kind, key in found if kind == ENTRY),
+            frozenset(key for kind, key in found if kind == TOOL_CALL),
+        )

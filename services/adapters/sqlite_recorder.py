@@ -1,0 +1,104 @@
+"""The SQLite recorder: the library's, with the id index written in its transaction.
+
+SQLite's one writer at a time already keeps notification ids in commit order,
+so ordering needs nothing here; the id rows ride in the transaction the
+library opens for the events.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+
+from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
+
+# Pairs per lookup statement: two variables each, well under SQLite's limit.
+LOOKUP_CHUNK = 400
+
+
+class SQLiteEventRecorder(SQLiteApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ids_table_name = self.events_table_name + TABLE_SUFFIX
+
+    def _insert_events(
+        self,
+        c: SQLiteCursor,
+        stored_events: Sequence[StoredEvent],
+        *,
+        ids: Sequence[IdRow] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        if ids:
+            try:
+                c.executemany(f"INSERT INTO {self.ids_table_name} VALUES (?, ?, ?, ?)", ids)
+            except sqlite3.IntegrityError as error:
+                raise IdTaken(str(error)) from error
+        return notification_ids
+
+    def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
+        pairs = list(keys)
+        found: set[tuple[str, str]] = set()
+        with self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(pairs), LOOKUP_CHUNK):
+                chunk = pairs[start : start + LOOKUP_CHUNK]
+                c.execute(
+                    f"SELECT kind, key FROM {self.ids_table_name} WHERE session_id = ? "
+                    f"AND (kind, key) IN (VALUES {','.join(['(?, ?)'] * len(chunk))})",
+                    [session_id, *(v for pair in chunk for v in pair)],
+                )
+                found.update((row[0], row[1]) for row in c.fetchall())
+        return found
+
+    def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
+        """Creates the index, filled from the events already stored, in one transaction.
+
+        BEGIN IMMEDIATE takes the write lock before looking, so of several
+        servers starting on an old database exactly one fills the index, and
+        a crash half way leaves no half-filled table behind.
+        """
+        with self.datastore.get_connection(commit=True) as conn:
+            c = conn.cursor()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.ids_table_name,))
+                if c.fetchone() is not None:
+                    conn.rollback()
+                    return 0
+                c.execute(
+                    f"CREATE TABLE {self.ids_table_name} (session_id TEXT, kind TEXT, "
+                    "key TEXT, version INTEGER, PRIMARY KEY (session_id, kind, key)) "
+                    "WITHOUT ROWID"
+                )
+                filled = self._backfill(c, backfill)
+                conn.commit()
+                return filled
+            except BaseException:
+                conn.rollback()
+                raise
+
+    def _backfill(self, c: SQLiteCursor, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
+        reader = c.sqlite_cursor.connection.cursor()
+        reader.execute(
+            "SELECT originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE topic = ?",
+            (ENTRIES_APPENDED_TOPIC,),
+        )
+        filled = 0
+        while batch := reader.fetchmany(1000):
+            rows = [
+                row
+                for r in batch
+                for row in backfill(
+                    StoredEvent(originator_id=r[0], originator_version=r[1], topic=r[2], state=r[3])
+                )
+            ]
+            # An old race between servers may have stored an id twice: the first stays.
+            c.executemany(f"INSERT OR IGNORE INTO {self.ids_table_name} VALUES (?, ?, ?, ?)", rows)
+            filled += len(rows)
+        return filled

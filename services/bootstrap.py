@@ -59,4 +59,5 @@ def build_application(config: Config) -> Application:
             runner=runner,
         )
     )
+    sessions.engine_names = set(engines.names)
     return Application(sessions, ContextService(sessions, engines), runner)

@@ -77,7 +77,8 @@ def should_compact(
     rules = []
     if estimated_prompt_tokens > threshold:
         rules.append("threshold")
-    if estimated_prompt_tokens > limit:
+    # A reserve larger than the window leaves nothing to compare with.
+    if limit > 0 and estimated_prompt_tokens > limit:
         rules.append("reserve")
     return CompactionNeed(bool(rules), "+".join(rules), estimated_prompt_tokens, threshold, limit)
 

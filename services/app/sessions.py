@@ -27,6 +27,7 @@ from domain.errors import (
     DomainError,
     DuplicateEntry,
     InvalidRequest,
+    InvalidSettings,
     SessionExists,
     SessionNotFound,
     VersionConflict,
@@ -101,6 +102,8 @@ class SessionService:
         self.closing = threading.Event()
         # Called with each session just saved (the context engine's ingest).
         self.on_saved: list[Callable[[Session], None]] = []
+        # The context engines sessions may choose (all names, when empty).
+        self.engine_names: set[str] = set()
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
@@ -121,6 +124,7 @@ class SessionService:
         session_id = session_id or new_id()
         validate_session_id(session_id)
         settings = choose(self.config.new_session_settings())
+        self._check_engine(settings)
         settings = replace(settings, model=settings.model or self.config.default_model)
         session = Session.start(
             session_id,
@@ -160,6 +164,7 @@ class SessionService:
     ) -> Session:
         def command(session: Session) -> None:
             settings = change(session.settings)
+            self._check_engine(settings)
             session.change_settings(
                 settings,
                 self._context_window(settings),
@@ -399,6 +404,13 @@ class SessionService:
                 return
 
     # -- internals ----------------------------------------------------------------
+
+    def _check_engine(self, settings: SessionSettings) -> None:
+        if self.engine_names and settings.engine not in self.engine_names:
+            raise InvalidSettings(
+                f"engine {settings.engine!r} is not installed on this server; choose one of "
+                + ", ".join(sorted(self.engine_names))
+            )
 
     @property
     def _max_entry_bytes_limit(self) -> int:

@@ -14,11 +14,14 @@ from types import MappingProxyType
 
 from domain.compaction import Compaction
 from domain.content import Role
-from domain.context.compaction_planner import plan_hard_drop
+from domain.context.compaction_planner import plan_hard_drop, prompt_budget
 from domain.context.summary import summarize_offline
 from services.engine.base import CompactionOutcome, CompactionRequest, SessionPort
 
 SUMMARY_MAX_CHARS = 6_000
+# What a summary of SUMMARY_MAX_CHARS may cost, counted generously.
+SUMMARY_TOKENS = 2_000
+MIN_SHARE = 0.05
 
 
 def hard_drop(
@@ -29,11 +32,13 @@ def hard_drop(
     session = port.aggregate(session_id)
     policy = view.settings.compaction
     entries = [*view.log.pinned, *view.log.entries]
+    window = view.context_window_tokens
+    # What the kept messages may fill: the prompt's budget, less the system
+    # prompt and the summary written here, and never over max_history_share.
+    room = prompt_budget(window, policy) - view.system_prompt.tokens.total - SUMMARY_TOKENS
+    share = max(MIN_SHARE, min(policy.max_history_share, room / window))
     plan = plan_hard_drop(
-        entries,
-        view.context_window_tokens,
-        max_history_share=policy.max_history_share,
-        open_call_ids=tuple(session.open_tool_calls),
+        entries, window, max_history_share=share, open_call_ids=tuple(session.open_tool_calls)
     )
     statistics = plan.to_dict()
     if plan.first_kept_entry_id is None or not plan.dropped_messages:

@@ -40,8 +40,9 @@ class CompactionRunner:
 
             future = self._pool.submit(one_at_a_time)
             self._latest[session_id] = future
-            future.add_done_callback(lambda done: self._forget(session_id, done))
-            return future
+        # Outside the lock: a job already done runs the callback right here.
+        future.add_done_callback(lambda done: self._forget(session_id, done))
+        return future
 
     def running(self, session_id: str) -> Future[Any] | None:
         with self._lock:

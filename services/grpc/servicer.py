@@ -17,6 +17,8 @@ from services.app.context import ContextService
 from services.app.sessions import AsOf, SessionService
 from services.grpc import context_mapping, mapping
 
+NO_DEADLINE_SECONDS = 365 * 24 * 3600
+
 
 def _session_id(request: object) -> str:
     session_id: str = getattr(request, "session_id", "")
@@ -43,7 +45,10 @@ def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
 def _deadline(context: grpc.ServicerContext) -> float | None:
     """The client's deadline on the time.monotonic() clock, if it set one."""
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + remaining
+    # Without a deadline gRPC answers a remaining time of centuries.
+    if remaining is None or remaining > NO_DEADLINE_SECONDS:
+        return None
+    return time.monotonic() + remaining
 
 
 class SessionStoreServicer(pb_grpc.SessionStoreServicer):

@@ -1,0 +1,510 @@
+"""The context engine end to end: a real server, SQLite and PostgreSQL, over gRPC.
+
+An agent runtime that only appends turns and asks for the prompt view gets a
+view that fits the window, with every decision recorded, replayable and
+explained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from tests.conftest import start_server
+from tests.e2e.test_grpc_api import Stub, append, refused, text, tool_call, tool_result, user
+from tests.support.fake_provider import FakeProvider, delay, fail
+
+CJK = "上下文窗口的管理需要精确地计算词元数量否则压缩会来得太晚。"
+
+
+def create(store: Stub, **settings: object) -> pb.Session:
+    return store.CreateSession(
+        pb.CreateSessionRequest(settings=pb.SessionSettings(**settings))  # type: ignore[arg-type]
+    )
+
+
+def view(store: Stub, session_id: str, **fields: object) -> pb.PromptView:
+    return store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, **fields))  # type: ignore[arg-type]
+
+
+def events(store: Stub, session_id: str) -> list[pb.SessionEvent]:
+    return list(store.ReadEvents(pb.ReadEventsRequest(session_id=session_id)))
+
+
+def of_kind(store: Stub, session_id: str, kind: str) -> list[pb.SessionEvent]:
+    return [e for e in events(store, session_id) if e.WhichOneof("event") == kind]
+
+
+def turn(store: Stub, session_id: str, n: int, output_chars: int) -> None:
+    """One agent turn: a question (CJK), a tool call, its large output, an answer."""
+    append(store, session_id, user(f"第{n}轮 {CJK * 4} Please read file_{n}.py"))
+    append(store, session_id, tool_call(f"call_{n}", "read", {"path": f"src/file_{n}.py"}))
+    output = f"# file_{n}.py\n" + "".join(f"line {i}: value = {i * n}\n" for i in range(99_999))
+    append(store, session_id, tool_result(f"call_{n}", output[:output_chars]))
+    append(store, session_id, text(pb.ROLE_ASSISTANT, f"file_{n}.py holds {n} values."))
+
+
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None
+    (detail,) = status.details
+    info = error_details_pb2.ErrorInfo()
+    assert detail.Unpack(info)
+    return info
+
+
+# -- 1. the guard ---------------------------------------------------------------------
+
+
+def test_the_guard_refuses_a_window_too_small_to_work_in(store: Stub) -> None:
+    session = create(store, model="gpt-4o", context_window_tokens=8_000)
+    # Appends are stored all the same: losing a turn helps nobody.
+    append(store, session.id, user("hello"))
+    with pytest.raises(grpc.RpcError) as raised:
+        view(store, session.id)
+    assert raised.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "8,000 tokens" in str(raised.value.details())
+    info = error_info(raised.value)
+    assert info.reason == "CONTEXT_WINDOW_TOO_SMALL"
+    assert info.metadata["minimum_tokens"] == "16000"
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).entry_count == 1
+
+    small = create(store, model="gpt-4o", context_window_tokens=24_000)
+    append(store, small.id, user("hello"))
+    warned = view(store, small.id)
+    assert warned.guard.level == "warn" and warned.guard.source == "session"
+
+
+# -- 2. the tool-result guard ---------------------------------------------------------
+
+
+def test_a_large_tool_output_is_truncated_in_the_view_and_kept_whole(store: Stub) -> None:
+    session = create(store, model="gpt-4o")
+    append(store, session.id, user("run the tests"))
+    append(store, session.id, tool_call("c1", "bash", {"command": "pytest"}))
+    output = "".join(f"test_{i} PASSED\n" for i in range(12_000)) + "FAILED test_x: 1 error\n"
+    (result_id,) = append(store, session.id, tool_result("c1", output)).entry_ids
+    served = view(store, session.id)
+    (decision,) = served.guarded
+    assert decision.entry_id == result_id and decision.action == "truncate"
+    shown = json.loads(served.messages_json)[-1]["content"]
+    assert len(shown) < 20_000 < len(output)
+    assert "FAILED test_x: 1 error" in shown  # an important tail is kept
+    assert f'GetEntry(entry_id="{result_id}")' in shown
+    whole = store.GetEntry(pb.GetEntryRequest(session_id=session.id, entry_id=result_id))
+    assert whole.content[0].tool_result.content == output
+    # A later, tighter setting does not change how that version showed it.
+    store.UpdateSettings(
+        pb.UpdateSettingsRequest(
+            session_id=session.id,
+            settings=pb.SessionSettings(
+                tool_result_guard=pb.ToolResultGuardPolicy(live_cap_chars=2_000)
+            ),
+        )
+    )
+    assert view(store, session.id, version=served.version).request_hash == served.request_hash
+
+
+# -- 3. compaction by threshold --------------------------------------------------------
+
+
+def test_a_long_session_compacts_by_itself_and_every_view_fits(store: Stub) -> None:
+    session = create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=pb.CompactionPolicy(keep_recent_tokens=6_000),
+    )
+    served: list[pb.PromptView] = []
+    for n in range(12):
+        turn(store, session.id, n, output_chars=30_000)
+        current = view(store, session.id)
+        assert current.estimated_tokens <= current.budget_tokens
+        served.append(current)
+    compactions = of_kind(store, session.id, "compaction_recorded")
+    assert compactions, "the session never compacted"
+    receipt = compactions[0].compaction_recorded
+    assert receipt.reason == "threshold"
+    assert receipt.tokens_after < receipt.tokens_before
+    assert receipt.entries_covered > 0 and receipt.first_covered_entry_id
+    assert receipt.tokens_before_source.startswith("tokenizer:")
+    assert receipt.fallback_stage in ("full", "split", "clipped", "oversized-omitted", "hard-drop")
+    assert "## Goal" in receipt.summary
+    # Replay: every view served reads back the same at its version, hash and all.
+    for earlier in served:
+        again = view(store, session.id, version=earlier.version)
+        assert (again.messages_json, again.request_hash) == (
+            earlier.messages_json,
+            earlier.request_hash,
+        )
+
+
+# -- 4. overflow reports ---------------------------------------------------------------
+
+OPENAI_OVERFLOW = json.dumps(
+    {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 131000 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+)
+
+
+def test_an_overflow_truncates_then_compacts_then_gives_up(store: Stub) -> None:
+    session = create(store, model="gpt-4o", compaction=pb.CompactionPolicy(keep_recent_tokens=500))
+    for n in range(4):
+        turn(store, session.id, n, output_chars=12_000)
+
+    def report(current: pb.PromptView) -> pb.PromptView:
+        return store.ReportOverflow(
+            pb.ReportOverflowRequest(
+                session_id=session.id,
+                error_text=OPENAI_OVERFLOW,
+                status_code=400,
+                provider="openai",
+                view_version=current.version,
+                view_hash=current.request_hash,
+            )
+        )
+
+    first = report(view(store, session.id))
+    assert first.actions[0].kind == "truncated"
+    assert first.pruned
+    second = report(first)
+    assert second.actions[0].kind == "compacted"
+    third = report(second)
+    assert third.actions
+    with pytest.raises(grpc.RpcError) as raised:
+        report(third)
+    assert raised.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(raised.value).reason == "compaction_failure"
+    assert len(of_kind(store, session.id, "overflow_reported")) == 3
+    # A new turn starts a new count.
+    append(store, session.id, user("next question"))
+    report(view(store, session.id))
+
+
+def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
+    session = create(store, model="gpt-4o")
+    append(store, session.id, user("hi"))
+    current = view(store, session.id)
+    rate_limited = json.dumps(
+        {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "tokens",
+                "code": "rate_limit_exceeded",
+            }
+        }
+    )
+    message = refused(
+        lambda: store.ReportOverflow(
+            pb.ReportOverflowRequest(
+                session_id=session.id,
+                error_text=rate_limited,
+                status_code=429,
+                provider="openai",
+                view_version=current.version,
+            )
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert "not a context overflow" in message
+    assert not of_kind(store, session.id, "overflow_reported")
+
+
+# -- 5. manual compaction ----------------------------------------------------------------
+
+
+def test_a_dry_run_plans_and_a_manual_compaction_follows_instructions(store: Stub) -> None:
+    session = create(
+        store, model="gpt-4o", compaction=pb.CompactionPolicy(keep_recent_tokens=1_000)
+    )
+    for n in range(5):
+        turn(store, session.id, n, output_chars=3_000)
+    before = store.GetSession(pb.GetSessionRequest(session_id=session.id)).version
+    planned = store.Compact(pb.CompactRequest(session_id=session.id, dry_run=True))
+    assert not planned.compacted
+    assert planned.plan.first_kept_entry_id and planned.plan.chunks
+    assert planned.plan.estimated_tokens_after < planned.plan.tokens_before
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == before
+
+    done = store.Compact(
+        pb.CompactRequest(session_id=session.id, instructions="Keep every file name.")
+    )
+    assert done.compacted and done.compaction.reason == "manual"
+    assert done.compaction.instructions == "Keep every file name."
+    assert done.compaction.first_kept_entry_id == planned.plan.first_kept_entry_id
+    assert "src/file_0.py" in done.compaction.summary
+    assert done.compaction.prompt_hash.startswith("sha256:")
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert log.compaction.first_kept_entry_id == done.compaction.first_kept_entry_id
+    # Nothing new since: a second compaction has nothing to do.
+    again = store.Compact(pb.CompactRequest(session_id=session.id))
+    assert not again.compacted and again.reason
+
+
+# -- 6. a slow summariser, concurrent writers -------------------------------------------
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with FakeProvider() as fake:
+        yield fake
+
+
+def test_appends_and_views_during_a_slow_summariser_lose_nothing(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session = create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=pb.CompactionPolicy(
+            keep_recent_tokens=4_000,
+            summarizer_model="openai/fake-summarizer",
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+        ),
+    )
+    provider.script(*[delay(1.5)] * 4)
+    turn(store, session.id, 0, output_chars=15_000)
+    turn(store, session.id, 1, output_chars=15_000)
+    errors: list[Exception] = []
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(5):
+                append(store, session.id, user(f"writer {k} note {i}"))
+                append(store, session.id, text(pb.ROLE_ASSISTANT, f"ok {k}.{i}"))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    def reader() -> None:
+        try:
+            for _ in range(3):
+                current = view(store, session.id)
+                assert current.estimated_tokens <= current.budget_tokens
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    turn(store, session.id, 2, output_chars=15_000)  # crosses the threshold
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+    threads.append(threading.Thread(target=reader))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    final = view(store, session.id)
+    assert final.estimated_tokens <= final.budget_tokens
+    stored = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+    assert stored.entry_count == 3 * 4 + 3 * 5 * 2
+    assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+    assert provider.requests, "the summariser was never called"
+    receipt = of_kind(store, session.id, "compaction_recorded")[0].compaction_recorded
+    assert receipt.summarizer_model == "openai/fake-summarizer"
+
+
+def test_a_failing_summariser_is_recorded_and_the_oldest_are_dropped_instead(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session = create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=pb.CompactionPolicy(
+            keep_recent_tokens=4_000,
+            summarizer_model="openai/fake-summarizer",
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+        ),
+    )
+    provider.script(*[fail("server_error")] * 10)
+    for n in range(6):
+        turn(store, session.id, n, output_chars=15_000)
+    current = view(store, session.id)
+    assert current.estimated_tokens <= current.budget_tokens
+    (failed,) = of_kind(store, session.id, "compaction_failed")
+    assert failed.compaction_failed.trigger == "threshold"
+    assert failed.compaction_failed.summarizer_model == "openai/fake-summarizer"
+    dropped = of_kind(store, session.id, "compaction_recorded")[0].compaction_recorded
+    assert dropped.fallback_stage == "hard-drop"
+    # A manual compaction that fails says so and changes nothing.
+    provider.script(fail("auth"))
+    turn(store, session.id, 9, output_chars=2_000)
+    before = store.GetSession(pb.GetSessionRequest(session_id=session.id)).compaction_count
+    outcome = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
+    assert not outcome.compacted and outcome.reason
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).compaction_count == before
+
+
+# -- 7. pruning ------------------------------------------------------------------------
+
+
+def test_pruning_soft_trims_then_hard_clears_and_the_log_is_unchanged(store: Stub) -> None:
+    # Trims keep most of each result here, so a fuller prompt needs clearing too.
+    session = create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=50_000,
+        compaction=pb.CompactionPolicy(mode="manual"),
+        pruning=pb.PruningPolicy(
+            mode="cache-ttl",
+            ttl_seconds=0,
+            min_prunable_tool_chars=10_000,
+            soft_trim_head_chars=5_000,
+            soft_trim_tail_chars=5_000,
+        ),
+    )
+    for n in range(6):
+        turn(store, session.id, n, output_chars=12_000)
+    first = view(store, session.id)
+    assert [a.kind for a in first.actions] == ["pruned"]
+    assert {p.action for p in first.pruned} == {pb.PRUNE_ACTION_SOFT_TRIM}
+    for n in range(6, 14):
+        turn(store, session.id, n, output_chars=12_000)
+    later = view(store, session.id)
+    assert pb.PRUNE_ACTION_HARD_CLEAR in {p.action for p in later.pruned}
+    assert "[Old tool result content cleared]" in later.messages_json
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    results = [e for e in log.entries if e.role == pb.ROLE_TOOL]
+    assert all(len(e.content[0].tool_result.content) == 12_000 for e in results)
+
+
+# -- 8. the system prompt, the report, the hash ----------------------------------------
+
+
+def test_the_view_is_the_whole_request_and_the_report_adds_up(store: Stub) -> None:
+    session = create(store, model="gpt-4o", max_system_file_chars=1_000)
+    request = pb.SetSystemPromptRequest(
+        session_id=session.id,
+        system_prompt=pb.SystemPrompt(
+            text="You are a careful coding agent.",
+            files=[
+                pb.InjectedFile(path="AGENTS.md", content="Use uv.\n"),
+                pb.InjectedFile(path="NOTES.md", content="x" * 5_000),
+                pb.InjectedFile(path="GONE.md", missing=True),
+            ],
+            skills=[pb.Skill(name="pdf", description="read PDFs")],
+            tools=[
+                pb.Tool(
+                    name="read",
+                    description="Read a file",
+                    parameters_json=json.dumps(
+                        {"type": "object", "properties": {"path": {"type": "string"}}}
+                    ),
+                )
+            ],
+        ),
+    )
+    stored = store.SetSystemPrompt(request)
+    assert stored.changed
+    statuses = [(f.path, f.status, f.raw_chars) for f in stored.system_prompt.files]
+    assert statuses == [
+        ("AGENTS.md", pb.FILE_STATUS_OK, 8),
+        ("NOTES.md", pb.FILE_STATUS_TRUNCATED, 5_000),
+        ("GONE.md", pb.FILE_STATUS_MISSING, 0),
+    ]
+    turn(store, session.id, 1, output_chars=2_000)
+
+    for provider_format in (pb.PROMPT_FORMAT_OPENAI, pb.PROMPT_FORMAT_ANTHROPIC):
+        served = view(store, session.id, format=provider_format)
+        name = "anthropic" if provider_format == pb.PROMPT_FORMAT_ANTHROPIC else "openai"
+        canonical = (
+            f'{{"format":"{name}","system":{served.system_json or "null"},'
+            f'"tools":{served.tools_json},"messages":{served.messages_json}}}'
+        )
+        assert hashlib.sha256(canonical.encode()).hexdigest() == served.request_hash
+        assert json.loads(served.tools_json)[0]["name" if name == "anthropic" else "type"]
+    openai = json.loads(view(store, session.id).messages_json)
+    assert openai[0]["role"] == "system" and "Use uv." in openai[0]["content"]
+
+    report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+    current = view(store, session.id)
+    assert report.used_tokens == current.estimated_tokens
+    assert (
+        report.system_prompt_tokens
+        + report.summary_tokens
+        + report.pinned_tokens
+        + report.messages_tokens
+        == report.used_tokens
+    )
+    assert report.system_prompt_tokens == report.system_prompt.total > 0
+    assert [f.status for f in report.files][2] == pb.FILE_STATUS_MISSING
+    assert report.top_tools[0].name == "read"
+
+    same = store.SetSystemPrompt(request)
+    assert not same.changed and same.version == current.version
+
+
+def test_provider_usage_calibrates_the_estimate(store: Stub) -> None:
+    session = create(store, model="gpt-4o")
+    append(store, session.id, user("hello " * 200))
+    served = view(store, session.id)
+    answer = text(
+        pb.ROLE_ASSISTANT,
+        "hi",
+        usage=pb.Usage(input_tokens=served.estimated_tokens * 2, output_tokens=3),
+        prompt_ref=pb.PromptRef(
+            version=served.version, format=pb.PROMPT_FORMAT_OPENAI, hash=served.request_hash
+        ),
+    )
+    append(store, session.id, answer)
+    report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+    assert report.calibration_ratio == pytest.approx(1.5)
+    assert report.last_provider_input_tokens == served.estimated_tokens * 2
+    (turn_usage,) = report.turns
+    assert turn_usage.estimated_input_tokens == served.estimated_tokens
+
+
+def test_a_sliding_window_session_drops_the_oldest_without_a_model(store: Stub) -> None:
+    session = create(store, model="gpt-4o", context_window_tokens=40_000, engine="sliding-window")
+    for n in range(8):
+        turn(store, session.id, n, output_chars=15_000)
+        current = view(store, session.id)
+        assert current.estimated_tokens <= current.budget_tokens
+        assert current.engine == "sliding-window"
+    receipts = [e.compaction_recorded for e in of_kind(store, session.id, "compaction_recorded")]
+    assert receipts and all(r.fallback_stage == "hard-drop" for r in receipts)
+    assert all(r.engine == "sliding-window" for r in receipts)
+
+
+def test_an_unknown_engine_is_refused(store: Stub) -> None:
+    session = create(store, model="gpt-4o")
+    message = refused(
+        lambda: store.UpdateSettings(
+            pb.UpdateSettingsRequest(session_id=session.id, settings=pb.SessionSettings(engine="x"))
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert "layered" in message
+
+
+def test_server_wide_defaults_reach_new_sessions(database_url: str) -> None:
+    running = start_server(
+        database_url,
+        session_defaults={"compaction": {"threshold_ratio": 0.6}, "pruning": {"mode": "recent-n"}},
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+
+            created = create(pb_grpc.SessionStoreStub(channel), model="gpt-4o")
+            assert created.settings.compaction.threshold_ratio == pytest.approx(0.6)
+            assert created.settings.pruning.mode == "recent-n"
+    finally:
+        running.stop(0)

@@ -7,13 +7,15 @@ of an earlier version or time) never run the engine: they show what was.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from domain.compaction import Trigger
+from domain.content import Role
 from domain.context.compaction_planner import prompt_budget
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
-from domain.session import Session
+from domain.session import Session, SessionEvent
 from domain.system_prompt import SystemPrompt
 from projections.context_report import ContextReport, build_context_report
 from projections.prompt_formats import RenderedPrompt
@@ -41,26 +43,35 @@ class ContextService:
         self.engines = engines
         sessions.on_saved.append(self._ingest)
 
-    def _ingest(self, session: Session) -> None:
-        self.engines.get(session.settings.engine).ingest(session)
+    def _ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
+        engine = self.engines.get(session.settings.engine)
+        engine.ingest(session)
+        if _ends_turn(session, saved):
+            engine.after_turn(session)
 
     def prompt_view(
-        self, session_id: str, as_of: AsOf, provider_format: str, deadline: float | None
+        self,
+        session_id: str,
+        as_of: AsOf,
+        provider_format: str,
+        deadline: float | None,
+        token_budget: int | None = None,
     ) -> ServedView:
         """Now: a view the engine has brought within the budget. As of a point: as it was."""
         if as_of.version is not None or as_of.time is not None:
             view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
             budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
             return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
-        engine = self.engines.get(self.sessions.aggregate(session_id).settings.engine)
-        assembly = engine.assemble(session_id, deadline)
+        name = self.sessions.aggregate(session_id).settings.engine
+        engine = self.engines.get(name)
+        assembly = engine.assemble(session_id, token_budget, deadline)
         rendered = self.sessions.render(assembly.view, provider_format)
         return ServedView(
             assembly.view,
             rendered,
             assembly.verdict,
             assembly.budget_tokens,
-            engine.info.name,
+            name,
             tuple(assembly.actions),
         )
 
@@ -147,6 +158,16 @@ class ContextService:
         session = self.sessions.aggregate(session_id)
         view = history.prompt_view()
         return build_context_report(view, history, session, _verdict(view))
+
+
+def _ends_turn(session: Session, saved: Sequence[SessionEvent]) -> bool:
+    """Whether this save ended a turn: an assistant entry last, no tool call open."""
+    last = saved[-1] if saved else None
+    return (
+        isinstance(last, Session.EntriesAppended)
+        and last.entries[-1].role is Role.ASSISTANT
+        and not session.open_tool_calls
+    )
 
 
 def _verdict(view: PromptView) -> WindowVerdict:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
@@ -101,7 +101,7 @@ class SessionService:
         self._latest_versions: WeightedLRU[str, int] = WeightedLRU(100_000, lambda _: 1)
         self.closing = threading.Event()
         # Called with each session just saved (the context engine's ingest).
-        self.on_saved: list[Callable[[Session], None]] = []
+        self.on_saved: list[Callable[[Session, Sequence[SessionEvent]], None]] = []
         # The context engines sessions may choose (all names, when empty).
         self.engine_names: set[str] = set()
 
@@ -456,6 +456,7 @@ class SessionService:
     def _save(self, session: Session) -> None:
         """Saves the pending events, snapshotting as configured."""
         pending = list(session.pending_events)
+        saved = cast(list[SessionEvent], pending)
         try:
             self._group_commit.save(session)
         except IdTaken:
@@ -472,7 +473,7 @@ class SessionService:
             raise VersionConflict(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
         for listener in self.on_saved:
-            listener(session)
+            listener(session, saved)
         with self._saved:
             self._latest_versions.put(session.id, session.version)
             self._saved.notify_all()

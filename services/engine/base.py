@@ -58,6 +58,8 @@ class CompactionRequest:
     force: bool = False
     dry_run: bool = False
     attempt: int = 0
+    # The prompt must fit this many tokens afterwards (None: the policy's budget).
+    budget_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,16 +118,20 @@ class ContextEngine(Protocol):
     info: EngineInfo
 
     def ingest(self, session: Session) -> None:
-        """After an append: ``session`` is the aggregate as saved."""
+        """After a change is saved: ``session`` is the aggregate as saved."""
 
-    def assemble(self, session_id: str, deadline: float | None) -> Assembly:
-        """The current prompt view, within the budget; ``deadline`` is time.monotonic()-based."""
+    def assemble(
+        self, session_id: str, token_budget: int | None, deadline: float | None
+    ) -> Assembly:
+        """The current prompt view within ``token_budget`` (None: the session's own budget),
+        or within the session's budget if that is smaller. ``deadline`` is on the
+        time.monotonic() clock."""
 
     def compact(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         """Compacts now (or plans, with dry_run)."""
 
     def after_turn(self, session: Session) -> None:
-        """After an append that ends an assistant turn."""
+        """After an append that ends a turn: an assistant entry with no tool call open."""
 
 
 @dataclass(frozen=True)

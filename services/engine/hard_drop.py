@@ -35,7 +35,8 @@ def hard_drop(
     window = view.context_window_tokens
     # What the kept messages may fill: the prompt's budget, less the system
     # prompt and the summary written here, and never over max_history_share.
-    room = prompt_budget(window, policy) - view.system_prompt.tokens.total - SUMMARY_TOKENS
+    budget = request.budget_tokens or prompt_budget(window, policy)
+    room = budget - view.system_prompt.tokens.total - SUMMARY_TOKENS
     share = max(MIN_SHARE, min(policy.max_history_share, room / window))
     plan = plan_hard_drop(
         entries, window, max_history_share=share, open_call_ids=tuple(session.open_tool_calls)

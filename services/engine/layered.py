@@ -78,7 +78,9 @@ class LayeredEngine:
     def after_turn(self, session: Session) -> None:
         pass
 
-    def assemble(self, session_id: str, deadline: float | None) -> Assembly:
+    def assemble(
+        self, session_id: str, token_budget: int | None, deadline: float | None
+    ) -> Assembly:
         view = self.port.history(session_id).prompt_view()
         verdict = guard_window(view)
         actions: list[EngineAction] = []
@@ -88,22 +90,30 @@ class LayeredEngine:
             view = self.port.history(session_id).prompt_view()
         policy = view.settings.compaction
         budget = prompt_budget(view.context_window_tokens, policy)
-        if view.estimated_tokens <= budget or policy.mode != "auto":
+        if token_budget is not None:
+            budget = min(budget, token_budget)
+        # The provider's own counts, when turns reported them, correct the estimate.
+        calibration = self.port.aggregate(session_id).calibration
+
+        def fits() -> bool:
+            return round(view.estimated_tokens * calibration) <= budget
+
+        if fits() or policy.mode != "auto":
             return Assembly(view, verdict, budget, actions)
         running = self.runner.running(session_id)
-        outcome = self._wait(
-            self._start(session_id, CompactionRequest(Trigger.THRESHOLD)), deadline
-        )
-        kind = "waited_for_compaction" if running is not None else "compacted"
+        asked = token_budget is not None
+        request = CompactionRequest(Trigger.THRESHOLD, force=asked, budget_tokens=budget)
+        outcome = self._wait(self._start(session_id, request, join=not asked), deadline)
+        kind = "waited_for_compaction" if running is not None and not asked else "compacted"
         actions.append(outcome.action(kind))
         view = self.port.history(session_id).prompt_view()
-        if view.estimated_tokens > budget:
+        if not fits():
             # What the summariser kept still does not fit: drop the oldest.
-            request = CompactionRequest(Trigger.THRESHOLD, force=True)
+            request = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=budget)
             dropped = self._wait(self._start(session_id, request, hard=True), deadline)
             actions.append(dropped.action())
             view = self.port.history(session_id).prompt_view()
-        if view.estimated_tokens > budget:
+        if not fits():
             raise PromptOverBudget(
                 f"the prompt needs ~{view.estimated_tokens:,} tokens but its budget is "
                 f"{budget:,}, even after compaction: the newest turn alone is too large for "

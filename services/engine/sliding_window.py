@@ -8,6 +8,7 @@ layered engine; there is no summariser and no pruning.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 
 from domain.compaction import Trigger
@@ -45,14 +46,19 @@ class SlidingWindowEngine:
     def after_turn(self, session: Session) -> None:
         pass
 
-    def assemble(self, session_id: str, deadline: float | None) -> Assembly:
+    def assemble(
+        self, session_id: str, token_budget: int | None, deadline: float | None
+    ) -> Assembly:
         view = self.port.history(session_id).prompt_view()
         verdict = guard_window(view)
         budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
+        if token_budget is not None:
+            budget = min(budget, token_budget)
         if view.estimated_tokens <= budget or view.settings.compaction.mode != "auto":
             return Assembly(view, verdict, budget)
-        timeout = None if deadline is None else max(0.0, deadline - _now())
-        outcome = self._start(session_id, CompactionRequest(Trigger.THRESHOLD)).result(timeout)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        request = CompactionRequest(Trigger.THRESHOLD, budget_tokens=budget)
+        outcome = self._start(session_id, request, join=token_budget is None).result(timeout)
         view = self.port.history(session_id).prompt_view()
         if view.estimated_tokens > budget:
             raise PromptOverBudget(
@@ -78,9 +84,3 @@ class SlidingWindowEngine:
         return self.runner.run(
             session_id, lambda: hard_drop(self.port, session_id, request, self.info.name), join=join
         )
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()

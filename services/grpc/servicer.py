@@ -42,6 +42,14 @@ def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
     return AsOf()
 
 
+def _token_budget(request: pb.GetPromptViewRequest) -> int | None:
+    if not request.HasField("token_budget"):
+        return None
+    if request.token_budget < 1:
+        raise InvalidRequest("token_budget must be 1 or more; leave it unset for the session's own")
+    return request.token_budget
+
+
 def _deadline(context: grpc.ServicerContext) -> float | None:
     """The client's deadline on the time.monotonic() clock, if it set one."""
     remaining = context.time_remaining()
@@ -153,6 +161,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             _as_of(request),
             mapping.prompt_format(request.format),
             _deadline(context),
+            _token_budget(request),
         )
         return context_mapping.served_view_to_pb(served)
 

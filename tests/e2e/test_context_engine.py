@@ -508,3 +508,15 @@ def test_server_wide_defaults_reach_new_sessions(database_url: str) -> None:
             assert created.settings.pruning.mode == "recent-n"
     finally:
         running.stop(0)
+
+
+def test_a_client_may_ask_for_a_view_within_a_smaller_budget(store: Stub) -> None:
+    session = create(store, model="gpt-4o", compaction=pb.CompactionPolicy(keep_recent_tokens=500))
+    for n in range(4):
+        turn(store, session.id, n, output_chars=8_000)
+    full = view(store, session.id)
+    smaller = view(store, session.id, token_budget=full.estimated_tokens // 2)
+    assert smaller.budget_tokens == full.estimated_tokens // 2
+    assert smaller.estimated_tokens <= smaller.budget_tokens
+    assert smaller.actions and smaller.actions[0].kind == "compacted"
+    refused(lambda: view(store, session.id, token_budget=0), grpc.StatusCode.INVALID_ARGUMENT)

@@ -1521,10 +1521,16 @@ class GetPromptViewRequest(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
     """Defaults to OpenAI."""
+    token_budget: _builtins.int
+    """The current view must fit this many tokens (e.g. to leave room for a long
+    answer); the engine compacts to get there. Never more than the session's
+    own budget. Ignored for replays (as_of).
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1534,13 +1540,19 @@ class GetPromptViewRequest(_message.Message):
         version: _builtins.int = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
         format: Global___PromptFormat.ValueType = ...,
+        token_budget: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "time", b"time", "version", b"version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget", "as_of", b"as_of", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "format", b"format", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget", "as_of", b"as_of", "format", b"format", "session_id", b"session_id", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__token_budget: _TypeAlias = _typing.Literal["token_budget"]  # noqa: Y015
+    _WhichOneofArgType__token_budget: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget"]  # noqa: Y015
     _WhichOneofReturnType_as_of: _TypeAlias = _typing.Literal["version", "time"]  # noqa: Y015
     _WhichOneofArgType_as_of: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__token_budget) -> _WhichOneofReturnType__token_budget | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_as_of) -> _WhichOneofReturnType_as_of | None: ...
 
 Global___GetPromptViewRequest: _TypeAlias = GetPromptViewRequest  # noqa: Y015

@@ -58,6 +58,25 @@ def request_json(provider_format: str, messages: str, system: str, tools: str) -
     )
 
 
+def appended_messages(base: RenderedPrompt, current: RenderedPrompt) -> str | None:
+    """The messages ``current`` adds after ``base``, as a JSON array, when ``base`` is
+    exactly its beginning (same system prompt and tools, every message unchanged);
+    None when anything before the end changed (a compaction, a prune, a guard or
+    system prompt change, or a merged Anthropic turn)."""
+    if (base.system_json, base.tools_json) != (current.system_json, current.tools_json):
+        return None
+    head = base.messages_json[:-1]  # without the closing bracket
+    rest = current.messages_json[len(head) :]
+    if not current.messages_json.startswith(head):
+        return None
+    if head == "[":
+        return current.messages_json
+    if rest == "]":
+        return "[]"
+    # The prefix must end at a message boundary: the next message starts there.
+    return "[" + rest[1:] if rest.startswith(",{") else None
+
+
 def request_hash(provider_format: str, messages: str, system: str, tools: str) -> str:
     canonical = request_json(provider_format, messages, system, tools)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -81,6 +100,8 @@ class PromptRenderer:
         self.weight = 0
         # Format -> (version, rendering): a version's view never changes.
         self._latest: dict[str, tuple[int, RenderedPrompt]] = {}
+        # Format -> the rendering before the latest: what a client most likely holds.
+        self._previous: dict[str, RenderedPrompt] = {}
 
     def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
         """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
@@ -102,10 +123,21 @@ class PromptRenderer:
             provider_format,
         )
         if latest is not None:
-            self.weight -= len(latest[1].messages_json)
+            previous = self._previous.get(provider_format)
+            if previous is not None:
+                self.weight -= len(previous.messages_json)
+            self._previous[provider_format] = latest[1]
         self._latest[provider_format] = (view.log.version, rendered)
         self.weight += len(rendered.messages_json)
         return rendered
+
+    def remembered(self, provider_format: str, request_hash: str) -> RenderedPrompt | None:
+        """A recent rendering with this hash, if this renderer still holds it."""
+        latest = self._latest.get(provider_format)
+        for candidate in (latest[1] if latest else None, self._previous.get(provider_format)):
+            if candidate is not None and candidate.request_hash == request_hash:
+                return candidate
+        return None
 
     def _render_openai(self, view: PromptView) -> str:
         parts: list[str] = []

@@ -8,7 +8,7 @@ of an earlier version or time) never run the engine: they show what was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from domain.compaction import Trigger
 from domain.content import Role
@@ -18,7 +18,7 @@ from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
 from domain.system_prompt import SystemPrompt
 from projections.context_report import ContextReport, build_context_report
-from projections.prompt_formats import RenderedPrompt
+from projections.prompt_formats import RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
 from services.adapters.overflow import classify_provider_error
@@ -35,6 +35,10 @@ class ServedView:
     budget_tokens: int
     engine: str
     actions: tuple[EngineAction, ...] = field(default_factory=tuple)
+    # Set when the client's view is still the beginning of this one: only the
+    # messages appended since, as a JSON array, and the version they follow.
+    appended_messages_json: str | None = None
+    base_version: int = 0
 
 
 class ContextService:
@@ -56,6 +60,7 @@ class ContextService:
         provider_format: str,
         deadline: float | None,
         token_budget: int | None = None,
+        held: tuple[int, str] | None = None,
     ) -> ServedView:
         """Now: a view the engine has brought within the budget. As of a point: as it was."""
         if as_of.version is not None or as_of.time is not None:
@@ -66,7 +71,7 @@ class ContextService:
         engine = self.engines.get(name)
         assembly = engine.assemble(session_id, token_budget, deadline)
         rendered = self.sessions.render(assembly.view, provider_format)
-        return ServedView(
+        served = ServedView(
             assembly.view,
             rendered,
             assembly.verdict,
@@ -74,6 +79,24 @@ class ContextService:
             name,
             tuple(assembly.actions),
         )
+        if held is None:
+            return served
+        return self._since(session_id, provider_format, held, served)
+
+    def _since(
+        self, session_id: str, provider_format: str, held: tuple[int, str], served: ServedView
+    ) -> ServedView:
+        """The view as what was appended after the one the client holds, when that one is
+        unchanged; else the whole view. Either way the client's provider cache is valid
+        exactly when the answer is a delta."""
+        version, request_hash = held
+        base = self.sessions.rendered_before(session_id, provider_format, version, request_hash)
+        if base is None:
+            return served
+        appended = appended_messages(base, served.rendered)
+        if appended is None:
+            return served
+        return replace(served, appended_messages_json=appended, base_version=version)
 
     def compact(
         self,

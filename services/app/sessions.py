@@ -366,6 +366,20 @@ class SessionService:
         view = history.prompt_view(self._version(history, as_of))
         return view, self.render(view, provider_format)
 
+    def rendered_before(
+        self, session_id: str, provider_format: str, version: int, request_hash: str
+    ) -> RenderedPrompt | None:
+        """The rendering a client says it holds (by version and hash), if it is genuine."""
+        renderer = self._renderers.get(session_id)
+        remembered = renderer.remembered(provider_format, request_hash) if renderer else None
+        if remembered is not None:
+            return remembered
+        try:
+            _, rendered = self.prompt_view(session_id, AsOf(version=version), provider_format)
+        except VersionOutOfRange:
+            return None
+        return rendered if rendered.request_hash == request_hash else None
+
     def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
         """The view in the provider's format, reusing what earlier renders made."""
         session_id = view.log.session_id

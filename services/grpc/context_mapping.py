@@ -30,7 +30,13 @@ def served_view_to_pb(served: ServedView) -> pb.PromptView:
         session_id=view.log.session_id,
         version=view.log.version,
         format=format_to_pb(rendered.provider_format),
-        messages_json=rendered.messages_json,
+        messages_json=(
+            rendered.messages_json
+            if served.appended_messages_json is None
+            else served.appended_messages_json
+        ),
+        appended=served.appended_messages_json is not None,
+        base_version=served.base_version,
         system_json=rendered.system_json,
         estimated_tokens=rendered.estimated_tokens,
         context_window_tokens=view.context_window_tokens,

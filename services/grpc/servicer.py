@@ -50,6 +50,17 @@ def _token_budget(request: pb.GetPromptViewRequest) -> int | None:
     return request.token_budget
 
 
+def _held(request: pb.GetPromptViewRequest) -> tuple[int, str] | None:
+    if not request.HasField("held_version"):
+        return None
+    if request.held_version < 1 or not request.held_hash:
+        raise InvalidRequest(
+            "held_version must be 1 or more and come with held_hash, the request_hash of "
+            "the view you hold"
+        )
+    return request.held_version, request.held_hash
+
+
 def _deadline(context: grpc.ServicerContext) -> float | None:
     """The client's deadline on the time.monotonic() clock, if it set one."""
     remaining = context.time_remaining()
@@ -162,6 +173,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             mapping.prompt_format(request.format),
             _deadline(context),
             _token_budget(request),
+            _held(request),
         )
         return context_mapping.served_view_to_pb(served)
 

@@ -520,3 +520,40 @@ def test_a_client_may_ask_for_a_view_within_a_smaller_budget(store: Stub) -> Non
     assert smaller.estimated_tokens <= smaller.budget_tokens
     assert smaller.actions and smaller.actions[0].kind == "compacted"
     refused(lambda: view(store, session.id, token_budget=0), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def test_a_turn_sends_only_what_it_adds_while_the_prefix_holds(store: Stub) -> None:
+    session = create(store, model="gpt-4o")
+    append(store, session.id, text(pb.ROLE_SYSTEM, "Be brief."), user("one"))
+    for provider_format in (pb.PROMPT_FORMAT_OPENAI, pb.PROMPT_FORMAT_ANTHROPIC):
+        held = view(store, session.id, format=provider_format)
+        messages = json.loads(held.messages_json)
+        for n in range(3):
+            append(store, session.id, text(pb.ROLE_ASSISTANT, f"answer {n}"))
+            append(store, session.id, user(f"question {n}"))
+            delta = view(
+                store,
+                session.id,
+                format=provider_format,
+                held_version=held.version,
+                held_hash=held.request_hash,
+            )
+            assert delta.appended and delta.base_version == held.version
+            messages += json.loads(delta.messages_json)
+            whole = view(store, session.id, format=provider_format)
+            assert messages == json.loads(whole.messages_json)
+            assert delta.request_hash == whole.request_hash
+            held = whole
+    # A compaction changes the beginning: the whole view comes back.
+    (kept,) = append(store, session.id, user("last")).entry_ids
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session.id, summary="said things", first_kept_entry_id=kept
+        )
+    )
+    after = view(store, session.id, held_version=held.version, held_hash=held.request_hash)
+    assert not after.appended
+    assert "said things" in after.messages_json
+    # A hash that never was is not trusted either.
+    stranger = view(store, session.id, held_version=held.version, held_hash="0" * 64)
+    assert not stranger.appended

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from domain.content import ThinkingBlock, Usage
 from domain.pruning import CLEARED_PLACEHOLDER
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
+    PromptRenderer,
+    appended_messages,
     to_anthropic,
     to_openai,
 )
@@ -255,3 +259,17 @@ def test_estimated_tokens_drop_when_a_result_is_pruned() -> None:
     assert cleared == full - (90 - 90 * len(CLEARED_PLACEHOLDER) // len(LONG))
     # The durable log's total is untouched by pruning.
     assert tracked.history.durable_log().total_tokens == full
+
+
+def test_appended_messages_only_when_the_held_view_is_the_exact_beginning() -> None:
+    tracked = Tracked()
+    tracked.append(user("one", id="u1"))
+    renderer = PromptRenderer()
+    base = {f: renderer.render(tracked.history.prompt_view(), f) for f in ("openai", "anthropic")}
+    tracked.append(user("two", id="u2"))
+    now = {f: renderer.render(tracked.history.prompt_view(), f) for f in ("openai", "anthropic")}
+    openai = appended_messages(base["openai"], now["openai"])
+    assert openai is not None and json.loads(openai) == [{"role": "user", "content": "two"}]
+    # Anthropic merges the two user turns into one message: the held one changed.
+    assert appended_messages(base["anthropic"], now["anthropic"]) is None
+    assert appended_messages(now["openai"], now["openai"]) == "[]"

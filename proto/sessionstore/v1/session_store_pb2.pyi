@@ -1522,6 +1522,8 @@ class GetPromptViewRequest(_message.Message):
     TIME_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    HELD_VERSION_FIELD_NUMBER: _builtins.int
+    HELD_HASH_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
@@ -1531,6 +1533,14 @@ class GetPromptViewRequest(_message.Message):
     answer); the engine compacts to get there. Never more than the session's
     own budget. Ignored for replays (as_of).
     """
+    held_version: _builtins.int
+    """The view the client already holds (its version and request_hash). When
+    that view is still the beginning of the current one (nothing compacted,
+    pruned or guarded differently since, same system prompt and tools), the
+    answer carries only the messages appended after it (appended = true):
+    the client's provider prompt cache is still valid. Otherwise the whole view.
+    """
+    held_hash: _builtins.str
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1541,15 +1551,21 @@ class GetPromptViewRequest(_message.Message):
         time: _timestamp_pb2.Timestamp | None = ...,
         format: Global___PromptFormat.ValueType = ...,
         token_budget: _builtins.int | None = ...,
+        held_version: _builtins.int | None = ...,
+        held_hash: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget", "as_of", b"as_of", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "as_of", b"as_of", "held_version", b"held_version", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget", "as_of", b"as_of", "format", b"format", "session_id", b"session_id", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "as_of", b"as_of", "format", b"format", "held_hash", b"held_hash", "held_version", b"held_version", "session_id", b"session_id", "time", b"time", "token_budget", b"token_budget", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__held_version: _TypeAlias = _typing.Literal["held_version"]  # noqa: Y015
+    _WhichOneofArgType__held_version: _TypeAlias = _typing.Literal["_held_version", b"_held_version"]  # noqa: Y015
     _WhichOneofReturnType__token_budget: _TypeAlias = _typing.Literal["token_budget"]  # noqa: Y015
     _WhichOneofArgType__token_budget: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget"]  # noqa: Y015
     _WhichOneofReturnType_as_of: _TypeAlias = _typing.Literal["version", "time"]  # noqa: Y015
     _WhichOneofArgType_as_of: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__held_version) -> _WhichOneofReturnType__held_version | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__token_budget) -> _WhichOneofReturnType__token_budget | None: ...
     @_typing.overload
@@ -1728,6 +1744,8 @@ class PromptView(_message.Message):
     ACTIONS_FIELD_NUMBER: _builtins.int
     ENGINE_FIELD_NUMBER: _builtins.int
     BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    APPENDED_FIELD_NUMBER: _builtins.int
+    BASE_VERSION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
@@ -1747,6 +1765,12 @@ class PromptView(_message.Message):
     engine: _builtins.str
     budget_tokens: _builtins.int
     """The view never holds more than this (threshold and reserve applied)."""
+    appended: _builtins.bool
+    """True: messages_json holds only the messages appended after held_version
+    (the request's), which the client appends to the messages it holds;
+    request_hash is the whole view's.
+    """
+    base_version: _builtins.int
     @_builtins.property
     def pruned(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]:
         """Entries whose tool results were trimmed or cleared in this view."""
@@ -1777,10 +1801,12 @@ class PromptView(_message.Message):
         actions: _abc.Iterable[Global___EngineAction] | None = ...,
         engine: _builtins.str = ...,
         budget_tokens: _builtins.int = ...,
+        appended: _builtins.bool = ...,
+        base_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["guard", b"guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "budget_tokens", b"budget_tokens", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "session_id", b"session_id", "system_json", b"system_json", "tools_json", b"tools_json", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "appended", b"appended", "base_version", b"base_version", "budget_tokens", b"budget_tokens", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "session_id", b"session_id", "system_json", b"system_json", "tools_json", b"tools_json", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -28,7 +28,7 @@ Groups (``--only NAME``, repeatable):
 Modules: ``__main__`` (the command line), ``config`` (sizes, shared servers),
 ``server`` (the server process and throwaway databases), ``turns`` (what is
 written), ``raw`` (the database's own limit), ``workloads`` (ingest, length),
-``views`` (view, replay), ``coldwrite``, ``engine``, ``tokencount``, ``memory``, ``peers``, ``report`` (the
-table and JSON), ``plot`` (the PNG); ``profiling`` is a separate command that
-shows where the server's time goes.
+``views`` (view, replay), ``coldwrite``, ``engine``, ``tokencount``,
+``memory``, ``peers``, ``report`` (the table and JSON), ``plot`` (the PNG);
+``profiling`` is a separate command that shows where the server's time goes.
 """

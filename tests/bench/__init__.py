@@ -22,7 +22,7 @@ Groups (``--only NAME``, repeatable):
 * coldwrite: the first append after a restart to a 10,000-entry session, next
   to a warm append.
 * engine:  the context engine: a warm prompt view of 10,000 entries with the
-  engine on, an offline Compact of ~200,000 tokens, and appends while a
+  engine on, an offline Compact of ~200,000 tokens (2,500 entries), and appends while a
   summariser call (2 s, on a loopback provider) runs.
 
 Modules: ``__main__`` (the command line), ``config`` (sizes, shared servers),

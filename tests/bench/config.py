@@ -71,7 +71,7 @@ FULL = Scale(
     peer_turns=1_000,
     peer_timed_turns=50,
     engine_view_entries=10_000,
-    engine_compact_entries=2_000,
+    engine_compact_entries=2_500,
 )
 
 QUICK = Scale(

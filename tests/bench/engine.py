@@ -343,7 +343,7 @@ def _appends_during_summary(ctx: Context, backend: str) -> None:
     ):
         stub = server.stub()
         # A window no number of these appends fills: it never compacts.
-        bystander = turns.create(stub, context_window_tokens=10_000_000)
+        bystander = turns.create(stub, context_window_tokens=turns.STORE_WINDOW_TOKENS)
         # Warm: tokenizer, pool, and litellm's first call (imports, client).
         turns.append(stub, bystander, turns.agent_turn(next(_ids)))
         warm = _fill(stub, provider)

@@ -19,11 +19,16 @@ Groups (``--only NAME``, repeatable):
 * memory:  server RSS after 10,000 sessions of 200 entries, against the cache cap.
 * peers:   turns/s at 1,000 turns against LangGraph's PostgresSaver and the
   OpenAI Agents SDK's SQLAlchemySession on the same PostgreSQL.
+* coldwrite: the first append after a restart to a 10,000-entry session, next
+  to a warm append.
+* engine:  the context engine: a warm prompt view of 10,000 entries with the
+  engine on, an offline Compact of ~200,000 tokens (2,500 entries), and appends while a
+  summariser call (2 s, on a loopback provider) runs.
 
 Modules: ``__main__`` (the command line), ``config`` (sizes, shared servers),
 ``server`` (the server process and throwaway databases), ``turns`` (what is
 written), ``raw`` (the database's own limit), ``workloads`` (ingest, length),
-``views`` (view, replay), ``tokencount``, ``memory``, ``peers``, ``report`` (the
-table and JSON), ``plot`` (the PNG); ``profiling`` is a separate command that
-shows where the server's time goes.
+``views`` (view, replay), ``coldwrite``, ``engine``, ``tokencount``,
+``memory``, ``peers``, ``report`` (the table and JSON), ``plot`` (the PNG);
+``profiling`` is a separate command that shows where the server's time goes.
 """

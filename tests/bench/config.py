@@ -45,6 +45,9 @@ class Scale:
     # Group "peers": conversation length, and how many of its last turns are timed.
     peer_turns: int
     peer_timed_turns: int
+    # Group "engine": entries of the viewed session, and of the compacted one.
+    engine_view_entries: int
+    engine_compact_entries: int
 
 
 FULL = Scale(
@@ -67,6 +70,8 @@ FULL = Scale(
     memory_backends=("postgres",),
     peer_turns=1_000,
     peer_timed_turns=50,
+    engine_view_entries=10_000,
+    engine_compact_entries=2_500,
 )
 
 QUICK = Scale(
@@ -89,6 +94,8 @@ QUICK = Scale(
     memory_backends=("postgres",),
     peer_turns=200,
     peer_timed_turns=20,
+    engine_view_entries=2_000,
+    engine_compact_entries=500,
 )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from services.bootstrap import build_service
+from services.bootstrap import build_application
 from services.config import Config
 from services.grpc.servicer import SessionStoreServicer
 from tests.bench import turns
@@ -65,9 +65,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=BACKENDS, default="postgres")
     backend = parser.parse_args().backend
     with database(backend) as db:
-        service = build_service(Config(database_url=db.url))
-        servicer = SessionStoreServicer(service)
-        context: Any = None  # the servicer's methods used here do not touch it
+        app = build_application(Config(database_url=db.url))
+        servicer = SessionStoreServicer(app.sessions, app.context)
+        context: Any = _NoDeadline()
         try:
             create = pb.CreateSessionRequest(settings=pb.SessionSettings(model="gpt-4o"))
             session_id = servicer.CreateSession(create, context).id
@@ -91,7 +91,11 @@ def main() -> None:
 
             _profile("create + 200-entry append", 40, batch)
 
-            long_id = servicer.CreateSession(create, context).id
+            # ~1,000,000 tokens: a window the engine need not compact them in.
+            wide = pb.CreateSessionRequest(
+                settings=pb.SessionSettings(model="gpt-4o", context_window_tokens=2_000_000)
+            )
+            long_id = servicer.CreateSession(wide, context).id
             for first in range(0, 10_000, 2_500):
                 entries = [
                     e for n in range(first // 4, (first + 2_500) // 4) for e in turns.agent_turn(n)
@@ -107,18 +111,25 @@ def main() -> None:
                 lambda: [servicer.GetPromptView(view, context) for _ in range(30)],
             )
         finally:
-            service.close()
+            app.close()
         # A new service: its history cache is empty, as in a fresh server process.
-        service = build_service(Config(database_url=db.url))
+        app = build_application(Config(database_url=db.url))
         try:
-            servicer = SessionStoreServicer(service)
+            servicer = SessionStoreServicer(app.sessions, app.context)
             _profile(
                 "first prompt view, 10,000 entries (history loaded from the database)",
                 1,
                 lambda: servicer.GetPromptView(view, context),
             )
         finally:
-            service.close()
+            app.close()
+
+
+class _NoDeadline:
+    """The one part of a gRPC context the servicer reads: no deadline."""
+
+    def time_remaining(self) -> None:
+        return None
 
 
 if __name__ == "__main__":

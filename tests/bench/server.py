@@ -192,8 +192,18 @@ def new_channel(port: int) -> grpc.Channel:
     return grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
 
 
-def spawn(db: Database, *, cache_max_mb: int = 512, **settings: str) -> ServerProcess:
-    """Starts a server on ``db`` and returns once its health check says SERVING."""
+def spawn(
+    db: Database,
+    *,
+    cache_max_mb: int = 512,
+    env: dict[str, str] | None = None,
+    **settings: str,
+) -> ServerProcess:
+    """Starts a server on ``db`` and returns once its health check says SERVING.
+
+    ``settings`` become SESSIONSTORE_* variables; ``env`` adds others (a
+    provider key, say) to the server's environment.
+    """
     port = free_port()
     env = {
         **os.environ,
@@ -204,6 +214,7 @@ def spawn(db: Database, *, cache_max_mb: int = 512, **settings: str) -> ServerPr
         # the benchmarks never make); a server killed from outside shows as such.
         "SESSIONSTORE_LOG_LEVEL": "INFO",
         **{f"SESSIONSTORE_{k.upper()}": v for k, v in settings.items()},
+        **(env or {}),
     }
     # The server's stderr goes to a file: a pipe nobody reads could fill and block it.
     handle, log_path = tempfile.mkstemp(prefix="sessionstore-bench-", suffix=".log")

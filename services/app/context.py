@@ -67,7 +67,7 @@ class ContextService:
             view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
             budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
             return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
-        name = self.sessions.aggregate(session_id).settings.engine
+        name = self.sessions.recent(session_id).settings.engine
         engine = self.engines.get(name)
         assembly = engine.assemble(session_id, token_budget, deadline)
         rendered = self.sessions.render(assembly.view, provider_format)

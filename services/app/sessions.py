@@ -320,6 +320,12 @@ class SessionService:
     def aggregate(self, session_id: str) -> Session:
         return self._aggregate(session_id)
 
+    def recent(self, session_id: str) -> Session:
+        """The aggregate as this server last saved it, else as stored: for estimates and
+        routing on the read path, where a moment's staleness does no harm and a read
+        of the store would cost as much as the view itself."""
+        return self._written.get(session_id) or self._aggregate(session_id)
+
     def _write(
         self,
         session_id: str,

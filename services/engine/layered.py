@@ -93,7 +93,7 @@ class LayeredEngine:
         if token_budget is not None:
             budget = min(budget, token_budget)
         # The provider's own counts, when turns reported them, correct the estimate.
-        calibration = self.port.aggregate(session_id).calibration
+        calibration = self.port.recent(session_id).calibration
 
         def fits() -> bool:
             return round(view.estimated_tokens * calibration) <= budget

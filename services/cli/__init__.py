@@ -24,11 +24,13 @@ import grpc
 
 from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
 from services.cli.compaction import compact, prune
+from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
+from services.cli.system_prompt import system_prompt
 from services.cli.views import log, prompt, replay
 
 __all__ = ["cli", "main"]
@@ -106,6 +108,10 @@ for _command in (
     events,
     compact,
     prune,
+    system_prompt,
+    status,
+    context,
+    usage,
 ):
     cli.add_command(_command)
 

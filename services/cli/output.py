@@ -211,6 +211,18 @@ def prune_action(pruned: pb.PrunedEntry) -> str:
     return f"trimmed to first {pruned.head_chars:,} and last {pruned.tail_chars:,} chars"
 
 
+def guard_action(decision: pb.GuardDecision) -> str:
+    """How the tool-result guard shows a result it did not keep whole."""
+    if decision.action == "replace":
+        shown = f"replaced by a placeholder ({decision.original_chars:,} chars)"
+    else:
+        shown = (
+            f"truncated to first {decision.head_chars:,} and last {decision.tail_chars:,} "
+            f"of {decision.original_chars:,} chars"
+        )
+    return shown + (f" ({decision.reason})" if decision.reason else "")
+
+
 def echo_compaction(compaction: pb.Compaction) -> None:
     click.echo(
         f"compacted at version {compaction.version} ({compaction.reason}): entries before "

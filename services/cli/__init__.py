@@ -23,7 +23,7 @@ import click
 import grpc
 
 from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
-from services.cli.compaction import compact, prune
+from services.cli.compaction import compact, overflow, prune
 from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
 from services.cli.events import events
@@ -108,6 +108,7 @@ for _command in (
     events,
     compact,
     prune,
+    overflow,
     system_prompt,
     status,
     context,

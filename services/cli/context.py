@@ -22,9 +22,7 @@ _MOST_SHOWN = 10
 
 
 def _report(client: Client, session: str) -> pb.ContextReport:
-    return client.call(
-        client.stub.GetContextReport, pb.GetContextReportRequest(session_id=session)
-    )
+    return client.call(client.stub.GetContextReport, pb.GetContextReportRequest(session_id=session))
 
 
 def _share(tokens: int, window: int) -> str:
@@ -51,7 +49,8 @@ def status(client: Client, session: str) -> None:
         compaction = report.latest_compaction
         latest = (
             f"#{compaction.version} ({compaction.reason}), {compaction.tokens_before:,} → "
-            f"{compaction.tokens_after:,} tokens: {output.clip(compaction.summary, 60)}"
+            f"{compaction.tokens_after:,} tokens: "
+            + output.clip(output.summary_line(compaction.summary), 60)
         )
     output.echo_fields(
         [
@@ -64,7 +63,7 @@ def status(client: Client, session: str) -> None:
             ),
             (
                 "calibrated",
-                f"{report.calibrated_tokens:,} tokens (× {report.calibration_ratio:.2f})",
+                f"{report.calibrated_tokens:,} tokens (ratio {report.calibration_ratio:.2f})",
             ),
             ("provider", provider),
             (
@@ -78,7 +77,11 @@ def status(client: Client, session: str) -> None:
             (
                 "compactions",
                 f"{report.compaction_count:,}"
-                + (f" ({report.compaction_failures:,} failed)" if report.compaction_failures else ""),
+                + (
+                    f" ({report.compaction_failures:,} failed)"
+                    if report.compaction_failures
+                    else ""
+                ),
             ),
             ("prunes", f"{report.prune_count:,}"),
             ("latest", latest),
@@ -157,7 +160,7 @@ def _echo_parts(report: pb.ContextReport) -> None:
         ["  text", f"{parts.text:,}", ""],
         ["  files", f"{parts.files:,}", files],
         ["  skills", f"{parts.skills:,}", output.count(len(report.skills), "skill")],
-        ["  tool list", f"{parts.tool_list:,}", output.count(len(report.top_tools), "tool")],
+        ["  tool list", f"{parts.tool_list:,}", ""],
         ["  tool schemas", f"{parts.tool_schemas:,}", ""],
         ["summary", f"{report.summary_tokens:,}", _summary_note(report)],
         ["pinned", f"{report.pinned_tokens:,}", "system entries kept ahead of the summary"],
@@ -233,7 +236,9 @@ def usage(client: Client, session: str) -> None:
     rows.append(["total", "", *_usage_cells(report.total_usage), ""])
     for line in output.table(rows, right={2, 3, 4, 5, 6}):
         click.echo(line)
-    click.echo(f"calibration × {report.calibration_ratio:.2f} (provider input / store estimate)")
+    click.echo(
+        f"calibration ratio {report.calibration_ratio:.2f} (provider input / store estimate)"
+    )
 
 
 def _usage_cells(given: pb.Usage) -> list[str]:

@@ -97,7 +97,8 @@ def context_setting_options(command: F) -> F:
     """The context-management settings `create` and `settings` take; unset ones are not sent."""
     options = [
         click.option(
-            "--engine", help="Context engine: layered (default), sliding-window or a plug-in's name."
+            "--engine",
+            help="Context engine: layered (default), sliding-window or a plug-in's name.",
         ),
         click.option(
             "--compaction-mode",
@@ -108,6 +109,12 @@ def context_setting_options(command: F) -> F:
             "--threshold",
             type=click.FloatRange(min=0, max=1, min_open=True),
             help="Compact when the prompt exceeds this share of the window (e.g. 0.8).",
+        ),
+        click.option(
+            "--keep-recent",
+            "keep_recent_tokens",
+            type=click.IntRange(min=0),
+            help="Tokens of the newest entries a compaction keeps (e.g. 20000).",
         ),
         click.option(
             "--summarizer",
@@ -136,6 +143,7 @@ def apply_context_settings(
     engine: str | None,
     compaction_mode: str | None,
     threshold: float | None,
+    keep_recent_tokens: int | None,
     summarizer: str | None,
     summarizer_api_base: str | None,
     pruning: str | None,
@@ -146,6 +154,7 @@ def apply_context_settings(
     compaction = pb.CompactionPolicy(
         mode=compaction_mode,
         threshold_ratio=threshold,
+        keep_recent_tokens=keep_recent_tokens,
         summarizer_model=summarizer,
         summarizer_api_base=summarizer_api_base,
     )

@@ -229,7 +229,19 @@ def echo_compaction(compaction: pb.Compaction) -> None:
         f"{short(compaction.first_kept_entry_id)} summarised in "
         f"{compaction.summary_tokens:,} tokens"
     )
-    click.echo("  summary: " + clip(compaction.summary, width() - 11))
+    click.echo("  summary: " + clip(summary_line(compaction.summary), width() - 11))
+
+
+def summary_line(summary: str) -> str:
+    """The summary's first line of substance: a structured summary's first section
+    (`## Goal` then `- ...`) reads as `Goal: ...`."""
+    lines = [line.strip() for line in summary.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.startswith("#") and len(lines) > 1:
+        return f"{first.lstrip('#').strip()}: {lines[1].removeprefix('- ')}"
+    return first + ("…" if len(lines) > 1 else "")
 
 
 def settings_summary(settings: pb.SessionSettings) -> str:

@@ -121,7 +121,7 @@ def echo_view_summary(view: pb.PromptView) -> None:
     if guard.level and guard.level != "ok":
         click.echo(f"guard {guard.level}: {guard.message}")
     for action in view.actions:
-        at = f" at version {action.version}" if action.version else ""
+        at = f" at version {action.version}" if action.version else " (nothing recorded)"
         detail = f": {action.detail}" if action.detail else ""
         click.echo(f"engine {action.kind}{at}{detail}")
     for decision in view.guarded:

@@ -240,7 +240,7 @@ def test_prompt_shows_the_guard_and_what_it_did_to_the_huge_result(address: str)
     )
     assert "guard warn: the context window of 20,000 tokens" in shown
     assert re.search(r"guarded big: (replaced by a placeholder|truncated)", shown)
-    assert re.search(rf"prompt ref \d+:openai:[0-9a-f]{{64}}", shown)
+    assert re.search(r"prompt ref \d+:openai:[0-9a-f]{64}", shown)
     assert "prompt ref" in ok(address, "replay", session, "3")
 
 

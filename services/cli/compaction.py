@@ -166,7 +166,12 @@ def _echo_plan(plan: pb.CompactionPlan) -> None:
     chunks = ", ".join(
         f"{output.count(len(c.entry_ids), 'entry')}/{c.tokens:,} tokens" for c in plan.chunks
     )
-    window = f" (window {plan.summarizer_window_tokens:,})" if plan.summarizer_window_tokens else ""
+    # The offline summariser has no window worth showing (it reads any length).
+    window = (
+        f" (window {plan.summarizer_window_tokens:,})"
+        if plan.summarizer_model and plan.summarizer_window_tokens
+        else ""
+    )
     output.echo_fields(
         [
             ("cut", f"keep from {plan.first_kept_entry_id}" if plan.first_kept_entry_id else ""),

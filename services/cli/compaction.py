@@ -169,7 +169,7 @@ def _echo_plan(plan: pb.CompactionPlan) -> None:
     # The offline summariser has no window worth showing (it reads any length).
     window = (
         f" (window {plan.summarizer_window_tokens:,})"
-        if plan.summarizer_model and plan.summarizer_window_tokens
+        if plan.summarizer_model not in ("", "offline") and plan.summarizer_window_tokens
         else ""
     )
     output.echo_fields(

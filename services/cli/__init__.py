@@ -12,7 +12,7 @@ the server refused the request, 2 when the server could not be reached.
     sessionstore events SESSION --follow
 
 This module holds the command group; each command lives in the module of its
-group (sessions, entries, views, events, compaction).
+group (sessions, entries, views, events, compaction, context, system_prompt).
 """
 
 from __future__ import annotations

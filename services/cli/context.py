@@ -99,7 +99,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group)
 def context() -> None:
-    """What fills the context window (seed 004's /context).
+    """What fills the context window, part by part.
 
     \b
       context list S      the parts, adding up to the tokens used

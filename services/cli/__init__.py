@@ -12,7 +12,7 @@ the server refused the request, 2 when the server could not be reached.
     sessionstore events SESSION --follow
 
 This module holds the command group; each command lives in the module of its
-group (sessions, entries, views, events, compaction).
+group (sessions, entries, views, events, compaction, context, system_prompt).
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ import click
 import grpc
 
 from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
-from services.cli.compaction import compact, prune
+from services.cli.compaction import compact, overflow, prune
+from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
+from services.cli.system_prompt import system_prompt
 from services.cli.views import log, prompt, replay
 
 __all__ = ["cli", "main"]
@@ -106,6 +108,11 @@ for _command in (
     events,
     compact,
     prune,
+    overflow,
+    system_prompt,
+    status,
+    context,
+    usage,
 ):
     cli.add_command(_command)
 

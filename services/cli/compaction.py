@@ -1,6 +1,7 @@
-"""Context commands: `compact` records a summary, `prune` trims or clears tool results.
+"""Context commands: `compact` (run by the store, or a summary the client wrote),
+`prune` trims or clears tool results, `overflow` reports a provider's refusal.
 
-Both change only what the views show; every entry stays in the store whole.
+All change only what the views show; every entry stays in the store whole.
 """
 
 from __future__ import annotations
@@ -10,33 +11,60 @@ import click
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.options import expected_version_option, read_text
+from services.cli.options import FORMATS, expected_version_option, format_option, read_text
+from services.cli.views import echo_view_summary
 
 
 @click.command()
 @click.argument("session")
-@click.option("--summary", required=True, help='The summary; "-" reads standard input.')
+@click.option("--instructions", default="", help="What the store's summary should keep or stress.")
+@click.option("--force", is_flag=True, help="Compact even below the session's threshold.")
+@click.option("--dry-run", is_flag=True, help="Show the plan; write nothing.")
+@click.option(
+    "--summary", help='A summary you wrote (with --first-kept); "-" reads standard input.'
+)
 @click.option(
     "--first-kept",
-    required=True,
     metavar="ENTRY_ID",
-    help="The first entry to keep (the short id `log` prints will do).",
+    help="With --summary: the first entry to keep (the short id `log` prints will do).",
 )
-@click.option("--reason", default="", help="Why, for the record [default: set by the server].")
+@click.option("--reason", default="", help="With --summary: why, for the record.")
 @expected_version_option
 @pass_client
 def compact(
     client: Client,
     session: str,
-    summary: str,
-    first_kept: str,
+    instructions: str,
+    force: bool,
+    dry_run: bool,
+    summary: str | None,
+    first_kept: str | None,
     reason: str,
     expected_version: int | None,
 ) -> None:
-    """Record a compaction.
+    """Compact the session: the store summarises, or records your summary.
 
-    The summary replaces, in the durable log, the entries before --first-kept.
+    Without --summary the store chooses the cut and writes the summary with the
+    session's summariser (--dry-run shows its plan first). With --summary and
+    --first-kept it records your summary in place of the entries before
+    --first-kept.
+
+    
+      compact S --dry-run
+      compact S --instructions "keep the API decisions" --force
+      compact S --summary "Read README.md" --first-kept answer1
     """
+    if summary is None:
+        if first_kept is not None or reason:
+            raise click.UsageError("--first-kept and --reason go with --summary")
+        return _store_compact(client, session, instructions, force, dry_run, expected_version)
+    if first_kept is None:
+        raise click.UsageError("--summary needs --first-kept: the first entry the summary keeps")
+    if instructions or force or dry_run:
+        raise click.UsageError(
+            "--instructions, --force and --dry-run are for the store's compaction; "
+            "leave out --summary to use them"
+        )
     request = pb.RecordCompactionRequest(
         session_id=session,
         summary=read_text(summary) or "",
@@ -98,3 +126,150 @@ def prune(
     click.echo(f"pruned {output.count(len(pruned), 'entry')} at version {response.version}")
     for decision in response.entries:
         click.echo(f"  {decision.entry_id}: {output.prune_action(decision)}")
+
+
+def _store_compact(
+    client: Client,
+    session: str,
+    instructions: str,
+    force: bool,
+    dry_run: bool,
+    expected_version: int | None,
+) -> None:
+    request = pb.CompactRequest(
+        session_id=session,
+        instructions=instructions,
+        force=force,
+        dry_run=dry_run,
+        expected_version=expected_version,
+    )
+    response = client.call(client.stub.Compact, request)
+    if client.as_json:
+        return output.print_json(response)
+    if response.compacted:
+        return _echo_receipt(response.compaction)
+    if dry_run and response.HasField("plan"):
+        click.echo("dry run, nothing written; the plan:")
+        _echo_plan(response.plan)
+        return None
+    click.echo(f"not compacted: {response.reason or 'nothing to compact'}")
+    if response.HasField("plan"):
+        _echo_plan(response.plan)
+    return None
+
+
+def _echo_plan(plan: pb.CompactionPlan) -> None:
+    covered = output.count(plan.entries_covered, "entry")
+    if plan.first_covered_entry_id:
+        first, last = plan.first_covered_entry_id, plan.last_covered_entry_id
+        covered += f" ({output.short(first)} … {output.short(last)})"
+    chunks = ", ".join(
+        f"{output.count(len(c.entry_ids), 'entry')}/{c.tokens:,} tokens" for c in plan.chunks
+    )
+    # The offline summariser has no window worth showing (it reads any length).
+    window = (
+        f" (window {plan.summarizer_window_tokens:,})"
+        if plan.summarizer_model not in ("", "offline") and plan.summarizer_window_tokens
+        else ""
+    )
+    output.echo_fields(
+        [
+            ("cut", f"keep from {plan.first_kept_entry_id}" if plan.first_kept_entry_id else ""),
+            ("covers", covered),
+            ("chunks", f"{len(plan.chunks)}: {chunks}" if plan.chunks else ""),
+            (
+                "tokens",
+                f"{plan.tokens_before:,} → {plan.estimated_tokens_after:,} (estimated)",
+            ),
+            ("summariser", (plan.summarizer_model or "offline") + window),
+            ("oversized", ", ".join(output.short(e) for e in plan.oversized_entry_ids)),
+            ("pinned", ", ".join(output.short(e) for e in plan.pinned_entry_ids)),
+            ("reason", plan.reason),
+        ]
+    )
+
+
+def _echo_receipt(compaction: pb.Compaction) -> None:
+    output.echo_compaction(compaction)
+    before = f"{compaction.tokens_before:,}"
+    if compaction.tokens_before_source:
+        before += f" ({compaction.tokens_before_source})"
+    after = f"{compaction.tokens_after:,}"
+    if compaction.tokens_after_source:
+        after += f" ({compaction.tokens_after_source})"
+    covered = f"{output.count(compaction.entries_covered, 'entry')}"
+    if compaction.first_covered_entry_id:
+        covered += (
+            f" ({output.short(compaction.first_covered_entry_id)} … "
+            f"{output.short(compaction.last_covered_entry_id)})"
+        )
+    output.echo_fields(
+        [
+            ("  trigger", compaction.reason),
+            ("  covers", covered),
+            ("  tokens", f"{before} → {after}"),
+            ("  summariser", compaction.summarizer_model or "offline"),
+            ("  chunks", str(compaction.chunks) if compaction.chunks else ""),
+            ("  fallback", compaction.fallback_stage),
+            ("  attempt", str(compaction.attempt) if compaction.attempt > 1 else ""),
+            ("  duration", f"{compaction.duration_ms:,} ms"),
+            ("  engine", compaction.engine),
+            ("  instructions", compaction.instructions),
+        ]
+    )
+
+
+@click.command()
+@click.argument("session")
+@click.option(
+    "--error",
+    "error_text",
+    required=True,
+    help='The provider\'s error message or body; "-" reads stdin.',
+)
+@click.option("--status", "status_code", type=click.IntRange(min=0), default=0, help="HTTP status.")
+@click.option("--provider", default="", help="e.g. openai, anthropic [default: the model's].")
+@click.option(
+    "--view-version", type=click.IntRange(min=0), default=0, help="The refused view's version."
+)
+@click.option("--view-hash", default="", help="The refused view's request hash.")
+@format_option
+@pass_client
+def overflow(
+    client: Client,
+    session: str,
+    error_text: str,
+    status_code: int,
+    provider: str,
+    view_version: int,
+    view_hash: str,
+    prompt_format: str | None,
+) -> None:
+    """Report that the provider refused a prompt view as too long.
+
+    The store truncates oversized tool results, compacts, and answers the new
+    view (`prompt` prints it in full). An error that is not an overflow is
+    refused, as is a turn past the session's max_attempts reports.
+
+    \b
+      overflow S --status 400 --error "$(cat error.json)" --view-version 12 --view-hash 3f2a...
+    """
+    request = pb.ReportOverflowRequest(
+        session_id=session,
+        error_text=read_text(error_text) or "",
+        status_code=status_code,
+        provider=provider,
+        view_version=view_version,
+        view_hash=view_hash,
+    )
+    if prompt_format is not None:
+        request.format = FORMATS[prompt_format]
+    view = client.call(client.stub.ReportOverflow, request)
+    if client.as_json:
+        return output.print_json(view)
+    click.echo(
+        f"{view.session_id}: new prompt view at version {view.version}, "
+        f"{output.format_name(view.format)} format"
+    )
+    echo_view_summary(view)
+    return None

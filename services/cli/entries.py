@@ -11,7 +11,7 @@ import click
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.options import expected_version_option, read_text
+from services.cli.options import FORMATS, expected_version_option, read_text
 
 _ROLES = {
     "user": pb.ROLE_USER,
@@ -42,6 +42,15 @@ _ROLES = {
     "--parent", metavar="ENTRY_ID", help="The entry this one follows [default: the last one]."
 )
 @click.option("--idempotency-key", default="", help="Retries with this key append only once.")
+@click.option(
+    "--prompt-ref",
+    metavar="VERSION:FORMAT:HASH",
+    help="Assistant entries: the prompt view answered (`prompt` prints it), for calibration.",
+)
+@click.option("--input-tokens", type=click.IntRange(min=0), help="Provider-reported usage.")
+@click.option("--output-tokens", type=click.IntRange(min=0))
+@click.option("--cache-read-tokens", type=click.IntRange(min=0))
+@click.option("--cache-write-tokens", type=click.IntRange(min=0))
 @expected_version_option
 @pass_client
 def append(
@@ -58,7 +67,9 @@ def append(
     entry_id: str,
     parent: str | None,
     idempotency_key: str,
+    prompt_ref: str | None,
     expected_version: int | None,
+    **usage: int | None,
 ) -> None:
     """Append one entry.
 
@@ -68,6 +79,10 @@ def append(
       append S --role user "hello"
       append S --tool-call read_file --args '{"path": "a.py"}'
       append S --tool-result CALL_ID "file contents"
+      append S --role assistant "done" --prompt-ref 7:openai:3f2a... --input-tokens 1200
+
+    Usage (--input-tokens ...) and --prompt-ref go with assistant entries: the
+    provider's count for the view the model answered calibrates the store's estimate.
     """
     _check_append_options(role, tool_name, arguments, call_id, answers, is_error, custom_type)
     text = read_text(text)
@@ -82,6 +97,7 @@ def append(
     entry.custom_type = custom_type
     if parent is not None:
         entry.parent_id = client.resolve_entry_id(session, parent)
+    _add_usage(entry, prompt_ref, usage)
     request = pb.AppendEntriesRequest(
         session_id=session,
         entries=[entry],
@@ -123,6 +139,30 @@ def _check_append_options(
         raise click.UsageError("--error goes with --tool-result")
     if custom_type and role != "custom":
         raise click.UsageError("--custom-type goes with --role custom")
+
+
+def _add_usage(entry: pb.Entry, prompt_ref: str | None, usage: dict[str, int | None]) -> None:
+    given = {k: v for k, v in usage.items() if v is not None}
+    if (given or prompt_ref is not None) and entry.role != pb.ROLE_ASSISTANT:
+        raise click.UsageError(
+            "usage and --prompt-ref go with assistant entries (--role assistant or --tool-call)"
+        )
+    if given:
+        entry.usage.CopyFrom(pb.Usage(**given))
+    if prompt_ref is not None:
+        entry.prompt_ref.CopyFrom(parse_prompt_ref(prompt_ref))
+
+
+def parse_prompt_ref(text: str) -> pb.PromptRef:
+    """VERSION:FORMAT:HASH, as `prompt` prints it (e.g. 7:openai:3f2a...)."""
+    version, _, rest = text.partition(":")
+    name, _, digest = rest.partition(":")
+    if not version.isdigit() or name not in FORMATS or not digest:
+        raise click.BadParameter(
+            f"{text!r} is not VERSION:FORMAT:HASH (FORMAT openai or anthropic)",
+            param_hint="--prompt-ref",
+        )
+    return pb.PromptRef(version=int(version), format=FORMATS[name], hash=digest)
 
 
 def _required_text(text: str | None) -> str:
@@ -190,8 +230,16 @@ def show_entry(client: Client, session: str, entry_id: str) -> None:
             ("tokens", f"{found.token_count:,} ({found.tokenizer})"),
             (
                 "usage",
-                f"in {usage.input_tokens:,}  out {usage.output_tokens:,}"
+                f"in {usage.input_tokens:,}  out {usage.output_tokens:,}  "
+                f"cache read {usage.cache_read_tokens:,}  write {usage.cache_write_tokens:,}"
                 if found.HasField("usage")
+                else "",
+            ),
+            (
+                "prompt ref",
+                f"{found.prompt_ref.version}:{output.format_name(found.prompt_ref.format)}:"
+                f"{found.prompt_ref.hash}"
+                if found.HasField("prompt_ref")
                 else "",
             ),
             ("metadata", ", ".join(f"{k}={v}" for k, v in sorted(found.metadata.items()))),

@@ -51,12 +51,14 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         more = f" (+{len(appended.entries) - 1} more)" if len(appended.entries) > 1 else ""
         key = f" [key {appended.idempotency_key}]" if appended.idempotency_key else ""
         text = output.entry_summary(first, output.width())
+        if appended.guarded:
+            key += f" [{output.count(len(appended.guarded), 'result')} guarded]"
         return "appended", f"{output.role(first)} {output.short(first.id)}{key}{more}: {text}"
     if which == "compaction_recorded":
         compaction = event.compaction_recorded
         return "compacted", (
             f"kept from {output.short(compaction.first_kept_entry_id)} ({compaction.reason}): "
-            f"{output.clip(compaction.summary, output.width())}"
+            f"{output.summary_line(compaction.summary)}"
         )
     if which == "prune_recorded":
         prune = event.prune_recorded
@@ -66,4 +68,22 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         return "pruned", pruned + (f" ({prune.reason})" if prune.reason else "")
     if which == "settings_changed":
         return "settings", output.settings_summary(event.settings_changed.settings)
+    if which == "compaction_failed":
+        failed = event.compaction_failed
+        return "failed", f"compaction ({failed.trigger}) at stage {failed.stage}: {failed.reason}"
+    if which == "overflow_reported":
+        reported = event.overflow_reported
+        status = f" {reported.status_code}" if reported.status_code else ""
+        return "overflow", (
+            f"{reported.provider}{status} ({reported.kind}) refused view "
+            f"{reported.view_version}: {reported.message}"
+        )
+    if which == "system_prompt_set":
+        prompt = event.system_prompt_set
+        return "system", (
+            f"system prompt: {prompt.tokens.total:,} tokens, "
+            f"{output.count(len(prompt.files), 'file')}, "
+            f"{output.count(len(prompt.skills), 'skill')}, "
+            f"{output.count(len(prompt.tools), 'tool')}"
+        )
     return "unknown", "(an event this client does not know)"

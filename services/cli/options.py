@@ -91,3 +91,74 @@ def expected_version_option(command: F) -> F:
         type=click.IntRange(min=0),
         help="Refuse (ABORTED) unless the session is at this version.",
     )(command)
+
+
+def context_setting_options(command: F) -> F:
+    """The context-management settings `create` and `settings` take; unset ones are not sent."""
+    options = [
+        click.option(
+            "--engine",
+            help="Context engine: layered (default), sliding-window or a plug-in's name.",
+        ),
+        click.option(
+            "--compaction-mode",
+            type=click.Choice(["auto", "manual", "off"]),
+            help="auto: on threshold, overflow and request; manual: overflow and request; off.",
+        ),
+        click.option(
+            "--threshold",
+            type=click.FloatRange(min=0, max=1, min_open=True),
+            help="Compact when the prompt exceeds this share of the window (e.g. 0.8).",
+        ),
+        click.option(
+            "--keep-recent",
+            "keep_recent_tokens",
+            type=click.IntRange(min=0),
+            help="Tokens of the newest entries a compaction keeps (e.g. 20000).",
+        ),
+        click.option(
+            "--summarizer",
+            metavar="MODEL",
+            help='Model that writes summaries (any litellm model); "" for the offline one.',
+        ),
+        click.option(
+            "--summarizer-api-base",
+            metavar="URL",
+            help="Base URL of an OpenAI-compatible server for the summariser.",
+        ),
+        click.option(
+            "--pruning",
+            type=click.Choice(["off", "cache-ttl", "recent-n"]),
+            help="How tool results are pruned from the prompt view.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def apply_context_settings(
+    settings: pb.SessionSettings,
+    *,
+    engine: str | None,
+    compaction_mode: str | None,
+    threshold: float | None,
+    keep_recent_tokens: int | None,
+    summarizer: str | None,
+    summarizer_api_base: str | None,
+    pruning: str | None,
+) -> None:
+    """Sets on `settings` what the user gave, leaving the rest unset (the server keeps it)."""
+    if engine is not None:
+        settings.engine = engine
+    compaction = pb.CompactionPolicy(
+        mode=compaction_mode,
+        threshold_ratio=threshold,
+        keep_recent_tokens=keep_recent_tokens,
+        summarizer_model=summarizer,
+        summarizer_api_base=summarizer_api_base,
+    )
+    if compaction.ListFields():
+        settings.compaction.MergeFrom(compaction)
+    if pruning is not None:
+        settings.pruning.mode = pruning

@@ -211,13 +211,37 @@ def prune_action(pruned: pb.PrunedEntry) -> str:
     return f"trimmed to first {pruned.head_chars:,} and last {pruned.tail_chars:,} chars"
 
 
+def guard_action(decision: pb.GuardDecision) -> str:
+    """How the tool-result guard shows a result it did not keep whole."""
+    if decision.action == "replace":
+        shown = f"replaced by a placeholder ({decision.original_chars:,} chars)"
+    else:
+        shown = (
+            f"truncated to first {decision.head_chars:,} and last {decision.tail_chars:,} "
+            f"of {decision.original_chars:,} chars"
+        )
+    return shown + (f" ({decision.reason})" if decision.reason else "")
+
+
 def echo_compaction(compaction: pb.Compaction) -> None:
     click.echo(
         f"compacted at version {compaction.version} ({compaction.reason}): entries before "
         f"{short(compaction.first_kept_entry_id)} summarised in "
         f"{compaction.summary_tokens:,} tokens"
     )
-    click.echo("  summary: " + clip(compaction.summary, width() - 11))
+    click.echo("  summary: " + clip(summary_line(compaction.summary), width() - 11))
+
+
+def summary_line(summary: str) -> str:
+    """The summary's first line of substance: a structured summary's first section
+    (`## Goal` then `- ...`) reads as `Goal: ...`."""
+    lines = [line.strip() for line in summary.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.startswith("#") and len(lines) > 1:
+        return f"{first.lstrip('#').strip()}: {lines[1].removeprefix('- ')}"
+    return first + ("…" if len(lines) > 1 else "")
 
 
 def settings_summary(settings: pb.SessionSettings) -> str:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.options import expected_version_option
+from services.cli.options import (
+    apply_context_settings,
+    context_setting_options,
+    expected_version_option,
+)
 
 
 @click.command()
@@ -15,18 +21,30 @@ from services.cli.options import expected_version_option
 @click.option("--model", help="Conversation model, e.g. gpt-4o; the server's default if unset.")
 @click.option("--window", type=click.IntRange(min=1), help="Context window in tokens.")
 @click.option("--title")
+@context_setting_options
 @pass_client
 def create(
-    client: Client, session_id: str, model: str | None, window: int | None, title: str | None
+    client: Client,
+    session_id: str,
+    model: str | None,
+    window: int | None,
+    title: str | None,
+    **context: Any,
 ) -> None:
-    """Start a new session."""
+    """Start a new session.
+
+    Settings left out take the server's defaults (see the README's "Context
+    management" for them).
+    """
     settings = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
+    apply_context_settings(settings, **context)
     request = pb.CreateSessionRequest(session_id=session_id, settings=settings)
     session = client.call(client.stub.CreateSession, request)
     if client.as_json:
         return output.print_json(session)
     click.echo(f"created {session.id} (version {session.version})")
     _echo_window(session)
+    click.echo(_context_line(session.settings))
 
 
 def _echo_window(session: pb.Session) -> None:
@@ -102,6 +120,7 @@ def show(client: Client, session: str) -> None:
                 f"cache read {usage.cache_read_tokens:,}  "
                 f"cache write {usage.cache_write_tokens:,}",
             ),
+            ("context", _context_line(found.settings)),
             ("compactions", str(found.compaction_count)),
             ("open tool calls", ", ".join(found.open_tool_call_ids) or "none"),
             ("last entry", found.last_entry_id),
@@ -122,6 +141,7 @@ def show(client: Client, session: str) -> None:
     help="Characters a trimmed tool result keeps from its start.",
 )
 @click.option("--trim-tail", type=click.IntRange(min=0), help="Characters it keeps from its end.")
+@context_setting_options
 @expected_version_option
 @pass_client
 def settings(
@@ -133,6 +153,7 @@ def settings(
     trim_head: int | None,
     trim_tail: int | None,
     expected_version: int | None,
+    **context: Any,
 ) -> None:
     """Change some settings; those not given keep their value."""
     changes = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
@@ -140,6 +161,7 @@ def settings(
         changes.pruning.CopyFrom(
             pb.PruningPolicy(soft_trim_head_chars=trim_head, soft_trim_tail_chars=trim_tail)
         )
+    apply_context_settings(changes, **context)
     request = pb.UpdateSettingsRequest(
         session_id=session, settings=changes, expected_version=expected_version
     )
@@ -152,4 +174,17 @@ def settings(
     click.echo(
         f"trims keep the first {pruning.soft_trim_head_chars:,} and last "
         f"{pruning.soft_trim_tail_chars:,} chars"
+    )
+    click.echo(_context_line(updated.settings))
+
+
+def _context_line(settings: pb.SessionSettings) -> str:
+    compaction = settings.compaction
+    summarizer = compaction.summarizer_model or "offline"
+    if compaction.summarizer_api_base:
+        summarizer += f" at {compaction.summarizer_api_base}"
+    return (
+        f"engine {settings.engine}, compaction {compaction.mode} "
+        f"at {compaction.threshold_ratio:.0%} of the window (summariser {summarizer}), "
+        f"pruning {settings.pruning.mode}"
     )

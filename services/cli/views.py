@@ -1,7 +1,8 @@
 """View commands: `log` (the durable log), `prompt` and `replay` (the prompt view).
 
 `prompt --messages` and `prompt --request` print what a provider call takes,
-ready to pipe: the bare messages array, or `{"system": ..., "messages": ...}`.
+ready to pipe: the bare messages array, or `{"system"?, "tools"?, "messages"}`.
+The text form also says what the context engine did to serve the view.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def log(client: Client, session: str, at_version: int | None, at_time: datetime 
     "--request",
     "bare",
     flag_value="request",
-    help='Print {"system": ..., "messages": ...} (no system with openai, where it is a message).',
+    help='Print {"system"?, "tools"?, "messages"}: no system with openai (it is a message), '
+    "no tools when none are stored.",
 )
 @pass_client
 def prompt(
@@ -99,19 +101,47 @@ def _print_bare(view: pb.PromptView, bare: str) -> None:
     messages = json.loads(view.messages_json)
     if bare == "messages":
         return output.print_json(messages)
-    body = {"system": json.loads(view.system_json)} if view.system_json else {}
+    body: dict[str, object] = {}
+    if view.system_json:
+        body["system"] = json.loads(view.system_json)
+    tools = json.loads(view.tools_json) if view.tools_json else []
+    if tools:
+        body["tools"] = tools
     output.print_json({**body, "messages": messages})
 
 
-def _echo_prompt(view: pb.PromptView) -> None:
+def echo_view_summary(view: pb.PromptView) -> None:
+    """How full the view is, the guard's verdict, and what the engine did to serve it."""
     window = view.context_window_tokens
     share = f" ({view.estimated_tokens / window:.1%})" if window else ""
-    click.echo(f"estimated {view.estimated_tokens:,} of {window:,} tokens{share}")
+    budget = f", budget {view.budget_tokens:,}" if view.budget_tokens else ""
+    engine = f", engine {view.engine}" if view.engine else ""
+    click.echo(f"estimated {view.estimated_tokens:,} of {window:,} tokens{share}{budget}{engine}")
+    guard = view.guard
+    if guard.level and guard.level != "ok":
+        click.echo(f"guard {guard.level}: {guard.message}")
+    for action in view.actions:
+        at = f" at version {action.version}" if action.version else " (nothing recorded)"
+        detail = f": {action.detail}" if action.detail else ""
+        click.echo(f"engine {action.kind}{at}{detail}")
+    for decision in view.guarded:
+        click.echo(f"guarded {output.short(decision.entry_id)}: {output.guard_action(decision)}")
     for pruned in view.pruned:
         click.echo(f"pruned {pruned.entry_id}: {output.prune_action(pruned)}")
+    if view.request_hash:
+        click.echo(
+            f"prompt ref {view.version}:{output.format_name(view.format)}:{view.request_hash}"
+        )
+
+
+def _echo_prompt(view: pb.PromptView) -> None:
+    echo_view_summary(view)
     if view.system_json:
         click.echo("system:")
         click.echo(output.pretty_json(view.system_json))
+    if view.tools_json and json.loads(view.tools_json):
+        click.echo("tools:")
+        click.echo(output.pretty_json(view.tools_json))
     click.echo("messages:")
     click.echo(output.pretty_json(view.messages_json))
 

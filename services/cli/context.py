@@ -1,0 +1,250 @@
+"""Context report commands: `status`, `context list`, `context detail` and `usage`.
+
+Each reads the session's context report (GetContextReport): how full the window
+is and what fills it. The parts it lists add up to the tokens used: system
+prompt + summary + pinned + messages = the prompt view's estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.options import json_option
+from services.cli.system_prompt import FILE_STATUSES, file_rows
+
+# Largest tool results and tools listed by `context detail`.
+_MOST_SHOWN = 10
+
+
+def _report(client: Client, session: str) -> pb.ContextReport:
+    return client.call(client.stub.GetContextReport, pb.GetContextReportRequest(session_id=session))
+
+
+def _share(tokens: int, window: int) -> str:
+    return f" ({tokens / window:.1%})" if window else ""
+
+
+@click.command()
+@click.argument("session")
+@pass_client
+def status(client: Client, session: str) -> None:
+    """How full the context window is, and what the engine has done so far."""
+    report = _report(client, session)
+    if client.as_json:
+        return output.print_json(report)
+    window = report.window
+    click.echo(f"{report.session_id} at version {report.version}, engine {report.engine}")
+    provider = (
+        f"{report.last_provider_input_tokens:,} last reported by the provider"
+        if report.last_provider_input_tokens
+        else "none reported by the provider yet"
+    )
+    latest = ""
+    if report.HasField("latest_compaction"):
+        compaction = report.latest_compaction
+        latest = (
+            f"#{compaction.version} ({compaction.reason}), {compaction.tokens_before:,} → "
+            f"{compaction.tokens_after:,} tokens: "
+            + output.clip(output.summary_line(compaction.summary), 60)
+        )
+    output.echo_fields(
+        [
+            ("window", f"{window.window_tokens:,} tokens (from {window.source})"),
+            ("guard", f"{window.level}: {window.message}" if window.message else window.level),
+            (
+                "used",
+                f"{report.used_tokens:,} tokens{_share(report.used_tokens, window.window_tokens)}"
+                ", the store's estimate",
+            ),
+            (
+                "calibrated",
+                f"{report.calibrated_tokens:,} tokens (ratio {report.calibration_ratio:.2f})",
+            ),
+            ("provider", provider),
+            (
+                "budget",
+                f"{report.threshold_tokens:,} tokens (compaction threshold, reserve applied)",
+            ),
+            (
+                "entries",
+                f"{report.entries:,} ({report.entries_in_prompt:,} in the prompt)",
+            ),
+            (
+                "compactions",
+                f"{report.compaction_count:,}"
+                + (
+                    f" ({report.compaction_failures:,} failed)"
+                    if report.compaction_failures
+                    else ""
+                ),
+            ),
+            ("prunes", f"{report.prune_count:,}"),
+            ("latest", latest),
+        ]
+    )
+
+
+class _Group(click.Group):
+    """A command group whose commands take `--json` after their name too."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params.append(json_option())
+        super().add_command(cmd, name)
+
+
+@click.group(cls=_Group)
+def context() -> None:
+    """What fills the context window, part by part.
+
+    \b
+      context list S      the parts, adding up to the tokens used
+      context detail S    also each file, skill, tool and the largest tool results
+    """
+
+
+@context.command("list")
+@click.argument("session")
+@pass_client
+def context_list(client: Client, session: str) -> None:
+    """The system prompt by part, and the parts adding up to the tokens used."""
+    report = _report(client, session)
+    if client.as_json:
+        return output.print_json(report)
+    _echo_parts(report)
+
+
+@context.command("detail")
+@click.argument("session")
+@pass_client
+def context_detail(client: Client, session: str) -> None:
+    """`context list`, then each file, skill and tool, and the largest tool results."""
+    report = _report(client, session)
+    if client.as_json:
+        return output.print_json(report)
+    _echo_parts(report)
+    if report.files:
+        click.echo("injected files:")
+        for line in file_rows(report.files):
+            click.echo("  " + line)
+    if report.skills:
+        click.echo("skills:")
+        for line in output.table([[s.name, s.description] for s in report.skills]):
+            click.echo("  " + line)
+    if report.top_tools:
+        click.echo("tools by schema size:")
+        rows = [[t.name, f"{t.schema_chars:,} chars"] for t in report.top_tools[:_MOST_SHOWN]]
+        for line in output.table(rows):
+            click.echo("  " + line)
+    if report.largest_tool_results:
+        click.echo("largest tool results:")
+        for line in output.table(_result_rows(report.largest_tool_results), right={2, 3, 4}):
+            click.echo("  " + line)
+
+
+def _echo_parts(report: pb.ContextReport) -> None:
+    window = report.window.window_tokens
+    click.echo(
+        f"{report.session_id} at version {report.version}: {report.used_tokens:,} of "
+        f"{window:,} tokens{_share(report.used_tokens, window)}"
+    )
+    parts = report.system_prompt
+    files = _file_counts(report.files)
+    rows = [
+        ["PART", "TOKENS", ""],
+        ["system prompt", f"{report.system_prompt_tokens:,}", parts.tokenizer or "(none set)"],
+        ["  text", f"{parts.text:,}", ""],
+        ["  files", f"{parts.files:,}", files],
+        ["  skills", f"{parts.skills:,}", output.count(len(report.skills), "skill")],
+        ["  tool list", f"{parts.tool_list:,}", ""],
+        ["  tool schemas", f"{parts.tool_schemas:,}", ""],
+        ["summary", f"{report.summary_tokens:,}", _summary_note(report)],
+        ["pinned", f"{report.pinned_tokens:,}", "system entries kept ahead of the summary"],
+        [
+            "messages",
+            f"{report.messages_tokens:,}",
+            f"{report.entries_in_prompt:,} of {output.count(report.entries, 'entry')}",
+        ],
+        ["used", f"{report.used_tokens:,}", "= system prompt + summary + pinned + messages"],
+    ]
+    for line in output.table(rows, right={1}):
+        click.echo(line)
+
+
+def _file_counts(files: Any) -> str:
+    text = output.count(len(files), "file")
+    statuses = [FILE_STATUSES.get(f.status, "?") for f in files]
+    flagged = [f"{statuses.count(s)} {s}" for s in ("TRUNCATED", "MISSING") if s in statuses]
+    return text + (f" ({', '.join(flagged)})" if flagged else "")
+
+
+def _summary_note(report: pb.ContextReport) -> str:
+    if not report.HasField("latest_compaction"):
+        return "never compacted"
+    return f"compaction at version {report.latest_compaction.version}"
+
+
+def _result_rows(results: Any) -> list[list[str]]:
+    header = ["ENTRY", "TOOL", "CHARS", "SHOWN", "TOKENS", "ACTION"]
+    return [header] + [
+        [
+            output.short(r.entry_id),
+            r.tool_name or "?",
+            f"{r.chars:,}",
+            f"{r.shown_chars:,}",
+            f"{r.tokens:,}",
+            r.action or "whole",
+        ]
+        for r in list(results)[:_MOST_SHOWN]
+    ]
+
+
+@click.command()
+@click.argument("session")
+@pass_client
+def usage(client: Client, session: str) -> None:
+    """Provider-reported usage per assistant turn, and the totals.
+
+    ESTIMATED is the store's count of the prompt view a turn answered, for
+    turns appended with --prompt-ref; it is what the provider's input count
+    calibrates.
+    """
+    report = _report(client, session)
+    if client.as_json:
+        data = output.to_dict(report)
+        keys = ("sessionId", "version", "turns", "totalUsage", "calibrationRatio")
+        return output.print_json({k: data[k] for k in keys if k in data})
+    click.echo(
+        f"{report.session_id} at version {report.version}: "
+        f"{output.count(len(report.turns), 'turn')} with usage"
+    )
+    header = ["VERSION", "ENTRY", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "ESTIMATED"]
+    rows = [header]
+    for turn in report.turns:
+        rows.append(
+            [
+                f"#{turn.version}",
+                output.short(turn.entry_id),
+                *_usage_cells(turn.usage),
+                f"{turn.estimated_input_tokens:,}" if turn.estimated_input_tokens else "-",
+            ]
+        )
+    rows.append(["total", "", *_usage_cells(report.total_usage), ""])
+    for line in output.table(rows, right={2, 3, 4, 5, 6}):
+        click.echo(line)
+    click.echo(
+        f"calibration ratio {report.calibration_ratio:.2f} (provider input / store estimate)"
+    )
+
+
+def _usage_cells(given: pb.Usage) -> list[str]:
+    return [
+        f"{given.input_tokens:,}",
+        f"{given.output_tokens:,}",
+        f"{given.cache_read_tokens:,}",
+        f"{given.cache_write_tokens:,}",
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import assert_never
 
@@ -85,6 +85,18 @@ class PromptView:
     guarded: dict[str, tuple[ToolResultDecision, ...]] = field(default_factory=dict)
     # Where the window came from: session, modelsConfig, model or default.
     context_window_source: str = "default"
+
+    def as_shown(self) -> list[Entry]:
+        """The pinned and kept entries, each counted as the model sees it (guarded or
+        pruned tool results count only what they show): what compaction plans with."""
+        shown = []
+        for entry in [*self.log.pinned, *self.log.entries]:
+            pruned, guarded = self.pruned.get(entry.id), self.guarded.get(entry.id, ())
+            if pruned is not None or guarded:
+                saved = tokens_taken_out(entry, pruned, guarded)
+                entry = replace(entry, token_count=entry.token_count - saved)
+            shown.append(entry)
+        return shown
 
     def shown_result(self, entry_id: str, result: ToolResult) -> str:
         """A tool result as the model sees it in this view."""
@@ -274,10 +286,13 @@ class SessionHistory:
 
     def prompt_tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
         """The prompt's message tokens now, were it compacted to keep ``position`` on:
-        the durable log less what the tool-result guard keeps out (prunes aside)."""
-        first = bisect_left(self._guarded, position, key=lambda g: g[0])
-        saved = sum(saving for _, _, _, saving in self._guarded[first:])
-        return self.tokens_if_cut_at(position, summary_tokens) - saved
+        the summary, the system entries, and the kept entries as the model sees them."""
+        kept = sum(
+            e.token_count
+            for e in self.prompt_view().as_shown()
+            if e.role is Role.SYSTEM or self._positions[e.id] >= position
+        )
+        return summary_tokens + kept
 
     def _pinned_before(self, start: int) -> list[int]:
         """Positions of the system entries a cut at ``start`` keeps ahead of the summary."""
@@ -301,10 +316,6 @@ class SessionHistory:
         settings_at = self._latest_settings(log.version)
         system_prompt = self.system_prompt(log.version)
         tokens = system_prompt.tokens.total + log.total_tokens
-        tokens -= sum(
-            tokens_taken_out(self.entries[self._positions[entry_id]], decision, ())
-            for entry_id, decision in pruned.items()
-        )
         guarded = {}
         first = bisect_left(self._guarded, log.first_position, key=lambda g: g[0])
         for position, entry_id, decisions, saving in self._guarded[first:]:
@@ -313,6 +324,12 @@ class SessionHistory:
             guarded[entry_id] = decisions
             if entry_id not in pruned:
                 tokens -= saving
+        tokens -= sum(
+            tokens_taken_out(
+                self.entries[self._positions[entry_id]], decision, guarded.get(entry_id, ())
+            )
+            for entry_id, decision in pruned.items()
+        )
         return PromptView(
             log,
             settings_at[1],

@@ -39,6 +39,8 @@ SAFETY_MARGIN = 1.2
 BASE_CHUNK_RATIO = 0.4
 MIN_CHUNK_RATIO = 0.15
 SUMMARIZATION_OVERHEAD_TOKENS = 4_096
+# The least a structured summary takes, whatever it covers.
+MIN_SUMMARY_TOKENS = 200
 OVERSIZED_WINDOW_SHARE = 0.5
 MAX_HISTORY_SHARE = 0.8
 RESERVE_FLOOR_TOKENS = 20_000
@@ -455,11 +457,14 @@ def plan_compaction(
     kept_tokens = sum(e.token_count for e in entries[cut:])
     pinned_tokens = sum(e.token_count for e in pinned)
     tokens_before = previous_summary_tokens + sum(e.token_count for e in entries)
-    after = summary_budget_tokens + kept_tokens + pinned_tokens
+    summarised_tokens = previous_summary_tokens + sum(e.token_count for e in summarised)
+    # The summary takes at most its budget, and, of a short history, about half of it.
+    expected_summary = min(summary_budget_tokens, max(MIN_SUMMARY_TOKENS, summarised_tokens // 2))
+    after = expected_summary + kept_tokens + pinned_tokens
     if after >= tokens_before:
         return CompactionRefused(
             f"compacting would not shrink the context: about {after:,} tokens after "
-            f"(summary budget {summary_budget_tokens:,}) against {tokens_before:,} before"
+            f"(a summary of ~{expected_summary:,}) against {tokens_before:,} before"
         )
     summariser_window = summariser_window_tokens or window_tokens
     chunking = chunk_for_summary(

@@ -1,7 +1,8 @@
 """How a tool result is shown in the prompt, and the tokens that saves.
 
-A prune decision (SPEC 3.4) wins over the tool-result guard's (SPEC 3.2);
-without either the result is shown whole. Token savings are pro rata by
+A prune decision (SPEC 3.4) and the tool-result guard's (SPEC 3.2) both
+decide from the stored text; the shorter shows. Without either the result is
+shown whole. Token savings are pro rata by
 characters, since each entry is counted once, whole, at ingest.
 """
 
@@ -17,13 +18,14 @@ from domain.pruning import PruneDecision
 def shown_result(
     result: ToolResult, pruned: PruneDecision | None, guarded: Sequence[ToolResultDecision]
 ) -> str:
-    """A tool result as the model sees it: pruned, else guarded, else whole."""
-    if pruned is not None:
-        return pruned.apply(result.content)
-    for guard in guarded:
-        if guard.tool_call_id == result.tool_call_id:
-            return guard.apply(result.content)
-    return result.content
+    """A tool result as the model sees it: the shorter of its prune and its guard, else whole.
+
+    Both decide from the stored text; whichever leaves less shows, so a prune
+    never brings back what the guard kept out.
+    """
+    shown = [pruned.apply(result.content)] if pruned is not None else []
+    shown += [g.apply(result.content) for g in guarded if g.tool_call_id == result.tool_call_id]
+    return min(shown, key=len) if shown else result.content
 
 
 def tokens_taken_out(

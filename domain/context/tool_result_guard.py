@@ -162,7 +162,8 @@ def decide_tool_result(
             0,
             total,
             f"{total:,} chars exceed {policy.placeholder_window_share:.0%} of the window "
-            f"({window_chars:,} chars)",
+            f"({int(window_chars * policy.placeholder_window_share):,} of "
+            f"{window_chars:,} chars)",
         )
     if total <= cap:
         return ToolResultDecision(

@@ -26,6 +26,9 @@ from services.app.sessions import AsOf, SessionService
 from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
 from services.engine.registry import EngineRegistry
 
+# After an overflow, compaction aims at this share of the refused view's estimate.
+OVERFLOW_TARGET_SHARE = 0.7
+
 
 @dataclass(frozen=True)
 class ServedView:
@@ -156,7 +159,14 @@ class ContextService:
             view_hash=view_hash,
         )
         engine = self.engines.get(session.settings.engine)
-        request = CompactionRequest(Trigger.OVERFLOW, force=True, attempt=session.overflow_attempts)
+        # The provider counted more than the estimate says: aim well below it.
+        refused_tokens = self.sessions.history(session_id).prompt_view().estimated_tokens
+        request = CompactionRequest(
+            Trigger.OVERFLOW,
+            force=True,
+            attempt=session.overflow_attempts,
+            budget_tokens=int(refused_tokens * OVERFLOW_TARGET_SHARE),
+        )
         actions = [engine.compact(session_id, request).action()]
         served = self.prompt_view(session_id, AsOf(), provider_format, deadline)
         return ServedView(

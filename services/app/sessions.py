@@ -226,12 +226,15 @@ class SessionService:
             if position is not None:
                 prompt_tokens = history.prompt_tokens_if_cut_at(position, counted.summary_tokens)
                 if not (compaction.tokens_before or compaction.tokens_after):
+                    # The prompt's messages as the model sees them, before and after.
+                    view = history.prompt_view()
+                    source = f"tokenizer:{tokenizer.name}"
                     counted = replace(
                         counted,
-                        tokens_before=history.durable_log().total_tokens,
-                        tokens_after=history.tokens_if_cut_at(position, counted.summary_tokens),
-                        tokens_before_source=f"tokenizer:{tokenizer.name}",
-                        tokens_after_source=f"tokenizer:{tokenizer.name}",
+                        tokens_before=view.estimated_tokens - view.system_prompt.tokens.total,
+                        tokens_after=prompt_tokens,
+                        tokens_before_source=source,
+                        tokens_after_source=source,
                     )
                 else:
                     counted = replace(

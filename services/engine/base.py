@@ -89,7 +89,7 @@ class CompactionOutcome:
             return EngineAction("truncated", self.reason, self.pruned.originator_version)
         if self.failure is not None:
             return EngineAction("compaction_failed", self.failure.reason)
-        return EngineAction(kind, self.reason)
+        return EngineAction("not_compacted", self.reason)
 
 
 class SessionPort(Protocol):

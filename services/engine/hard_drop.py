@@ -12,16 +12,16 @@ from __future__ import annotations
 import time
 from types import MappingProxyType
 
-from domain.compaction import Compaction
+from domain.compaction import Compaction, CompactionFailure
 from domain.content import Role
 from domain.context.compaction_planner import plan_hard_drop, prompt_budget
 from domain.context.summary import summarize_offline
+from domain.errors import DomainError
 from services.engine.base import CompactionOutcome, CompactionRequest, SessionPort
 
 SUMMARY_MAX_CHARS = 6_000
 # What a summary of SUMMARY_MAX_CHARS may cost, counted generously.
 SUMMARY_TOKENS = 2_000
-MIN_SHARE = 0.05
 
 
 def hard_drop(
@@ -31,13 +31,15 @@ def hard_drop(
     view = port.history(session_id).prompt_view()
     session = port.aggregate(session_id)
     policy = view.settings.compaction
-    entries = [*view.log.pinned, *view.log.entries]
+    entries = view.as_shown()
     window = view.context_window_tokens
     # What the kept messages may fill: the prompt's budget, less the system
     # prompt and the summary written here, and never over max_history_share.
+    if session.compaction_count and not session.entries_since_compaction:
+        return CompactionOutcome(False, "nothing was appended since the last compaction")
     budget = request.budget_tokens or prompt_budget(window, policy)
     room = budget - view.system_prompt.tokens.total - SUMMARY_TOKENS
-    share = max(MIN_SHARE, min(policy.max_history_share, room / window))
+    share = max(0.0, min(policy.max_history_share, room / window))
     plan = plan_hard_drop(
         entries, window, max_history_share=share, open_call_ids=tuple(session.open_tool_calls)
     )
@@ -77,5 +79,17 @@ def hard_drop(
         engine=engine,
         instructions=request.instructions,
     )
-    recorded = port.record_compaction(session_id, compaction)
+    try:
+        recorded = port.record_compaction(session_id, compaction)
+    except DomainError as error:  # e.g. the result would not shrink the prompt
+        failure = CompactionFailure(
+            request.trigger,
+            "verify",
+            str(error),
+            request.attempt,
+            "offline",
+            compaction.duration_ms,
+        )
+        port.record_compaction_failure(session_id, failure)
+        return CompactionOutcome(False, failure.reason, statistics, failure=failure)
     return CompactionOutcome(True, plan.reason, statistics, recorded)

@@ -175,7 +175,7 @@ class LayeredEngine:
                 return CompactionOutcome(False, "the prompt is within its threshold")
         summarizer = self.summarizers(policy)
         previous = view.log.compaction.compaction if view.log.compaction else None
-        entries = [*view.log.pinned, *view.log.entries]
+        entries = view.as_shown()
         plan = plan_compaction(
             entries,
             window,

@@ -576,7 +576,9 @@ class CompactionPolicy(_message.Message):
     reserve_tokens: _builtins.int
     keep_recent_tokens: _builtins.int
     summarizer_model: _builtins.str
-    """Model that writes summaries; empty means the session's model."""
+    """Model that writes summaries, any litellm name (e.g. "openai/gpt-4o-mini");
+    empty: the offline summariser, which needs no model, key or network.
+    """
     identifier_policy: _builtins.str
     """"preserve" (default), "anonymize" or "custom"."""
     mode: _builtins.str

@@ -188,10 +188,18 @@ def test_the_plan_describes_a_dry_run() -> None:
 
 
 def test_a_compaction_that_would_not_shrink_is_refused() -> None:
-    entries = _chat(11)  # 22,000 tokens; summarising 2,000 costs a 4,096-token summary
+    # Summarising the first turn (120 tokens) costs a summary of at least 200.
+    entries = _chat(1, tokens=60) + _chat(10)[2:] + [user("last", id="z", tokens=2_000)]
     refused = plan_compaction(entries, 200_000, POLICY)
     assert isinstance(refused, CompactionRefused)
     assert "not shrink" in refused.reason
+
+
+def test_the_summary_of_a_short_history_is_expected_to_be_about_half_of_it() -> None:
+    entries = _chat(11)  # 22,000 tokens; 2,000 summarised into about 1,000
+    plan = plan_compaction(entries, 200_000, POLICY)
+    assert isinstance(plan, CompactionPlan)
+    assert plan.estimated_tokens_after == 1_000 + plan.kept_tokens
 
 
 # -- chunks ---------------------------------------------------------------------------

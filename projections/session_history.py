@@ -180,7 +180,10 @@ class SessionHistory:
                 assert_never(event)
 
     def _apply_entries(
-        self, entries: Sequence[Entry], guarded_decisions: Sequence[ToolResultDecision], version: int
+        self,
+        entries: Sequence[Entry],
+        guarded_decisions: Sequence[ToolResultDecision],
+        version: int,
     ) -> None:
         for entry in entries:
             position = len(self.entries)

@@ -20,7 +20,7 @@ saved in one insert: a bad file imports nothing, and the error names its line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -66,7 +66,7 @@ class _HistoryIds:
     def __init__(self, history: SessionHistory) -> None:
         self._history = history
 
-    def used(self, entry_ids: Sequence[str] | set[str], call_ids: Sequence[str] | set[str]) -> UsedIds:
+    def used(self, entry_ids: Collection[str], call_ids: Collection[str]) -> UsedIds:
         return UsedIds(
             frozenset(i for i in entry_ids if self._history.position_of(i) is not None),
             frozenset(c for c in call_ids if self._history.call_position(c) is not None),
@@ -144,7 +144,9 @@ class _Builder:
         moment = self._time(record)
         if record.compaction is not None:
             imported = record.compaction
-            first_kept = self.aliases.get(imported.first_kept_entry_id, imported.first_kept_entry_id)
+            first_kept = self.aliases.get(
+                imported.first_kept_entry_id, imported.first_kept_entry_id
+            )
             position = self.history.position_of(first_kept)
             if position is None:
                 raise TranscriptError(
@@ -252,7 +254,14 @@ class ImportService:
         for record in main_path:
             main.add(record)
         main.flush()
-        built = [(main, ImportedSession(session, main.entries, main.compactions, main.abandoned, transcript.lines))]
+        built = [
+            (
+                main,
+                ImportedSession(
+                    session, main.entries, main.compactions, main.abandoned, transcript.lines
+                ),
+            )
+        ]
         on_main = {r.id for r in main_path}
         main_events = list(session.pending_events)
         for path in paths[1:]:

@@ -328,7 +328,9 @@ class SessionService:
             return session.abandon_tool_calls(
                 call_ids,
                 reason,
-                lambda e: replace(e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name),
+                lambda e: replace(
+                    e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
+                ),
             )
 
         return self._write(session_id, expected_version, command)

@@ -29,6 +29,7 @@ from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
+from services.cli.transfer import COMMANDS as TRANSFER_COMMANDS
 from services.cli.views import log, prompt, replay
 
 __all__ = ["cli", "main"]
@@ -106,6 +107,7 @@ for _command in (
     events,
     compact,
     prune,
+    *TRANSFER_COMMANDS,
 ):
     cli.add_command(_command)
 

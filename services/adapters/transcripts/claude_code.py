@@ -14,7 +14,17 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from domain.content import Block, Entry, ImageRef, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
+from domain.content import (
+    Block,
+    Entry,
+    ImageRef,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from services.adapters.transcripts.ir import (
     RECORD_TYPE_KEY,
     Record,
@@ -71,7 +81,12 @@ def read(data: bytes) -> Transcript:
             flush()
             if not transcript.model and isinstance(message.get("model"), str):
                 transcript.model = message["model"]
-            pending = {"id": record_id, "parent": parent, "message_id": message_id, "lines": [(number, record)]}
+            pending = {
+                "id": record_id,
+                "parent": parent,
+                "message_id": message_id,
+                "lines": [(number, record)],
+            }
             previous = record_id
             continue
         flush()
@@ -80,8 +95,11 @@ def read(data: bytes) -> Transcript:
                 raise TranscriptError(number, "a user record needs a 'message' object")
             transcript.records.extend(_user_records(number, record_id, parent, record, message))
         else:
-            text = f"{kind}: {dumps({k: v for k, v in record.items() if k not in ('uuid', 'parentUuid')})}"
-            entry = _entry(number, record_id, record, Role.CUSTOM, (TextBlock(text),), str(kind or "record"))
+            rest = {k: v for k, v in record.items() if k not in ("uuid", "parentUuid")}
+            text = f"{kind}: {dumps(rest)}"
+            entry = _entry(
+                number, record_id, record, Role.CUSTOM, (TextBlock(text),), str(kind or "record")
+            )
             transcript.records.append(Record(number, record_id, parent, entry.timestamp, entry))
         previous = record_id
     flush()
@@ -125,7 +143,11 @@ def _blocks(number: int, content: Any) -> list[dict[str, Any]]:
 
 
 def _user_records(
-    number: int, record_id: str, parent: str | None, record: Mapping[str, Any], message: Mapping[str, Any]
+    number: int,
+    record_id: str,
+    parent: str | None,
+    record: Mapping[str, Any],
+    message: Mapping[str, Any],
 ) -> list[Record]:
     results: list[Block] = []
     others: list[Block] = []
@@ -135,7 +157,9 @@ def _user_records(
             call_id = block.get("tool_use_id")
             if not isinstance(call_id, str) or not call_id:
                 raise TranscriptError(number, "a tool_result block needs its 'tool_use_id'")
-            results.append(ToolResult(call_id, _result_text(block.get("content")), bool(block.get("is_error"))))
+            results.append(
+                ToolResult(call_id, _result_text(block.get("content")), bool(block.get("is_error")))
+            )
         elif kind == "text":
             others.append(TextBlock(str(block.get("text", ""))))
         elif kind == "image":
@@ -182,7 +206,9 @@ def _assistant_record(pending: Mapping[str, Any]) -> Record:
         for key, name in (("model", "model"), ("stop_reason", "stopReason")):
             if isinstance(message.get(key), str) and message[key]:
                 metadata[name] = message[key]
-    entry = _entry(number, pending["id"], first, Role.ASSISTANT, tuple(content), usage=usage, metadata=metadata)
+    entry = _entry(
+        number, pending["id"], first, Role.ASSISTANT, tuple(content), usage=usage, metadata=metadata
+    )
     return Record(number, pending["id"], pending["parent"], entry.timestamp, entry)
 
 
@@ -210,7 +236,9 @@ def _result_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            str(b.get("text", "")) if isinstance(b, dict) and b.get("type") == "text" else f"[{b.get('type') if isinstance(b, dict) else 'value'} omitted]"
+            str(b.get("text", ""))
+            if isinstance(b, dict) and b.get("type") == "text"
+            else f"[{b.get('type') if isinstance(b, dict) else 'value'} omitted]"
             for b in content
         )
     return "" if content is None else dumps(content)

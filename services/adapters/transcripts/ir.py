@@ -175,7 +175,6 @@ def read_transcript(data: bytes, file_format: str, file_name: str = "") -> Trans
     }
     if chosen not in readers:
         raise InvalidRequest(
-            f"format {file_format!r} is not one this server reads; use auto, "
-            + ", ".join(FORMATS)
+            f"format {file_format!r} is not one this server reads; use auto, " + ", ".join(FORMATS)
         )
     return readers[chosen](data)

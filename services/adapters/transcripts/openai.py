@@ -20,7 +20,13 @@ from services.adapters.transcripts.ir import (
     parse_time,
 )
 
-_ROLES = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
+_ROLES = {
+    "system": Role.SYSTEM,
+    "developer": Role.SYSTEM,
+    "user": Role.USER,
+    "assistant": Role.ASSISTANT,
+    "tool": Role.TOOL,
+}
 
 
 def read(data: bytes) -> Transcript:
@@ -44,7 +50,7 @@ def _messages(data: bytes) -> list[tuple[int, dict[str, Any]]]:
         value = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise TranscriptError(data[: error.start].count(b"\n") + 1, "not UTF-8 text") from None
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         if data.lstrip().startswith(b"["):
             raise TranscriptError(error.lineno, f"not valid JSON ({error.msg})") from None
         return json_lines(data)  # one message per line
@@ -83,7 +89,9 @@ def _entry(line: int, index: int, record_id: str, message: Mapping[str, Any]) ->
     where = f"messages[{index}]"
     role_name = message.get("role")
     if role_name not in _ROLES:
-        raise TranscriptError(line, f"{where}: role {role_name!r} is not system, user, assistant or tool")
+        raise TranscriptError(
+            line, f"{where}: role {role_name!r} is not system, user, assistant or tool"
+        )
     role = _ROLES[role_name]
     content: list[Block] = []
     raw = message.get("content")
@@ -102,14 +110,26 @@ def _entry(line: int, index: int, record_id: str, message: Mapping[str, Any]) ->
             try:
                 parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
             except ValueError:
-                raise TranscriptError(line, f"{where}: tool call {call['id']!r} arguments are not JSON") from None
+                raise TranscriptError(
+                    line, f"{where}: tool call {call['id']!r} arguments are not JSON"
+                ) from None
             if not isinstance(parsed, dict):
-                raise TranscriptError(line, f"{where}: tool call {call['id']!r} arguments must be a JSON object")
-            content.append(ToolCall(str(call["id"]), str(function["name"]), json.dumps(parsed, ensure_ascii=False)))
+                raise TranscriptError(
+                    line, f"{where}: tool call {call['id']!r} arguments must be a JSON object"
+                )
+            content.append(
+                ToolCall(
+                    str(call["id"]), str(function["name"]), json.dumps(parsed, ensure_ascii=False)
+                )
+            )
     blocks = tuple(content)
     custom_type = ""
     if not has_substance(blocks):
-        blocks, role, custom_type = (TextBlock(f"[{role_name} message without content]"),), Role.CUSTOM, "empty_message"
+        blocks, role, custom_type = (
+            (TextBlock(f"[{role_name} message without content]"),),
+            Role.CUSTOM,
+            "empty_message",
+        )
     metadata = {RECORD_TYPE_KEY: "message"}
     if isinstance(message.get("name"), str):
         metadata["name"] = message["name"]

@@ -64,7 +64,8 @@ def _read(data: bytes, file_format: str) -> Transcript:
     header_line, header = lines[0]
     if header.get("type") != "session":
         raise TranscriptError(
-            header_line, f"a pi session file starts with a 'session' header, not {header.get('type')!r}"
+            header_line,
+            f"a pi session file starts with a 'session' header, not {header.get('type')!r}",
         )
     version = header.get("version", 1)
     if version not in (1, 2, 3):
@@ -143,15 +144,17 @@ def _record(number: int, record: dict[str, Any]) -> Record:
         tokens = record.get("tokensBefore") or 0
         if not isinstance(tokens, int) or tokens < 0:
             raise TranscriptError(number, f"tokensBefore {tokens!r} is not a token count")
-        rest = {k: v for k, v in record.items() if k not in (*_RECORD_FIELDS, "summary", "firstKeptEntryId", "tokensBefore")}
+        rest = {
+            k: v
+            for k, v in record.items()
+            if k not in (*_RECORD_FIELDS, "summary", "firstKeptEntryId", "tokensBefore")
+        }
         details = {"import.id": record_id}
         if rest:
             details[ORIGINAL_KEY] = dumps(rest)
         if _time_differs(record, timestamp):
             details["import.timestamp"] = str(record["timestamp"])
-        return replace(
-            base, compaction=ImportedCompaction(summary, first_kept, tokens, details)
-        )
+        return replace(base, compaction=ImportedCompaction(summary, first_kept, tokens, details))
     if kind == "message":
         message = require(record, "message", dict, number)
         entry, abandoned = _message_entry(number, record, message)
@@ -216,7 +219,9 @@ def _custom_entry(number: int, kind: str, record: Mapping[str, Any]) -> Entry:
         if isinstance(record.get(key), str):
             metadata[key] = record[key]
     custom_type = str(record.get("customType") or kind) if kind == "custom" else kind
-    return _entry(number, record, Role.CUSTOM, (TextBlock(text),), metadata, custom_type=custom_type)
+    return _entry(
+        number, record, Role.CUSTOM, (TextBlock(text),), metadata, custom_type=custom_type
+    )
 
 
 def _message_entry(
@@ -260,7 +265,11 @@ def _message_entry(
         # as a note the prompt leaves out, never dropped.
         stop = message.get("stopReason") or "unknown"
         error = message.get("errorMessage")
-        note = f"[{role} turn without content: stopReason {stop}" + (f", {error}" if error else "") + "]"
+        note = (
+            f"[{role} turn without content: stopReason {stop}"
+            + (f", {error}" if error else "")
+            + "]"
+        )
         content, entry_role, custom_type, usage = (TextBlock(note),), Role.CUSTOM, EMPTY_TURN, None
     entry = _entry(
         number, record, entry_role, content, metadata, usage=usage, custom_type=custom_type
@@ -320,7 +329,9 @@ def _assistant_block(number: int, block: Mapping[str, Any]) -> Block:
             return ToolCall(call_id, name, dumps(arguments))
         case "image":
             return _image(block)
-    raise TranscriptError(number, f"assistant content block type {block.get('type')!r} is not known")
+    raise TranscriptError(
+        number, f"assistant content block type {block.get('type')!r} is not known"
+    )
 
 
 def _text_of(number: int, raw: Any) -> str:

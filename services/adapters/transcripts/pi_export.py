@@ -10,6 +10,7 @@ abandonment. Parents follow the session's order, as the session is linear.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -49,7 +50,12 @@ def pi_content(entry: Entry, role: str) -> Any:
                 blocks.append(thought)
             case ToolCall(id=call_id, name=name, arguments_json=arguments):
                 blocks.append(
-                    {"type": "toolCall", "id": call_id, "name": name, "arguments": json.loads(arguments)}
+                    {
+                        "type": "toolCall",
+                        "id": call_id,
+                        "name": name,
+                        "arguments": json.loads(arguments),
+                    }
                 )
             case ImageRef(uri=uri, media_type=media_type):
                 data = uri.split(";base64,", 1)[1] if ";base64," in uri else uri
@@ -76,7 +82,9 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
                     parent = record["id"]
                     yield dumps(record)
             case Session.CompactionRecorded():
-                record = _compaction_record(event.compaction, event.timestamp, parent, event.originator_version)
+                record = _compaction_record(
+                    event.compaction, event.timestamp, parent, event.originator_version
+                )
                 parent = record["id"]
                 yield dumps(record)
             case _:
@@ -99,7 +107,11 @@ def _header(session_id: str, started: Session.Started) -> str:
         "id": header.get("id") or session_id,
         "timestamp": header.get("timestamp") or format_time(started.timestamp),
         "cwd": header.get("cwd", ""),
-        **{k: v for k, v in header.items() if k not in ("type", "version", "id", "timestamp", "cwd")},
+        **{
+            k: v
+            for k, v in header.items()
+            if k not in ("type", "version", "id", "timestamp", "cwd")
+        },
     }
     if started.parent_session_id:
         header.setdefault("parentSession", started.parent_session_id)
@@ -132,10 +144,7 @@ def _entry_records(entry: Entry, parent: str | None) -> list[dict[str, Any]]:
         if "message" in original:
             message = dict(original["message"])
             role = str(message.get("role", ""))
-            if "content" in original:
-                content = original["content"]
-            else:
-                content = pi_content(entry, role)
+            content = original["content"] if "content" in original else pi_content(entry, role)
             ordered: dict[str, Any] = {"role": role}
             if content is not None:
                 ordered["content"] = content
@@ -167,7 +176,7 @@ def _native_records(entry: Entry, parent: str | None) -> list[dict[str, Any]]:
         records = []
         for index, result in enumerate(entry.tool_results):
             record_id = entry.id if index == 0 else f"{entry.id}.{index}"
-            message = {
+            result_message = {
                 "role": "toolResult",
                 "toolCallId": result.tool_call_id,
                 "toolName": entry.metadata.get("toolName", ""),
@@ -175,7 +184,7 @@ def _native_records(entry: Entry, parent: str | None) -> list[dict[str, Any]]:
                 "isError": result.is_error,
                 "timestamp": millis,
             }
-            records.append(_message_record(record_id, parent, timestamp, message))
+            records.append(_message_record(record_id, parent, timestamp, result_message))
             parent = record_id
         return records
     message: dict[str, Any] = {"role": role, "content": pi_content(entry, role)}
@@ -245,8 +254,6 @@ def _compaction_record(
         "tokensBefore": compaction.tokens_before,
     }
     if ORIGINAL_KEY in details:
-        try:
+        with contextlib.suppress(ValueError):
             record.update(json.loads(details[ORIGINAL_KEY]))
-        except ValueError:
-            pass
     return record

@@ -49,6 +49,7 @@ from services.adapters.transcripts.ir import (
 EMPTY_TURN = "empty_assistant_turn"
 SYNTHETIC = "abandoned"
 _RECORD_FIELDS = ("type", "id", "parentId", "timestamp")
+_PLACED = ("id", "parentId", "message")
 
 
 def read(data: bytes) -> Transcript:
@@ -99,7 +100,7 @@ def _migrate_v1(
     previous: str | None = None
     for number, record in lines[1:]:
         entry_id = hashlib.sha256(f"{session_id}:{number}".encode()).hexdigest()[:8]
-        record = {**record, "id": entry_id, "parentId": previous}
+        record = {"type": record.get("type"), "id": entry_id, "parentId": previous, **record}
         if record.get("type") == "compaction" and "firstKeptEntryIndex" in record:
             index = record.pop("firstKeptEntryIndex")
             if not isinstance(index, int) or not 0 <= index < len(ids):
@@ -169,8 +170,10 @@ def _time_differs(record: Mapping[str, Any], timestamp: Any) -> bool:
 def _original(
     record: Mapping[str, Any], message: Mapping[str, Any] | None, content: Any = None
 ) -> str:
+    # The record's fields in their order; id, parentId and message are written
+    # from the entry, in their places.
     original: dict[str, Any] = {
-        "record": {k: v for k, v in record.items() if k not in ("id", "parentId", "message")}
+        "record": {k: None if k in _PLACED else v for k, v in record.items()}
     }
     if message is not None:
         original["message"] = {k: v for k, v in message.items() if k != "content"}

@@ -134,13 +134,20 @@ def _entry_records(entry: Entry, parent: str | None) -> list[dict[str, Any]]:
             original = {}
     if original:
         kept = original.get("record", {})
-        record: dict[str, Any] = {
-            "type": kept.get("type", "message"),
-            "id": entry.id,
-            "parentId": parent,
-            "timestamp": _time(entry.timestamp, original),
-        }
-        record.update({k: v for k, v in kept.items() if k not in record})
+        record: dict[str, Any] = {}
+        order = kept or {"type": "message", "id": None, "parentId": None}
+        for key, value in order.items():
+            if key == "id":
+                record[key] = entry.id
+            elif key == "parentId":
+                record[key] = parent
+            elif key == "timestamp":
+                record[key] = _time(entry.timestamp, original)
+            elif key != "message":
+                record[key] = value
+        record.setdefault("id", entry.id)
+        record.setdefault("parentId", parent)
+        record.setdefault("timestamp", _time(entry.timestamp, original))
         if "message" in original:
             message = dict(original["message"])
             role = str(message.get("role", ""))

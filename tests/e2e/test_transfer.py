@@ -152,7 +152,9 @@ def test_each_fixture_imports_whole_and_replays_as_the_file_says(store: Stub, pa
     for version in sorted({2, session.version // 3, session.version // 2, session.version}):
         log = log_at(store, session.id, version=version)
         so_far = [i for i, v in entry_ids if v <= version]
-        first = so_far.index(log.compaction.first_kept_entry_id) if log.HasField("compaction") else 0
+        first = (
+            so_far.index(log.compaction.first_kept_entry_id) if log.HasField("compaction") else 0
+        )
         assert [e.id for e in log.entries] == so_far[first:]
 
     # Replay as of a time in the session's own history: the original times.
@@ -175,9 +177,7 @@ def test_a_pi_v1_file_is_migrated_as_pi_does(store: Stub) -> None:
     assert imported.compactions == 2
     stored = stored_records(events(store, session.id))
     # firstKeptEntryIndex counts the file's entries with the header as 0.
-    compacted = [
-        (index, r) for index, r in enumerate(records) if r["type"] == "compaction"
-    ]
+    compacted = [(index, r) for index, r in enumerate(records) if r["type"] == "compaction"]
     history = events(store, session.id)
     compactions = [e for e in history if e.WhichOneof("event") == "compaction_recorded"]
     for (_, record), event in zip(compacted, compactions, strict=True):
@@ -186,7 +186,10 @@ def test_a_pi_v1_file_is_migrated_as_pi_does(store: Stub) -> None:
         assert event.compaction_recorded.tokens_before == record["tokensBefore"]
         assert event.compaction_recorded.summary == record["summary"]
     log = log_at(store, session.id)
-    assert log.compaction.first_kept_entry_id == compactions[-1].compaction_recorded.first_kept_entry_id
+    assert (
+        log.compaction.first_kept_entry_id
+        == compactions[-1].compaction_recorded.first_kept_entry_id
+    )
     # Aborted turns without content are kept, as notes the prompt leaves out.
     empty = [
         e
@@ -236,8 +239,12 @@ def test_non_ascii_text_survives(store: Stub) -> None:
         for b in e.content
         if b.WhichOneof("block") == "text"
     ]
-    assert any(any("\u3040" <= ch <= "\u30ff" or "\u4e00" <= ch <= "\u9fff" for ch in t) for t in texts)
-    models = [e for e in log_at(store, imported.session.id).entries if e.custom_type == "model-snapshot"]
+    assert any(
+        any("\u3040" <= ch <= "\u30ff" or "\u4e00" <= ch <= "\u9fff" for ch in t) for t in texts
+    )
+    models = [
+        e for e in log_at(store, imported.session.id).entries if e.custom_type == "model-snapshot"
+    ]
     assert len(models) == 16
 
 
@@ -264,13 +271,16 @@ def test_export_as_of_a_version_and_round_trip_of_an_abandonment(store: Stub) ->
     original = events(store, imported.session.id)[:60]
     copied = events(store, "first-60")
     assert [e.WhichOneof("event") for e in copied] == [e.WhichOneof("event") for e in original]
-    assert log_at(store, "first-60").entries == log_at(store, imported.session.id, version=60).entries
+    assert (
+        log_at(store, "first-60").entries == log_at(store, imported.session.id, version=60).entries
+    )
 
 
 def test_claude_code_and_openai_transcripts_export_as_pi_files(store: Stub) -> None:
     (imported,) = import_bytes(store, CLAUDE_CODE.read_bytes(), "claude-code").sessions
     exported = export(store, imported.session.id)
     (again,) = import_bytes(store, exported, "pi", session_id="cc-again").sessions
+    assert again.entries == imported.entries
     assert [e.id for e in log_at(store, "cc-again").entries] == [
         e.id for e in log_at(store, imported.session.id).entries
     ]
@@ -287,7 +297,9 @@ def test_claude_code_and_openai_transcripts_export_as_pi_files(store: Stub) -> N
         {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
         {"role": "assistant", "content": "Mittag."},
     ]
-    (chat,) = import_bytes(store, json.dumps(messages, indent=2).encode(), session_id="chat").sessions
+    (chat,) = import_bytes(
+        store, json.dumps(messages, indent=2).encode(), session_id="chat"
+    ).sessions
     assert chat.entries == 5
     view = store.GetPromptView(pb.GetPromptViewRequest(session_id="chat"))
     assert [m["role"] for m in json.loads(view.messages_json)] == [
@@ -320,7 +332,9 @@ def test_a_bad_file_names_its_line_and_imports_nothing(store: Stub) -> None:
     assert message == "line 7: parentId 'nowhere' is not an entry of this file"
 
     bad_call = json.loads(good[4])
-    bad_call["message"]["content"] = [{"type": "toolCall", "id": "x", "name": "read", "arguments": [1]}]
+    bad_call["message"]["content"] = [
+        {"type": "toolCall", "id": "x", "name": "read", "arguments": [1]}
+    ]
     message = refused(
         lambda: import_bytes(store, "\n".join([*good[:4], json.dumps(bad_call)]).encode()),
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -349,7 +363,15 @@ def test_every_other_branch_of_a_pi_tree_becomes_a_fork(store: Stub) -> None:
 
     tree = "\n".join(
         [
-            json.dumps({"type": "session", "version": 3, "id": "tree", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}),
+            json.dumps(
+                {
+                    "type": "session",
+                    "version": 3,
+                    "id": "tree",
+                    "timestamp": "2026-01-01T00:00:00.000Z",
+                    "cwd": "/",
+                }
+            ),
             message("a", None, "user", "first question", 1),
             message("b", "a", "assistant", "first answer", 2),
             message("c", "b", "user", "a question on a branch", 3),
@@ -412,7 +434,9 @@ def test_abandoned_calls_are_answered_with_synthetic_errors(store: Stub) -> None
     assert answer.entry.metadata["synthetic"] == "abandoned"
     assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).open_tool_call_ids == []
 
-    openai = json.loads(store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id)).messages_json)
+    openai = json.loads(
+        store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id)).messages_json
+    )
     assert openai[-1]["role"] == "tool" and openai[-1]["tool_call_id"] == "call_2"
     assert openai[-1]["content"].startswith("[synthetic result]")
     assert "the runtime crashed" in openai[-1]["content"]
@@ -426,7 +450,9 @@ def test_abandoned_calls_are_answered_with_synthetic_errors(store: Stub) -> None
 
     log = log_at(store, session.id)
     assert log.entries[-1].metadata["synthetic"] == "abandoned"
-    (event,) = [e for e in events(store, session.id) if e.WhichOneof("event") == "tool_calls_abandoned"]
+    (event,) = [
+        e for e in events(store, session.id) if e.WhichOneof("event") == "tool_calls_abandoned"
+    ]
     assert event.tool_calls_abandoned.reason == "the runtime crashed"
     append(store, session.id, user("next"))
     refused(
@@ -442,7 +468,9 @@ def test_a_fork_shows_what_its_parent_showed_at_the_fork_point(store: Stub) -> N
     (imported,) = import_bytes(store, PI_BEFORE_COMPACTION.read_bytes()).sessions
     parent = imported.session
     compactions = [
-        e.version for e in events(store, parent.id) if e.WhichOneof("event") == "compaction_recorded"
+        e.version
+        for e in events(store, parent.id)
+        if e.WhichOneof("event") == "compaction_recorded"
     ]
     at = compactions[0] + 5
     fork = store.ForkSession(
@@ -460,7 +488,9 @@ def test_a_fork_shows_what_its_parent_showed_at_the_fork_point(store: Stub) -> N
     }
     assert log_at(store, "fork-1").HasField("compaction")
     for view_format in (pb.PROMPT_FORMAT_OPENAI, pb.PROMPT_FORMAT_ANTHROPIC):
-        mine = store.GetPromptView(pb.GetPromptViewRequest(session_id="fork-1", version=at, format=view_format))
+        mine = store.GetPromptView(
+            pb.GetPromptViewRequest(session_id="fork-1", version=at, format=view_format)
+        )
         theirs = store.GetPromptView(
             pb.GetPromptViewRequest(session_id=parent.id, version=at, format=view_format)
         )
@@ -473,8 +503,30 @@ def test_fork_at_an_entry_with_new_settings_leaves_the_parent_alone(store: Stub)
     session = new_session(store, model="gpt-4o")
     append(store, session.id, user("one", id="u1"))
     append(store, session.id, user("two", id="u2"))
+    append(store, session.id, tool_call("call_1", "read", {"path": "big"}))
+    result = tool_result("call_1", "x" * 5_000)
+    result.id = "r1"
+    append(store, session.id, result)
+    store.RecordPrune(
+        pb.RecordPruneRequest(
+            session_id=session.id,
+            entries=[pb.PrunedEntry(entry_id="r1", action=pb.PRUNE_ACTION_HARD_CLEAR)],
+        )
+    )
     append(store, session.id, user("three", id="u3"))
-    store.RecordPrune  # noqa: B018  (prunes are copied like any event; see the fixture fork)
+    pruned = store.ForkSession(pb.ForkSessionRequest(session_id=session.id, version=6))
+    assert (
+        store.GetPromptView(pb.GetPromptViewRequest(session_id=pruned.id)).messages_json
+        == store.GetPromptView(
+            pb.GetPromptViewRequest(session_id=session.id, version=6)
+        ).messages_json
+    )
+    assert (
+        "Tool result"
+        in json.loads(
+            store.GetPromptView(pb.GetPromptViewRequest(session_id=pruned.id)).messages_json
+        )[-1]["content"]
+    )
     fork = store.ForkSession(
         pb.ForkSessionRequest(
             session_id=session.id,
@@ -488,8 +540,8 @@ def test_fork_at_an_entry_with_new_settings_leaves_the_parent_alone(store: Stub)
     assert fork.settings.title == "what if"
     assert [e.id for e in log_at(store, fork.id).entries] == ["u1", "u2"]
     append(store, fork.id, user("another three", id="u3"))
-    assert [e.id for e in log_at(store, session.id).entries] == ["u1", "u2", "u3"]
-    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 4
+    assert [e.id for e in log_at(store, session.id).entries][-1] == "u3"
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 7
     started = events(store, fork.id)[0].started
     assert (started.parent_session_id, started.forked_at_version) == (session.id, 3)
     refused(

@@ -522,7 +522,7 @@ def test_fork_at_an_entry_with_new_settings_leaves_the_parent_alone(store: Stub)
         ).messages_json
     )
     assert (
-        "Tool result"
+        "tool result content cleared"
         in json.loads(
             store.GetPromptView(pb.GetPromptViewRequest(session_id=pruned.id)).messages_json
         )[-1]["content"]

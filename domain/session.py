@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from eventsourcing.domain import (
@@ -26,7 +27,7 @@ from eventsourcing.domain import (
 )
 
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
-from domain.content import Entry, Role, Usage, validate_entry
+from domain.content import Entry, Role, ToolResult, Usage, validate_entry
 from domain.context.compaction_planner import should_compact
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
@@ -81,6 +82,10 @@ class Session(BaseAggregate[str]):
         settings: SessionSettings
         context_window_tokens: int
         context_window_source: str
+        # A fork names the session it was forked from and the parent's version it
+        # copies (the fork's own history up to that version is the parent's).
+        parent_session_id: str = ""
+        forked_at_version: int = 0
 
     @dataclass(frozen=True)
     class EntriesAppended(Event):
@@ -115,6 +120,25 @@ class Session(BaseAggregate[str]):
                 keys[self.idempotency_key] = [self.fingerprint, self.originator_version]
                 while len(keys) > IDEMPOTENCY_WINDOW:
                     del keys[next(iter(keys))]
+
+    @dataclass(frozen=True)
+    class ToolCallsAbandoned(Event):
+        """Tool calls that will never be answered, closed by one synthetic error result
+        each (``entry``, a tool entry flagged ``synthetic``), so the session may go on."""
+
+        tool_call_ids: Sequence[str]
+        reason: str
+        entry: Entry
+
+        def apply(self, session: Session) -> None:
+            entry = self.entry
+            session.prompt_tokens += entry.token_count
+            session.entry_count += 1
+            session.total_tokens += entry.token_count
+            for call_id in self.tool_call_ids:
+                session.open_tool_calls.pop(call_id, None)
+            session.last_entry_id = entry.id
+            session.entries_since_compaction += 1
 
     @dataclass(frozen=True)
     class CompactionRecorded(Event):
@@ -191,6 +215,8 @@ class Session(BaseAggregate[str]):
     prompt_tokens = 0
     system_prompt_tokens = 0
     system_prompt_fingerprint = ""
+    parent_session_id = ""
+    forked_at_version = 0
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -201,10 +227,17 @@ class Session(BaseAggregate[str]):
         state: dict[str, Any]
 
     def __init__(
-        self, settings: SessionSettings, context_window_tokens: int, context_window_source: str
+        self,
+        settings: SessionSettings,
+        context_window_tokens: int,
+        context_window_source: str,
+        parent_session_id: str = "",
+        forked_at_version: int = 0,
     ) -> None:
         # Called with the Started event's fields. Every attribute here is
         # bounded in size whatever the length of the session.
+        self.parent_session_id = parent_session_id
+        self.forked_at_version = forked_at_version
         self.settings = settings
         self.context_window_tokens = context_window_tokens
         self.context_window_source = context_window_source
@@ -241,7 +274,9 @@ class Session(BaseAggregate[str]):
         context_window: tuple[int, str],
         *,
         max_entry_bytes_limit: int | None = None,
+        timestamp: datetime | None = None,
     ) -> Session:
+        """A new session; ``timestamp`` is the time it started (now, unless imported)."""
         validate_session_id(session_id)
         settings.validate(max_entry_bytes_limit)
         return cls._create(
@@ -250,7 +285,41 @@ class Session(BaseAggregate[str]):
             settings=settings,
             context_window_tokens=context_window[0],
             context_window_source=context_window[1],
+            timestamp=timestamp,
         )
+
+    @classmethod
+    def fork(
+        cls,
+        session_id: str,
+        parent_events: Sequence[SessionEvent],
+    ) -> Session:
+        """A new session whose history is a copy of the parent's events (its
+        ``Started`` first): the same entries, ids, compactions, prunes, system
+        prompt, settings and times, so every view of the fork up to the fork
+        point equals the parent's. The parent is not touched."""
+        validate_session_id(session_id)
+        if not parent_events or not isinstance(parent_events[0], cls.Started):
+            raise InvalidRequest("a fork needs the parent's events from its first version")
+        started = parent_events[0]
+        fork = cls._create(
+            cls.Started,
+            id=session_id,
+            settings=started.settings,
+            context_window_tokens=started.context_window_tokens,
+            context_window_source=started.context_window_source,
+            parent_session_id=started.originator_id,
+            forked_at_version=parent_events[-1].originator_version,
+            timestamp=started.timestamp,
+        )
+        for event in parent_events[1:]:
+            fields = {
+                k: v
+                for k, v in event.__dict__.items()
+                if k not in ("originator_id", "originator_version")
+            }
+            fork.trigger_event(type(event), **fields)
+        return fork
 
     def check_expected_version(self, expected: int | None) -> None:
         if expected is not None and expected < 0:
@@ -280,8 +349,12 @@ class Session(BaseAggregate[str]):
         *,
         idempotency_key: str = "",
         fingerprint: str = "",
+        timestamp: datetime | None = None,
     ) -> list[Entry]:
-        """Appends one turn. Fills in ids, parents and timestamps left empty."""
+        """Appends one turn. Fills in ids, parents and timestamps left empty.
+
+        ``timestamp`` is the event's time: now, unless the turn is imported with
+        the time it had."""
         if not entries:
             raise InvalidRequest("an append needs at least one entry")
         if len(entries) > MAX_ENTRIES_PER_APPEND:
@@ -289,7 +362,7 @@ class Session(BaseAggregate[str]):
                 f"{len(entries)} entries in one append; send at most {MAX_ENTRIES_PER_APPEND}"
             )
         used = self._used_ids(entries, ids)
-        now = datetime.now(UTC)
+        now = timestamp or datetime.now(UTC)
         batch_ids: set[str] = set()
         batch_calls: set[str] = set()
         open_calls = dict(self.open_tool_calls)
@@ -317,8 +390,56 @@ class Session(BaseAggregate[str]):
             idempotency_key=idempotency_key,
             fingerprint=fingerprint,
             guarded=self._guarded(final),
+            timestamp=timestamp,
         )
         return final
+
+    def abandon_tool_calls(
+        self,
+        call_ids: Sequence[str],
+        reason: str,
+        count: Callable[[Entry], Entry],
+        *,
+        entry_id: str = "",
+        timestamp: datetime | None = None,
+    ) -> Entry:
+        """Closes open tool calls that will never be answered (all open ones when
+        ``call_ids`` is empty) with one synthetic error result each, in one tool
+        entry flagged ``synthetic``; ``count`` fills in its token count."""
+        if not self.open_tool_calls:
+            raise UnknownToolCall("no tool calls are open in this session; nothing to abandon")
+        if len(reason) > MAX_ABANDON_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_ABANDON_REASON_CHARS:,}"
+            )
+        chosen = list(dict.fromkeys(call_ids)) or list(self.open_tool_calls)
+        for call_id in chosen:
+            if call_id not in self.open_tool_calls:
+                raise UnknownToolCall(
+                    f"tool call {call_id!r} is not open in this session (never made, or "
+                    "already answered); open calls: "
+                    + (", ".join(repr(c) for c in list(self.open_tool_calls)[:5]) or "none")
+                )
+        text = abandoned_result_text(reason)
+        entry = Entry(
+            id=entry_id or new_id(),
+            parent_id=self.last_entry_id,
+            timestamp=timestamp or datetime.now(UTC),
+            role=Role.TOOL,
+            content=tuple(ToolResult(call_id, text, is_error=True) for call_id in chosen),
+            metadata=MappingProxyType(
+                {SYNTHETIC_KEY: "abandoned", **({"reason": reason} if reason else {})}
+            ),
+        )
+        entry = count(entry)
+        self.trigger_event(
+            self.ToolCallsAbandoned,
+            tool_call_ids=chosen,
+            reason=reason,
+            entry=entry,
+            timestamp=timestamp,
+        )
+        return entry
 
     def _guarded(self, entries: Sequence[Entry]) -> list[ToolResultDecision]:
         """The tool-result guard's decisions for results it does not show whole."""
@@ -407,7 +528,12 @@ class Session(BaseAggregate[str]):
         )
 
     def record_compaction(
-        self, compaction: Compaction, history: History, *, prompt_tokens: int = -1
+        self,
+        compaction: Compaction,
+        history: History,
+        *,
+        prompt_tokens: int = -1,
+        timestamp: datetime | None = None,
     ) -> None:
         compaction.validate()
         if self.entry_count == 0:
@@ -428,6 +554,7 @@ class Session(BaseAggregate[str]):
             compaction=compaction,
             first_kept_position=position,
             prompt_tokens=prompt_tokens,
+            timestamp=timestamp,
         )
 
     def record_prune(
@@ -543,7 +670,18 @@ SessionEvent = (
     | Session.SystemPromptSet
     | Session.PruneRecorded
     | Session.SettingsChanged
+    | Session.ToolCallsAbandoned
 )
+
+SYNTHETIC_KEY = "synthetic"
+MAX_ABANDON_REASON_CHARS = 2_000
+
+
+def abandoned_result_text(reason: str) -> str:
+    """What the model reads for a call that was abandoned: marked as synthetic, so
+    it is never taken for the tool's own output."""
+    because = f": {reason}" if reason else ""
+    return f"[synthetic result] This tool call was abandoned and never ran{because}"
 
 
 def _pair_tool_calls(

@@ -4,6 +4,10 @@ OpenAI chat completions (which litellm takes as it is) and Anthropic Messages.
 The stored system prompt leads, with the tools in the provider's format.
 Pruned and guarded tool results are shown as their decisions say; everything else is
 shown as stored. Custom entries are the runtime's own notes and are not sent.
+Tool calls that were abandoned are answered by the synthetic tool entry their
+``ToolCallsAbandoned`` event holds (metadata ``synthetic``; its text says it is
+synthetic): an OpenAI ``tool`` message, an Anthropic ``tool_result`` with
+``is_error``, like any error result.
 """
 
 from __future__ import annotations

@@ -131,6 +131,7 @@ class SessionHistory:
         self._guarded: list[tuple[int, str, tuple[ToolResultDecision, ...], int]] = []
         self._failures: list[RecordedFailure] = []
         self._overflows: list[Session.OverflowReported] = []
+        self._abandonments: list[Session.ToolCallsAbandoned] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
         # Estimated memory held, for the cache that keeps histories.
@@ -156,7 +157,12 @@ class SessionHistory:
         version = event.originator_version
         match event:
             case Session.EntriesAppended():
-                self._apply_entries(event, version)
+                self._apply_entries(event.entries, event.guarded, version)
+            case Session.ToolCallsAbandoned():
+                # The synthetic results are entries of the log like any other,
+                # flagged in their metadata; the guard never trims them.
+                self._apply_entries((event.entry,), (), version)
+                self._abandonments.append(event)
             case Session.CompactionRecorded():
                 self._compactions.append(
                     RecordedCompaction(
@@ -185,8 +191,13 @@ class SessionHistory:
             case _:
                 assert_never(event)
 
-    def _apply_entries(self, event: Session.EntriesAppended, version: int) -> None:
-        for entry in event.entries:
+    def _apply_entries(
+        self,
+        entries: Sequence[Entry],
+        guarded_decisions: Sequence[ToolResultDecision],
+        version: int,
+    ) -> None:
+        for entry in entries:
             position = len(self.entries)
             self.entries.append(entry)
             self._positions[entry.id] = position
@@ -205,7 +216,7 @@ class SessionHistory:
             if answered:
                 self._answered_call_position[position] = min(answered)
         guarded: dict[str, list[ToolResultDecision]] = {}
-        for decision in event.guarded:
+        for decision in guarded_decisions:
             guarded.setdefault(decision.entry_id, []).append(decision)
         for entry_id, decisions in guarded.items():
             position = self._positions[entry_id]
@@ -357,6 +368,11 @@ class SessionHistory:
 
     def overflows_since(self, version: int) -> list[Session.OverflowReported]:
         return [o for o in self._overflows if o.originator_version > version]
+
+    def abandonments(self, version: int | None = None) -> list[Session.ToolCallsAbandoned]:
+        """The tool calls abandoned by ``version``, oldest first."""
+        version = self.resolve_version(version)
+        return [a for a in self._abandonments if a.originator_version <= version]
 
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
         version = self.resolve_version(version)

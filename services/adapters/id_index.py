@@ -36,6 +36,8 @@ def id_rows(events: Iterable[object]) -> list[IdRow]:
             for entry in event.entries:
                 rows.append((session_id, ENTRY, entry.id, version))
                 rows.extend((session_id, TOOL_CALL, c.id, version) for c in entry.tool_calls)
+        elif isinstance(event, Session.ToolCallsAbandoned):
+            rows.append((event.originator_id, ENTRY, event.entry.id, event.originator_version))
     return rows
 
 

@@ -26,6 +26,7 @@ from domain.context.window import resolve_context_window
 from domain.errors import (
     DomainError,
     DuplicateEntry,
+    EntryNotFound,
     InvalidRequest,
     InvalidSettings,
     SessionExists,
@@ -314,6 +315,108 @@ class SessionService:
 
         session, (stored, changed) = self._write(session_id, expected_version, command)
         return session, stored, changed
+
+    def abandon_tool_calls(
+        self,
+        session_id: str,
+        call_ids: Sequence[str],
+        reason: str,
+        expected_version: int | None = None,
+    ) -> tuple[Session, Entry]:
+        """Closes open calls that will never be answered; answers the session and the
+        entry holding their synthetic error results."""
+
+        def command(session: Session) -> Entry:
+            tokenizer = tokenizer_for(session.settings.model)
+            return session.abandon_tool_calls(
+                call_ids,
+                reason,
+                lambda e: replace(
+                    e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
+                ),
+            )
+
+        return self._write(session_id, expected_version, command)
+
+    def fork_session(
+        self,
+        session_id: str,
+        *,
+        version: int | None = None,
+        entry_id: str = "",
+        new_session_id: str = "",
+        choose: Callable[[SessionSettings], SessionSettings] | None = None,
+    ) -> Session:
+        """A new session whose history is the parent's up to ``version`` (or up to the
+        version that appended ``entry_id``; now when neither), with the settings
+        ``choose`` makes recorded after the copy. The parent is not touched."""
+        history = self._history(session_id)
+        if entry_id:
+            position = history.position_of(entry_id)
+            if position is None:
+                raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}")
+            version = history.entry_version(position)
+        version = history.resolve_version(version)
+        fork_id = new_session_id or new_id()
+        validate_session_id(fork_id)
+        self.check_new_session_id(fork_id)
+        events = self.store.session_events(session_id, upto=version)
+        fork = Session.fork(fork_id, events)
+        if choose is not None:
+            settings = choose(fork.settings)
+            self._check_engine(settings)
+            fork.change_settings(
+                settings,
+                self._context_window(settings),
+                max_entry_bytes_limit=self._max_entry_bytes_limit,
+            )
+        self._save(fork)
+        return fork
+
+    # -- what imports use ------------------------------------------------------------
+
+    def check_new_session_id(self, session_id: str) -> None:
+        try:
+            self.store.repository.get(session_id)
+        except AggregateNotFoundError:
+            return
+        raise SessionExists(f"a session with id {session_id!r} already exists")
+
+    def new_session_settings(
+        self, choose: Callable[[SessionSettings], SessionSettings]
+    ) -> tuple[SessionSettings, tuple[int, str], int]:
+        """The server's defaults changed by ``choose``, the window they resolve to,
+        and the largest max_entry_bytes this server takes."""
+        settings = choose(self.config.new_session_settings())
+        self._check_engine(settings)
+        settings = replace(settings, model=settings.model or self.config.default_model)
+        return settings, self._context_window(settings), self._max_entry_bytes_limit
+
+    def save_new_sessions(self, built: Sequence[tuple[Session, SessionHistory]]) -> None:
+        """Saves new sessions (an import: a session and its forks) in one insert,
+        all or nothing, and keeps their histories, folded while they were built."""
+        for session, _ in built:
+            self.check_new_session_id(session.id)
+        try:
+            self.store.save_sessions([session for session, _ in built])
+        except IntegrityError:
+            raise SessionExists(
+                "a session of this import was just created by another writer: "
+                + ", ".join(repr(s.id) for s, _ in built)
+            ) from None
+        for session, history in built:
+            self._written.put(session.id, session)
+            with self._history_locks[hash(session.id) % LOCK_STRIPES]:
+                self._histories.put(session.id, history)
+        with self._saved:
+            for session, _ in built:
+                self._latest_versions.put(session.id, session.version)
+            self._saved.notify_all()
+
+    def events_upto(self, session_id: str, version: int | None) -> list[SessionEvent]:
+        """The session's events from the first to ``version`` (now when None or 0)."""
+        history = self._history(session_id)
+        return self.store.session_events(session_id, upto=history.resolve_version(version))
 
     # -- what the context engine may use (services.engine.base.SessionPort) ----------
 

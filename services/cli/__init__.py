@@ -31,6 +31,7 @@ from services.cli.options import json_option
 from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
 from services.cli.system_prompt import system_prompt
+from services.cli.transfer import COMMANDS as TRANSFER_COMMANDS
 from services.cli.views import log, prompt, replay
 
 __all__ = ["cli", "main"]
@@ -113,6 +114,7 @@ for _command in (
     status,
     context,
     usage,
+    *TRANSFER_COMMANDS,
 ):
     cli.add_command(_command)
 

@@ -286,6 +286,8 @@ def session_to_pb(session: Session) -> pb.Session:
         total_usage=usage_to_pb(session.usage),
         last_entry_id=session.last_entry_id or "",
         open_tool_call_ids=list(session.open_tool_calls),
+        parent_session_id=session.parent_session_id,
+        forked_at_version=session.forked_at_version,
     )
 
 
@@ -452,6 +454,16 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
         case Session.Started():
             message.started.settings.CopyFrom(
                 settings_to_pb(event.settings, event.context_window_tokens)
+            )
+            message.started.parent_session_id = event.parent_session_id
+            message.started.forked_at_version = event.forked_at_version
+        case Session.ToolCallsAbandoned():
+            message.tool_calls_abandoned.CopyFrom(
+                pb.ToolCallsAbandoned(
+                    tool_call_ids=list(event.tool_call_ids),
+                    reason=event.reason,
+                    entry=entry_to_pb(event.entry, version),
+                )
             )
         case Session.EntriesAppended():
             message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)

@@ -14,6 +14,7 @@ from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.context import ContextService
+from services.app.imports import ImportResult, ImportService
 from services.app.sessions import AsOf, SessionService
 from services.grpc import context_mapping, mapping
 
@@ -74,6 +75,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def __init__(self, service: SessionService, context: ContextService) -> None:
         self.service = service
         self.context = context
+        self.imports = ImportService(service)
 
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
@@ -241,3 +243,96 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             is_active=context.is_active,
         ):
             yield mapping.event_to_pb(event)
+
+    def AbandonToolCalls(
+        self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
+    ) -> pb.AbandonToolCallsResponse:
+        session, entry = self.service.abandon_tool_calls(
+            _session_id(request),
+            list(request.tool_call_ids),
+            request.reason,
+            _expected_version(request),
+        )
+        return pb.AbandonToolCallsResponse(
+            version=session.version,
+            tool_call_ids=[r.tool_call_id for r in entry.tool_results],
+            entry=mapping.entry_to_pb(entry, session.version),
+        )
+
+    def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.ServicerContext
+    ) -> pb.Session:
+        which = request.WhichOneof("at")
+        if which == "version" and request.version < 1:
+            raise InvalidRequest("version must be 1 or more; leave it unset to fork now")
+        if which == "entry_id" and not request.entry_id:
+            raise InvalidRequest("entry_id is empty; name an entry, or leave it unset")
+        fork = self.service.fork_session(
+            _session_id(request),
+            version=request.version if which == "version" else None,
+            entry_id=request.entry_id if which == "entry_id" else "",
+            new_session_id=request.new_session_id,
+            choose=(lambda current: mapping.settings_from_pb(request.settings, current))
+            if request.HasField("settings")
+            else None,
+        )
+        return mapping.session_to_pb(fork)
+
+    def ImportSession(
+        self, request_iterator: Iterator[pb.ImportSessionRequest], context: grpc.ServicerContext
+    ) -> pb.ImportSessionResponse:
+        header: pb.ImportHeader | None = None
+        chunks: list[bytes] = []
+        for index, part in enumerate(request_iterator):
+            which = part.WhichOneof("part")
+            if index == 0:
+                if which != "header":
+                    raise InvalidRequest("the first message of an import must be its header")
+                header = part.header
+            elif which == "chunk":
+                chunks.append(part.chunk)
+            else:
+                raise InvalidRequest(f"message {index} of the import is a second header")
+        if header is None:
+            raise InvalidRequest("an import needs a header, then the file's bytes")
+        settings = header.settings
+        result = self.imports.import_transcript(
+            b"".join(chunks),
+            header.format,
+            session_id=header.session_id,
+            choose=lambda defaults: mapping.settings_from_pb(settings, defaults),
+            file_name=header.file_name,
+        )
+        return _import_result_to_pb(result)
+
+    def ExportSession(
+        self, request: pb.ExportSessionRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.ExportSessionChunk]:
+        if request.version < 0:
+            raise InvalidRequest("version must not be negative; 0 or unset exports the latest")
+        chunks = self.imports.export_pi(_session_id(request), request.version or None)
+        # The first chunk is made before the stream starts, so a refusal is a status.
+        first = next(chunks, None)
+        if first is None:
+            return
+        yield pb.ExportSessionChunk(data=first)
+        for chunk in chunks:
+            yield pb.ExportSessionChunk(data=chunk)
+
+
+def _import_result_to_pb(result: ImportResult) -> pb.ImportSessionResponse:
+    return pb.ImportSessionResponse(
+        format=result.format,
+        bytes=result.bytes,
+        sessions=[
+            pb.ImportedSession(
+                session=mapping.session_to_pb(s.session),
+                entries=s.entries,
+                compactions=s.compactions,
+                abandoned_tool_calls=s.abandoned_tool_calls,
+                lines=s.lines,
+                branch_point_entry_id=s.branch_point_entry_id,
+            )
+            for s in result.sessions
+        ],
+    )

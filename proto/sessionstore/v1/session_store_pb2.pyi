@@ -906,6 +906,8 @@ class Session(_message.Message):
     TOTAL_USAGE_FIELD_NUMBER: _builtins.int
     LAST_ENTRY_ID_FIELD_NUMBER: _builtins.int
     OPEN_TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
+    PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    FORKED_AT_VERSION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     version: _builtins.int
     context_window_source: _builtins.str
@@ -914,6 +916,9 @@ class Session(_message.Message):
     total_tokens: _builtins.int
     compaction_count: _builtins.int
     last_entry_id: _builtins.str
+    parent_session_id: _builtins.str
+    """A fork: the session it was forked from and that session's version it copies."""
+    forked_at_version: _builtins.int
     @_builtins.property
     def settings(self) -> Global___SessionSettings: ...
     @_builtins.property
@@ -939,10 +944,12 @@ class Session(_message.Message):
         total_usage: Global___Usage | None = ...,
         last_entry_id: _builtins.str = ...,
         open_tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
+        parent_session_id: _builtins.str = ...,
+        forked_at_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "settings", b"settings", "total_usage", b"total_usage", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "forked_at_version", b"forked_at_version", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "parent_session_id", b"parent_session_id", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1870,20 +1877,57 @@ class SessionStarted(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
+    PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    FORKED_AT_VERSION_FIELD_NUMBER: _builtins.int
+    parent_session_id: _builtins.str
+    forked_at_version: _builtins.int
     @_builtins.property
     def settings(self) -> Global___SessionSettings: ...
     def __init__(
         self,
         *,
         settings: Global___SessionSettings | None = ...,
+        parent_session_id: _builtins.str = ...,
+        forked_at_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["forked_at_version", b"forked_at_version", "parent_session_id", b"parent_session_id", "settings", b"settings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SessionStarted: _TypeAlias = SessionStarted  # noqa: Y015
+
+@_typing.final
+class ToolCallsAbandoned(_message.Message):
+    """Tool calls closed without an answer; entry holds their synthetic error
+    results (metadata "synthetic": "abandoned").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ENTRY_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    @_builtins.property
+    def tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def entry(self) -> Global___Entry: ...
+    def __init__(
+        self,
+        *,
+        tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        entry: Global___Entry | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "reason", b"reason", "tool_call_ids", b"tool_call_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCallsAbandoned: _TypeAlias = ToolCallsAbandoned  # noqa: Y015
 
 @_typing.final
 class EntriesAppended(_message.Message):
@@ -2004,6 +2048,7 @@ class SessionEvent(_message.Message):
     COMPACTION_FAILED_FIELD_NUMBER: _builtins.int
     OVERFLOW_REPORTED_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_SET_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_ABANDONED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2024,6 +2069,8 @@ class SessionEvent(_message.Message):
     def overflow_reported(self) -> Global___OverflowReported: ...
     @_builtins.property
     def system_prompt_set(self) -> Global___SystemPrompt: ...
+    @_builtins.property
+    def tool_calls_abandoned(self) -> Global___ToolCallsAbandoned: ...
     def __init__(
         self,
         *,
@@ -2038,16 +2085,287 @@ class SessionEvent(_message.Message):
         compaction_failed: Global___CompactionFailure | None = ...,
         overflow_reported: Global___OverflowReported | None = ...,
         system_prompt_set: Global___SystemPrompt | None = ...,
+        tool_calls_abandoned: Global___ToolCallsAbandoned | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___SessionEvent: _TypeAlias = SessionEvent  # noqa: Y015
+
+@_typing.final
+class AbandonToolCallsRequest(_message.Message):
+    """---------------------------------------------------------------- abandon, fork, import, export"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    reason: _builtins.str
+    """Why: kept in the log and shown to the model in the synthetic results."""
+    expected_version: _builtins.int
+    @_builtins.property
+    def tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Empty: every open call."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "reason", b"reason", "session_id", b"session_id", "tool_call_ids", b"tool_call_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___AbandonToolCallsRequest: _TypeAlias = AbandonToolCallsRequest  # noqa: Y015
+
+@_typing.final
+class AbandonToolCallsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
+    ENTRY_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    @_builtins.property
+    def tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def entry(self) -> Global___Entry:
+        """The tool entry holding the synthetic results."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
+        entry: Global___Entry | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "tool_call_ids", b"tool_call_ids", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbandonToolCallsResponse: _TypeAlias = AbandonToolCallsResponse  # noqa: Y015
+
+@_typing.final
+class ForkSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    NEW_SESSION_ID_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    entry_id: _builtins.str
+    """At the version that appended this entry."""
+    new_session_id: _builtins.str
+    """Optional; generated when empty."""
+    @_builtins.property
+    def settings(self) -> Global___SessionSettings:
+        """Settings of the fork that differ from the parent's (recorded after the copy)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        entry_id: _builtins.str = ...,
+        new_session_id: _builtins.str = ...,
+        settings: Global___SessionSettings | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "entry_id", b"entry_id", "settings", b"settings", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "entry_id", b"entry_id", "new_session_id", b"new_session_id", "session_id", b"session_id", "settings", b"settings", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_at: _TypeAlias = _typing.Literal["version", "entry_id"]  # noqa: Y015
+    _WhichOneofArgType_at: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_at) -> _WhichOneofReturnType_at | None: ...
+
+Global___ForkSessionRequest: _TypeAlias = ForkSessionRequest  # noqa: Y015
+
+@_typing.final
+class ImportHeader(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
+    FILE_NAME_FIELD_NUMBER: _builtins.int
+    format: _builtins.str
+    """"auto" (or empty), "pi", "openclaw", "claude-code" or "openai"."""
+    session_id: _builtins.str
+    """The session's id; from the file (pi) or generated when empty."""
+    file_name: _builtins.str
+    """The file's name, for format detection and messages only."""
+    @_builtins.property
+    def settings(self) -> Global___SessionSettings:
+        """Settings over those read from the file (model, title, ...)."""
+
+    def __init__(
+        self,
+        *,
+        format: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        settings: Global___SessionSettings | None = ...,
+        file_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["file_name", b"file_name", "format", b"format", "session_id", b"session_id", "settings", b"settings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportHeader: _TypeAlias = ImportHeader  # noqa: Y015
+
+@_typing.final
+class ImportSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    CHUNK_FIELD_NUMBER: _builtins.int
+    chunk: _builtins.bytes
+    @_builtins.property
+    def header(self) -> Global___ImportHeader: ...
+    def __init__(
+        self,
+        *,
+        header: Global___ImportHeader | None = ...,
+        chunk: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "header", b"header", "part", b"part"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "header", b"header", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "chunk"]  # noqa: Y015
+    _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
+
+Global___ImportSessionRequest: _TypeAlias = ImportSessionRequest  # noqa: Y015
+
+@_typing.final
+class ImportedSession(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    COMPACTIONS_FIELD_NUMBER: _builtins.int
+    ABANDONED_TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    BRANCH_POINT_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    entries: _builtins.int
+    """Entries, compactions and abandonments (each call closed) it holds."""
+    compactions: _builtins.int
+    abandoned_tool_calls: _builtins.int
+    lines: _builtins.int
+    """Lines of the file it was read from; lines skipped as not part of the session."""
+    branch_point_entry_id: _builtins.str
+    """For a fork of another branch: the entry the branch leaves the main one at."""
+    @_builtins.property
+    def session(self) -> Global___Session: ...
+    def __init__(
+        self,
+        *,
+        session: Global___Session | None = ...,
+        entries: _builtins.int = ...,
+        compactions: _builtins.int = ...,
+        abandoned_tool_calls: _builtins.int = ...,
+        lines: _builtins.int = ...,
+        branch_point_entry_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abandoned_tool_calls", b"abandoned_tool_calls", "branch_point_entry_id", b"branch_point_entry_id", "compactions", b"compactions", "entries", b"entries", "lines", b"lines", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportedSession: _TypeAlias = ImportedSession  # noqa: Y015
+
+@_typing.final
+class ImportSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    format: _builtins.str
+    bytes: _builtins.int
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedSession]:
+        """The main session first, then its forks."""
+
+    def __init__(
+        self,
+        *,
+        sessions: _abc.Iterable[Global___ImportedSession] | None = ...,
+        format: _builtins.str = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "format", b"format", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportSessionResponse: _TypeAlias = ImportSessionResponse  # noqa: Y015
+
+@_typing.final
+class ExportSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    """The session as of this version; 0 or unset: now."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportSessionRequest: _TypeAlias = ExportSessionRequest  # noqa: Y015
+
+@_typing.final
+class ExportSessionChunk(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportSessionChunk: _TypeAlias = ExportSessionChunk  # noqa: Y015
 
 @_typing.final
 class InjectedFile(_message.Message):

@@ -109,6 +109,26 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.FromString,
                 _registered_method=True)
+        self.AbandonToolCalls = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/AbandonToolCalls',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.FromString,
+                _registered_method=True)
+        self.ForkSession = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/ForkSession',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.Session.FromString,
+                _registered_method=True)
+        self.ImportSession = channel.stream_unary(
+                '/sessionstore.v1.SessionStore/ImportSession',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionResponse.FromString,
+                _registered_method=True)
+        self.ExportSession = channel.unary_stream(
+                '/sessionstore.v1.SessionStore/ExportSession',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -229,6 +249,40 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbandonToolCalls(self, request, context):
+        """Closes open tool calls that will never be answered (all open ones when
+        tool_call_ids is empty) with a synthetic error result each, so appends
+        may go on. FAILED_PRECONDITION when a named call is not open.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSession(self, request, context):
+        """A new session whose history is the parent's up to a version (or up to the
+        entry entry_id): the same entries, ids, times, compactions and prunes, so
+        its views equal the parent's there. The parent is not touched.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportSession(self, request_iterator, context):
+        """Imports an agent transcript: first a header, then the file's bytes in
+        chunks. Creates the session (and one fork per other branch of a pi
+        tree), or nothing: INVALID_ARGUMENT names the line and what is wrong.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportSession(self, request, context):
+        """The session as a pi session file (JSONL, version 3), in chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -306,6 +360,26 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.GetContextReport,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.SerializeToString,
+            ),
+            'AbandonToolCalls': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbandonToolCalls,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ForkSessionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.Session.SerializeToString,
+            ),
+            'ImportSession': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportSession,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionResponse.SerializeToString,
+            ),
+            'ExportSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportSession,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -713,6 +787,114 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/GetContextReport',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetContextReportRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ContextReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbandonToolCalls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/AbandonToolCalls',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ForkSession',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ForkSessionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/sessionstore.v1.SessionStore/ImportSession',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ImportSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ExportSession',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,23 @@ class SessionStoreStub:
     """How full the window is and what fills it: the numbers add up to the
     prompt view's estimated_tokens.
     """
+    AbandonToolCalls: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.AbandonToolCallsRequest, _session_store_pb2.AbandonToolCallsResponse]
+    """Closes open tool calls that will never be answered (all open ones when
+    tool_call_ids is empty) with a synthetic error result each, so appends
+    may go on. FAILED_PRECONDITION when a named call is not open.
+    """
+    ForkSession: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ForkSessionRequest, _session_store_pb2.Session]
+    """A new session whose history is the parent's up to a version (or up to the
+    entry entry_id): the same entries, ids, times, compactions and prunes, so
+    its views equal the parent's there. The parent is not touched.
+    """
+    ImportSession: _grpc.StreamUnaryMultiCallable[_session_store_pb2.ImportSessionRequest, _session_store_pb2.ImportSessionResponse]
+    """Imports an agent transcript: first a header, then the file's bytes in
+    chunks. Creates the session (and one fork per other branch of a pi
+    tree), or nothing: INVALID_ARGUMENT names the line and what is wrong.
+    """
+    ExportSession: _grpc.UnaryStreamMultiCallable[_session_store_pb2.ExportSessionRequest, _session_store_pb2.ExportSessionChunk]
+    """The session as a pi session file (JSONL, version 3), in chunks."""
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -133,6 +150,23 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """How full the window is and what fills it: the numbers add up to the
     prompt view's estimated_tokens.
     """
+    AbandonToolCalls: _aio.UnaryUnaryMultiCallable[_session_store_pb2.AbandonToolCallsRequest, _session_store_pb2.AbandonToolCallsResponse]  # type: ignore[assignment]
+    """Closes open tool calls that will never be answered (all open ones when
+    tool_call_ids is empty) with a synthetic error result each, so appends
+    may go on. FAILED_PRECONDITION when a named call is not open.
+    """
+    ForkSession: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ForkSessionRequest, _session_store_pb2.Session]  # type: ignore[assignment]
+    """A new session whose history is the parent's up to a version (or up to the
+    entry entry_id): the same entries, ids, times, compactions and prunes, so
+    its views equal the parent's there. The parent is not touched.
+    """
+    ImportSession: _aio.StreamUnaryMultiCallable[_session_store_pb2.ImportSessionRequest, _session_store_pb2.ImportSessionResponse]  # type: ignore[assignment]
+    """Imports an agent transcript: first a header, then the file's bytes in
+    chunks. Creates the session (and one fork per other branch of a pi
+    tree), or nothing: INVALID_ARGUMENT names the line and what is wrong.
+    """
+    ExportSession: _aio.UnaryStreamMultiCallable[_session_store_pb2.ExportSessionRequest, _session_store_pb2.ExportSessionChunk]  # type: ignore[assignment]
+    """The session as a pi session file (JSONL, version 3), in chunks."""
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -270,5 +304,46 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """How full the window is and what fills it: the numbers add up to the
         prompt view's estimated_tokens.
         """
+
+    @_abc_1.abstractmethod
+    def AbandonToolCalls(
+        self,
+        request: _session_store_pb2.AbandonToolCallsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.AbandonToolCallsResponse, _abc.Awaitable[_session_store_pb2.AbandonToolCallsResponse]]:
+        """Closes open tool calls that will never be answered (all open ones when
+        tool_call_ids is empty) with a synthetic error result each, so appends
+        may go on. FAILED_PRECONDITION when a named call is not open.
+        """
+
+    @_abc_1.abstractmethod
+    def ForkSession(
+        self,
+        request: _session_store_pb2.ForkSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.Session, _abc.Awaitable[_session_store_pb2.Session]]:
+        """A new session whose history is the parent's up to a version (or up to the
+        entry entry_id): the same entries, ids, times, compactions and prunes, so
+        its views equal the parent's there. The parent is not touched.
+        """
+
+    @_abc_1.abstractmethod
+    def ImportSession(
+        self,
+        request_iterator: _MaybeAsyncIterator[_session_store_pb2.ImportSessionRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ImportSessionResponse, _abc.Awaitable[_session_store_pb2.ImportSessionResponse]]:
+        """Imports an agent transcript: first a header, then the file's bytes in
+        chunks. Creates the session (and one fork per other branch of a pi
+        tree), or nothing: INVALID_ARGUMENT names the line and what is wrong.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportSession(
+        self,
+        request: _session_store_pb2.ExportSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_session_store_pb2.ExportSessionChunk], _abc.AsyncIterator[_session_store_pb2.ExportSessionChunk]]:
+        """The session as a pi session file (JSONL, version 3), in chunks."""
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,365 @@
+"""Importing agent transcripts as sessions, and exporting sessions as pi files.
+
+A transcript is read into the common representation
+(``services.adapters.transcripts``), then replayed through the Session
+aggregate's own commands, so an imported session obeys every rule an
+appended one does: one event per record, each carrying the record's
+original time (the library lets an event be given its timestamp), so the
+session replays "as of" any time in its own history. What the store would
+refuse is made acceptable without losing anything: tool calls the transcript
+never answered are closed by a ``ToolCallsAbandoned`` event, turns without
+content are kept as custom entries, and the session's ``max_entry_bytes`` is
+raised to hold the largest entry.
+
+A file is a tree (pi branches in place): the branch leading to the file's
+last record becomes the session, and every other leaf a fork of it, forked
+where its branch leaves the main one. Everything is built in memory and
+saved in one insert: a bad file imports nothing, and the error names its line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from domain.compaction import Compaction
+from domain.content import Entry, Role
+from domain.errors import DomainError, InvalidRequest
+from domain.ids import UsedIds
+from domain.session import Session, validate_session_id
+from domain.settings import SessionSettings
+from projections.session_history import SessionHistory
+from services.adapters.tokenizers import Tokenizer, tokenizer_for
+from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
+from services.adapters.transcripts.ir import Record
+from services.adapters.transcripts.pi_export import export_lines
+from services.app.sessions import SessionService
+
+UNANSWERED = "the transcript has no result for this call"
+EXPORT_CHUNK_BYTES = 1 << 20
+ENTRY_BYTES_STEP = 1 << 16
+_NOT_ID = re.compile(r"[^A-Za-z0-9._:@-]")
+
+
+@dataclass(frozen=True)
+class ImportedSession:
+    session: Session
+    entries: int
+    compactions: int
+    abandoned_tool_calls: int
+    lines: int
+    branch_point_entry_id: str = ""
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    format: str
+    sessions: Sequence[ImportedSession]
+    bytes: int
+
+
+class _HistoryIds:
+    """The id lookup of a session being built: its own history knows every id."""
+
+    def __init__(self, history: SessionHistory) -> None:
+        self._history = history
+
+    def used(self, entry_ids: Collection[str], call_ids: Collection[str]) -> UsedIds:
+        return UsedIds(
+            frozenset(i for i in entry_ids if self._history.position_of(i) is not None),
+            frozenset(c for c in call_ids if self._history.call_position(c) is not None),
+        )
+
+
+class _Builder:
+    """Replays a transcript's records on a session through its commands."""
+
+    def __init__(self, session: Session, tokenizer: Tokenizer, now: datetime) -> None:
+        self.session = session
+        self.history = SessionHistory(session.id)
+        self._applied = 0
+        self._sync()
+        self.tokenizer = tokenizer
+        self.now = now
+        self.last_time = session.created_on
+        self.version_of: dict[str, int] = {}
+        self.aliases: dict[str, str] = {}
+        self.entries = self.compactions = self.abandoned = 0
+        self._group: list[Record] = []
+
+    def _sync(self) -> None:
+        pending = self.session.pending_events
+        self.history.apply(pending[self._applied :])  # type: ignore[arg-type]
+        self._applied = len(pending)
+
+    def _count(self, entry: Entry) -> Entry:
+        return replace(
+            entry, token_count=self.tokenizer.count_entry(entry), tokenizer=self.tokenizer.name
+        )
+
+    def add(self, record: Record) -> None:
+        try:
+            if record.abandoned_reason is not None:
+                self._group.append(record)
+                return
+            self.flush()
+            self._add(record)
+        except TranscriptError:
+            raise
+        except DomainError as error:
+            raise TranscriptError(record.line, str(error)) from None
+
+    def flush(self) -> None:
+        """Closes the calls of a run of exported abandonment records, as one abandonment."""
+        if not self._group:
+            return
+        group, self._group = self._group, []
+        first = group[0]
+        try:
+            calls = [r.tool_call_id for g in group if g.entry for r in g.entry.tool_results]
+            self._abandon(calls, first.abandoned_reason or "", first.id, first.timestamp)
+        except DomainError as error:
+            raise TranscriptError(first.line, str(error)) from None
+        for record in group:
+            self.aliases[record.id] = first.id
+            self.version_of[record.id] = self.session.version
+
+    def _time(self, record: Record) -> datetime:
+        if record.timestamp is not None:
+            self.last_time = record.timestamp
+        return record.timestamp or self.now
+
+    def _abandon(
+        self, call_ids: Sequence[str], reason: str, entry_id: str, moment: datetime | None
+    ) -> None:
+        self.session.abandon_tool_calls(
+            call_ids, reason, self._count, entry_id=entry_id, timestamp=moment or self.now
+        )
+        self._sync()
+        self.abandoned += len(call_ids) or 1
+
+    def _add(self, record: Record) -> None:
+        moment = self._time(record)
+        if record.compaction is not None:
+            imported = record.compaction
+            first_kept = self.aliases.get(
+                imported.first_kept_entry_id, imported.first_kept_entry_id
+            )
+            position = self.history.position_of(first_kept)
+            if position is None:
+                raise TranscriptError(
+                    record.line,
+                    f"firstKeptEntryId {first_kept!r} is not an entry before this compaction "
+                    "on its branch",
+                )
+            summary_tokens = self.tokenizer.count_text(imported.summary)
+            compaction = Compaction(
+                summary=imported.summary,
+                first_kept_entry_id=first_kept,
+                tokens_before=imported.tokens_before,
+                reason="imported",
+                details=imported.details,
+                summary_tokens=summary_tokens,
+                tokenizer=self.tokenizer.name,
+                tokens_before_source="client" if imported.tokens_before else "",
+            )
+            self.session.record_compaction(
+                compaction,
+                self.history,
+                prompt_tokens=self.history.prompt_tokens_if_cut_at(position, summary_tokens),
+                timestamp=moment,
+            )
+            self._sync()
+            self.compactions += 1
+            self.version_of[record.id] = self.session.version
+            return
+        entry = record.entry
+        assert entry is not None
+        if self.session.open_tool_calls and entry.role not in (Role.TOOL, Role.CUSTOM):
+            unanswered = list(self.session.open_tool_calls)
+            self._abandon(unanswered, UNANSWERED, f"{record.id}.abandoned", moment)
+        self.session.append(
+            [self._count(replace(entry, parent_id=None))],
+            _HistoryIds(self.history),
+            timestamp=moment,
+        )
+        self._sync()
+        self.entries += 1
+        self.version_of[record.id] = self.session.version
+
+
+class ImportService:
+    def __init__(self, sessions: SessionService) -> None:
+        self.sessions = sessions
+
+    def import_transcript(
+        self,
+        data: bytes,
+        file_format: str,
+        *,
+        session_id: str = "",
+        choose: Callable[[SessionSettings], SessionSettings] = lambda s: s,
+        file_name: str = "",
+    ) -> ImportResult:
+        transcript = read_transcript(data, file_format, file_name)
+        if not transcript.records:
+            raise TranscriptError(0, "the file holds no entries to import")
+        main_id = session_id or transcript.session_id
+        if not main_id:
+            from domain.session import new_id
+
+            main_id = new_id()
+        validate_session_id(main_id)
+        paths = _branches(transcript)
+        needed = max(
+            (r.entry.content_bytes() for r in transcript.records if r.entry is not None),
+            default=0,
+        )
+
+        def settings_for(defaults: SessionSettings) -> SessionSettings:
+            labels = {**defaults.labels, **transcript.labels}
+            from_file = replace(
+                defaults,
+                model=transcript.model or defaults.model,
+                labels=_labels(labels),
+            )
+            return choose(from_file)
+
+        settings, window, limit = self.sessions.new_session_settings(settings_for)
+        if needed > settings.max_entry_bytes:
+            if needed > limit:
+                line = next(
+                    r.line
+                    for r in transcript.records
+                    if r.entry is not None and r.entry.content_bytes() == needed
+                )
+                raise TranscriptError(
+                    line, f"the entry is {needed:,} bytes; this server takes at most {limit:,}"
+                )
+            raised = -(-needed // ENTRY_BYTES_STEP) * ENTRY_BYTES_STEP
+            settings = replace(settings, max_entry_bytes=min(raised, limit))
+        tokenizer = tokenizer_for(settings.model)
+        now = datetime.now(UTC)
+        main_path = paths[0]
+        started = _start_time(transcript, main_path, now)
+        try:
+            session = Session.start(
+                main_id, settings, window, max_entry_bytes_limit=limit, timestamp=started
+            )
+        except DomainError as error:
+            raise InvalidRequest(f"the imported session's settings: {error}") from None
+        main = _Builder(session, tokenizer, now)
+        for record in main_path:
+            main.add(record)
+        main.flush()
+        built = [
+            (
+                main,
+                ImportedSession(
+                    session, main.entries, main.compactions, main.abandoned, transcript.lines
+                ),
+            )
+        ]
+        on_main = {r.id for r in main_path}
+        main_events = list(session.pending_events)
+        for path in paths[1:]:
+            leaf = path[-1]
+            split = max((i for i, r in enumerate(path) if r.id in on_main), default=-1)
+            fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
+            fork_id = _fork_id(main_id, leaf.id)
+            fork = Session.fork(fork_id, main_events[:fork_version])  # type: ignore[arg-type]
+            builder = _Builder(fork, tokenizer, now)
+            builder.version_of.update(
+                {k: v for k, v in main.version_of.items() if v <= fork_version}
+            )
+            builder.aliases.update(main.aliases)
+            for record in path[split + 1 :]:
+                builder.add(record)
+            builder.flush()
+            built.append(
+                (
+                    builder,
+                    ImportedSession(
+                        fork,
+                        builder.entries,
+                        builder.compactions,
+                        builder.abandoned,
+                        transcript.lines,
+                        path[split].id if split >= 0 else "",
+                    ),
+                )
+            )
+        self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
+        return ImportResult(transcript.format, [summary for _, summary in built], len(data))
+
+    def export_pi(self, session_id: str, version: int | None = None) -> Iterator[bytes]:
+        """The session (as of ``version``) as a pi v3 file, in chunks of about 1 MiB."""
+        events = self.sessions.events_upto(session_id, version)
+        buffer: list[bytes] = []
+        size = 0
+        for line in export_lines(session_id, events):
+            encoded = line.encode() + b"\n"
+            buffer.append(encoded)
+            size += len(encoded)
+            if size >= EXPORT_CHUNK_BYTES:
+                yield b"".join(buffer)
+                buffer, size = [], 0
+        if buffer:
+            yield b"".join(buffer)
+
+
+def _labels(labels: dict[str, str]) -> dict[str, str]:
+    from types import MappingProxyType
+
+    return MappingProxyType(labels)  # type: ignore[return-value]
+
+
+def _start_time(transcript: Transcript, path: Sequence[Record], now: datetime) -> datetime:
+    times = [r.timestamp for r in path if r.timestamp is not None]
+    if transcript.started_at is not None:
+        times.append(transcript.started_at)
+    return min(times) if times else now
+
+
+def _fork_id(main_id: str, leaf_id: str) -> str:
+    suffix = _NOT_ID.sub("_", leaf_id)[:40]
+    return f"{main_id[: 127 - len(suffix)]}@{suffix}"
+
+
+def _branches(transcript: Transcript) -> list[list[Record]]:
+    """Root-to-leaf paths: first the one to the file's last record, then every
+    other leaf's, in file order."""
+    by_id: dict[str, Record] = {}
+    for record in transcript.records:
+        if record.id in by_id:
+            raise TranscriptError(
+                record.line, f"id {record.id!r} is already used on line {by_id[record.id].line}"
+            )
+        by_id[record.id] = record
+    has_children: set[str] = set()
+    for record in transcript.records:
+        if record.parent_id is not None:
+            if record.parent_id not in by_id:
+                raise TranscriptError(
+                    record.line, f"parentId {record.parent_id!r} is not an entry of this file"
+                )
+            has_children.add(record.parent_id)
+
+    def path(leaf: Record) -> list[Record]:
+        chain: list[Record] = []
+        seen: set[str] = set()
+        current: Record | None = leaf
+        while current is not None:
+            if current.id in seen:
+                raise TranscriptError(current.line, f"parentId chain of {current.id!r} loops")
+            seen.add(current.id)
+            chain.append(current)
+            current = by_id[current.parent_id] if current.parent_id else None
+        chain.reverse()
+        return chain
+
+    last = transcript.records[-1]
+    others = [r for r in transcript.records if r.id not in has_children and r is not last]
+    return [path(last), *(path(leaf) for leaf in others)]

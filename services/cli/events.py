@@ -86,4 +86,9 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
             f"{output.count(len(prompt.skills), 'skill')}, "
             f"{output.count(len(prompt.tools), 'tool')}"
         )
+    if which == "tool_calls_abandoned":
+        abandoned = event.tool_calls_abandoned
+        calls = ", ".join(abandoned.tool_call_ids)
+        reason = f" ({abandoned.reason})" if abandoned.reason else ""
+        return "abandoned", f"tool calls {calls}{reason}"
     return "unknown", "(an event this client does not know)"

@@ -349,3 +349,19 @@ def test_usage_per_turn_with_the_estimate_of_the_view_it_answered(address: str) 
     bad = run(address, "append", session, "question", "--input-tokens", "5")
     assert bad.exit_code == 2
     assert "go with assistant entries" in bad.output
+
+
+def test_events_name_abandoned_tool_calls(address: str) -> None:
+    import grpc
+
+    from proto.sessionstore.v1 import session_store_pb2 as pb
+    from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+
+    session = small_session(address)
+    ok(address, "append", session, "--tool-call", "deploy", "--call-id", "never")
+    with grpc.insecure_channel(address) as channel:
+        pb_grpc.SessionStoreStub(channel).AbandonToolCalls(
+            pb.AbandonToolCallsRequest(session_id=session, reason="the runtime crashed")
+        )
+    listing = ok(address, "events", session)
+    assert re.search(r"abandoned\s+tool calls never \(the runtime crashed\)", listing)

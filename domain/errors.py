@@ -132,5 +132,9 @@ class VersionOutOfRange(DomainError):
     pass
 
 
+class TooManyStreams(DomainError):
+    """The server serves as many followed streams as it is configured for."""
+
+
 class CompactionDeadlineExceeded(DomainError):
     """The caller's deadline ended while the compaction its view needs was still running."""

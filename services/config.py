@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.errors import DomainError
@@ -43,6 +43,11 @@ class Config(BaseSettings):
         512, description="memory for cached session histories and rendered prompts"
     )
     max_workers: int = Field(32, description="gRPC worker threads")
+    max_followers: int = Field(
+        16,
+        description="followed ReadEvents streams served at once; each holds a worker "
+        "thread, so keep it below max_workers",
+    )
     max_message_mb: int = Field(16, description="largest gRPC message accepted")
     follow_poll_seconds: float = Field(
         1.0, description="how often a followed event stream looks for writes of other servers"
@@ -60,6 +65,15 @@ class Config(BaseSettings):
                 "0.0.0.0:50051 (port 0 picks a free one)"
             )
         return address
+
+    @model_validator(mode="after")
+    def _followers_leave_workers(self) -> Config:
+        if not 1 <= self.max_followers < self.max_workers:
+            raise ValueError(
+                f"max_followers ({self.max_followers}) must be at least 1 and below max_workers "
+                f"({self.max_workers}): each followed stream holds a worker"
+            )
+        return self
 
     @field_validator("session_defaults")
     @classmethod

@@ -31,6 +31,7 @@ from domain.errors import (
     InvalidSettings,
     SessionExists,
     SessionNotFound,
+    TooManyStreams,
     VersionConflict,
     VersionOutOfRange,
 )
@@ -103,6 +104,7 @@ class SessionService:
         self.closing = threading.Event()
         # Called with each session just saved (the context engine's ingest).
         self.on_saved: list[Callable[[Session, Sequence[SessionEvent]], None]] = []
+        self._followers = threading.BoundedSemaphore(config.max_followers)
         # The context engines sessions may choose (all names, when empty).
         self.engine_names: set[str] = set()
 
@@ -511,12 +513,34 @@ class SessionService:
     def events(
         self, session_id: str, after_version: int, *, follow: bool, is_active: Callable[[], bool]
     ) -> Iterator[SessionEvent]:
-        """The session's events after a version; with follow, new ones as they land."""
+        """The session's events after a version; with follow, new ones as they land.
+
+        A followed stream holds one of the server's worker threads for its whole
+        life: at most ``max_followers`` of them at once, so health checks and
+        unary calls always find a worker.
+        """
         current = self._aggregate(session_id).version  # NOT_FOUND before the stream starts
         if after_version > current:
             raise VersionOutOfRange(
                 f"after_version {after_version} is beyond the session's version {current}"
             )
+        if not follow:
+            yield from self._events(session_id, after_version, follow, is_active)
+            return
+        if not self._followers.acquire(blocking=False):
+            raise TooManyStreams(
+                f"this server already serves {self.config.max_followers} followed streams "
+                "(SESSIONSTORE_MAX_FOLLOWERS); retry later, on another server, or read "
+                "without follow"
+            )
+        try:
+            yield from self._events(session_id, after_version, follow, is_active)
+        finally:
+            self._followers.release()
+
+    def _events(
+        self, session_id: str, after_version: int, follow: bool, is_active: Callable[[], bool]
+    ) -> Iterator[SessionEvent]:
         while True:
             page = self.store.session_events(session_id, after=after_version, limit=500)
             yield from page

@@ -29,6 +29,7 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.VersionOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
     (errors.CompactionDeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
 
 

@@ -20,7 +20,7 @@ from eventsourcing.persistence import (
     Transcoding,
 )
 from eventsourcing.popo import POPOFactory
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg import sql
 
 from domain.compaction import Compaction, CompactionFailure
@@ -32,6 +32,11 @@ from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.memory_recorder import MemoryEventRecorder
+from services.adapters.postgres_availability import (
+    PostgresProbe,
+    ResilientPostgresDatastore,
+    make_resilient,
+)
 
 STARTED_TOPIC = get_topic(Session.Started)
 PROBE_TIMEOUT_SECONDS = 3
@@ -128,6 +133,7 @@ class EventStore(Application[str]):
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
         _check_postgres(env)
+        self._probe: PostgresProbe | None = None
         super().__init__(env=env)
         self.snapshot_interval = snapshot_interval
         self._index_topics()
@@ -138,7 +144,20 @@ class EventStore(Application[str]):
         # environment; the SQL ones do (see services.config).
         if isinstance(self.factory, POPOFactory):
             return MemoryEventRecorder()
+        datastore = getattr(self.factory, "datastore", None)
+        if isinstance(datastore, PostgresDatastore):
+            make_resilient(datastore)
+            self._probe = PostgresProbe(cast(ResilientPostgresDatastore, datastore))
         return super().construct_recorder()
+
+    def probe(self) -> str:
+        """Empty when the database answers, else why not; requests fail fast while it does not."""
+        return self._probe.check() if self._probe is not None else ""
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+        super().close()
 
     @property
     def _indexing_recorder(self) -> IndexingRecorder:

@@ -8,10 +8,13 @@ can share one database.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -24,6 +27,7 @@ from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry
 from domain.context.window import resolve_context_window
 from domain.errors import (
+    DeadlineExceeded,
     DomainError,
     DuplicateEntry,
     InvalidRequest,
@@ -44,6 +48,7 @@ from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
+from services.app import deadline
 from services.app.cache import WeightedLRU
 from services.config import Config
 
@@ -55,6 +60,13 @@ WRITE_CACHE_SESSIONS = 10_000
 # Resident memory per byte of cached objects: the allocator keeps freed
 # memory of evicted sessions in partly used arenas.
 RSS_PER_LIVE_BYTE = 1.4
+# A write that lost the race to another server's is tried again this many
+# times at most, for this long at most, after a random pause of up to
+# RETRY_PAUSE * 2**attempt seconds (never more than RETRY_PAUSE_MAX).
+WRITE_ATTEMPTS = 50
+WRITE_RETRY_SECONDS = 10.0
+RETRY_PAUSE = 0.001
+RETRY_PAUSE_MAX = 0.05
 T = TypeVar("T")
 
 
@@ -331,17 +343,46 @@ class SessionService:
         The aggregate comes from this server's cache of the sessions it wrote,
         trusted without a read. If another server wrote in between, the save
         hits the store's unique (session, version) key, and a refusal may be
-        the stale copy's mistake: either way the command runs once more on a
-        copy fresh from the store, whose verdict stands.
+        the stale copy's mistake: either way the command runs again on a copy
+        fresh from the store, whose verdict stands. A write that only lost the
+        race to another server is tried again (a few times, after a short
+        random pause), so a command without an expected version lands; one
+        with an expected version hears the conflict from the fresh copy.
         """
-        with self._write_lock(session_id):
+        with self._locked(session_id):
             cached = self._written.get(session_id)
             if cached is not None:
                 try:
                     return self._attempt(copy.deepcopy(cached), expected_version, command)
                 except DomainError:
                     self._written.discard(session_id)
-            return self._attempt(self._aggregate(session_id), expected_version, command)
+            give_up_at = time.monotonic() + WRITE_RETRY_SECONDS
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    return self._attempt(self._aggregate(session_id), expected_version, command)
+                except _RaceLost:
+                    if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
+                        raise
+                pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
+                time.sleep(deadline.bounded(pause))
+                deadline.check("writing to a session other servers were writing to")
+
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        """The session's write lock, waited for no longer than the call's deadline."""
+        lock = self._write_locks[hash(session_id) % LOCK_STRIPES]
+        wait = deadline.remaining()
+        if not lock.acquire(timeout=-1 if wait is None else wait):
+            raise DeadlineExceeded(
+                "the call's deadline passed while waiting for other writes to the session; "
+                "nothing was written"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _attempt(
         self, session: Session, expected_version: int | None, command: Callable[[Session], T]
@@ -392,8 +433,11 @@ class SessionService:
                 f"after_version {after_version} is beyond the session's version {current}"
             )
         while True:
+            deadline.check("reading the session's events")
             page = self.store.session_events(session_id, after=after_version, limit=500)
             yield from page
+            if not is_active():
+                return
             if page:
                 after_version = page[-1].originator_version
                 continue
@@ -470,7 +514,7 @@ class SessionService:
             if isinstance(pending[0], Session.Started):
                 raise SessionExists(f"a session with id {session.id!r} already exists") from None
             current = self._aggregate(session.id).version
-            raise VersionConflict(pending[0].originator_version - 1, current) from None
+            raise _RaceLost(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
         for listener in self.on_saved:
             listener(session, saved)
@@ -495,8 +539,9 @@ class SessionService:
                 if not self._saved.wait(self.config.follow_poll_seconds):
                     return
 
-    def _write_lock(self, session_id: str) -> threading.Lock:
-        return self._write_locks[hash(session_id) % LOCK_STRIPES]
+
+class _RaceLost(VersionConflict):
+    """Another writer stored the version this save was for."""
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:

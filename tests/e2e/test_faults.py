@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -166,3 +167,49 @@ def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster)
     finally:
         channel.close()
         server.stop(0)
+
+
+APPENDS_PER_CLIENT = 25
+CLIENTS = 6
+
+
+def test_plain_appends_through_two_servers_all_land(database_url: str) -> None:
+    """Appends without expected_version, racing through two servers, all land in order."""
+    servers = [start_server(database_url), start_server(database_url)]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{s.port}") for s in servers]
+    try:
+        stores = [Stub(c) for c in channels]
+        session = new_session(stores[0])
+        versions: list[int] = []
+        refusals: list[str] = []
+        start = threading.Barrier(CLIENTS)
+
+        def client(store: Stub, n: int) -> None:
+            start.wait()
+            for i in range(APPENDS_PER_CLIENT):
+                try:
+                    versions.append(_append(store, session.id, f"{n}.{i}", timeout=30))
+                except grpc.RpcError as error:
+                    refusals.append(f"{error.code()}: {error.details()}")
+
+        threads = [threading.Thread(target=client, args=(stores[n % 2], n)) for n in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+
+        assert refusals == []
+        total = CLIENTS * APPENDS_PER_CLIENT
+        assert sorted(versions) == list(range(2, total + 2))  # version 1 created the session
+        log = stores[1].GetDurableLog(pb.GetViewRequest(session_id=session.id))
+        assert len(log.entries) == total
+        assert sorted(e.content[0].text.text for e in log.entries) == sorted(
+            f"{n}.{i}" for n in range(CLIENTS) for i in range(APPENDS_PER_CLIENT)
+        )
+        events = list(stores[0].ReadEvents(pb.ReadEventsRequest(session_id=session.id)))
+        assert [e.version for e in events] == list(range(1, total + 2))
+    finally:
+        for channel in channels:
+            channel.close()
+        for server in servers:
+            server.stop(0)

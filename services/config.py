@@ -47,6 +47,11 @@ class Config(BaseSettings):
     follow_poll_seconds: float = Field(
         1.0, description="how often a followed event stream looks for writes of other servers"
     )
+    idempotency_ttl_seconds: float = Field(
+        24 * 3600.0,
+        gt=0,
+        description="how long an append's idempotency key recognises a retry",
+    )
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 

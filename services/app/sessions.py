@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar, cast
 
 from eventsourcing.application import AggregateNotFoundError
@@ -30,6 +30,7 @@ from domain.errors import (
     DeadlineExceeded,
     DomainError,
     DuplicateEntry,
+    IdempotencyKeyReused,
     InvalidRequest,
     InvalidSettings,
     SessionExists,
@@ -198,9 +199,9 @@ class SessionService:
         fingerprint = _fingerprint(drafts) if idempotency_key else ""
 
         def command(session: Session) -> AppendResult:
-            earlier = session.earlier_append(idempotency_key, fingerprint)
+            earlier = self._earlier_append(session, idempotency_key, fingerprint)
             if earlier is not None:
-                return self._earlier_result(session_id, earlier)
+                return earlier
             session.check_expected_version(expected_version)
             tokenizer = tokenizer_for(session.settings.model)
             counted = [
@@ -522,10 +523,46 @@ class SessionService:
             self._latest_versions.put(session.id, session.version)
             self._saved.notify_all()
 
-    def _earlier_result(self, session_id: str, version: int) -> AppendResult:
+    def _earlier_append(
+        self, session: Session, idempotency_key: str, fingerprint: str
+    ) -> AppendResult | None:
+        """The first result, if this append retries one made within the idempotency TTL.
+
+        The aggregate remembers its last few keys; any other key is looked up in
+        the store's key table (one indexed query), so a retry is recognised
+        however many appends came in between.
+        """
+        if not idempotency_key:
+            return None
+        ttl = self.config.idempotency_ttl_seconds
+        event: Session.EntriesAppended | None = None
+        remembered = session.recent_appends.get(idempotency_key)
+        if remembered is not None:
+            first_fingerprint, version = str(remembered[0]), int(remembered[1])
+            event = self._appended(session.id, version)
+            if event.timestamp < datetime.now(UTC) - timedelta(seconds=ttl):
+                return None  # the key has expired: free for a new append
+        else:
+            found = self.store.earlier_append(session.id, idempotency_key, ttl)
+            if found is None:
+                return None
+            first_fingerprint, version = found
+        if first_fingerprint != fingerprint:
+            raise IdempotencyKeyReused(
+                f"idempotency key {idempotency_key!r} was used for a different append "
+                f"(version {version}); use a new key for a new append"
+            )
+        event = event or self._appended(session.id, version)
+        return AppendResult(version, list(event.entries), replayed=True)
+
+    def expire_idempotency_keys(self) -> int:
+        """Deletes the idempotency keys older than the TTL; answers how many."""
+        return self.store.expire_idempotency_keys(self.config.idempotency_ttl_seconds)
+
+    def _appended(self, session_id: str, version: int) -> Session.EntriesAppended:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
         assert isinstance(event, Session.EntriesAppended)
-        return AppendResult(version, list(event.entries), replayed=True)
+        return event
 
     def _wait_for_version(
         self, session_id: str, after_version: int, is_active: Callable[[], bool]

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from services.grpc.servicer import SessionStoreServicer
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
 GRACE_SECONDS = 10
 MONITOR_INTERVAL_SECONDS = 0.5
+KEY_EXPIRY_INTERVAL_SECONDS = 60.0
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 log = structlog.get_logger(__name__)
@@ -65,6 +67,8 @@ def configure_logging(config: Config) -> None:
 class DatabaseMonitor:
     """Probes the database every interval; health says NOT_SERVING while it is unreachable.
 
+    Now and then it also deletes the idempotency keys past their TTL.
+
     The probe also tells the store, so that requests fail at once (UNAVAILABLE)
     instead of waiting for a connection, and recover as soon as it answers.
     """
@@ -90,11 +94,15 @@ class DatabaseMonitor:
         self._thread.join()
 
     def _run(self) -> None:
+        expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
         while not self._stopping.wait(self._interval):
             try:
                 reason = self._service.store.probe()
             except Exception as error:  # a probe must never end the monitor
                 reason = str(error) or type(error).__name__
+            if not reason and time.monotonic() >= expire_at:
+                expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+                self._expire_keys()
             if reason == self.reason:
                 continue
             if reason and not self.reason:
@@ -109,6 +117,15 @@ class DatabaseMonitor:
             )
             for name in ("", SERVICE_NAME):
                 self._health.set(name, status)
+
+    def _expire_keys(self) -> None:
+        try:
+            expired = self._service.expire_idempotency_keys()
+        except Exception:
+            log.exception("could not delete expired idempotency keys")
+            return
+        if expired:
+            log.info("deleted expired idempotency keys", count=expired)
 
 
 @dataclass

@@ -213,3 +213,94 @@ def test_plain_appends_through_two_servers_all_land(database_url: str) -> None:
             channel.close()
         for server in servers:
             server.stop(0)
+
+
+def _keyed(store: Stub, session_id: str, text: str, key: str) -> pb.AppendEntriesResponse:
+    request = pb.AppendEntriesRequest(
+        session_id=session_id, entries=[user(text)], idempotency_key=key
+    )
+    return store.AppendEntries(request, timeout=10)
+
+
+def test_a_retry_is_recognised_however_many_appends_came_between(database_url: str) -> None:
+    server = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            first = _keyed(store, session.id, "turn 0", "key-0")
+            for i in range(1, 300):
+                _keyed(store, session.id, f"turn {i}", f"key-{i}")
+
+            retry = _keyed(store, session.id, "turn 0", "key-0")
+            assert retry.replayed
+            assert (retry.version, list(retry.entry_ids)) == (first.version, list(first.entry_ids))
+            with pytest.raises(grpc.RpcError) as refused:
+                _keyed(store, session.id, "something else", "key-0")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "key-0" in (refused.value.details() or "")
+
+            log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+            assert [e.content[0].text.text for e in log.entries] == [
+                f"turn {i}" for i in range(300)
+            ]
+    finally:
+        server.stop(0)
+
+
+def test_an_idempotency_key_is_free_again_after_its_ttl(database_url: str) -> None:
+    server = start_server(database_url, idempotency_ttl_seconds=1)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            first = _keyed(store, session.id, "hello", "key")
+            assert _keyed(store, session.id, "hello", "key").replayed
+            time.sleep(1.5)
+
+            again = _keyed(store, session.id, "hello", "key")
+            assert not again.replayed
+            assert again.version == first.version + 1
+            assert _keyed(store, session.id, "hello", "key").replayed
+            # Past the TTL a key may name a different append, too.
+            time.sleep(1.5)
+            other = _keyed(store, session.id, "something else", "key")
+            assert (other.replayed, other.version) == (False, again.version + 1)
+            time.sleep(1.5)
+            assert server.service.expire_idempotency_keys() == 1  # the one key's row
+            assert server.service.expire_idempotency_keys() == 0
+    finally:
+        server.stop(0)
+
+
+def test_a_call_past_its_deadline_stops_and_frees_its_worker(tmp_path: Path) -> None:
+    """Appends stuck behind a long write to their session give up at their deadline."""
+    workers = 2
+    server = start_server(f"sqlite:///{tmp_path}/sessions.db", max_workers=workers)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            refusals: list[grpc.StatusCode] = []
+
+            def impatient() -> None:
+                try:
+                    _append(store, session.id, "too late", timeout=0.3)
+                except grpc.RpcError as error:
+                    refusals.append(error.code())
+
+            # Another write holds the session for longer than the clients wait.
+            with server.service._locked(session.id):
+                threads = [threading.Thread(target=impatient) for _ in range(workers)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=10)
+                assert refusals == [grpc.StatusCode.DEADLINE_EXCEEDED] * workers
+                # Every worker is free again although the write goes on.
+                found = store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=2)
+                assert found.version == 1
+
+            assert _append(store, session.id, "in time") == 2  # nothing of the others landed
+    finally:
+        server.stop(0)

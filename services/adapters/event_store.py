@@ -21,6 +21,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.popo import POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import sql
 
 from domain.compaction import Compaction, CompactionFailure
@@ -30,6 +31,7 @@ from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
+from services.adapters import sqlite_recorder
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
 from services.adapters.memory_recorder import MemoryEventRecorder
@@ -150,6 +152,8 @@ class EventStore(Application[str]):
         if isinstance(datastore, PostgresDatastore):
             make_resilient(datastore)
             self._probe = PostgresProbe(cast(ResilientPostgresDatastore, datastore))
+        elif isinstance(datastore, SQLiteDatastore):
+            sqlite_recorder.make_resilient(datastore)
         return super().construct_recorder()
 
     def probe(self) -> str:

@@ -9,18 +9,44 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
+from domain.errors import Unavailable
 from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 
 # Pairs per lookup statement: two variables each, well under SQLite's limit.
 LOOKUP_CHUNK = 400
+
+
+class ResilientSQLiteDatastore(SQLiteDatastore):
+    """The library's datastore, saying Unavailable when the database file cannot be used now.
+
+    A file locked by another process past the lock timeout, or one that
+    cannot be opened, answers UNAVAILABLE instead of an internal error.
+    """
+
+    @contextmanager
+    def get_connection(self, *, commit: bool) -> Iterator[Any]:
+        try:
+            with super().get_connection(commit=commit) as conn:
+                yield conn
+        except (OperationalError, sqlite3.OperationalError) as error:
+            cause = error.__cause__ or error
+            raise Unavailable(
+                f"the database file cannot be used now ({cause}); retry shortly"
+            ) from error
+
+
+def make_resilient(datastore: SQLiteDatastore) -> None:
+    """Turns the library's datastore into a resilient one (only its behaviour changes)."""
+    datastore.__class__ = ResilientSQLiteDatastore
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder):

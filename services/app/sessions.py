@@ -35,6 +35,7 @@ from domain.errors import (
     InvalidSettings,
     SessionExists,
     SessionNotFound,
+    Unavailable,
     VersionConflict,
     VersionOutOfRange,
 )
@@ -355,6 +356,8 @@ class SessionService:
             if cached is not None:
                 try:
                     return self._attempt(copy.deepcopy(cached), expected_version, command)
+                except (Unavailable, DeadlineExceeded):
+                    raise  # not the stale copy's doing: a fresh one would fare no better
                 except DomainError:
                     self._written.discard(session_id)
             give_up_at = time.monotonic() + WRITE_RETRY_SECONDS

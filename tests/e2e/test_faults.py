@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -303,4 +304,25 @@ def test_a_call_past_its_deadline_stops_and_frees_its_worker(tmp_path: Path) -> 
 
             assert _append(store, session.id, "in time") == 2  # nothing of the others landed
     finally:
+        server.stop(0)
+
+
+def test_a_locked_sqlite_file_answers_unavailable(tmp_path: Path) -> None:
+    """Another process holding the file's write lock past the lock timeout: retry later."""
+    path = tmp_path / "sessions.db"
+    server = start_server(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            holder.execute("BEGIN EXCLUSIVE")
+            with pytest.raises(grpc.RpcError) as refused:
+                _append(store, session.id, "blocked", timeout=30)  # the lock timeout is 10 s
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "retry" in (refused.value.details() or "")
+            holder.execute("ROLLBACK")
+            assert _append(store, session.id, "free again") == 2
+    finally:
+        holder.close()
         server.stop(0)

@@ -49,6 +49,9 @@ def configure_logging(config: Config) -> None:
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr, format="%(message)s")
+    # While the database is down the pool retries every half second per
+    # connection and warns each time; the database monitor says it once.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

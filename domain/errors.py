@@ -136,5 +136,13 @@ class TooManyStreams(DomainError):
     """The server serves as many followed streams as it is configured for."""
 
 
-class CompactionDeadlineExceeded(DomainError):
+class DeadlineExceeded(DomainError):
+    """The caller's deadline ended before the work was done; the work stopped."""
+
+
+class CompactionDeadlineExceeded(DeadlineExceeded):
     """The caller's deadline ended while the compaction its view needs was still running."""
+
+
+class Unavailable(DomainError):
+    """The store cannot serve now (its database is unreachable or busy): retry with backoff."""

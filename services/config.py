@@ -44,13 +44,18 @@ class Config(BaseSettings):
     )
     max_workers: int = Field(32, description="gRPC worker threads")
     max_followers: int = Field(
-        16,
+        0,
         description="followed ReadEvents streams served at once; each holds a worker "
-        "thread, so keep it below max_workers",
+        "thread, so keep it below max_workers; 0: half of max_workers",
     )
     max_message_mb: int = Field(16, description="largest gRPC message accepted")
     follow_poll_seconds: float = Field(
         1.0, description="how often a followed event stream looks for writes of other servers"
+    )
+    idempotency_ttl_seconds: float = Field(
+        24 * 3600.0,
+        gt=0,
+        description="how long an append's idempotency key recognises a retry",
     )
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
@@ -68,12 +73,16 @@ class Config(BaseSettings):
 
     @model_validator(mode="after")
     def _followers_leave_workers(self) -> Config:
-        if not 1 <= self.max_followers < self.max_workers:
+        if self.max_followers and not 1 <= self.max_followers < self.max_workers:
             raise ValueError(
-                f"max_followers ({self.max_followers}) must be at least 1 and below max_workers "
+                f"max_followers ({self.max_followers}) must be below max_workers "
                 f"({self.max_workers}): each followed stream holds a worker"
             )
         return self
+
+    @property
+    def followers_limit(self) -> int:
+        return self.max_followers or max(1, self.max_workers // 2)
 
     @field_validator("session_defaults")
     @classmethod

@@ -20,7 +20,8 @@ from eventsourcing.persistence import (
     Transcoding,
 )
 from eventsourcing.popo import POPOFactory
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import sql
 
 from domain.compaction import Compaction, CompactionFailure
@@ -30,8 +31,15 @@ from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
+from services.adapters import sqlite_recorder
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
+from services.adapters.idempotency_keys import key_rows
 from services.adapters.memory_recorder import MemoryEventRecorder
+from services.adapters.postgres_availability import (
+    PostgresProbe,
+    ResilientPostgresDatastore,
+    make_resilient,
+)
 
 STARTED_TOPIC = get_topic(Session.Started)
 PROBE_TIMEOUT_SECONDS = 3
@@ -128,17 +136,34 @@ class EventStore(Application[str]):
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
         _check_postgres(env)
+        self._probe: PostgresProbe | None = None
         super().__init__(env=env)
         self.snapshot_interval = snapshot_interval
         self._index_topics()
         self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
+        self._indexing_recorder.create_key_table()
 
     def construct_recorder(self) -> ApplicationRecorder:
         # The library's in-memory factory takes no recorder class from the
         # environment; the SQL ones do (see services.config).
         if isinstance(self.factory, POPOFactory):
             return MemoryEventRecorder()
+        datastore = getattr(self.factory, "datastore", None)
+        if isinstance(datastore, PostgresDatastore):
+            make_resilient(datastore)
+            self._probe = PostgresProbe(cast(ResilientPostgresDatastore, datastore))
+        elif isinstance(datastore, SQLiteDatastore):
+            sqlite_recorder.make_resilient(datastore)
         return super().construct_recorder()
+
+    def probe(self) -> str:
+        """Empty when the database answers, else why not; requests fail fast while it does not."""
+        return self._probe.check() if self._probe is not None else ""
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+        super().close()
 
     @property
     def _indexing_recorder(self) -> IndexingRecorder:
@@ -149,20 +174,30 @@ class EventStore(Application[str]):
         """The id lookup an append to this session asks."""
         return StoredIds(self._indexing_recorder, session_id)
 
+    def earlier_append(
+        self, session_id: str, key: str, ttl_seconds: float
+    ) -> tuple[str, int] | None:
+        """(fingerprint, version) of the session's append with this idempotency key, if
+        made within the TTL: one indexed query."""
+        return self._indexing_recorder.earlier_append(session_id, key, ttl_seconds)
+
+    def expire_idempotency_keys(self, ttl_seconds: float) -> int:
+        return self._indexing_recorder.expire_keys(ttl_seconds)
+
     def _id_rows_of(self, stored: StoredEvent) -> list[IdRow]:
         return id_rows([self.mapper.to_domain_event(stored)])
 
     def save_sessions(self, sessions: Sequence[Session]) -> None:
         """Stores the sessions' pending events in one insert, then the snapshots due.
 
-        The insert is atomic: all the sessions' events and their id-index
-        rows land, or none and the sessions keep them pending. (The library's
+        The insert is atomic: all the sessions' events, their id-index rows
+        and idempotency keys land, or none and the sessions keep them pending. (The library's
         general save() collects events from any mix of objects through runtime
         protocol checks, and snapshots by reading the aggregate back; here both
         are at hand.)
         """
         events = [e for s in sessions for e in s.pending_events]
-        self.events.put(events, ids=id_rows(events))
+        self.events.put(events, ids=id_rows(events), keys=key_rows(events))
         for session in sessions:
             saved = session.collect_events()
             if self.snapshots is not None and _snapshot_due(session, saved, self.snapshot_interval):

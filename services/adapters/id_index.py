@@ -17,6 +17,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from domain.ids import UsedIds
 from domain.session import Session
+from services.adapters.idempotency_keys import KeyRow
 
 ENTRY = "entry"
 TOOL_CALL = "tool_call"
@@ -49,7 +50,12 @@ class IndexingRecorder(Protocol):
     """What each of our recorders adds to the library's: the id index."""
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, ids: Sequence[IdRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        ids: Sequence[IdRow] = (),
+        keys: Sequence[KeyRow] = (),
+        **kwargs: Any,
     ) -> Sequence[int] | None: ...
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -57,6 +63,17 @@ class IndexingRecorder(Protocol):
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the index if missing, filled from the stored events; rows backfilled."""
+
+    def create_key_table(self) -> None:
+        """Creates the idempotency key table if missing (services.adapters.idempotency_keys)."""
+
+    def earlier_append(
+        self, session_id: str, key: str, ttl_seconds: float
+    ) -> tuple[str, int] | None:
+        """(fingerprint, version) of the session's append with this key, if younger than the TTL."""
+
+    def expire_keys(self, ttl_seconds: float) -> int:
+        """Deletes the keys older than the TTL; answers how many."""
 
 
 class StoredIds:

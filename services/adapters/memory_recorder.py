@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
 from services.adapters.id_index import IdRow, IdTaken
+from services.adapters.idempotency_keys import KeyRow
 
 
 class MemoryEventRecorder(POPOApplicationRecorder):
@@ -17,17 +19,47 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._ids: set[tuple[str, str, str]] = set()
+        # (session, key) -> (fingerprint, version, time.monotonic() when written)
+        self._keys: dict[tuple[str, str], tuple[str, int, float]] = {}
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, ids: Sequence[IdRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        ids: Sequence[IdRow] = (),
+        keys: Sequence[KeyRow] = (),
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         with self._database_lock:  # re-entrant: the library takes it again inside
-            keys = [(s, kind, key) for s, kind, key, _ in ids]
-            if len(set(keys)) != len(keys) or not self._ids.isdisjoint(keys):
+            used = [(s, kind, key) for s, kind, key, _ in ids]
+            if len(set(used)) != len(used) or not self._ids.isdisjoint(used):
                 raise IdTaken("an entry id or tool call id is already used")
             notification_ids = super().insert_events(stored_events, **kwargs)
-            self._ids.update(keys)
+            self._ids.update(used)
+            now = time.monotonic()
+            for session_id, key, fingerprint, version in keys:
+                self._keys[session_id, key] = (fingerprint, version, now)
             return notification_ids
+
+    def create_key_table(self) -> None:
+        pass
+
+    def earlier_append(
+        self, session_id: str, key: str, ttl_seconds: float
+    ) -> tuple[str, int] | None:
+        with self._database_lock:
+            found = self._keys.get((session_id, key))
+        if found is None or found[2] < time.monotonic() - ttl_seconds:
+            return None
+        return found[0], found[1]
+
+    def expire_keys(self, ttl_seconds: float) -> int:
+        cutoff = time.monotonic() - ttl_seconds
+        with self._database_lock:
+            old = [k for k, (_, _, written) in self._keys.items() if written < cutoff]
+            for k in old:
+                del self._keys[k]
+        return len(old)
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         with self._database_lock:

@@ -1,8 +1,8 @@
 """The PostgreSQL recorder: the library's, writing each save in one round trip.
 
 Each save is one transaction that takes the library's table lock and queues
-its NOTIFY through a small function, then inserts the events and their
-id-index rows in one statement. The lock makes
+its NOTIFY through a small function, then inserts the events, their
+id-index rows and their idempotency keys in one statement. The lock makes
 notification ids commit in the order they were issued, so readers that page
 or track by notification id never pass over an id that commits later; group
 commit makes one lock serve many sessions' appends.
@@ -20,6 +20,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
 from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
+from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
+from services.adapters.idempotency_keys import KeyRow
 
 BACKFILL_PAGE = 1000
 
@@ -41,6 +43,8 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         self._insert_statements: dict[int, bytes] = {}
         self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
         self._used_ids_statement: bytes | None = None
+        self._earlier_append_statement: bytes | None = None
+        self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
         self._lock_statement: bytes | None = None
 
     def select_events(
@@ -91,13 +95,20 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         return statement
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, ids: Sequence[IdRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        ids: Sequence[IdRow] = (),
+        keys: Sequence[KeyRow] = (),
+        **kwargs: Any,
     ) -> Sequence[int]:
         params: list[Any] = []
         for e in stored_events:
             params.extend((e.originator_id, e.originator_version, e.topic, e.state))
-        # Id rows go as four arrays: the statement stays the same whatever their number.
+        # Id and key rows go as four arrays each: the statement stays the same
+        # whatever their number.
         params.extend([list(column) for column in zip(*ids, strict=True)] if ids else [[]] * 4)
+        params.extend([list(column) for column in zip(*keys, strict=True)] if keys else [[]] * 4)
         try:
             return self._insert(stored_events, params)
         except IntegrityError as error:
@@ -144,13 +155,21 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                     "VALUES {rows} "
                     "RETURNING notification_id), "
                     "indexed AS (INSERT INTO {schema}.{ids} (session_id, kind, key, version) "
-                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[])) "
+                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[])), "
+                    # A row left by an expired use of the key gives way to the new one.
+                    "keyed AS (INSERT INTO {schema}.{keys} "
+                    "(session_id, key, fingerprint, version) "
+                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
+                    "ON CONFLICT (session_id, key) DO UPDATE SET "
+                    "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
+                    "created_at = EXCLUDED.created_at) "
                     "SELECT notification_id FROM inserted"
                 )
                 .format(
                     schema=sql.Identifier(self.datastore.schema),
                     table=sql.Identifier(self.events_table_name),
                     ids=sql.Identifier(self.ids_table_name),
+                    keys=sql.Identifier(self.keys_table_name),
                     rows=sql.SQL(",").join(
                         [
                             sql.SQL("(%s::{}, %s::bigint, %s::text, %s::bytea)").format(
@@ -186,6 +205,71 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                 .as_bytes(conn)
             )
         return self._used_ids_statement
+
+    def create_key_table(self) -> None:
+        names = {
+            "schema": sql.Identifier(self.datastore.schema),
+            "keys": sql.Identifier(self.keys_table_name),
+            "index": sql.Identifier(self.keys_table_name + "_created_at"),
+        }
+        with self.datastore.transaction(commit=True) as cursor:
+            # Several servers may start at once: one creates, the others wait and find.
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                (f"{self.datastore.schema}.{self.keys_table_name}",),
+            )
+            cursor.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {schema}.{keys} (session_id text NOT NULL, "
+                    "key text NOT NULL, fingerprint text NOT NULL, version bigint NOT NULL, "
+                    "created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (session_id, key))"
+                ).format(**names)
+            )
+            cursor.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{keys} (created_at)"
+                ).format(**names)
+            )
+
+    def earlier_append(
+        self, session_id: str, key: str, ttl_seconds: float
+    ) -> tuple[str, int] | None:
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(
+                self._earlier_append_sql(conn), (session_id, key, ttl_seconds), prepare=True
+            )
+            row = cursor.fetchone()
+        return None if row is None else (row["fingerprint"], row["version"])
+
+    def _earlier_append_sql(self, conn: psycopg.Connection[Any]) -> bytes:
+        if self._earlier_append_statement is None:
+            self._earlier_append_statement = (
+                sql.SQL(
+                    "SELECT fingerprint, version FROM {schema}.{keys} "
+                    "WHERE session_id = %s AND key = %s "
+                    "AND created_at >= now() - make_interval(secs => %s)"
+                )
+                .format(
+                    schema=sql.Identifier(self.datastore.schema),
+                    keys=sql.Identifier(self.keys_table_name),
+                )
+                .as_bytes(conn)
+            )
+        return self._earlier_append_statement
+
+    def expire_keys(self, ttl_seconds: float) -> int:
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(
+                sql.SQL(
+                    "DELETE FROM {schema}.{keys} "
+                    "WHERE created_at < now() - make_interval(secs => %s)"
+                ).format(
+                    schema=sql.Identifier(self.datastore.schema),
+                    keys=sql.Identifier(self.keys_table_name),
+                ),
+                (ttl_seconds,),
+            )
+            return int(cursor.rowcount)
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the lock function and the id index, filled from the stored events.

@@ -1,29 +1,59 @@
 """The SQLite recorder: the library's, with the id index written in its transaction.
 
 SQLite's one writer at a time already keeps notification ids in commit order,
-so ordering needs nothing here; the id rows ride in the transaction the
-library opens for the events.
+so ordering needs nothing here; the id rows and idempotency keys ride in the
+transaction the library opens for the events.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
+from domain.errors import Unavailable
 from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
+from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
+from services.adapters.idempotency_keys import KeyRow
 
 # Pairs per lookup statement: two variables each, well under SQLite's limit.
 LOOKUP_CHUNK = 400
+
+
+class ResilientSQLiteDatastore(SQLiteDatastore):
+    """The library's datastore, saying Unavailable when the database file cannot be used now.
+
+    A file locked by another process past the lock timeout, or one that
+    cannot be opened, answers UNAVAILABLE instead of an internal error.
+    """
+
+    @contextmanager
+    def get_connection(self, *, commit: bool) -> Iterator[Any]:
+        try:
+            with super().get_connection(commit=commit) as conn:
+                yield conn
+        except (OperationalError, sqlite3.OperationalError) as error:
+            cause = error.__cause__ or error
+            raise Unavailable(
+                f"the database file cannot be used now ({cause}); retry shortly"
+            ) from error
+
+
+def make_resilient(datastore: SQLiteDatastore) -> None:
+    """Turns the library's datastore into a resilient one (only its behaviour changes)."""
+    datastore.__class__ = ResilientSQLiteDatastore
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
+        self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
 
     def _insert_events(
         self,
@@ -31,6 +61,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         *,
         ids: Sequence[IdRow] = (),
+        keys: Sequence[KeyRow] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -39,7 +70,46 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 c.executemany(f"INSERT INTO {self.ids_table_name} VALUES (?, ?, ?, ?)", ids)
             except sqlite3.IntegrityError as error:
                 raise IdTaken(str(error)) from error
+        if keys:
+            # A row left by an expired use of the key gives way to the new one.
+            now = time.time()
+            c.executemany(
+                f"INSERT OR REPLACE INTO {self.keys_table_name} VALUES (?, ?, ?, ?, ?)",
+                [(*row, now) for row in keys],
+            )
         return notification_ids
+
+    def create_key_table(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.keys_table_name} (session_id TEXT, key TEXT, "
+                "fingerprint TEXT, version INTEGER, created_at REAL, "
+                "PRIMARY KEY (session_id, key)) WITHOUT ROWID"
+            )
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self.keys_table_name}_created_at "
+                f"ON {self.keys_table_name} (created_at)"
+            )
+
+    def earlier_append(
+        self, session_id: str, key: str, ttl_seconds: float
+    ) -> tuple[str, int] | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT fingerprint, version FROM {self.keys_table_name} "
+                "WHERE session_id = ? AND key = ? AND created_at >= ?",
+                (session_id, key, time.time() - ttl_seconds),
+            )
+            row = c.fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def expire_keys(self, ttl_seconds: float) -> int:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"DELETE FROM {self.keys_table_name} WHERE created_at < ?",
+                (time.time() - ttl_seconds,),
+            )
+            return int(c.sqlite_cursor.rowcount)
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         pairs = list(keys)

@@ -8,13 +8,16 @@ can share one database.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar, cast
 
 from eventsourcing.application import AggregateNotFoundError
@@ -24,14 +27,17 @@ from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry
 from domain.context.window import resolve_context_window
 from domain.errors import (
+    DeadlineExceeded,
     DomainError,
     DuplicateEntry,
     EntryNotFound,
+    IdempotencyKeyReused,
     InvalidRequest,
     InvalidSettings,
     SessionExists,
     SessionNotFound,
     TooManyStreams,
+    Unavailable,
     VersionConflict,
     VersionOutOfRange,
 )
@@ -46,6 +52,7 @@ from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
+from services.app import deadline
 from services.app.cache import WeightedLRU
 from services.config import Config
 
@@ -57,6 +64,13 @@ WRITE_CACHE_SESSIONS = 10_000
 # Resident memory per byte of cached objects: the allocator keeps freed
 # memory of evicted sessions in partly used arenas.
 RSS_PER_LIVE_BYTE = 1.4
+# A write that lost the race to another server's is tried again this many
+# times at most, for this long at most, after a random pause of up to
+# RETRY_PAUSE * 2**attempt seconds (never more than RETRY_PAUSE_MAX).
+WRITE_ATTEMPTS = 50
+WRITE_RETRY_SECONDS = 10.0
+RETRY_PAUSE = 0.001
+RETRY_PAUSE_MAX = 0.05
 T = TypeVar("T")
 
 
@@ -104,7 +118,7 @@ class SessionService:
         self.closing = threading.Event()
         # Called with each session just saved (the context engine's ingest).
         self.on_saved: list[Callable[[Session, Sequence[SessionEvent]], None]] = []
-        self._followers = threading.BoundedSemaphore(config.max_followers)
+        self._followers = threading.BoundedSemaphore(config.followers_limit)
         # The context engines sessions may choose (all names, when empty).
         self.engine_names: set[str] = set()
 
@@ -189,9 +203,9 @@ class SessionService:
         fingerprint = _fingerprint(drafts) if idempotency_key else ""
 
         def command(session: Session) -> AppendResult:
-            earlier = session.earlier_append(idempotency_key, fingerprint)
+            earlier = self._earlier_append(session, idempotency_key, fingerprint)
             if earlier is not None:
-                return self._earlier_result(session_id, earlier)
+                return earlier
             session.check_expected_version(expected_version)
             tokenizer = tokenizer_for(session.settings.model)
             counted = [
@@ -445,17 +459,48 @@ class SessionService:
         The aggregate comes from this server's cache of the sessions it wrote,
         trusted without a read. If another server wrote in between, the save
         hits the store's unique (session, version) key, and a refusal may be
-        the stale copy's mistake: either way the command runs once more on a
-        copy fresh from the store, whose verdict stands.
+        the stale copy's mistake: either way the command runs again on a copy
+        fresh from the store, whose verdict stands. A write that only lost the
+        race to another server is tried again (a few times, after a short
+        random pause), so a command without an expected version lands; one
+        with an expected version hears the conflict from the fresh copy.
         """
-        with self._write_lock(session_id):
+        with self._locked(session_id):
             cached = self._written.get(session_id)
             if cached is not None:
                 try:
                     return self._attempt(copy.deepcopy(cached), expected_version, command)
+                except (Unavailable, DeadlineExceeded):
+                    raise  # not the stale copy's doing: a fresh one would fare no better
                 except DomainError:
                     self._written.discard(session_id)
-            return self._attempt(self._aggregate(session_id), expected_version, command)
+            give_up_at = time.monotonic() + WRITE_RETRY_SECONDS
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    return self._attempt(self._aggregate(session_id), expected_version, command)
+                except _RaceLost:
+                    if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
+                        raise
+                pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
+                time.sleep(deadline.bounded(pause))
+                deadline.check("writing to a session other servers were writing to")
+
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        """The session's write lock, waited for no longer than the call's deadline."""
+        lock = self._write_locks[hash(session_id) % LOCK_STRIPES]
+        wait = deadline.remaining()
+        if not lock.acquire(timeout=-1 if wait is None else wait):
+            raise DeadlineExceeded(
+                "the call's deadline passed while waiting for other writes to the session; "
+                "nothing was written"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _attempt(
         self, session: Session, expected_version: int | None, command: Callable[[Session], T]
@@ -529,7 +574,7 @@ class SessionService:
             return
         if not self._followers.acquire(blocking=False):
             raise TooManyStreams(
-                f"this server already serves {self.config.max_followers} followed streams "
+                f"this server already serves {self.config.followers_limit} followed streams "
                 "(SESSIONSTORE_MAX_FOLLOWERS); retry later, on another server, or read "
                 "without follow"
             )
@@ -542,8 +587,11 @@ class SessionService:
         self, session_id: str, after_version: int, follow: bool, is_active: Callable[[], bool]
     ) -> Iterator[SessionEvent]:
         while True:
+            deadline.check("reading the session's events")
             page = self.store.session_events(session_id, after=after_version, limit=500)
             yield from page
+            if not is_active():
+                return
             if page:
                 after_version = page[-1].originator_version
                 continue
@@ -620,7 +668,7 @@ class SessionService:
             if isinstance(pending[0], Session.Started):
                 raise SessionExists(f"a session with id {session.id!r} already exists") from None
             current = self._aggregate(session.id).version
-            raise VersionConflict(pending[0].originator_version - 1, current) from None
+            raise _RaceLost(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
         for listener in self.on_saved:
             listener(session, saved)
@@ -628,10 +676,46 @@ class SessionService:
             self._latest_versions.put(session.id, session.version)
             self._saved.notify_all()
 
-    def _earlier_result(self, session_id: str, version: int) -> AppendResult:
+    def _earlier_append(
+        self, session: Session, idempotency_key: str, fingerprint: str
+    ) -> AppendResult | None:
+        """The first result, if this append retries one made within the idempotency TTL.
+
+        The aggregate remembers its last few keys; any other key is looked up in
+        the store's key table (one indexed query), so a retry is recognised
+        however many appends came in between.
+        """
+        if not idempotency_key:
+            return None
+        ttl = self.config.idempotency_ttl_seconds
+        event: Session.EntriesAppended | None = None
+        remembered = session.recent_appends.get(idempotency_key)
+        if remembered is not None:
+            first_fingerprint, version = str(remembered[0]), int(remembered[1])
+            event = self._appended(session.id, version)
+            if event.timestamp < datetime.now(UTC) - timedelta(seconds=ttl):
+                return None  # the key has expired: free for a new append
+        else:
+            found = self.store.earlier_append(session.id, idempotency_key, ttl)
+            if found is None:
+                return None
+            first_fingerprint, version = found
+        if first_fingerprint != fingerprint:
+            raise IdempotencyKeyReused(
+                f"idempotency key {idempotency_key!r} was used for a different append "
+                f"(version {version}); use a new key for a new append"
+            )
+        event = event or self._appended(session.id, version)
+        return AppendResult(version, list(event.entries), replayed=True)
+
+    def expire_idempotency_keys(self) -> int:
+        """Deletes the idempotency keys older than the TTL; answers how many."""
+        return self.store.expire_idempotency_keys(self.config.idempotency_ttl_seconds)
+
+    def _appended(self, session_id: str, version: int) -> Session.EntriesAppended:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
         assert isinstance(event, Session.EntriesAppended)
-        return AppendResult(version, list(event.entries), replayed=True)
+        return event
 
     def _wait_for_version(
         self, session_id: str, after_version: int, is_active: Callable[[], bool]
@@ -645,8 +729,9 @@ class SessionService:
                 if not self._saved.wait(self.config.follow_poll_seconds):
                     return
 
-    def _write_lock(self, session_id: str) -> threading.Lock:
-        return self._write_locks[hash(session_id) % LOCK_STRIPES]
+
+class _RaceLost(VersionConflict):
+    """Another writer stored the version this save was for."""
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:

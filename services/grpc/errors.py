@@ -28,8 +28,9 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.VersionOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
-    (errors.CompactionDeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
 ]
 
 

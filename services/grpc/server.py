@@ -10,6 +10,8 @@ import gc
 import logging
 import signal
 import sys
+import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -26,12 +28,15 @@ from services.adapters.tokenizers import tokenizer_for
 from services.app.sessions import SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
+from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
 from services.grpc.servicer import SessionStoreServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
 GRACE_SECONDS = 10
+MONITOR_INTERVAL_SECONDS = 0.5
+KEY_EXPIRY_INTERVAL_SECONDS = 60.0
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 log = structlog.get_logger(__name__)
@@ -44,6 +49,9 @@ def configure_logging(config: Config) -> None:
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr, format="%(message)s")
+    # While the database is down the pool retries every half second per
+    # connection and warns each time; the database monitor says it once.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -59,18 +67,84 @@ def configure_logging(config: Config) -> None:
     )
 
 
+class DatabaseMonitor:
+    """Probes the database every interval; health says NOT_SERVING while it is unreachable.
+
+    Now and then it also deletes the idempotency keys past their TTL.
+
+    The probe also tells the store, so that requests fail at once (UNAVAILABLE)
+    instead of waiting for a connection, and recover as soon as it answers.
+    """
+
+    def __init__(
+        self,
+        service: SessionService,
+        health_servicer: health.HealthServicer,
+        interval: float = MONITOR_INTERVAL_SECONDS,
+    ) -> None:
+        self._service = service
+        self._health = health_servicer
+        self._interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="database-monitor", daemon=True)
+        self.reason = ""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+        while not self._stopping.wait(self._interval):
+            try:
+                reason = self._service.store.probe()
+            except Exception as error:  # a probe must never end the monitor
+                reason = str(error) or type(error).__name__
+            if not reason and time.monotonic() >= expire_at:
+                expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+                self._expire_keys()
+            if reason == self.reason:
+                continue
+            if reason and not self.reason:
+                log.warning("database unreachable; answering UNAVAILABLE", reason=reason)
+            elif not reason:
+                log.info("database reachable again; serving")
+            self.reason = reason
+            status = (
+                health_pb2.HealthCheckResponse.NOT_SERVING
+                if reason
+                else health_pb2.HealthCheckResponse.SERVING
+            )
+            for name in ("", SERVICE_NAME):
+                self._health.set(name, status)
+
+    def _expire_keys(self) -> None:
+        try:
+            expired = self._service.expire_idempotency_keys()
+        except Exception:
+            log.exception("could not delete expired idempotency keys")
+            return
+        if expired:
+            log.info("deleted expired idempotency keys", count=expired)
+
+
 @dataclass
 class RunningServer:
     server: grpc.Server
     app: Application
     health: health.HealthServicer
     port: int
+    monitor: DatabaseMonitor
 
     @property
     def service(self) -> SessionService:
         return self.app.sessions
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
+        self.monitor.stop()
         self.health.enter_graceful_shutdown()
         # Followed streams never end by themselves: end them first, so that
         # the grace period is for calls that do.
@@ -95,7 +169,7 @@ def start(config: Config) -> RunningServer:
     max_message = config.max_message_mb << 20
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),
-        interceptors=[ErrorInterceptor()],
+        interceptors=[ErrorInterceptor(), DeadlineInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message),
             ("grpc.max_send_message_length", max_message),
@@ -120,7 +194,9 @@ def start(config: Config) -> RunningServer:
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, app, health_servicer, port)
+    monitor = DatabaseMonitor(service, health_servicer)
+    monitor.start()
+    return RunningServer(server, app, health_servicer, port, monitor)
 
 
 def _tune_garbage_collection() -> None:

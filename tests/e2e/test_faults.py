@@ -1,0 +1,328 @@
+"""The database goes away and comes back while a server serves.
+
+A PostgreSQL cluster of the test's own (initdb into a temporary folder, on a
+free port) is stopped under a running server: every call answers UNAVAILABLE
+at once and health says NOT_SERVING; started again, the server serves within
+two seconds, and nothing it acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.grpc.server import SERVICE_NAME
+from tests.conftest import start_server
+from tests.e2e.test_grpc_api import Stub, new_session, user
+
+OUTAGE_SECONDS = 5
+FAST_FAILURE_SECONDS = 1.5
+RECOVERY_SECONDS = 2.0
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class Cluster:
+    """A PostgreSQL cluster in a temporary folder, run as the postgres user when root."""
+
+    def __init__(self, folder: Path) -> None:
+        self.data = folder / "data"
+        self.port = _free_port()
+        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.data.mkdir()
+        if self._as:
+            shutil.chown(folder, "postgres")
+            shutil.chown(self.data, "postgres")
+        self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "-N")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self.data / "server.log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def _run(self, *command: str) -> None:
+        subprocess.run([*self._as, *command], check=True, capture_output=True, timeout=60)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    if not (shutil.which("initdb") and shutil.which("pg_ctl")):
+        pytest.skip("needs PostgreSQL's initdb and pg_ctl on PATH")
+    folder = Path(tempfile.mkdtemp(prefix="sessionstore-faults-"))
+    try:
+        own = Cluster(folder)
+        own.start()
+        try:
+            yield own
+        finally:
+            subprocess.run(
+                [*own._as, "pg_ctl", "-D", str(own.data), "-m", "immediate", "stop"],
+                capture_output=True,
+                timeout=60,
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _append(store: Stub, session_id: str, text: str, timeout: float = 10) -> int:
+    request = pb.AppendEntriesRequest(session_id=session_id, entries=[user(text)])
+    return int(store.AppendEntries(request, timeout=timeout).version)
+
+
+def _health(channel: grpc.Channel, service: str = "") -> int:
+    stub = health_pb2_grpc.HealthStub(channel)
+    return int(stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status)
+
+
+def _eventually(condition: Callable[[], bool], within: float) -> float:
+    """Seconds until ``condition`` held, polled every 50 ms; fails after ``within``."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < within, f"not within {within} s"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster) -> None:
+    server = start_server(cluster.url)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        store = Stub(channel)
+        session = new_session(store)
+        acknowledged = [_append(store, session.id, f"before {i}") for i in range(5)]
+
+        cluster.stop()
+        stopped = time.monotonic()
+        calls: list[Callable[[], object]] = [
+            lambda: _append(store, session.id, "during"),
+            lambda: store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10),
+            lambda: store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=10),
+            lambda: list(store.ReadEvents(pb.ReadEventsRequest(session_id=session.id), timeout=10)),
+            lambda: new_session(store),
+        ]
+        answers: list[tuple[grpc.StatusCode, float, str]] = []
+        while time.monotonic() - stopped < OUTAGE_SECONDS:
+            for call in calls:
+                began = time.monotonic()
+                with pytest.raises(grpc.RpcError) as refused:
+                    call()
+                error = refused.value
+                answers.append((error.code(), time.monotonic() - began, error.details() or ""))
+            time.sleep(0.1)
+        assert {code for code, _, _ in answers} == {grpc.StatusCode.UNAVAILABLE}, answers
+        assert max(took for _, took, _ in answers) < FAST_FAILURE_SECONDS, answers
+        assert any("database is unreachable" in details for _, _, details in answers)
+        # The monitor has had the whole outage to notice.
+        assert _health(channel) == NOT_SERVING
+        assert _health(channel, SERVICE_NAME) == NOT_SERVING
+
+        cluster.start()
+
+        def appends() -> bool:
+            try:
+                acknowledged.append(_append(store, session.id, "after", timeout=1))
+                return True
+            except grpc.RpcError as error:
+                assert error.code() in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                ), error
+                return False
+
+        _eventually(appends, RECOVERY_SECONDS)
+        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert _health(channel, SERVICE_NAME) == SERVING
+
+        log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)
+        assert [e.content[0].text.text for e in log.entries] == [
+            *(f"before {i}" for i in range(5)),
+            "after",
+        ]
+        assert log.version == acknowledged[-1]
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+APPENDS_PER_CLIENT = 25
+CLIENTS = 6
+
+
+def test_plain_appends_through_two_servers_all_land(database_url: str) -> None:
+    """Appends without expected_version, racing through two servers, all land in order."""
+    servers = [start_server(database_url), start_server(database_url)]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{s.port}") for s in servers]
+    try:
+        stores = [Stub(c) for c in channels]
+        session = new_session(stores[0])
+        versions: list[int] = []
+        refusals: list[str] = []
+        start = threading.Barrier(CLIENTS)
+
+        def client(store: Stub, n: int) -> None:
+            start.wait()
+            for i in range(APPENDS_PER_CLIENT):
+                try:
+                    versions.append(_append(store, session.id, f"{n}.{i}", timeout=30))
+                except grpc.RpcError as error:
+                    refusals.append(f"{error.code()}: {error.details()}")
+
+        threads = [threading.Thread(target=client, args=(stores[n % 2], n)) for n in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+
+        assert refusals == []
+        total = CLIENTS * APPENDS_PER_CLIENT
+        assert sorted(versions) == list(range(2, total + 2))  # version 1 created the session
+        log = stores[1].GetDurableLog(pb.GetViewRequest(session_id=session.id))
+        assert len(log.entries) == total
+        assert sorted(e.content[0].text.text for e in log.entries) == sorted(
+            f"{n}.{i}" for n in range(CLIENTS) for i in range(APPENDS_PER_CLIENT)
+        )
+        events = list(stores[0].ReadEvents(pb.ReadEventsRequest(session_id=session.id)))
+        assert [e.version for e in events] == list(range(1, total + 2))
+    finally:
+        for channel in channels:
+            channel.close()
+        for server in servers:
+            server.stop(0)
+
+
+def _keyed(store: Stub, session_id: str, text: str, key: str) -> pb.AppendEntriesResponse:
+    request = pb.AppendEntriesRequest(
+        session_id=session_id, entries=[user(text)], idempotency_key=key
+    )
+    return store.AppendEntries(request, timeout=10)
+
+
+def test_a_retry_is_recognised_however_many_appends_came_between(database_url: str) -> None:
+    server = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            first = _keyed(store, session.id, "turn 0", "key-0")
+            for i in range(1, 300):
+                _keyed(store, session.id, f"turn {i}", f"key-{i}")
+
+            retry = _keyed(store, session.id, "turn 0", "key-0")
+            assert retry.replayed
+            assert (retry.version, list(retry.entry_ids)) == (first.version, list(first.entry_ids))
+            with pytest.raises(grpc.RpcError) as refused:
+                _keyed(store, session.id, "something else", "key-0")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "key-0" in (refused.value.details() or "")
+
+            log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+            assert [e.content[0].text.text for e in log.entries] == [
+                f"turn {i}" for i in range(300)
+            ]
+    finally:
+        server.stop(0)
+
+
+def test_an_idempotency_key_is_free_again_after_its_ttl(database_url: str) -> None:
+    server = start_server(database_url, idempotency_ttl_seconds=1)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            first = _keyed(store, session.id, "hello", "key")
+            assert _keyed(store, session.id, "hello", "key").replayed
+            time.sleep(1.5)
+
+            again = _keyed(store, session.id, "hello", "key")
+            assert not again.replayed
+            assert again.version == first.version + 1
+            assert _keyed(store, session.id, "hello", "key").replayed
+            # Past the TTL a key may name a different append, too.
+            time.sleep(1.5)
+            other = _keyed(store, session.id, "something else", "key")
+            assert (other.replayed, other.version) == (False, again.version + 1)
+            time.sleep(1.5)
+            assert server.service.expire_idempotency_keys() == 1  # the one key's row
+            assert server.service.expire_idempotency_keys() == 0
+    finally:
+        server.stop(0)
+
+
+def test_a_call_past_its_deadline_stops_and_frees_its_worker(tmp_path: Path) -> None:
+    """Appends stuck behind a long write to their session give up at their deadline."""
+    workers = 2
+    server = start_server(f"sqlite:///{tmp_path}/sessions.db", max_workers=workers)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            refusals: list[grpc.StatusCode] = []
+
+            def impatient() -> None:
+                try:
+                    _append(store, session.id, "too late", timeout=0.3)
+                except grpc.RpcError as error:
+                    refusals.append(error.code())
+
+            # Another write holds the session for longer than the clients wait.
+            with server.service._locked(session.id):
+                threads = [threading.Thread(target=impatient) for _ in range(workers)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=10)
+                assert refusals == [grpc.StatusCode.DEADLINE_EXCEEDED] * workers
+                # Every worker is free again although the write goes on.
+                found = store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=2)
+                assert found.version == 1
+
+            assert _append(store, session.id, "in time") == 2  # nothing of the others landed
+    finally:
+        server.stop(0)
+
+
+def test_a_locked_sqlite_file_answers_unavailable(tmp_path: Path) -> None:
+    """Another process holding the file's write lock past the lock timeout: retry later."""
+    path = tmp_path / "sessions.db"
+    server = start_server(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store)
+            holder.execute("BEGIN EXCLUSIVE")
+            with pytest.raises(grpc.RpcError) as refused:
+                _append(store, session.id, "blocked", timeout=30)  # the lock timeout is 10 s
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "retry" in (refused.value.details() or "")
+            holder.execute("ROLLBACK")
+            assert _append(store, session.id, "free again") == 2
+    finally:
+        holder.close()
+        server.stop(0)

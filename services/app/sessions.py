@@ -32,11 +32,12 @@ from domain.errors import (
     SessionNotFound,
     VersionConflict,
     VersionOutOfRange,
+    quoted,
 )
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
-from domain.system_prompt import SystemPrompt, with_files_cut
+from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.adapters.event_store import EventStore
@@ -191,15 +192,15 @@ class SessionService:
                 return self._earlier_result(session_id, earlier)
             session.check_expected_version(expected_version)
             tokenizer = tokenizer_for(session.settings.model)
-            counted = [
-                replace(d, token_count=tokenizer.count_entry(d), tokenizer=tokenizer.name)
-                for d in drafts
-            ]
             entries = session.append(
-                counted,
+                drafts,
                 self.store.ids_of(session_id),
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
+                # Counted once valid: a refusal never waits on the tokenizer.
+                measure=lambda e: replace(
+                    e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
+                ),
             )
             return AppendResult(session.version, entries)
 
@@ -299,6 +300,7 @@ class SessionService:
         session, the prompt as stored and whether it changed."""
 
         def command(session: Session) -> tuple[SystemPrompt, bool]:
+            validate_system_prompt(prompt)
             tokenizer = tokenizer_for(session.settings.model)
             cut = with_files_cut(prompt, session.settings.max_system_file_chars)
             counted = replace(cut, tokens=count_system_prompt(cut, tokenizer))
@@ -408,7 +410,7 @@ class SessionService:
     def _check_engine(self, settings: SessionSettings) -> None:
         if self.engine_names and settings.engine not in self.engine_names:
             raise InvalidSettings(
-                f"engine {settings.engine!r} is not installed on this server; choose one of "
+                f"engine {quoted(settings.engine)} is not installed on this server; choose one of "
                 + ", ".join(sorted(self.engine_names))
             )
 
@@ -467,7 +469,9 @@ class SessionService:
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):
-                raise SessionExists(f"a session with id {session.id!r} already exists") from None
+                raise SessionExists(
+                    f"a session with id {quoted(session.id)} already exists"
+                ) from None
             current = self._aggregate(session.id).version
             raise VersionConflict(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)

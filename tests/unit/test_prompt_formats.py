@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from domain.content import ThinkingBlock, Usage
 from domain.pruning import CLEARED_PLACEHOLDER
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
+    _dumps,
     to_anthropic,
     to_openai,
 )
@@ -255,3 +258,8 @@ def test_estimated_tokens_drop_when_a_result_is_pruned() -> None:
     assert cleared == full - (90 - 90 * len(CLEARED_PLACEHOLDER) // len(LONG))
     # The durable log's total is untouched by pruning.
     assert tracked.history.durable_log().total_tokens == full
+
+
+def test_arguments_stored_before_ingest_checked_them_still_render() -> None:
+    rendered = _dumps({"deep": [[[]]], "big": 10**30, "lone": "\ud800"})
+    assert json.loads(rendered) == {"deep": [[[]]], "big": 10**30, "lone": "\ud800"}

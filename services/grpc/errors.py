@@ -22,9 +22,9 @@ from domain import errors
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
-# Clients refuse status messages beyond a few kilobytes (percent-encoded in a
-# header) and report RESOURCE_EXHAUSTED instead: refusals stay well below.
-MAX_MESSAGE_BYTES = 2_000
+# Clients refuse status headers beyond 8 KB (the message percent-encoded, and
+# again inside any details) and report another error instead: stay well below.
+MAX_MESSAGE_BYTES = 1_024
 
 _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionConflict, grpc.StatusCode.ABORTED),

@@ -136,8 +136,7 @@ def check_cut_point(
     if position < current_first_kept:
         raise InvalidCutPoint(
             f"first_kept_entry_id {quoted(first_kept_entry_id)} lies before the latest "
-            "compaction's "
-            "first kept entry; a compaction can only move the cut forward"
+            "compaction's first kept entry; a compaction can only move the cut forward"
         )
     if history.role_at(position) is Role.TOOL:
         raise InvalidCutPoint(
@@ -148,8 +147,8 @@ def check_cut_point(
     if split:
         raise InvalidCutPoint(
             f"cutting at {quoted(first_kept_entry_id)} would separate tool call "
-            f"{quoted(split[0])} from "
-            "its result, which has not arrived yet; cut at or before the call"
+            f"{quoted(split[0])} from its result, which has not arrived yet; cut at or before "
+            "the call"
         )
     answered = history.earliest_call_answered_from(position)
     if answered is not None and answered < position:

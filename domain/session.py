@@ -379,8 +379,7 @@ class Session(BaseAggregate[str]):
             if not known and draft.parent_id not in used.entry_ids:
                 raise InvalidRequest(
                     f"{label}: parent_id {quoted(draft.parent_id)} is not in this session; "
-                    "leave it "
-                    "empty to chain to the previous entry"
+                    "leave it empty to chain to the previous entry"
                 )
         return replace(
             draft,

@@ -30,7 +30,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.e2e.test_grpc_api import Stub, append, tool_result, user
 from tests.e2e.test_hostile import call_with
 
-EXAMPLES = int(os.environ.get("SESSIONSTORE_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("SESSIONSTORE_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     derandomize=not os.environ.get("SESSIONSTORE_FUZZ_RANDOM"),

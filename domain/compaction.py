@@ -12,8 +12,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from domain.content import Role
-from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest
+from domain.content import Role, validate_id
+from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest, quoted
 
 
 class Trigger(StrEnum):
@@ -61,6 +61,7 @@ class Compaction:
             raise InvalidRequest("a compaction needs a non-empty summary")
         if not self.first_kept_entry_id:
             raise InvalidRequest("a compaction needs first_kept_entry_id")
+        validate_id(self.first_kept_entry_id, "first_kept_entry_id")
         if self.tokens_before < 0 or self.tokens_after < 0:
             raise InvalidRequest("tokens_before and tokens_after must not be negative")
         if self.tokens_before and self.tokens_after >= self.tokens_before:
@@ -129,27 +130,30 @@ def check_cut_point(
     """The position to cut at, or a refusal saying why it is not a valid cut."""
     position = history.position_of(first_kept_entry_id)
     if position is None:
-        raise EntryNotFound(f"first_kept_entry_id {first_kept_entry_id!r} is not in this session")
+        raise EntryNotFound(
+            f"first_kept_entry_id {quoted(first_kept_entry_id)} is not in this session"
+        )
     if position < current_first_kept:
         raise InvalidCutPoint(
-            f"first_kept_entry_id {first_kept_entry_id!r} lies before the latest compaction's "
-            "first kept entry; a compaction can only move the cut forward"
+            f"first_kept_entry_id {quoted(first_kept_entry_id)} lies before the latest "
+            "compaction's first kept entry; a compaction can only move the cut forward"
         )
     if history.role_at(position) is Role.TOOL:
         raise InvalidCutPoint(
-            f"first_kept_entry_id {first_kept_entry_id!r} is a tool result; cut at the "
+            f"first_kept_entry_id {quoted(first_kept_entry_id)} is a tool result; cut at the "
             "assistant entry that made the call, or later"
         )
     split = [call for call, at in open_calls.items() if at < position]
     if split:
         raise InvalidCutPoint(
-            f"cutting at {first_kept_entry_id!r} would separate tool call {split[0]!r} from "
-            "its result, which has not arrived yet; cut at or before the call"
+            f"cutting at {quoted(first_kept_entry_id)} would separate tool call "
+            f"{quoted(split[0])} from its result, which has not arrived yet; cut at or before "
+            "the call"
         )
     answered = history.earliest_call_answered_from(position)
     if answered is not None and answered < position:
         raise InvalidCutPoint(
-            f"cutting at {first_kept_entry_id!r} would separate a tool call (entry at "
+            f"cutting at {quoted(first_kept_entry_id)} would separate a tool call (entry at "
             f"position {answered}) from its result; cut at or before the call"
         )
     return position

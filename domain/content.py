@@ -14,7 +14,14 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from domain.errors import InvalidEntry
+import orjson
+
+from domain.errors import InvalidEntry, InvalidRequest, quoted
+
+# Counts travel as int64: a session's running totals must stay within it.
+INT64_MAX = (1 << 63) - 1
+# Ids are stored in indexed text columns and quoted in messages.
+MAX_ID_CHARS = 512
 
 
 class Role(StrEnum):
@@ -214,6 +221,49 @@ def block_texts(blocks: tuple[Block, ...]) -> list[str]:
 
 # -- validation of one entry on its own (the session checks the rest) ----------
 
+
+def validate_id(value: str, field: str) -> None:
+    """Refuses an id no store can hold: NUL characters, or too long to index."""
+    if "\x00" in value:
+        raise InvalidRequest(f"{field} {quoted(value)} contains a NUL character; remove it")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidRequest(
+            f"{field} {quoted(value)} is longer than {MAX_ID_CHARS} characters; send a shorter one"
+        )
+
+
+def validate_entry_ids(entry: Entry, label: str) -> None:
+    """The ids an entry brings, checked before anything is looked up by them."""
+    validate_id(entry.id, f"{label}: id")
+    if entry.parent_id:
+        validate_id(entry.parent_id, f"{label}: parent_id")
+    for block in entry.content:
+        if isinstance(block, ToolCall):
+            validate_id(block.id, f"{label}: tool call id")
+        elif isinstance(block, ToolResult):
+            validate_id(block.tool_call_id, f"{label}: tool_call_id")
+
+
+def renderable_json(text: str) -> Any:
+    """``text`` parsed as the prompt formats parse it, proved to render again.
+
+    Raises ValueError saying why not: invalid JSON, nesting too deep, an
+    integer beyond 64 bits, or a lone surrogate escape.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    try:
+        orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError) as error:
+        raise ValueError(
+            f"it cannot be rendered again ({error}): keep nesting under 255 levels, integers "
+            "within 64 bits and strings free of lone surrogate escapes"
+        ) from None
+    return value
+
+
 _ALLOWED_BLOCKS: dict[Role, tuple[type, ...]] = {
     Role.USER: (TextBlock, ImageRef),
     Role.ASSISTANT: (TextBlock, ThinkingBlock, ToolCall, ImageRef),
@@ -263,20 +313,35 @@ def _validate_usage(label: str, role: Role, usage: Usage) -> None:
             raise InvalidEntry(f"{label}: usage.{name} is {value}; token counts are never negative")
 
 
+def usage_total(total: Usage, usage: Usage, label: str) -> Usage:
+    """The session's running total with ``usage`` added, refused when it leaves int64."""
+    added = total + usage
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        if getattr(added, name) > INT64_MAX:
+            raise InvalidEntry(
+                f"{label}: usage.{name} {getattr(usage, name):,} would take the session's total "
+                f"past {INT64_MAX:,}, the most a count can hold; send the real figure"
+            )
+    return added
+
+
 def _validate_block(label: str, block: Block) -> None:
     if isinstance(block, ToolCall):
         if not block.id:
             raise InvalidEntry(f"{label}: a tool call needs an id")
         if not block.name:
-            raise InvalidEntry(f"{label}: tool call {block.id!r} needs a name")
+            raise InvalidEntry(f"{label}: tool call {quoted(block.id)} needs a name")
         try:
-            arguments = json.loads(block.arguments_json)
+            arguments = renderable_json(block.arguments_json)
         except ValueError as e:
             raise InvalidEntry(
-                f"{label}: tool call {block.id!r} arguments are not valid JSON ({e})"
+                f"{label}: tool call {quoted(block.id)} arguments are not valid JSON "
+                f"({quoted(str(e), 300)})"
             ) from None
         if not isinstance(arguments, dict):
-            raise InvalidEntry(f"{label}: tool call {block.id!r} arguments must be a JSON object")
+            raise InvalidEntry(
+                f"{label}: tool call {quoted(block.id)} arguments must be a JSON object"
+            )
     elif isinstance(block, ToolResult) and not block.tool_call_id:
         raise InvalidEntry(f"{label}: a tool result needs the tool_call_id it answers")
     elif isinstance(block, ImageRef) and not block.uri:

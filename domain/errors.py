@@ -1,8 +1,21 @@
 """Why the domain refuses a request. Each message says what to fix.
 
 The classes are grouped by what the caller can do about them; the gRPC layer
-maps each group to a status code.
+maps each group to a status code. Messages quote what the caller sent with
+``quoted``, shortened, so a refusal stays small whatever came in.
 """
+
+QUOTE_LIMIT = 80
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``value`` as repr() shows it, cut to about ``limit`` characters with its length said."""
+    if not isinstance(value, str):
+        shown = repr(value)
+        return shown if len(shown) <= limit else f"{shown[:limit]}..."
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value):,} characters)"
 
 
 class DomainError(Exception):
@@ -121,7 +134,7 @@ class NotFound(DomainError):
 class SessionNotFound(NotFound):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        super().__init__(f"no session with id {session_id!r}")
+        super().__init__(f"no session with id {quoted(session_id)}")
 
 
 class EntryNotFound(NotFound):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.errors import InvalidRequest
+from domain.content import validate_id
+from domain.errors import InvalidRequest, quoted
 
 CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
 
@@ -44,9 +45,10 @@ class PruneDecision:
     def validate(self) -> None:
         if not self.entry_id:
             raise InvalidRequest("every pruned entry needs an entry_id")
+        validate_id(self.entry_id, "entry_id")
         if (self.head_chars or 0) < 0 or (self.tail_chars or 0) < 0:
             raise InvalidRequest(
-                f"prune of {self.entry_id!r}: head and tail chars must not be negative"
+                f"prune of {quoted(self.entry_id)}: head and tail chars must not be negative"
             )
 
     def apply(self, text: str) -> str:

@@ -27,7 +27,15 @@ from eventsourcing.domain import (
 )
 
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
-from domain.content import Entry, Role, ToolResult, Usage, validate_entry
+from domain.content import (
+    Entry,
+    Role,
+    ToolResult,
+    Usage,
+    usage_total,
+    validate_entry,
+    validate_entry_ids,
+)
 from domain.context.compaction_planner import should_compact
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
@@ -42,6 +50,7 @@ from domain.errors import (
     UnknownToolCall,
     VersionConflict,
     VersionOutOfRange,
+    quoted,
 )
 from domain.ids import IdLookup, UsedIds
 from domain.pruning import PruneDecision
@@ -61,8 +70,14 @@ MAX_CALIBRATION = 4.0
 def validate_session_id(session_id: str) -> None:
     if not SESSION_ID.fullmatch(session_id):
         raise InvalidRequest(
-            f"session id {session_id!r} must be 1-128 characters of letters, digits and . _ : @ -"
+            f"session id {quoted(session_id)} must be 1-128 characters of letters, digits "
+            "and . _ : @ -"
         )
+
+
+def _label(offset: int, draft: Entry) -> str:
+    # Name entries as the client sent them: generated ids mean nothing to it.
+    return f"entries[{offset}]" + (f" ({quoted(draft.id)})" if draft.id else "")
 
 
 def new_id() -> str:
@@ -337,7 +352,7 @@ class Session(BaseAggregate[str]):
         first_fingerprint, version = self.recent_appends[idempotency_key]
         if first_fingerprint != fingerprint:
             raise IdempotencyKeyReused(
-                f"idempotency key {idempotency_key!r} was used for a different append "
+                f"idempotency key {quoted(idempotency_key)} was used for a different append "
                 f"(version {version}); use a new key for a new append"
             )
         return int(version)
@@ -350,29 +365,37 @@ class Session(BaseAggregate[str]):
         idempotency_key: str = "",
         fingerprint: str = "",
         timestamp: datetime | None = None,
+        measure: Callable[[Entry], Entry] | None = None,
     ) -> list[Entry]:
         """Appends one turn. Fills in ids, parents and timestamps left empty.
 
         ``timestamp`` is the event's time: now, unless the turn is imported with
-        the time it had."""
+        the time it had. ``measure``, if given, completes each entry once it is
+        known to be valid (the store counts its tokens there), so nothing invalid
+        is measured.
+        """
         if not entries:
             raise InvalidRequest("an append needs at least one entry")
         if len(entries) > MAX_ENTRIES_PER_APPEND:
             raise InvalidRequest(
                 f"{len(entries)} entries in one append; send at most {MAX_ENTRIES_PER_APPEND}"
             )
+        labels = [_label(offset, draft) for offset, draft in enumerate(entries)]
+        for label, draft in zip(labels, entries, strict=True):
+            validate_entry_ids(draft, label)
         used = self._used_ids(entries, ids)
+        usage = self.usage
         now = timestamp or datetime.now(UTC)
         batch_ids: set[str] = set()
         batch_calls: set[str] = set()
         open_calls = dict(self.open_tool_calls)
         parent = self.last_entry_id
         final: list[Entry] = []
-        for offset, draft in enumerate(entries):
-            # Name entries as the client sent them: generated ids mean nothing to it.
-            label = f"entries[{offset}]" + (f" ({draft.id!r})" if draft.id else "")
+        for offset, (label, draft) in enumerate(zip(labels, entries, strict=True)):
             entry = self._completed(draft, label, parent, now, batch_ids, used)
             validate_entry(entry, self.settings.max_entry_bytes, label)
+            if entry.usage is not None:
+                usage = usage_total(usage, entry.usage, label)
             _pair_tool_calls(
                 entry,
                 label,
@@ -383,7 +406,7 @@ class Session(BaseAggregate[str]):
             )
             batch_ids.add(entry.id)
             parent = entry.id
-            final.append(entry)
+            final.append(measure(entry) if measure else entry)
         self.trigger_event(
             self.EntriesAppended,
             entries=final,
@@ -416,7 +439,7 @@ class Session(BaseAggregate[str]):
         for call_id in chosen:
             if call_id not in self.open_tool_calls:
                 raise UnknownToolCall(
-                    f"tool call {call_id!r} is not open in this session (never made, or "
+                    f"tool call {quoted(call_id)} is not open in this session (never made, or "
                     "already answered); open calls: "
                     + (", ".join(repr(c) for c in list(self.open_tool_calls)[:5]) or "none")
                 )
@@ -476,14 +499,15 @@ class Session(BaseAggregate[str]):
         """The draft with id, parent and timestamp filled in, once they are known to be sound."""
         if draft.id and (draft.id in batch_ids or draft.id in used.entry_ids):
             raise DuplicateEntry(
-                f"{label}: entry id {draft.id!r} is already in this session; ids must be unique"
+                f"{label}: entry id {quoted(draft.id)} is already in this session; "
+                "ids must be unique"
             )
         if draft.parent_id:
             known = draft.parent_id in batch_ids or draft.parent_id == self.last_entry_id
             if not known and draft.parent_id not in used.entry_ids:
                 raise InvalidRequest(
-                    f"{label}: parent_id {draft.parent_id!r} is not in this session; leave it "
-                    "empty to chain to the previous entry"
+                    f"{label}: parent_id {quoted(draft.parent_id)} is not in this session; "
+                    "leave it empty to chain to the previous entry"
                 )
         return replace(
             draft,
@@ -566,18 +590,21 @@ class Session(BaseAggregate[str]):
         for decision in decisions:
             decision.validate()
             if decision.entry_id in seen:
-                raise InvalidRequest(f"entry {decision.entry_id!r} is pruned twice in one request")
+                raise InvalidRequest(
+                    f"entry {quoted(decision.entry_id)} is pruned twice in one request"
+                )
             seen.add(decision.entry_id)
             position = history.position_of(decision.entry_id)
             if position is None:
-                raise EntryNotFound(f"entry {decision.entry_id!r} is not in this session")
+                raise EntryNotFound(f"entry {quoted(decision.entry_id)} is not in this session")
             if history.role_at(position) is not Role.TOOL:
                 raise InvalidPrune(
-                    f"entry {decision.entry_id!r} is not a tool result; only tool output is pruned"
+                    f"entry {quoted(decision.entry_id)} is not a tool result; "
+                    "only tool output is pruned"
                 )
             if position < self.first_kept_position:
                 raise InvalidPrune(
-                    f"entry {decision.entry_id!r} was compacted away and is not in the prompt"
+                    f"entry {quoted(decision.entry_id)} was compacted away and is not in the prompt"
                 )
         policy = self.settings.pruning
         sized = [
@@ -707,7 +734,7 @@ def _pair_tool_calls(
     for call in entry.tool_calls:
         if call.id in open_calls or call.id in batch_calls or call.id in used.call_ids:
             raise DuplicateEntry(
-                f"{label}: tool call id {call.id!r} is already used in this "
+                f"{label}: tool call id {quoted(call.id)} is already used in this "
                 "session; tool call ids must be unique"
             )
         open_calls[call.id] = position
@@ -715,6 +742,6 @@ def _pair_tool_calls(
     for result in entry.tool_results:
         if open_calls.pop(result.tool_call_id, None) is None:
             raise UnknownToolCall(
-                f"{label} answers tool call {result.tool_call_id!r}, which is not "
+                f"{label} answers tool call {quoted(result.tool_call_id)}, which is not "
                 "open in this session (never made, or already answered)"
             )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from domain.errors import InvalidSettings
+from domain.errors import InvalidSettings, quoted
 
 DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
@@ -194,7 +194,7 @@ def _policy_from_dict(kind: type, data: Mapping[str, Any]) -> Any:
 def _require_choice(value: str, choices: tuple[str, ...], name: str) -> None:
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise InvalidSettings(f"{name} must be one of {allowed}, not {value!r}")
+        raise InvalidSettings(f"{name} must be one of {allowed}, not {quoted(value)}")
 
 
 def _require_ratio(policy: Any, prefix: str, name: str) -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from domain.errors import InvalidRequest
+from domain.content import renderable_json
+from domain.errors import InvalidRequest, quoted
 
 MAX_TOOLS = 512
 MAX_FILES = 256
@@ -160,17 +161,19 @@ def validate_system_prompt(prompt: SystemPrompt) -> None:
         if not tool.name:
             raise InvalidRequest(f"tools[{index}] needs a name")
         if tool.name in names:
-            raise InvalidRequest(f"tools[{index}]: tool {tool.name!r} is listed twice")
+            raise InvalidRequest(f"tools[{index}]: tool {quoted(tool.name)} is listed twice")
         names.add(tool.name)
         try:
-            schema = json.loads(tool.parameters_json)
+            schema = renderable_json(tool.parameters_json)
         except ValueError as error:
             raise InvalidRequest(
-                f"tools[{index}] ({tool.name!r}): parameters_json is not valid JSON ({error})"
+                f"tools[{index}] ({quoted(tool.name)}): parameters_json is not valid JSON "
+                f"({quoted(str(error), 300)})"
             ) from None
         if not isinstance(schema, dict):
             raise InvalidRequest(
-                f"tools[{index}] ({tool.name!r}): parameters_json must be a JSON Schema object"
+                f"tools[{index}] ({quoted(tool.name)}): parameters_json must be a "
+                "JSON Schema object"
             )
     for index, skill in enumerate(prompt.skills):
         if not skill.name:

@@ -220,7 +220,12 @@ _ANTHROPIC_ROLES = {
 
 def _dumps(value: Any) -> str:
     # orjson: several times faster than json on the first render of a long session.
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        # What orjson cannot write (deep nesting, integers beyond 64 bits, lone
+        # surrogates) is refused at ingest now; entries stored before still render.
+        return json.dumps(value, separators=(",", ":"))
 
 
 def render(view: PromptView, provider_format: str) -> RenderedPrompt:

@@ -20,7 +20,7 @@ from domain.content import Entry, Role, ToolResult, block_texts
 from domain.context import shown
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
-from domain.errors import EntryNotFound, VersionOutOfRange
+from domain.errors import EntryNotFound, VersionOutOfRange, quoted
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
@@ -246,7 +246,7 @@ class SessionHistory:
     def entry(self, entry_id: str) -> Entry:
         position = self._positions.get(entry_id)
         if position is None:
-            raise EntryNotFound(f"no entry {entry_id!r} in session {self.session_id!r}")
+            raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(self.session_id)}")
         return self.entries[position]
 
     def entry_version(self, position: int) -> int:
@@ -257,7 +257,7 @@ class SessionHistory:
         version = bisect_right(self._event_times, moment)
         if version == 0:
             raise VersionOutOfRange(
-                f"session {self.session_id!r} did not exist yet at {moment.isoformat()}; "
+                f"session {quoted(self.session_id)} did not exist yet at {moment.isoformat()}; "
                 f"it starts at {self._event_times[0].isoformat()}"
             )
         return version
@@ -267,7 +267,7 @@ class SessionHistory:
             return self.version
         if not 1 <= version <= self.version:
             raise VersionOutOfRange(
-                f"version {version} is out of range; session {self.session_id!r} has "
+                f"version {version} is out of range; session {quoted(self.session_id)} has "
                 f"versions 1 to {self.version}"
             )
         return version

@@ -9,6 +9,7 @@ Works offline: tiktoken reads the encodings litellm ships with.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -29,6 +30,13 @@ MESSAGE_OVERHEAD_TOKENS = 4
 # Providers bill an image by its size, which a reference does not tell.
 IMAGE_TOKENS = 1_000
 CHARS_PER_TOKEN = 4
+# tiktoken's pattern backtracks through a run of whitespace and gives up on
+# long ones ("Max stack size exceeded"): such runs are counted in pieces,
+# which differs from one whole encoding by a token or so per piece.
+_LONG_WHITESPACE_MIN = 1_000
+_LONG_WHITESPACE = re.compile(rf"\s{{{_LONG_WHITESPACE_MIN},}}")
+_RUN_PIECE_CHARS = 500
+_FALLBACK_PIECE_CHARS = 4_096
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,30 @@ class Tokenizer:
     def count_text(self, text: str) -> int:
         if self.encoding is None:
             return -(-len(text) // CHARS_PER_TOKEN)
-        return len(self.encoding.encode(text, disallowed_special=()))
+        if len(text) < _LONG_WHITESPACE_MIN:
+            return self._encoded(text)
+        count = start = 0
+        for run in _LONG_WHITESPACE.finditer(text):
+            count += self._encoded(text[start : run.start()])
+            count += sum(
+                self._encoded(text[i : min(i + _RUN_PIECE_CHARS, run.end())])
+                for i in range(run.start(), run.end(), _RUN_PIECE_CHARS)
+            )
+            start = run.end()
+        return count + self._encoded(text[start:])
+
+    def _encoded(self, text: str) -> int:
+        assert self.encoding is not None
+        try:
+            return len(self.encoding.encode(text, disallowed_special=()))
+        except ValueError:
+            # What the pattern still cannot take is counted in pieces, or estimated.
+            if len(text) <= _FALLBACK_PIECE_CHARS:
+                return -(-len(text) // CHARS_PER_TOKEN)
+            return sum(
+                self._encoded(text[i : i + _FALLBACK_PIECE_CHARS])
+                for i in range(0, len(text), _FALLBACK_PIECE_CHARS)
+            )
 
     def count_entry(self, entry: Entry) -> int:
         images = sum(1 for b in entry.content if isinstance(b, ImageRef))

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role
-from domain.errors import DomainError, InvalidRequest
+from domain.errors import DomainError, InvalidRequest, quoted
 from domain.ids import UsedIds
 from domain.session import Session, validate_session_id
 from domain.settings import SessionSettings
@@ -151,7 +151,7 @@ class _Builder:
             if position is None:
                 raise TranscriptError(
                     record.line,
-                    f"firstKeptEntryId {first_kept!r} is not an entry before this compaction "
+                    f"firstKeptEntryId {quoted(first_kept)} is not an entry before this compaction "
                     "on its branch",
                 )
             summary_tokens = self.tokenizer.count_text(imported.summary)
@@ -335,7 +335,8 @@ def _branches(transcript: Transcript) -> list[list[Record]]:
     for record in transcript.records:
         if record.id in by_id:
             raise TranscriptError(
-                record.line, f"id {record.id!r} is already used on line {by_id[record.id].line}"
+                record.line,
+                f"id {quoted(record.id)} is already used on line {by_id[record.id].line}",
             )
         by_id[record.id] = record
     has_children: set[str] = set()
@@ -343,7 +344,7 @@ def _branches(transcript: Transcript) -> list[list[Record]]:
         if record.parent_id is not None:
             if record.parent_id not in by_id:
                 raise TranscriptError(
-                    record.line, f"parentId {record.parent_id!r} is not an entry of this file"
+                    record.line, f"parentId {quoted(record.parent_id)} is not an entry of this file"
                 )
             has_children.add(record.parent_id)
 
@@ -353,7 +354,7 @@ def _branches(transcript: Transcript) -> list[list[Record]]:
         current: Record | None = leaf
         while current is not None:
             if current.id in seen:
-                raise TranscriptError(current.line, f"parentId chain of {current.id!r} loops")
+                raise TranscriptError(current.line, f"parentId chain of {quoted(current.id)} loops")
             seen.add(current.id)
             chain.append(current)
             current = by_id[current.parent_id] if current.parent_id else None

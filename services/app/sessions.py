@@ -40,11 +40,12 @@ from domain.errors import (
     Unavailable,
     VersionConflict,
     VersionOutOfRange,
+    quoted,
 )
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
-from domain.system_prompt import SystemPrompt, with_files_cut
+from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from services.adapters.event_store import EventStore
@@ -208,15 +209,15 @@ class SessionService:
                 return earlier
             session.check_expected_version(expected_version)
             tokenizer = tokenizer_for(session.settings.model)
-            counted = [
-                replace(d, token_count=tokenizer.count_entry(d), tokenizer=tokenizer.name)
-                for d in drafts
-            ]
             entries = session.append(
-                counted,
+                drafts,
                 self.store.ids_of(session_id),
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
+                # Counted once valid: a refusal never waits on the tokenizer.
+                measure=lambda e: replace(
+                    e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
+                ),
             )
             return AppendResult(session.version, entries)
 
@@ -319,6 +320,7 @@ class SessionService:
         session, the prompt as stored and whether it changed."""
 
         def command(session: Session) -> tuple[SystemPrompt, bool]:
+            validate_system_prompt(prompt)
             tokenizer = tokenizer_for(session.settings.model)
             cut = with_files_cut(prompt, session.settings.max_system_file_chars)
             counted = replace(cut, tokens=count_system_prompt(cut, tokenizer))
@@ -370,7 +372,7 @@ class SessionService:
         if entry_id:
             position = history.position_of(entry_id)
             if position is None:
-                raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}")
+                raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(session_id)}")
             version = history.entry_version(position)
         version = history.resolve_version(version)
         fork_id = new_session_id or new_id()
@@ -396,7 +398,7 @@ class SessionService:
             self.store.repository.get(session_id)
         except AggregateNotFoundError:
             return
-        raise SessionExists(f"a session with id {session_id!r} already exists")
+        raise SessionExists(f"a session with id {quoted(session_id)} already exists")
 
     def new_session_settings(
         self, choose: Callable[[SessionSettings], SessionSettings]
@@ -606,7 +608,7 @@ class SessionService:
     def _check_engine(self, settings: SessionSettings) -> None:
         if self.engine_names and settings.engine not in self.engine_names:
             raise InvalidSettings(
-                f"engine {settings.engine!r} is not installed on this server; choose one of "
+                f"engine {quoted(settings.engine)} is not installed on this server; choose one of "
                 + ", ".join(sorted(self.engine_names))
             )
 
@@ -666,7 +668,9 @@ class SessionService:
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):
-                raise SessionExists(f"a session with id {session.id!r} already exists") from None
+                raise SessionExists(
+                    f"a session with id {quoted(session.id)} already exists"
+                ) from None
             current = self._aggregate(session.id).version
             raise _RaceLost(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
@@ -702,7 +706,7 @@ class SessionService:
             first_fingerprint, version = found
         if first_fingerprint != fingerprint:
             raise IdempotencyKeyReused(
-                f"idempotency key {idempotency_key!r} was used for a different append "
+                f"idempotency key {quoted(idempotency_key)} was used for a different append "
                 f"(version {version}); use a new key for a new append"
             )
         event = event or self._appended(session.id, version)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from domain.errors import InvalidSettings
+from domain.errors import InvalidSettings, quoted
 from services.engine.base import ContextEngine, EngineContext, EngineFactory
 from services.engine.layered import LayeredEngine
 from services.engine.sliding_window import SlidingWindowEngine
@@ -47,7 +47,8 @@ class EngineRegistry:
             factory = self._factories.get(name)
             if factory is None:
                 raise InvalidSettings(
-                    f"engine {name!r} is not installed; this server has {', '.join(self.names)}"
+                    f"engine {quoted(name)} is not installed; this server has "
+                    f"{', '.join(self.names)}"
                 )
             engine = self._engines[name] = factory(self._context)
         return engine

@@ -2,7 +2,9 @@
 
 A server interceptor wraps every handler, so servicers raise domain errors
 and never build statuses themselves. Anything unexpected is logged with its
-traceback and answered INTERNAL, without the traceback.
+traceback and answered INTERNAL, without the traceback. Bytes that do not
+decode as the method's request are answered INVALID_ARGUMENT before any
+handler runs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from domain import errors
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
+# Clients refuse status headers beyond 8 KB (the message percent-encoded, and
+# again inside any details) and report another error instead: stay well below.
+MAX_MESSAGE_BYTES = 1_024
 
 _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionConflict, grpc.StatusCode.ABORTED),
@@ -37,8 +42,64 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
 def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
     for kind, code in _CODES:
         if isinstance(error, kind):
-            return code, str(error)
+            return code, _capped(str(error))
     return grpc.StatusCode.INTERNAL, "internal error; the server log has the details"
+
+
+def _capped(message: str) -> str:
+    encoded = message.encode()
+    if len(encoded) <= MAX_MESSAGE_BYTES:
+        return message
+    return encoded[: MAX_MESSAGE_BYTES - 20].decode(errors="ignore") + "... (cut short)"
+
+
+class _Undecodable:
+    """Stands for a request whose bytes did not decode, so the handler can refuse it.
+
+    gRPC itself answers a failing deserializer with INTERNAL; the wrapped
+    deserializer never fails, and the wrapped behaviour refuses this instead.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as error:
+            return _Undecodable(error)
+
+    return deserialize
+
+
+def _decoded(request: Any, method: str) -> Any:
+    """The request, refusing one that did not decode; a request stream is checked
+    message by message as the handler reads it."""
+    if isinstance(request, _Undecodable):
+        raise _malformed(request, method)
+    if isinstance(request, Iterator):
+        return _decoded_stream(request, method)
+    return request
+
+
+def _decoded_stream(requests: Iterator[Any], method: str) -> Iterator[Any]:
+    for request in requests:
+        if isinstance(request, _Undecodable):
+            raise _malformed(request, method)
+        yield request
+
+
+def _malformed(request: _Undecodable, method: str) -> errors.InvalidRequest:
+    name = method.rsplit("/", 1)[-1]
+    return errors.InvalidRequest(
+        f"the request is not a valid {name} request message (protocol buffers, with UTF-8 "
+        f"strings): {errors.quoted(str(request.error), 200)}"
+    )
 
 
 class ErrorInterceptor(grpc.ServerInterceptor):
@@ -54,7 +115,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             return None
         method = handler_call_details.method
         serializers = {
-            "request_deserializer": handler.request_deserializer,
+            "request_deserializer": _tolerant(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary:
@@ -104,7 +165,7 @@ def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
 
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return behaviour(request, context)
+            return behaviour(_decoded(request, method), context)
         except Exception as error:
             _abort(context, error, method)
 
@@ -118,7 +179,7 @@ def _streaming(
 
     def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
-            yield from behaviour(request, context)
+            yield from behaviour(_decoded(request, method), context)
         except Exception as error:
             _abort(context, error, method)
 

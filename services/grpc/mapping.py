@@ -430,17 +430,38 @@ def prune_decision_to_pb(decision: PruneDecision) -> pb.PrunedEntry:
 # -- views and events ---------------------------------------------------------------
 
 
-def durable_log_to_pb(log: DurableLog) -> pb.DurableLog:
+# What a repeated message field adds around each element: tag and length.
+_ELEMENT_OVERHEAD_BYTES = 16
+
+
+def durable_log_to_pb(
+    log: DurableLog, offset: int = 0, page_size: int = 0, max_bytes: int = 0
+) -> tuple[pb.DurableLog, int | None]:
+    """A page of the log from entry ``offset`` on: at most ``page_size`` entries (0: no
+    limit), in a message of at most ``max_bytes`` (0: no limit) unless a single entry is
+    larger. Answers the message and the offset the next page starts at, if any."""
     message = pb.DurableLog(
         session_id=log.session_id,
         version=log.version,
-        entries=[entry_to_pb(e, v) for e, v in zip(log.entries, log.entry_versions, strict=True)],
         total_tokens=log.total_tokens,
         pinned=[entry_to_pb(e, v) for e, v in zip(log.pinned, log.pinned_versions, strict=True)],
     )
     if log.compaction:
         message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
-    return message
+    end = len(log.entries) if not page_size else min(len(log.entries), offset + page_size)
+    room = max_bytes - message.ByteSize() if max_bytes else None
+    entries: list[pb.Entry] = []
+    position = offset
+    while position < end:
+        entry = entry_to_pb(log.entries[position], log.entry_versions[position])
+        if room is not None:
+            room -= entry.ByteSize() + _ELEMENT_OVERHEAD_BYTES
+            if room < 0 and entries:
+                break
+        entries.append(entry)
+        position += 1
+    message.entries.extend(entries)
+    return message, (position if position < len(log.entries) else None)
 
 
 def event_to_pb(event: SessionEvent) -> pb.SessionEvent:

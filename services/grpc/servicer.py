@@ -10,22 +10,52 @@ from collections.abc import Iterator
 
 import grpc
 
+from domain.content import validate_id
 from domain.errors import InvalidRequest
+from domain.session import validate_session_id
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.context import ContextService
 from services.app.imports import ImportResult, ImportService
-from services.app.sessions import AsOf, SessionService
+from services.app.sessions import MESSAGE_ENVELOPE_BYTES, AsOf, SessionService
 from services.grpc import context_mapping, mapping
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
 
 
 def _session_id(request: object) -> str:
+    """The request's session id, refused unless it could name a session."""
     session_id: str = getattr(request, "session_id", "")
     if not session_id:
         raise InvalidRequest("session_id is required")
+    validate_session_id(session_id)
     return session_id
+
+
+_FOREIGN_TOKEN = "{field} is not one this server gave out; send the next_page_token of a page"
+
+
+def _count(token: str, field: str) -> int:
+    """A non-negative int64 written in ASCII digits, as page tokens carry them."""
+    if not (token.isascii() and token.isdigit() and len(token) <= 18):
+        raise InvalidRequest(_FOREIGN_TOKEN.format(field=field))
+    return int(token)
+
+
+def _log_page_token(token: str) -> tuple[int, int]:
+    """A durable log page token: "<version>.<offset>"."""
+    version, _, offset = token.partition(".")
+    parsed = _count(version, "page_token"), _count(offset, "page_token")
+    if parsed[0] < 1:
+        raise InvalidRequest(_FOREIGN_TOKEN.format(field="page_token"))
+    return parsed
+
+
+def _entry_id(value: str, field: str) -> str:
+    if not value:
+        raise InvalidRequest(f"{field} is required")
+    validate_id(value, field)
+    return value
 
 
 def _expected_version(request: object) -> int | None:
@@ -94,10 +124,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSessionsResponse:
-        try:
-            after = int(request.page_token or 0)
-        except ValueError:
-            raise InvalidRequest("page_token is not one this server gave out") from None
+        after = _count(request.page_token, "page_token") if request.page_token else 0
         sessions, next_after = self.service.list_sessions(request.page_size, after)
         return pb.ListSessionsResponse(
             sessions=[mapping.session_to_pb(s) for s in sessions],
@@ -163,8 +190,30 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def GetDurableLog(
         self, request: pb.GetViewRequest, context: grpc.ServicerContext
     ) -> pb.DurableLog:
-        log = self.service.durable_log(_session_id(request), _as_of(request))
-        return mapping.durable_log_to_pb(log)
+        session_id = _session_id(request)
+        if request.page_size < 0:
+            raise InvalidRequest(
+                f"page_size {request.page_size} is negative; send 0 for as many entries as "
+                "fit in one message"
+            )
+        as_of, offset = _as_of(request), 0
+        if request.page_token:
+            # Later pages are of the first page's version, however the session moved on.
+            version, offset = _log_page_token(request.page_token)
+            as_of = AsOf(version=version)
+        log = self.service.durable_log(session_id, as_of)
+        if offset > len(log.entries):
+            raise InvalidRequest(_FOREIGN_TOKEN.format(field="page_token"))
+        message, next_offset = mapping.durable_log_to_pb(
+            log, offset, request.page_size, self._page_bytes
+        )
+        if next_offset is not None:
+            message.next_page_token = f"{log.version}.{next_offset}"
+        return message
+
+    @property
+    def _page_bytes(self) -> int:
+        return (self.service.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
 
     def GetPromptView(
         self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
@@ -226,9 +275,8 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
         )
 
     def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:
-        if not request.entry_id:
-            raise InvalidRequest("entry_id is required")
-        entry, version = self.service.entry(_session_id(request), request.entry_id)
+        entry_id = _entry_id(request.entry_id, "entry_id")
+        entry, version = self.service.entry(_session_id(request), entry_id)
         return mapping.entry_to_pb(entry, version)
 
     def ReadEvents(

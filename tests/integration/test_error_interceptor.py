@@ -13,8 +13,8 @@ from typing import Any
 import grpc
 import pytest
 
-from domain.errors import InvalidRequest, SessionNotFound
-from services.grpc.errors import ErrorInterceptor
+from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
+from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
 
 
 def _refuse(*_: Any) -> Any:
@@ -37,6 +37,16 @@ def _echo_then_refuse(requests: Iterator[bytes], context: Any) -> Iterator[bytes
     raise InvalidRequest("the stream ended before the header")
 
 
+def _refuse_at_length(*_: Any) -> Any:
+    raise PromptOverBudget("é" * 100_000, estimated_tokens=2, budget_tokens=1)
+
+
+def _strict(data: bytes) -> bytes:
+    if data == b"bad":
+        raise ValueError("not a message")
+    return data
+
+
 @pytest.fixture
 def channel() -> Iterator[grpc.Channel]:
     handlers = {
@@ -44,6 +54,13 @@ def channel() -> Iterator[grpc.Channel]:
         "UnaryStream": grpc.unary_stream_rpc_method_handler(_refuse_midway),
         "StreamUnary": grpc.stream_unary_rpc_method_handler(_consume_then_refuse),
         "StreamStream": grpc.stream_stream_rpc_method_handler(_echo_then_refuse),
+        "Long": grpc.unary_unary_rpc_method_handler(_refuse_at_length),
+        "StrictUnary": grpc.unary_unary_rpc_method_handler(
+            lambda request, context: request, request_deserializer=_strict
+        ),
+        "StrictStream": grpc.stream_stream_rpc_method_handler(
+            _echo_then_refuse, request_deserializer=_strict
+        ),
     }
     server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor()])
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Kinds", handlers)])
@@ -84,3 +101,21 @@ def test_bidirectional_streaming_refusal(channel: grpc.Channel) -> None:
     code, message = _status(lambda: next(stream))
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert message == "the stream ended before the header"
+
+
+def test_a_long_refusal_is_cut_short_keeping_its_code(channel: grpc.Channel) -> None:
+    code, message = _status(lambda: channel.unary_unary("/test.Kinds/Long")(b"x"))
+    assert code is grpc.StatusCode.FAILED_PRECONDITION
+    assert len(message.encode()) <= MAX_MESSAGE_BYTES and message.endswith("(cut short)")
+
+
+def test_bytes_that_do_not_decode_are_invalid_argument(channel: grpc.Channel) -> None:
+    unary = channel.unary_unary("/test.Kinds/StrictUnary")
+    assert unary(b"good") == b"good"
+    code, message = _status(lambda: unary(b"bad"))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid StrictUnary request" in message and "not a message" in message
+    stream = channel.stream_stream("/test.Kinds/StrictStream")(iter([b"good", b"bad"]))
+    assert next(stream) == b"good"
+    code, message = _status(lambda: next(stream))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "StrictStream" in message

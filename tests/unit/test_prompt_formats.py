@@ -9,6 +9,7 @@ from domain.pruning import CLEARED_PLACEHOLDER
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
     PromptRenderer,
+    _dumps,
     appended_messages,
     to_anthropic,
     to_openai,
@@ -273,3 +274,8 @@ def test_appended_messages_only_when_the_held_view_is_the_exact_beginning() -> N
     # Anthropic merges the two user turns into one message: the held one changed.
     assert appended_messages(base["anthropic"], now["anthropic"]) is None
     assert appended_messages(now["openai"], now["openai"]) == "[]"
+
+
+def test_arguments_stored_before_ingest_checked_them_still_render() -> None:
+    rendered = _dumps({"deep": [[[]]], "big": 10**30, "lone": "\ud800"})
+    assert json.loads(rendered) == {"deep": [[[]]], "big": 10**30, "lone": "\ud800"}

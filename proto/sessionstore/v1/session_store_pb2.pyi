@@ -1501,8 +1501,19 @@ class GetViewRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
+    page_size: _builtins.int
+    """GetDurableLog answers at most this many entries per page; 0 (the default)
+    means as many as fit in one message. A log too large for one message
+    comes in pages whatever the page size: follow next_page_token.
+    """
+    page_token: _builtins.str
+    """From the previous page's next_page_token. Later pages are of the version
+    the first page was (as_of is then ignored), so a paged read is consistent.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1511,10 +1522,12 @@ class GetViewRequest(_message.Message):
         session_id: _builtins.str = ...,
         version: _builtins.int = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "time", b"time", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_as_of: _TypeAlias = _typing.Literal["version", "time"]  # noqa: Y015
     _WhichOneofArgType_as_of: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
@@ -1592,11 +1605,17 @@ class DurableLog(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
     PINNED_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The version this view is as of."""
     total_tokens: _builtins.int
     """Tokens of the pinned entries, the summary and the entries."""
+    next_page_token: _builtins.str
+    """Set when more entries follow: send it as page_token for the next page.
+    Every page carries the version, compaction, pinned entries and
+    total_tokens of the whole log.
+    """
     @_builtins.property
     def compaction(self) -> Global___Compaction:
         """Unset when the session was never compacted."""
@@ -1618,10 +1637,11 @@ class DurableLog(_message.Message):
         entries: _abc.Iterable[Global___Entry] | None = ...,
         total_tokens: _builtins.int = ...,
         pinned: _abc.Iterable[Global___Entry] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "pinned", b"pinned", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "next_page_token", b"next_page_token", "pinned", b"pinned", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

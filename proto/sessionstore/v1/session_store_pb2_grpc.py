@@ -187,7 +187,8 @@ class SessionStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetDurableLog(self, request, context):
-        """The durable log: latest compaction summary, then the kept entries.
+        """The durable log: latest compaction summary, then the kept entries. Large
+        logs come in pages (GetViewRequest.page_size, page_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -57,7 +57,9 @@ class SessionStoreStub:
     RecordPrune: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecordPruneRequest, _session_store_pb2.RecordPruneResponse]
     """Records a prune: tool results trimmed or cleared in the prompt view only."""
     GetDurableLog: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]
-    """The durable log: latest compaction summary, then the kept entries."""
+    """The durable log: latest compaction summary, then the kept entries. Large
+    logs come in pages (GetViewRequest.page_size, page_token).
+    """
     GetPromptView: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetPromptViewRequest, _session_store_pb2.PromptView]
     """The prompt view: the durable log with prunes applied, rendered for a provider."""
     GetEntry: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetEntryRequest, _session_store_pb2.Entry]
@@ -124,7 +126,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     RecordPrune: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecordPruneRequest, _session_store_pb2.RecordPruneResponse]  # type: ignore[assignment]
     """Records a prune: tool results trimmed or cleared in the prompt view only."""
     GetDurableLog: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]  # type: ignore[assignment]
-    """The durable log: latest compaction summary, then the kept entries."""
+    """The durable log: latest compaction summary, then the kept entries. Large
+    logs come in pages (GetViewRequest.page_size, page_token).
+    """
     GetPromptView: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetPromptViewRequest, _session_store_pb2.PromptView]  # type: ignore[assignment]
     """The prompt view: the durable log with prunes applied, rendered for a provider."""
     GetEntry: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetEntryRequest, _session_store_pb2.Entry]  # type: ignore[assignment]
@@ -236,7 +240,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         request: _session_store_pb2.GetViewRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_session_store_pb2.DurableLog, _abc.Awaitable[_session_store_pb2.DurableLog]]:
-        """The durable log: latest compaction summary, then the kept entries."""
+        """The durable log: latest compaction summary, then the kept entries. Large
+        logs come in pages (GetViewRequest.page_size, page_token).
+        """
 
     @_abc_1.abstractmethod
     def GetPromptView(

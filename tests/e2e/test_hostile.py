@@ -1,0 +1,414 @@
+"""Hostile input: each answered with a status that says what to fix, nothing stored
+that a later read cannot serve. Over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from tests.conftest import start_server
+from tests.e2e.test_grpc_api import (
+    Stub,
+    append,
+    new_session,
+    refused,
+    text,
+    tool_result,
+    user,
+)
+
+INT64_MAX = (1 << 63) - 1
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+def version_of(store: Stub, session_id: str) -> int:
+    return store.GetSession(pb.GetSessionRequest(session_id=session_id)).version
+
+
+def call_with(call_id: str, arguments_json: str) -> pb.Entry:
+    return pb.Entry(
+        role=pb.ROLE_ASSISTANT,
+        content=[
+            pb.ContentBlock(
+                tool_call=pb.ToolCallBlock(id=call_id, name="read", arguments_json=arguments_json)
+            )
+        ],
+    )
+
+
+def all_views_answer(store: Stub, session_id: str) -> None:
+    store.GetSession(pb.GetSessionRequest(session_id=session_id))
+    store.ListSessions(pb.ListSessionsRequest())
+    store.GetDurableLog(pb.GetViewRequest(session_id=session_id))
+    for view_format in (pb.PROMPT_FORMAT_OPENAI, pb.PROMPT_FORMAT_ANTHROPIC):
+        store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, format=view_format))
+    store.GetContextReport(pb.GetContextReportRequest(session_id=session_id))
+    list(store.ReadEvents(pb.ReadEventsRequest(session_id=session_id)))
+
+
+# -- usage totals -----------------------------------------------------------------------
+
+
+def test_usage_that_would_overflow_the_running_totals_is_refused(store: Stub) -> None:
+    session = new_session(store)
+    append(store, session.id, user("hi"))
+    huge = pb.Usage(input_tokens=INT64_MAX - 10, output_tokens=1)
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "one", usage=huge))
+    before = version_of(store, session.id)
+    message = refused(
+        lambda: append(store, session.id, text(pb.ROLE_ASSISTANT, "two", usage=huge)), INVALID
+    )
+    assert "usage.input_tokens" in message and "total" in message
+    # Within one append, too.
+    other = new_session(store)
+    refused(
+        lambda: append(
+            store,
+            other.id,
+            text(pb.ROLE_ASSISTANT, "a", usage=huge),
+            text(pb.ROLE_ASSISTANT, "b", usage=huge),
+        ),
+        INVALID,
+    )
+    assert version_of(store, session.id) == before
+    all_views_answer(store, session.id)
+    total = store.GetSession(pb.GetSessionRequest(session_id=session.id)).total_usage
+    assert total.input_tokens == INT64_MAX - 10
+
+
+# -- tool call arguments and tool schemas ------------------------------------------------
+
+UNRENDERABLE_JSON = {
+    "nesting 255 deep": '{"a":' + "[" * 254 + "]" * 254 + "}",
+    "a lone surrogate": '{"a": "\\ud800"}',
+    "an integer beyond 64 bits": '{"a": 123456789012345678901234567890}',
+    "nesting 100,000 deep": '{"a":' + "[" * 100_000 + "]" * 100_000 + "}",
+}
+
+
+@pytest.mark.parametrize("arguments", UNRENDERABLE_JSON.values(), ids=UNRENDERABLE_JSON.keys())
+def test_tool_call_arguments_that_cannot_be_rendered_are_refused(
+    store: Stub, arguments: str
+) -> None:
+    session = new_session(store)
+    append(store, session.id, user("go"))
+    message = refused(lambda: append(store, session.id, call_with("c1", arguments)), INVALID)
+    assert "c1" in message and "arguments" in message
+    assert version_of(store, session.id) == 2
+    all_views_answer(store, session.id)
+
+
+def test_moderately_nested_arguments_are_kept(store: Stub) -> None:
+    session = new_session(store)
+    append(store, session.id, user("go"))
+    nested = '{"a":' + "[" * 60 + "]" * 60 + ', "n": 18446744073709551615, "u": "\\u00e9"}'
+    append(store, session.id, call_with("c1", nested))
+    append(store, session.id, tool_result("c1", "ok"))
+    all_views_answer(store, session.id)
+
+
+@pytest.mark.parametrize("schema", UNRENDERABLE_JSON.values(), ids=UNRENDERABLE_JSON.keys())
+def test_tool_schemas_that_cannot_be_rendered_are_refused(store: Stub, schema: str) -> None:
+    session = new_session(store)
+    message = refused(
+        lambda: store.SetSystemPrompt(
+            pb.SetSystemPromptRequest(
+                session_id=session.id,
+                system_prompt=pb.SystemPrompt(
+                    text="be brief", tools=[pb.Tool(name="read", parameters_json=schema)]
+                ),
+            )
+        ),
+        INVALID,
+    )
+    assert "parameters_json" in message
+    assert version_of(store, session.id) == 1
+    all_views_answer(store, session.id)
+
+
+# -- token counting ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_long_runs_of_one_character_are_counted(store: Stub, model: str) -> None:
+    session = new_session(store, model=model)
+    message = refused(lambda: append(store, session.id, user(" " * 1_000_000)), INVALID)
+    assert "empty" in message
+    counted = append(store, session.id, user("x" * 1_000_000), user("ab " * 300_000))
+    assert all(count > 1_000 for count in counted.token_counts)
+    prompt = pb.SystemPrompt(
+        text="y" * 1_000_000, files=[pb.InjectedFile(path="a", content="\n" * 200_000)]
+    )
+    store.SetSystemPrompt(pb.SetSystemPromptRequest(session_id=session.id, system_prompt=prompt))
+    store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+    # Too large for the model's window: refused as such, not failed.
+    refused(
+        lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+
+
+# -- times, enums, tokens ----------------------------------------------------------------
+
+BAD_TIMES = {
+    "year 10000": Timestamp(seconds=253_402_300_800),
+    "negative nanos": Timestamp(seconds=1, nanos=-1),
+    "before year 1": Timestamp(seconds=-62_135_596_801),
+}
+
+
+@pytest.mark.parametrize("stamp", BAD_TIMES.values(), ids=BAD_TIMES.keys())
+def test_times_outside_the_range_are_invalid(store: Stub, stamp: Timestamp) -> None:
+    session = new_session(store)
+    message = refused(lambda: append(store, session.id, user("hi", timestamp=stamp)), INVALID)
+    assert "entries[0].timestamp" in message
+    append(store, session.id, user("hi"))
+    message = refused(
+        lambda: store.GetDurableLog(pb.GetViewRequest(session_id=session.id, time=stamp)), INVALID
+    )
+    assert "time" in message
+    message = refused(
+        lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id, time=stamp)),
+        INVALID,
+    )
+    assert "time" in message
+
+
+def test_unknown_enum_values_name_their_field(store: Stub) -> None:
+    session = new_session(store)
+    append(store, session.id, user("go"))
+    append(store, session.id, call_with("c1", "{}"))
+    (result,) = append(store, session.id, tool_result("c1", "x" * 100)).entry_ids
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: append(store, session.id, pb.Entry(role=42)), "entries[0].role 42"),  # type: ignore[arg-type]
+        (
+            lambda: store.RecordPrune(
+                pb.RecordPruneRequest(
+                    session_id=session.id,
+                    entries=[pb.PrunedEntry(entry_id=result, action=17)],  # type: ignore[arg-type]
+                )
+            ),
+            "entries[0].action 17",
+        ),
+        (
+            lambda: store.GetPromptView(
+                pb.GetPromptViewRequest(session_id=session.id, format=-3)  # type: ignore[arg-type]
+            ),
+            "format -3",
+        ),
+        (
+            lambda: append(
+                store,
+                session.id,
+                text(
+                    pb.ROLE_ASSISTANT,
+                    "done",
+                    prompt_ref=pb.PromptRef(version=1, format=5, hash="h"),  # type: ignore[arg-type]
+                ),
+            ),
+            "entries[0].prompt_ref.format 5",
+        ),
+        (
+            lambda: store.ReportOverflow(
+                pb.ReportOverflowRequest(session_id=session.id, error_text="too long", format=9)  # type: ignore[arg-type]
+            ),
+            "format 9",
+        ),
+    ]
+    for call, named in cases:
+        assert named in refused(call, INVALID)
+    assert version_of(store, session.id) == 4
+
+
+def test_a_page_token_beyond_int64_is_invalid(store: Stub) -> None:
+    new_session(store)
+    for token in ("9" * 30, "-1", "1e9", "١٢"):
+        message = refused(
+            lambda token=token: store.ListSessions(pb.ListSessionsRequest(page_token=token)),
+            INVALID,
+        )
+        assert "page_token" in message
+
+
+# -- ids ----------------------------------------------------------------------------------
+
+
+def session_rpcs(store: Stub, session_id: str) -> Iterator[Callable[[], object]]:
+    """Every RPC that takes a session id, called with ``session_id``."""
+    yield lambda: store.GetSession(pb.GetSessionRequest(session_id=session_id))
+    yield lambda: store.CreateSession(pb.CreateSessionRequest(session_id=session_id))
+    yield lambda: store.UpdateSettings(
+        pb.UpdateSettingsRequest(session_id=session_id, settings=pb.SessionSettings(title="t"))
+    )
+    yield lambda: append(store, session_id, user("hi"))
+    yield lambda: store.RecordCompaction(
+        pb.RecordCompactionRequest(session_id=session_id, summary="s", first_kept_entry_id="e")
+    )
+    yield lambda: store.RecordPrune(
+        pb.RecordPruneRequest(
+            session_id=session_id,
+            entries=[pb.PrunedEntry(entry_id="e", action=pb.PRUNE_ACTION_HARD_CLEAR)],
+        )
+    )
+    yield lambda: store.GetDurableLog(pb.GetViewRequest(session_id=session_id))
+    yield lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id))
+    yield lambda: store.GetEntry(pb.GetEntryRequest(session_id=session_id, entry_id="e"))
+    yield lambda: list(store.ReadEvents(pb.ReadEventsRequest(session_id=session_id)))
+    yield lambda: store.SetSystemPrompt(
+        pb.SetSystemPromptRequest(session_id=session_id, system_prompt=pb.SystemPrompt(text="t"))
+    )
+    yield lambda: store.Compact(pb.CompactRequest(session_id=session_id, dry_run=True))
+    yield lambda: store.ReportOverflow(
+        pb.ReportOverflowRequest(session_id=session_id, error_text="too long")
+    )
+    yield lambda: store.GetContextReport(pb.GetContextReportRequest(session_id=session_id))
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["a\x00b", "\x00", "x" * 100_000, "é" * 129],
+    ids=["nul", "only-nul", "long", "wide"],
+)
+def test_bad_session_ids_are_invalid_on_every_rpc(store: Stub, session_id: str) -> None:
+    for call in session_rpcs(store, session_id):
+        message = refused(call, INVALID)
+        assert "session" in message and len(message) < 1_000
+
+
+def test_bad_entry_ids_are_invalid(store: Stub) -> None:
+    session = new_session(store)
+    (first,) = append(store, session.id, user("go")).entry_ids
+    for bad in ("e\x00", "x" * 100_000):
+        for entry in (user("hi", id=bad), user("hi", parent_id=bad), call_with(bad, "{}")):
+            message = refused(lambda entry=entry: append(store, session.id, entry), INVALID)
+            assert len(message) < 1_000
+        calls: list[Callable[[], object]] = [
+            lambda bad=bad: store.GetEntry(pb.GetEntryRequest(session_id=session.id, entry_id=bad)),
+            lambda bad=bad: store.RecordPrune(
+                pb.RecordPruneRequest(
+                    session_id=session.id,
+                    entries=[pb.PrunedEntry(entry_id=bad, action=pb.PRUNE_ACTION_HARD_CLEAR)],
+                )
+            ),
+            lambda bad=bad: store.RecordCompaction(
+                pb.RecordCompactionRequest(
+                    session_id=session.id, summary="s", first_kept_entry_id=bad
+                )
+            ),
+        ]
+        for call in calls:
+            message = refused(call, INVALID)
+            assert len(message) < 1_000
+    assert version_of(store, session.id) == 2
+    store.GetEntry(pb.GetEntryRequest(session_id=session.id, entry_id=first))
+
+
+def test_long_strings_are_quoted_shortened(store: Stub) -> None:
+    session = new_session(store)
+    key = "k" * 100_000
+    append(store, session.id, user("one"), idempotency_key=key)
+    message = refused(lambda: append(store, session.id, user("two"), idempotency_key=key), INVALID)
+    assert "idempotency key" in message and len(message) < 1_000
+    message = refused(lambda: new_session(store, engine="e" * 100_000), INVALID)
+    assert len(message) < 1_000
+
+
+# -- bytes that are not a request -------------------------------------------------------
+
+
+def raw_call(channel: grpc.Channel, method: str, body: bytes) -> object:
+    call = channel.unary_unary(
+        f"/sessionstore.v1.SessionStore/{method}",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
+    return call(body, timeout=10)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xff\xff\xff\xff",  # not protobuf
+        b"\x0a\x02\xc3\x28",  # field 1 (a string) that is not UTF-8
+        b"\x0a\x05ab",  # a string cut short
+    ],
+    ids=["garbage", "not-utf8", "truncated"],
+)
+def test_bytes_that_are_not_a_request_are_invalid(channel: grpc.Channel, body: bytes) -> None:
+    for method in ("GetSession", "AppendEntries", "GetDurableLog", "SetSystemPrompt"):
+        message = refused(lambda method=method: raw_call(channel, method, body), INVALID)
+        assert "request" in message
+    streaming = channel.unary_stream(
+        "/sessionstore.v1.SessionStore/ReadEvents",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
+    refused(lambda: list(streaming(body, timeout=10)), INVALID)
+    health = health_pb2_grpc.HealthStub(channel)
+    assert (
+        health.Check(health_pb2.HealthCheckRequest()).status
+        == health_pb2.HealthCheckResponse.SERVING
+    )
+
+
+# -- reading a log larger than one message ----------------------------------------------
+
+
+def test_a_durable_log_larger_than_one_message_is_read_in_pages(database_url: str) -> None:
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            session = new_session(store, compaction=pb.CompactionPolicy(mode="off"))
+            bodies = [chr(ord("a") + i) * 600_000 for i in range(4)]
+            for body in bodies:
+                append(store, session.id, user(body))
+            # The whole log is four times the message limit: it comes in pages.
+            seen: list[str] = []
+            token = ""
+            pages = 0
+            while True:
+                page = store.GetDurableLog(
+                    pb.GetViewRequest(session_id=session.id, page_token=token)
+                )
+                pages += 1
+                seen.extend(e.content[0].text.text for e in page.entries)
+                assert page.version == 5 and page.total_tokens > 0
+                token = page.next_page_token
+                if not token:
+                    break
+            assert seen == bodies and pages >= 4
+            small = store.GetDurableLog(pb.GetViewRequest(session_id=session.id, page_size=1))
+            assert len(small.entries) == 1 and small.next_page_token
+            rest = store.GetDurableLog(
+                pb.GetViewRequest(session_id=session.id, page_token=small.next_page_token)
+            )
+            assert rest.entries[0].content[0].text.text == bodies[1] and rest.version == 5
+            message = refused(
+                lambda: store.GetDurableLog(
+                    pb.GetViewRequest(session_id=session.id, page_token="nonsense")
+                ),
+                INVALID,
+            )
+            assert "page_token" in message
+            refused(
+                lambda: store.GetDurableLog(pb.GetViewRequest(session_id=session.id, page_size=-1)),
+                INVALID,
+            )
+    finally:
+        server.stop(0)
+
+
+def test_a_small_durable_log_comes_whole(store: Stub) -> None:
+    session = new_session(store)
+    append(store, session.id, user("one"), user("two"))
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert [e.content[0].text.text for e in log.entries] == ["one", "two"]
+    assert not log.next_page_token

@@ -13,10 +13,13 @@ import grpc
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.app.audit import AuditService
 from services.app.context import ContextService
 from services.app.imports import ImportResult, ImportService
 from services.app.sessions import AsOf, SessionService
 from services.grpc import context_mapping, mapping
+from services.grpc.audit import AuditRpcs, catalog_filter
+from services.readmodels import ReadModels
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
 
@@ -71,11 +74,21 @@ def _deadline(context: grpc.ServicerContext) -> float | None:
     return time.monotonic() + remaining
 
 
-class SessionStoreServicer(pb_grpc.SessionStoreServicer):
-    def __init__(self, service: SessionService, context: ContextService) -> None:
+class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
+    def __init__(
+        self,
+        service: SessionService,
+        context: ContextService,
+        read_models: ReadModels | None = None,
+    ) -> None:
         self.service = service
         self.context = context
         self.imports = ImportService(service)
+        self.audit = AuditService(service, read_models)
+
+    def _written(self, session: pb.Session) -> pb.Session:
+        session.position = self.service.written_position()
+        return session
 
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
@@ -84,7 +97,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             request.session_id,
             lambda defaults: mapping.settings_from_pb(request.settings, defaults),
         )
-        return mapping.session_to_pb(session)
+        return self._written(mapping.session_to_pb(session))
 
     def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.ServicerContext
@@ -94,14 +107,17 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSessionsResponse:
-        try:
-            after = int(request.page_token or 0)
-        except ValueError:
-            raise InvalidRequest("page_token is not one this server gave out") from None
-        sessions, next_after = self.service.list_sessions(request.page_size, after)
+        sessions, token, position = self.audit.list_sessions(
+            catalog_filter(request),
+            request.page_size,
+            request.page_token,
+            request.min_position,
+            _deadline(context),
+        )
         return pb.ListSessionsResponse(
             sessions=[mapping.session_to_pb(s) for s in sessions],
-            next_page_token=str(next_after) if next_after else "",
+            next_page_token=token,
+            position=position,
         )
 
     def UpdateSettings(
@@ -114,7 +130,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             ),
             _expected_version(request),
         )
-        return mapping.session_to_pb(session)
+        return self._written(mapping.session_to_pb(session))
 
     def AppendEntries(
         self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
@@ -131,6 +147,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             entry_ids=[e.id for e in result.entries],
             token_counts=[e.token_count for e in result.entries],
             replayed=result.replayed,
+            position=self.service.written_position(),
         )
 
     def RecordCompaction(
@@ -144,6 +161,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             compaction=mapping.compaction_to_pb(
                 recorded.compaction, recorded.originator_version, recorded.timestamp
             ),
+            position=self.service.written_position(),
         )
 
     def RecordPrune(
@@ -158,6 +176,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
         return pb.RecordPruneResponse(
             version=recorded.originator_version,
             entries=[mapping.prune_decision_to_pb(d) for d in recorded.decisions],
+            position=self.service.written_position(),
         )
 
     def GetDurableLog(
@@ -276,7 +295,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             if request.HasField("settings")
             else None,
         )
-        return mapping.session_to_pb(fork)
+        return self._written(mapping.session_to_pb(fork))
 
     def ImportSession(
         self, request_iterator: Iterator[pb.ImportSessionRequest], context: grpc.ServicerContext

@@ -13,7 +13,6 @@ from domain.session import Session
 from projections.read_models.rows import CatalogChange
 
 
-
 def catalog_changes(event: Any) -> list[CatalogChange]:
     """The catalog changes of one stored session event."""
 
@@ -48,13 +47,9 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
         ]
     if isinstance(event, Session.EntriesAppended):
         tokens = sum(e.token_count for e in event.entries)
-        return [
-            CatalogChange(**base, increments={"entries": len(event.entries), "tokens": tokens})
-        ]
+        return [CatalogChange(**base, increments={"entries": len(event.entries), "tokens": tokens})]
     if isinstance(event, Session.ToolCallsAbandoned):
-        return [
-            CatalogChange(**base, increments={"entries": 1, "tokens": event.entry.token_count})
-        ]
+        return [CatalogChange(**base, increments={"entries": 1, "tokens": event.entry.token_count})]
     if isinstance(event, Session.CompactionRecorded):
         return [CatalogChange(**base, increments={"compactions": 1})]
     if isinstance(event, Session.PruneRecorded):

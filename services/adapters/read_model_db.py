@@ -47,9 +47,9 @@ def open_database(database_url: str) -> ReadModelDatabase:
     if module == "eventsourcing.sqlite":
         url = f"sqlite:///{env['SQLITE_DBNAME']}"
         args = {"connect_args": {"timeout": float(env["SQLITE_LOCK_TIMEOUT"])}}
-        writer = create_engine(url, **args)  # type: ignore[arg-type]
+        writer = create_engine(url, **args)
         _begin_immediate(writer)
-        return ReadModelDatabase(writer, create_engine(url, **args), None, False, env)  # type: ignore[arg-type]
+        return ReadModelDatabase(writer, create_engine(url, **args), None, False, env)
     if module == "eventsourcing.postgres":
         url_pg = URL.create(
             "postgresql+psycopg",

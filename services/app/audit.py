@@ -42,8 +42,7 @@ class CompactionDetail:
 def page_size(size: int) -> int:
     if size < 0:
         raise InvalidRequest(
-            f"page_size {size} is negative; send 1 to {MAX_PAGE_SIZE}, or 0 for "
-            f"{DEFAULT_PAGE_SIZE}"
+            f"page_size {size} is negative; send 1 to {MAX_PAGE_SIZE}, or 0 for {DEFAULT_PAGE_SIZE}"
         )
     return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 

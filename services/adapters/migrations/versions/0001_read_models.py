@@ -51,8 +51,12 @@ def upgrade() -> None:
         sa.Column("erased", sa.Integer, nullable=False),
         schema=schema,
     )
-    op.create_index("session_catalog_created", "session_catalog", ["created_position"], schema=schema)
-    op.create_index("session_catalog_updated", "session_catalog", ["updated_position"], schema=schema)
+    op.create_index(
+        "session_catalog_created", "session_catalog", ["created_position"], schema=schema
+    )
+    op.create_index(
+        "session_catalog_updated", "session_catalog", ["updated_position"], schema=schema
+    )
     op.create_table(
         "session_catalog_labels",
         sa.Column("session_id", sa.String(128), primary_key=True),

@@ -118,8 +118,8 @@ def compaction(client: Client, session: str, version: int) -> None:
         click.echo("summary:")
         click.echo(found.compaction.summary)
     click.echo(f"replaced {output.count(len(found.replaced_entries), 'entry')}:")
-    for row in output.entry_rows(list(found.replaced_entries)):
-        click.echo("  " + output.clip("  ".join(row), output.width() - 2))
+    for line in output.table(output.entry_rows(list(found.replaced_entries))):
+        click.echo("  " + output.clip(line, output.width() - 2))
 
 
 _RECEIPT_FIELDS = [

@@ -10,7 +10,7 @@ that only the writer who lost the race hears about it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eventsourcing.persistence import IntegrityError
@@ -29,7 +29,7 @@ class _Ticket:
 
 
 class GroupCommit:
-    def __init__(self, save_together: Callable[[Sequence[Session]], dict[str, int]]) -> None:
+    def __init__(self, save_together: Callable[[Sequence[Session]], Mapping[str, int] | None]) -> None:
         self._save_together = save_together
         self._lock = threading.Lock()
         self._queue: list[_Ticket] = []
@@ -59,7 +59,7 @@ class GroupCommit:
 
     def _save(self, batch: list[_Ticket], leader: _Ticket) -> None:
         try:
-            positions = self._save_together([t.session for t in batch])
+            positions = self._save_together([t.session for t in batch]) or {}
             for ticket in batch:
                 ticket.position = positions.get(ticket.session.id, 0)
         except IntegrityError as conflict:
@@ -68,7 +68,7 @@ class GroupCommit:
             else:
                 for ticket in batch:
                     try:
-                        positions = self._save_together([ticket.session])
+                        positions = self._save_together([ticket.session]) or {}
                         ticket.position = positions.get(ticket.session.id, 0)
                     except Exception as error:
                         ticket.error = error

@@ -10,6 +10,7 @@ PostgreSQL), so replicas starting together never race.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,4 +98,7 @@ def migrate(database: ReadModelDatabase) -> None:
         config.set_main_option("script_location", str(MIGRATIONS))
         config.attributes["connection"] = connection
         config.attributes["schema"] = database.schema
+        # Alembic logs plain lines through the standard library, which would
+        # break the server's structured (JSON) log; its steps are not news.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         command.upgrade(config, "head")

@@ -28,8 +28,12 @@ class _Ticket:
     error: BaseException | None = None
 
 
+# Saves sessions in one insert; answers each session's position (or nothing).
+SaveTogether = Callable[[Sequence[Session]], Mapping[str, int] | None]
+
+
 class GroupCommit:
-    def __init__(self, save_together: Callable[[Sequence[Session]], Mapping[str, int] | None]) -> None:
+    def __init__(self, save_together: SaveTogether) -> None:
         self._save_together = save_together
         self._lock = threading.Lock()
         self._queue: list[_Ticket] = []

@@ -207,7 +207,10 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             _expected_version(request),
         )
         return pb.SetSystemPromptResponse(
-            version=version, system_prompt=mapping.system_prompt_to_pb(stored), changed=changed
+            version=version,
+            system_prompt=mapping.system_prompt_to_pb(stored),
+            changed=changed,
+            position=self.service.written_position(),
         )
 
     def Compact(
@@ -276,6 +279,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             version=session.version,
             tool_call_ids=[r.tool_call_id for r in entry.tool_results],
             entry=mapping.entry_to_pb(entry, session.version),
+            position=self.service.written_position(),
         )
 
     def ForkSession(

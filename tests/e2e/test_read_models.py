@@ -350,3 +350,29 @@ def test_a_killed_worker_loses_nothing(worker_server: RunningServer, database_ur
     for name in TABLES:
         rebuild_read_model(database_url, name)
     assert dump(models) == live
+
+
+def test_every_write_answers_its_position(store: Stub) -> None:
+    positions = [store.CreateSession(pb.CreateSessionRequest(session_id="pos")).position]
+    appended = store.AppendEntries(
+        pb.AppendEntriesRequest(session_id="pos", entries=[user("hi")], idempotency_key="k")
+    )
+    positions.append(appended.position)
+    positions.append(
+        store.UpdateSettings(
+            pb.UpdateSettingsRequest(session_id="pos", settings=pb.SessionSettings(title="t"))
+        ).position
+    )
+    prompt = pb.SetSystemPromptRequest(session_id="pos", system_prompt=pb.SystemPrompt(text="Be."))
+    positions.append(store.SetSystemPrompt(prompt).position)
+    positions.append(
+        store.ForkSession(pb.ForkSessionRequest(session_id="pos", new_session_id="fork")).position
+    )
+    assert positions == sorted(set(positions)) and positions[0] > 0
+    # A replayed append wrote nothing: it answers a position at or after its first answer.
+    replayed = store.AppendEntries(
+        pb.AppendEntriesRequest(session_id="pos", entries=[user("hi")], idempotency_key="k")
+    )
+    assert replayed.replayed and replayed.position >= appended.position
+    (fork,) = store.ListSessions(pb.ListSessionsRequest(title_contains="t", model="")).sessions[1:]
+    assert fork.id == "fork" and fork.parent_session_id == "pos"

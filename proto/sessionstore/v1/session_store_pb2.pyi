@@ -2214,7 +2214,10 @@ class AbandonToolCallsResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
     ENTRY_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
     @_builtins.property
     def tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2227,10 +2230,11 @@ class AbandonToolCallsResponse(_message.Message):
         version: _builtins.int = ...,
         tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
         entry: Global___Entry | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "tool_call_ids", b"tool_call_ids", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "position", b"position", "tool_call_ids", b"tool_call_ids", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2637,9 +2641,12 @@ class SetSystemPromptResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     CHANGED_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     changed: _builtins.bool
     """False when it equals the stored one (nothing recorded)."""
+    position: _builtins.int
+    """The write's position (see Session.position); the store's head when unchanged."""
     @_builtins.property
     def system_prompt(self) -> Global___SystemPrompt:
         """As stored: files cut and sized, tokens counted."""
@@ -2650,10 +2657,11 @@ class SetSystemPromptResponse(_message.Message):
         version: _builtins.int = ...,
         system_prompt: Global___SystemPrompt | None = ...,
         changed: _builtins.bool = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["system_prompt", b"system_prompt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "system_prompt", b"system_prompt", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "position", b"position", "system_prompt", b"system_prompt", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from projections.read_models import (
@@ -49,57 +49,107 @@ class ReadModel:
     def write(self, connection: Connection, position: int, event: Any) -> None:
         raise NotImplementedError
 
+    def write_batch(self, connection: Connection, batch: Sequence[tuple[int, Any]]) -> None:
+        for position, event in batch:
+            self.write(connection, position, event)
+
 
 class Catalog(ReadModel):
+    """The session catalog. A batch's changes to one session are merged into one
+    UPDATE, and the UPDATEs of one shape sent together: under many writers most
+    events are appends, and a statement per event would cost more than the rest."""
+
     name = "catalog"
     tables = (t.catalog_labels, t.catalog)
 
     def write(self, connection: Connection, position: int, event: Any) -> None:
-        for change in catalog_changes(event):
-            _write_catalog(connection, position, change)
+        self.write_batch(connection, [(position, event)])
 
-
-def _write_catalog(connection: Connection, position: int, change: CatalogChange) -> None:
-    moved = {
-        "version": change.version,
-        "updated_us": micros(change.updated),
-        "updated_position": position,
-    }
-    if change.insert:
-        values = dict(change.values)
-        values["created_us"] = micros(values.pop("created"))
-        connection.execute(
-            insert(t.catalog).values(
-                session_id=change.session_id,
-                created_position=position,
-                entries=0,
-                tokens=0,
-                compactions=0,
-                prunes=0,
-                erased=0,
-                **values,
-                **moved,
+    def write_batch(self, connection: Connection, batch: Sequence[tuple[int, Any]]) -> None:
+        pending: dict[str, tuple[int, CatalogChange]] = {}
+        for position, event in batch:
+            for change in catalog_changes(event):
+                if change.insert:
+                    _insert_session(connection, position, change)
+                    continue
+                earlier = pending.get(change.session_id)
+                pending[change.session_id] = (
+                    (position, _merged(earlier[1], change)) if earlier else (position, change)
+                )
+        shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
+        for position, change in pending.values():
+            shape = (tuple(sorted(change.values)), tuple(sorted(change.increments)))
+            shapes.setdefault(shape, []).append(
+                {
+                    "b_session_id": change.session_id,
+                    "b_version": change.version,
+                    "b_updated_us": micros(change.updated),
+                    "b_updated_position": position,
+                    **{f"b_{k}": v for k, v in change.values.items()},
+                    **{f"b_{k}": v for k, v in change.increments.items()},
+                }
             )
+            if change.labels is not None:
+                _replace_labels(connection, change.session_id, change.labels)
+        for (values, increments), params in shapes.items():
+            c = t.catalog.c
+            statement = (
+                update(t.catalog)
+                .where(c.session_id == bindparam("b_session_id"))
+                .values(
+                    version=bindparam("b_version"),
+                    updated_us=bindparam("b_updated_us"),
+                    updated_position=bindparam("b_updated_position"),
+                    **{k: bindparam(f"b_{k}") for k in values},
+                    **{k: c[k] + bindparam(f"b_{k}") for k in increments},
+                )
+            )
+            connection.execute(statement, params)
+
+
+def _merged(earlier: CatalogChange, later: CatalogChange) -> CatalogChange:
+    increments = dict(earlier.increments)
+    for key, amount in later.increments.items():
+        increments[key] = increments.get(key, 0) + amount
+    return CatalogChange(
+        session_id=later.session_id,
+        version=later.version,
+        updated=later.updated,
+        values={**earlier.values, **later.values},
+        increments=increments,
+        labels=later.labels if later.labels is not None else earlier.labels,
+    )
+
+
+def _insert_session(connection: Connection, position: int, change: CatalogChange) -> None:
+    values = dict(change.values)
+    values["created_us"] = micros(values.pop("created"))
+    connection.execute(
+        insert(t.catalog).values(
+            session_id=change.session_id,
+            created_position=position,
+            entries=0,
+            tokens=0,
+            compactions=0,
+            prunes=0,
+            erased=0,
+            version=change.version,
+            updated_us=micros(change.updated),
+            updated_position=position,
+            **values,
         )
-    else:
-        raised = {name: t.catalog.c[name] + amount for name, amount in change.increments.items()}
-        connection.execute(
-            update(t.catalog)
-            .where(t.catalog.c.session_id == change.session_id)
-            .values(**moved, **change.values, **raised)
-        )
+    )
     if change.labels is not None:
+        _replace_labels(connection, change.session_id, change.labels)
+
+
+def _replace_labels(connection: Connection, session_id: str, labels: dict[str, str]) -> None:
+    connection.execute(delete(t.catalog_labels).where(t.catalog_labels.c.session_id == session_id))
+    if labels:
         connection.execute(
-            delete(t.catalog_labels).where(t.catalog_labels.c.session_id == change.session_id)
+            insert(t.catalog_labels),
+            [{"session_id": session_id, "key": k, "value": v} for k, v in labels.items()],
         )
-        if change.labels:
-            connection.execute(
-                insert(t.catalog_labels),
-                [
-                    {"session_id": change.session_id, "key": k, "value": v}
-                    for k, v in change.labels.items()
-                ],
-            )
 
 
 class CompactionAudit(ReadModel):
@@ -156,13 +206,29 @@ class ReadModelStore:
         with self.database.writer.begin() as connection:
             position = self._locked_position(connection, name)
             batch, reached = fetch(position, model.topics)
-            for notification_id, event in batch:
-                model.write(connection, notification_id, event)
+            model.write_batch(connection, batch)
             if reached > position:
                 connection.execute(
                     update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
                 )
             return len(batch), max(reached, position)
+
+    def catch_up_all(self, fetch: Fetch) -> tuple[int, int]:
+        """Applies one batch to every model in one transaction: one read of the
+        events serves all. A model behind the others (being rebuilt) gets the
+        events after its own position only. Answers (events read, new position)."""
+        with self.database.writer.begin() as connection:
+            positions = self._locked_positions(connection, sorted(self.models))
+            start = min(positions.values())
+            batch, reached = fetch(start, ())
+            for name, model in self.models.items():
+                model.write_batch(connection, [p for p in batch if p[0] > positions[name]])
+            for name, position in positions.items():
+                if reached > position:
+                    connection.execute(
+                        update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
+                    )
+            return len(batch), max(reached, start)
 
     def position(self, name: str) -> int:
         with self.database.reader.connect() as connection:
@@ -186,11 +252,22 @@ class ReadModelStore:
             )
 
     def _locked_position(self, connection: Connection, name: str) -> int:
+        return self._locked_positions(connection, [name])[name]
+
+    def _locked_positions(self, connection: Connection, names: Sequence[str]) -> dict[str, int]:
+        """The models' positions, their rows locked (in name order, so that two
+        projectors never wait on each other in a cycle) until the transaction ends."""
         dialect: Any = postgresql if self.database.postgres else sqlite
         connection.execute(
-            dialect.insert(t.tracking).values(name=name, position=0).on_conflict_do_nothing()
+            dialect.insert(t.tracking)
+            .values([{"name": name, "position": 0} for name in names])
+            .on_conflict_do_nothing()
         )
-        query = select(t.tracking.c.position).where(t.tracking.c.name == name)
+        query = (
+            select(t.tracking.c.name, t.tracking.c.position)
+            .where(t.tracking.c.name.in_(names))
+            .order_by(t.tracking.c.name)
+        )
         if self.database.postgres:
             query = query.with_for_update()
-        return int(connection.execute(query).scalar_one())
+        return {row.name: int(row.position) for row in connection.execute(query)}

@@ -20,6 +20,10 @@ from services.adapters.event_store import EventStore
 from services.adapters.read_model_store import ReadModelStore
 
 BATCH = 500
+# After a catch-up, events that arrive within this pause are applied together:
+# under a stream of writes the projection then costs a transaction per pause,
+# not per write.
+COALESCE_SECONDS = 0.02
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +40,8 @@ class ReadModelRunner:
         self._stopping = threading.Event()
         self.progress = threading.Condition()
         self._threads: list[threading.Thread] = []
+        # The store's head as of this runner's latest catch-up.
+        self._reached = -1
 
     def fetch(self, position: int, topics: Sequence[str]) -> tuple[list[tuple[int, Any]], int]:
         """The next batch of events after ``position`` of the given topics, and the
@@ -57,14 +63,15 @@ class ReadModelRunner:
 
     def catch_up(self) -> int:
         """Applies batches until every model has reached the store's head; answers
-        how many events were applied."""
+        how many events were read. Takes no lock when the head has not moved."""
+        if (self.events.recorder.max_notification_id() or 0) == self._reached:
+            return 0
         applied = 0
-        for name in self.models.models:
-            while not self._stopping.is_set():
-                count, _ = self.models.catch_up(name, self.fetch)
-                applied += count
-                if count < self.batch:
-                    break
+        while not self._stopping.is_set():
+            count, self._reached = self.models.catch_up_all(self.fetch)
+            applied += count
+            if count < self.batch:
+                break
         with self.progress:
             self.progress.notify_all()
         return applied
@@ -104,7 +111,9 @@ class ReadModelRunner:
                 self.catch_up()
             except Exception:
                 # The database may be down for a while: retry at the next tick.
+                self._reached = -1
                 log.exception("read models could not catch up; retrying")
+            self._stopping.wait(COALESCE_SECONDS)
             self._wake.wait(self.poll_seconds)
 
     def _listen(self, channel: str) -> None:

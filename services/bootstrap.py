@@ -18,6 +18,7 @@ from services.config import Config
 from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry
 from services.engine.runner import CompactionRunner
+from services.readmodels import ReadModels, build_read_models
 
 # Aggregates read for queries are cached and fast-forwarded from the store.
 AGGREGATE_CACHE_SIZE = 10_000
@@ -35,9 +36,13 @@ class Application:
     sessions: SessionService
     context: ContextService
     runner: CompactionRunner
+    # The SQL read models, unless the database is memory: or projections are off.
+    read_models: ReadModels | None = None
 
     def close(self) -> None:
         self.runner.close()
+        if self.read_models is not None:
+            self.read_models.close()
         self.sessions.close()
 
 
@@ -60,4 +65,16 @@ def build_application(config: Config) -> Application:
         )
     )
     sessions.engine_names = set(engines.names)
-    return Application(sessions, ContextService(sessions, engines), runner)
+    read_models = None
+    if config.database_url != "memory:" and config.projections != "off":
+        read_models = build_read_models(
+            sessions.store,
+            config.database_url,
+            run_projection=config.projections == "inprocess",
+            migrate_first=config.migrate_at_start,
+            poll_seconds=config.projection_poll_seconds,
+        )
+        if read_models.runner is not None:
+            wake = read_models.runner.wake
+            sessions.on_saved.append(lambda _session, _events: wake())
+    return Application(sessions, ContextService(sessions, engines), runner, read_models)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlparse
 
 from pydantic import Field, field_validator, model_validator
@@ -56,6 +56,22 @@ class Config(BaseSettings):
         24 * 3600.0,
         gt=0,
         description="how long an append's idempotency key recognises a retry",
+    )
+    projections: Literal["inprocess", "worker", "off"] = Field(
+        "inprocess",
+        description="who keeps the SQL read models (catalog, audits) up to date: this server "
+        "(inprocess), a sessionstore-worker process (worker), or nobody (off: ListSessions "
+        "reads the event store, the audit RPCs are refused)",
+    )
+    migrate_at_start: bool = Field(
+        True,
+        description="apply the read models' migrations when the server or worker starts (under "
+        "a lock); set false when `sessionstore migrate` runs as a deploy step",
+    )
+    projection_poll_seconds: float = Field(
+        0.2,
+        description="how often the projection looks for new events when not woken (SQLite "
+        "cannot notify; on PostgreSQL this is the fallback of LISTEN/NOTIFY)",
     )
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")

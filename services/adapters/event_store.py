@@ -187,8 +187,9 @@ class EventStore(Application[str]):
     def _id_rows_of(self, stored: StoredEvent) -> list[IdRow]:
         return id_rows([self.mapper.to_domain_event(stored)])
 
-    def save_sessions(self, sessions: Sequence[Session]) -> None:
-        """Stores the sessions' pending events in one insert, then the snapshots due.
+    def save_sessions(self, sessions: Sequence[Session]) -> dict[str, int]:
+        """Stores the sessions' pending events in one insert, then the snapshots due;
+        answers each session's position (the notification id of its last event).
 
         The insert is atomic: all the sessions' events, their id-index rows
         and idempotency keys land, or none and the sessions keep them pending. (The library's
@@ -197,11 +198,16 @@ class EventStore(Application[str]):
         are at hand.)
         """
         events = [e for s in sessions for e in s.pending_events]
-        self.events.put(events, ids=id_rows(events), keys=key_rows(events))
+        recordings = self.events.put(events, ids=id_rows(events), keys=key_rows(events))
+        positions: dict[str, int] = {}
+        for recording in recordings:
+            session_id = str(recording.notification.originator_id)
+            positions[session_id] = max(positions.get(session_id, 0), recording.notification.id)
         for session in sessions:
             saved = session.collect_events()
             if self.snapshots is not None and _snapshot_due(session, saved, self.snapshot_interval):
                 self.snapshots.put([Session.Snapshot.take(session)])
+        return positions
 
     def _index_topics(self) -> None:
         """Lets sessions be listed by their Started events without scanning every event."""

@@ -10,7 +10,7 @@ that only the writer who lost the race hears about it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eventsourcing.persistence import IntegrityError
@@ -23,17 +23,24 @@ class _Ticket:
     session: Session
     wake: threading.Event = field(default_factory=threading.Event)
     done: bool = False
+    # The notification id of the session's last event, once saved.
+    position: int = 0
     error: BaseException | None = None
 
 
+# Saves sessions in one insert; answers each session's position (or nothing).
+SaveTogether = Callable[[Sequence[Session]], Mapping[str, int] | None]
+
+
 class GroupCommit:
-    def __init__(self, save_together: Callable[[Sequence[Session]], None]) -> None:
+    def __init__(self, save_together: SaveTogether) -> None:
         self._save_together = save_together
         self._lock = threading.Lock()
         self._queue: list[_Ticket] = []
         self._leading = False
 
-    def save(self, session: Session) -> None:
+    def save(self, session: Session) -> int:
+        """Saves the session's pending events; answers their position."""
         ticket = _Ticket(session)
         with self._lock:
             self._queue.append(ticket)
@@ -52,17 +59,21 @@ class GroupCommit:
                     self._leading = False
         if ticket.error is not None:
             raise ticket.error
+        return ticket.position
 
     def _save(self, batch: list[_Ticket], leader: _Ticket) -> None:
         try:
-            self._save_together([t.session for t in batch])
+            positions = self._save_together([t.session for t in batch]) or {}
+            for ticket in batch:
+                ticket.position = positions.get(ticket.session.id, 0)
         except IntegrityError as conflict:
             if len(batch) == 1:
                 batch[0].error = conflict
             else:
                 for ticket in batch:
                     try:
-                        self._save_together([ticket.session])
+                        positions = self._save_together([ticket.session]) or {}
+                        ticket.position = positions.get(ticket.session.id, 0)
                     except Exception as error:
                         ticket.error = error
         except Exception as error:

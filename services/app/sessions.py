@@ -122,6 +122,8 @@ class SessionService:
         self._followers = threading.BoundedSemaphore(config.followers_limit)
         # The context engines sessions may choose (all names, when empty).
         self.engine_names: set[str] = set()
+        # The position of this thread's latest save (see written_position).
+        self._positions = threading.local()
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
@@ -132,6 +134,17 @@ class SessionService:
     def close(self) -> None:
         self.end_streams()
         self.store.close()
+
+    def written_position(self) -> int:
+        """The position of the write this thread just made: the notification id of
+        its last event, for the client to wait on in a read model. A write that
+        saved nothing (a replayed append) answers the store's head, which is at
+        or beyond the write it repeats."""
+        position: int | None = getattr(self._positions, "value", None)
+        self._positions.value = None
+        if position is None:
+            position = self.store.recorder.max_notification_id() or 0
+        return position
 
     # -- sessions -----------------------------------------------------------------
 
@@ -416,7 +429,8 @@ class SessionService:
         for session, _ in built:
             self.check_new_session_id(session.id)
         try:
-            self.store.save_sessions([session for session, _ in built])
+            positions = self.store.save_sessions([session for session, _ in built])
+            self._positions.value = max(positions.values(), default=0)
         except IntegrityError:
             raise SessionExists(
                 "a session of this import was just created by another writer: "
@@ -467,6 +481,7 @@ class SessionService:
         random pause), so a command without an expected version lands; one
         with an expected version hears the conflict from the fresh copy.
         """
+        self._positions.value = None
         with self._locked(session_id):
             cached = self._written.get(session_id)
             if cached is not None:
@@ -658,7 +673,7 @@ class SessionService:
         pending = list(session.pending_events)
         saved = cast(list[SessionEvent], pending)
         try:
-            self._group_commit.save(session)
+            self._positions.value = self._group_commit.save(session)
         except IdTaken:
             # Another server used one of the ids between the check and the insert.
             raise DuplicateEntry(

@@ -22,6 +22,7 @@ from typing import Any
 import click
 import grpc
 
+from services.cli.audit import COMMANDS as AUDIT_COMMANDS
 from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
 from services.cli.compaction import compact, overflow, prune
 from services.cli.context import context, status, usage
@@ -115,6 +116,7 @@ for _command in (
     context,
     usage,
     *TRANSFER_COMMANDS,
+    *AUDIT_COMMANDS,
 ):
     cli.add_command(_command)
 

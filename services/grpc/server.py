@@ -178,7 +178,12 @@ def start(config: Config) -> RunningServer:
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_SessionStoreServicer_to_server(SessionStoreServicer(service, app.context), server)
+    if app.read_models is not None:
+        # Catch up before serving, then follow the store in the background.
+        app.read_models.start()
+    pb_grpc.add_SessionStoreServicer_to_server(
+        SessionStoreServicer(service, app.context, app.read_models), server
+    )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection(

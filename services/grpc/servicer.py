@@ -15,10 +15,13 @@ from domain.errors import InvalidRequest
 from domain.session import validate_session_id
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.app.audit import AuditService
 from services.app.context import ContextService
 from services.app.imports import ImportResult, ImportService
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, AsOf, SessionService
 from services.grpc import context_mapping, mapping
+from services.grpc.audit import AuditRpcs, catalog_filter
+from services.readmodels import ReadModels
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
 
@@ -101,11 +104,21 @@ def _deadline(context: grpc.ServicerContext) -> float | None:
     return time.monotonic() + remaining
 
 
-class SessionStoreServicer(pb_grpc.SessionStoreServicer):
-    def __init__(self, service: SessionService, context: ContextService) -> None:
+class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
+    def __init__(
+        self,
+        service: SessionService,
+        context: ContextService,
+        read_models: ReadModels | None = None,
+    ) -> None:
         self.service = service
         self.context = context
         self.imports = ImportService(service)
+        self.audit = AuditService(service, read_models)
+
+    def _written(self, session: pb.Session) -> pb.Session:
+        session.position = self.service.written_position()
+        return session
 
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
@@ -114,7 +127,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             request.session_id,
             lambda defaults: mapping.settings_from_pb(request.settings, defaults),
         )
-        return mapping.session_to_pb(session)
+        return self._written(mapping.session_to_pb(session))
 
     def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.ServicerContext
@@ -124,11 +137,17 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
     def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSessionsResponse:
-        after = _count(request.page_token, "page_token") if request.page_token else 0
-        sessions, next_after = self.service.list_sessions(request.page_size, after)
+        sessions, token, position = self.audit.list_sessions(
+            catalog_filter(request),
+            request.page_size,
+            request.page_token,
+            request.min_position,
+            _deadline(context),
+        )
         return pb.ListSessionsResponse(
             sessions=[mapping.session_to_pb(s) for s in sessions],
-            next_page_token=str(next_after) if next_after else "",
+            next_page_token=token,
+            position=position,
         )
 
     def UpdateSettings(
@@ -141,7 +160,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             ),
             _expected_version(request),
         )
-        return mapping.session_to_pb(session)
+        return self._written(mapping.session_to_pb(session))
 
     def AppendEntries(
         self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
@@ -158,6 +177,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             entry_ids=[e.id for e in result.entries],
             token_counts=[e.token_count for e in result.entries],
             replayed=result.replayed,
+            position=self.service.written_position(),
         )
 
     def RecordCompaction(
@@ -171,6 +191,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             compaction=mapping.compaction_to_pb(
                 recorded.compaction, recorded.originator_version, recorded.timestamp
             ),
+            position=self.service.written_position(),
         )
 
     def RecordPrune(
@@ -185,6 +206,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
         return pb.RecordPruneResponse(
             version=recorded.originator_version,
             entries=[mapping.prune_decision_to_pb(d) for d in recorded.decisions],
+            position=self.service.written_position(),
         )
 
     def GetDurableLog(
@@ -237,7 +259,10 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             _expected_version(request),
         )
         return pb.SetSystemPromptResponse(
-            version=version, system_prompt=mapping.system_prompt_to_pb(stored), changed=changed
+            version=version,
+            system_prompt=mapping.system_prompt_to_pb(stored),
+            changed=changed,
+            position=self.service.written_position(),
         )
 
     def Compact(
@@ -305,6 +330,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             version=session.version,
             tool_call_ids=[r.tool_call_id for r in entry.tool_results],
             entry=mapping.entry_to_pb(entry, session.version),
+            position=self.service.written_position(),
         )
 
     def ForkSession(
@@ -324,7 +350,7 @@ class SessionStoreServicer(pb_grpc.SessionStoreServicer):
             if request.HasField("settings")
             else None,
         )
-        return mapping.session_to_pb(fork)
+        return self._written(mapping.session_to_pb(fork))
 
     def ImportSession(
         self, request_iterator: Iterator[pb.ImportSessionRequest], context: grpc.ServicerContext

@@ -908,6 +908,7 @@ class Session(_message.Message):
     OPEN_TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
     PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
     FORKED_AT_VERSION_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     version: _builtins.int
     context_window_source: _builtins.str
@@ -919,6 +920,11 @@ class Session(_message.Message):
     parent_session_id: _builtins.str
     """A fork: the session it was forked from and that session's version it copies."""
     forked_at_version: _builtins.int
+    position: _builtins.int
+    """In the answer to a write (CreateSession, UpdateSettings, ForkSession):
+    the write's position, the notification id of its last event. Pass it as
+    min_position to a query of the read models to read your write there.
+    """
     @_builtins.property
     def settings(self) -> Global___SessionSettings: ...
     @_builtins.property
@@ -946,10 +952,11 @@ class Session(_message.Message):
         open_tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
         parent_session_id: _builtins.str = ...,
         forked_at_version: _builtins.int = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "settings", b"settings", "total_usage", b"total_usage", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "forked_at_version", b"forked_at_version", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "parent_session_id", b"parent_session_id", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "forked_at_version", b"forked_at_version", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "parent_session_id", b"parent_session_id", "position", b"position", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1002,19 +1009,72 @@ Global___GetSessionRequest: _TypeAlias = GetSessionRequest  # noqa: Y015
 class ListSessionsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    TITLE_CONTAINS_FIELD_NUMBER: _builtins.int
+    UPDATED_AFTER_FIELD_NUMBER: _builtins.int
+    UPDATED_BEFORE_FIELD_NUMBER: _builtins.int
+    MIN_POSITION_FIELD_NUMBER: _builtins.int
+    ORDER_BY_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
+    model: _builtins.str
+    title_contains: _builtins.str
+    min_position: _builtins.int
+    """Wait (within the call's deadline) until the catalog has applied this
+    position. 0: the store's latest position when the call arrives (every
+    acknowledged write is listed); negative: answer from the catalog as it is.
+    """
+    order_by: _builtins.str
+    """"created" (oldest first, the default) or "updated" (most recently updated first)."""
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Filters, all of which a session must pass: every label given, the model,
+        a case-insensitive part of the title, and updated_after <= updated < updated_before.
+        """
+
+    @_builtins.property
+    def updated_after(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def updated_before(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        model: _builtins.str = ...,
+        title_contains: _builtins.str = ...,
+        updated_after: _timestamp_pb2.Timestamp | None = ...,
+        updated_before: _timestamp_pb2.Timestamp | None = ...,
+        min_position: _builtins.int = ...,
+        order_by: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_after", b"updated_after", "updated_before", b"updated_before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "min_position", b"min_position", "model", b"model", "order_by", b"order_by", "page_size", b"page_size", "page_token", b"page_token", "title_contains", b"title_contains", "updated_after", b"updated_after", "updated_before", b"updated_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1026,7 +1086,10 @@ class ListSessionsResponse(_message.Message):
 
     SESSIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    position: _builtins.int
+    """The catalog's position when it answered."""
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Session]: ...
     def __init__(
@@ -1034,10 +1097,11 @@ class ListSessionsResponse(_message.Message):
         *,
         sessions: _abc.Iterable[Global___Session] | None = ...,
         next_page_token: _builtins.str = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "position", b"position", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1124,9 +1188,12 @@ class AppendEntriesResponse(_message.Message):
     ENTRY_IDS_FIELD_NUMBER: _builtins.int
     TOKEN_COUNTS_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     replayed: _builtins.bool
     """True when this was a retry answered from the first append."""
+    position: _builtins.int
+    """The notification id of the append's event (of the store's head, for a replay)."""
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1138,10 +1205,11 @@ class AppendEntriesResponse(_message.Message):
         entry_ids: _abc.Iterable[_builtins.str] | None = ...,
         token_counts: _abc.Iterable[_builtins.int] | None = ...,
         replayed: _builtins.bool = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "position", b"position", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1220,7 +1288,9 @@ class RecordCompactionResponse(_message.Message):
 
     VERSION_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
     @_builtins.property
     def compaction(self) -> Global___Compaction: ...
     def __init__(
@@ -1228,10 +1298,11 @@ class RecordCompactionResponse(_message.Message):
         *,
         version: _builtins.int = ...,
         compaction: Global___Compaction | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "position", b"position", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1312,7 +1383,9 @@ class RecordPruneResponse(_message.Message):
 
     VERSION_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]:
         """The decisions as recorded, with the sizes the session's policy filled in."""
@@ -1322,10 +1395,11 @@ class RecordPruneResponse(_message.Message):
         *,
         version: _builtins.int = ...,
         entries: _abc.Iterable[Global___PrunedEntry] | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "position", b"position", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2160,7 +2234,10 @@ class AbandonToolCallsResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
     ENTRY_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
     @_builtins.property
     def tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2173,10 +2250,11 @@ class AbandonToolCallsResponse(_message.Message):
         version: _builtins.int = ...,
         tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
         entry: Global___Entry | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "tool_call_ids", b"tool_call_ids", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "position", b"position", "tool_call_ids", b"tool_call_ids", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2583,9 +2661,12 @@ class SetSystemPromptResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     CHANGED_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     changed: _builtins.bool
     """False when it equals the stored one (nothing recorded)."""
+    position: _builtins.int
+    """The write's position (see Session.position); the store's head when unchanged."""
     @_builtins.property
     def system_prompt(self) -> Global___SystemPrompt:
         """As stored: files cut and sized, tokens counted."""
@@ -2596,10 +2677,11 @@ class SetSystemPromptResponse(_message.Message):
         version: _builtins.int = ...,
         system_prompt: Global___SystemPrompt | None = ...,
         changed: _builtins.bool = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["system_prompt", b"system_prompt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "system_prompt", b"system_prompt", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "position", b"position", "system_prompt", b"system_prompt", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3042,3 +3124,375 @@ class ContextReport(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ContextReport: _TypeAlias = ContextReport  # noqa: Y015
+
+@_typing.final
+class CompactionRecord(_message.Message):
+    """---------------------------------------------------------------- audit
+
+    A compaction as the audit records it: one row per compaction and per
+    failed compaction, with everything the receipt (or failure) says.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    STAGE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_MODEL_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    FIRST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    LAST_COVERED_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ENTRIES_COVERED_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_SOURCE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_SOURCE_FIELD_NUMBER: _builtins.int
+    SUMMARY_TOKENS_FIELD_NUMBER: _builtins.int
+    PROMPT_HASH_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    FALLBACK_STAGE_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    DURATION_MS_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    trigger: _builtins.str
+    """What started it: manual, threshold, overflow, client (or the client's word)."""
+    outcome: _builtins.str
+    """"ok" or "failed"."""
+    stage: _builtins.str
+    """Where a failed one failed, and why."""
+    reason: _builtins.str
+    summarizer_model: _builtins.str
+    first_kept_entry_id: _builtins.str
+    first_covered_entry_id: _builtins.str
+    last_covered_entry_id: _builtins.str
+    entries_covered: _builtins.int
+    tokens_before: _builtins.int
+    tokens_after: _builtins.int
+    tokens_before_source: _builtins.str
+    tokens_after_source: _builtins.str
+    summary_tokens: _builtins.int
+    prompt_hash: _builtins.str
+    chunks: _builtins.int
+    fallback_stage: _builtins.str
+    attempt: _builtins.int
+    duration_ms: _builtins.int
+    engine: _builtins.str
+    instructions: _builtins.str
+    position: _builtins.int
+    """The notification id of the event that recorded it."""
+    @_builtins.property
+    def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        timestamp: _timestamp_pb2.Timestamp | None = ...,
+        trigger: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        stage: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        summarizer_model: _builtins.str = ...,
+        first_kept_entry_id: _builtins.str = ...,
+        first_covered_entry_id: _builtins.str = ...,
+        last_covered_entry_id: _builtins.str = ...,
+        entries_covered: _builtins.int = ...,
+        tokens_before: _builtins.int = ...,
+        tokens_after: _builtins.int = ...,
+        tokens_before_source: _builtins.str = ...,
+        tokens_after_source: _builtins.str = ...,
+        summary_tokens: _builtins.int = ...,
+        prompt_hash: _builtins.str = ...,
+        chunks: _builtins.int = ...,
+        fallback_stage: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        duration_ms: _builtins.int = ...,
+        engine: _builtins.str = ...,
+        instructions: _builtins.str = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "outcome", b"outcome", "position", b"position", "prompt_hash", b"prompt_hash", "reason", b"reason", "session_id", b"session_id", "stage", b"stage", "summarizer_model", b"summarizer_model", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionRecord: _TypeAlias = CompactionRecord  # noqa: Y015
+
+@_typing.final
+class ListCompactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    MIN_POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """One session's compactions; all sessions' when empty."""
+    trigger: _builtins.str
+    model: _builtins.str
+    """The summariser's model."""
+    outcome: _builtins.str
+    """"ok" or "failed"; both when empty."""
+    page_size: _builtins.int
+    page_token: _builtins.str
+    min_position: _builtins.int
+    """As in ListSessionsRequest."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """since <= time < until."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        trigger: _builtins.str = ...,
+        model: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        min_position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_position", b"min_position", "model", b"model", "outcome", b"outcome", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "since", b"since", "trigger", b"trigger", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCompactionsRequest: _TypeAlias = ListCompactionsRequest  # noqa: Y015
+
+@_typing.final
+class ListCompactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPACTIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    position: _builtins.int
+    @_builtins.property
+    def compactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompactionRecord]: ...
+    def __init__(
+        self,
+        *,
+        compactions: _abc.Iterable[Global___CompactionRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compactions", b"compactions", "next_page_token", b"next_page_token", "position", b"position"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCompactionsResponse: _TypeAlias = ListCompactionsResponse  # noqa: Y015
+
+@_typing.final
+class GetCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    MIN_POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    """The version of the event that recorded the compaction (or its failure)."""
+    min_position: _builtins.int
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        min_position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_position", b"min_position", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCompactionRequest: _TypeAlias = GetCompactionRequest  # noqa: Y015
+
+@_typing.final
+class GetCompactionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    COMPACTION_FIELD_NUMBER: _builtins.int
+    REPLACED_ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def record(self) -> Global___CompactionRecord: ...
+    @_builtins.property
+    def compaction(self) -> Global___Compaction:
+        """The receipt with its summary (unset for a failed compaction)."""
+
+    @_builtins.property
+    def replaced_entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]:
+        """The entries the summary replaced: from the previous compaction's first
+        kept entry up to this one's, as stored.
+        """
+
+    def __init__(
+        self,
+        *,
+        record: Global___CompactionRecord | None = ...,
+        compaction: Global___Compaction | None = ...,
+        replaced_entries: _abc.Iterable[Global___Entry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCompactionResponse: _TypeAlias = GetCompactionResponse  # noqa: Y015
+
+@_typing.final
+class PruneRecord(_message.Message):
+    """One pruned entry of a RecordPrune."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    HEAD_CHARS_FIELD_NUMBER: _builtins.int
+    TAIL_CHARS_FIELD_NUMBER: _builtins.int
+    CHARS_BEFORE_FIELD_NUMBER: _builtins.int
+    CHARS_AFTER_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    entry_id: _builtins.str
+    action: Global___PruneAction.ValueType
+    head_chars: _builtins.int
+    tail_chars: _builtins.int
+    chars_before: _builtins.int
+    """Characters of the result before, when known, and at most kept after."""
+    chars_after: _builtins.int
+    reason: _builtins.str
+    position: _builtins.int
+    @_builtins.property
+    def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        timestamp: _timestamp_pb2.Timestamp | None = ...,
+        entry_id: _builtins.str = ...,
+        action: Global___PruneAction.ValueType = ...,
+        head_chars: _builtins.int | None = ...,
+        tail_chars: _builtins.int | None = ...,
+        chars_before: _builtins.int | None = ...,
+        chars_after: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_chars_after", b"_chars_after", "_chars_before", b"_chars_before", "_head_chars", b"_head_chars", "_tail_chars", b"_tail_chars", "chars_after", b"chars_after", "chars_before", b"chars_before", "head_chars", b"head_chars", "tail_chars", b"tail_chars", "timestamp", b"timestamp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chars_after", b"_chars_after", "_chars_before", b"_chars_before", "_head_chars", b"_head_chars", "_tail_chars", b"_tail_chars", "action", b"action", "chars_after", b"chars_after", "chars_before", b"chars_before", "entry_id", b"entry_id", "head_chars", b"head_chars", "position", b"position", "reason", b"reason", "session_id", b"session_id", "tail_chars", b"tail_chars", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__chars_after: _TypeAlias = _typing.Literal["chars_after"]  # noqa: Y015
+    _WhichOneofArgType__chars_after: _TypeAlias = _typing.Literal["_chars_after", b"_chars_after"]  # noqa: Y015
+    _WhichOneofReturnType__chars_before: _TypeAlias = _typing.Literal["chars_before"]  # noqa: Y015
+    _WhichOneofArgType__chars_before: _TypeAlias = _typing.Literal["_chars_before", b"_chars_before"]  # noqa: Y015
+    _WhichOneofReturnType__head_chars: _TypeAlias = _typing.Literal["head_chars"]  # noqa: Y015
+    _WhichOneofArgType__head_chars: _TypeAlias = _typing.Literal["_head_chars", b"_head_chars"]  # noqa: Y015
+    _WhichOneofReturnType__tail_chars: _TypeAlias = _typing.Literal["tail_chars"]  # noqa: Y015
+    _WhichOneofArgType__tail_chars: _TypeAlias = _typing.Literal["_tail_chars", b"_tail_chars"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chars_after) -> _WhichOneofReturnType__chars_after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chars_before) -> _WhichOneofReturnType__chars_before | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__head_chars) -> _WhichOneofReturnType__head_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tail_chars) -> _WhichOneofReturnType__tail_chars | None: ...
+
+Global___PruneRecord: _TypeAlias = PruneRecord  # noqa: Y015
+
+@_typing.final
+class ListPrunesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    MIN_POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    action: Global___PruneAction.ValueType
+    page_size: _builtins.int
+    page_token: _builtins.str
+    min_position: _builtins.int
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        action: Global___PruneAction.ValueType = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        min_position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "min_position", b"min_position", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPrunesRequest: _TypeAlias = ListPrunesRequest  # noqa: Y015
+
+@_typing.final
+class ListPrunesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRUNES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    position: _builtins.int
+    @_builtins.property
+    def prunes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PruneRecord]: ...
+    def __init__(
+        self,
+        *,
+        prunes: _abc.Iterable[Global___PruneRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "position", b"position", "prunes", b"prunes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPrunesResponse: _TypeAlias = ListPrunesResponse  # noqa: Y015

@@ -129,6 +129,21 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.FromString,
                 _registered_method=True)
+        self.ListCompactions = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/ListCompactions',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsResponse.FromString,
+                _registered_method=True)
+        self.GetCompaction = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/GetCompaction',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionResponse.FromString,
+                _registered_method=True)
+        self.ListPrunes = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/ListPrunes',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -284,6 +299,28 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCompactions(self, request, context):
+        """Audit, from the SQL read models: compactions (done and failed) of a
+        session or across sessions, filtered and paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCompaction(self, request, context):
+        """One compaction's receipt, its summary and the entries it replaced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPrunes(self, request, context):
+        """Prune decisions, one per pruned entry, filtered and paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -381,6 +418,21 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.ExportSession,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.SerializeToString,
+            ),
+            'ListCompactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCompactions,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsResponse.SerializeToString,
+            ),
+            'GetCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCompaction,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionResponse.SerializeToString,
+            ),
+            'ListPrunes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPrunes,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -896,6 +948,87 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/ExportSession',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ExportSessionChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCompactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ListCompactions',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListCompactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/GetCompaction',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetCompactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPrunes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ListPrunes',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.FromString,
             options,
             channel_credentials,
             insecure,

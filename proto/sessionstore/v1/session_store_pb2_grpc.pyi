@@ -102,6 +102,14 @@ class SessionStoreStub:
     """
     ExportSession: _grpc.UnaryStreamMultiCallable[_session_store_pb2.ExportSessionRequest, _session_store_pb2.ExportSessionChunk]
     """The session as a pi session file (JSONL, version 3), in chunks."""
+    ListCompactions: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ListCompactionsRequest, _session_store_pb2.ListCompactionsResponse]
+    """Audit, from the SQL read models: compactions (done and failed) of a
+    session or across sessions, filtered and paged.
+    """
+    GetCompaction: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetCompactionRequest, _session_store_pb2.GetCompactionResponse]
+    """One compaction's receipt, its summary and the entries it replaced."""
+    ListPrunes: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ListPrunesRequest, _session_store_pb2.ListPrunesResponse]
+    """Prune decisions, one per pruned entry, filtered and paged."""
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -171,6 +179,14 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """
     ExportSession: _aio.UnaryStreamMultiCallable[_session_store_pb2.ExportSessionRequest, _session_store_pb2.ExportSessionChunk]  # type: ignore[assignment]
     """The session as a pi session file (JSONL, version 3), in chunks."""
+    ListCompactions: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ListCompactionsRequest, _session_store_pb2.ListCompactionsResponse]  # type: ignore[assignment]
+    """Audit, from the SQL read models: compactions (done and failed) of a
+    session or across sessions, filtered and paged.
+    """
+    GetCompaction: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetCompactionRequest, _session_store_pb2.GetCompactionResponse]  # type: ignore[assignment]
+    """One compaction's receipt, its summary and the entries it replaced."""
+    ListPrunes: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ListPrunesRequest, _session_store_pb2.ListPrunesResponse]  # type: ignore[assignment]
+    """Prune decisions, one per pruned entry, filtered and paged."""
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -351,5 +367,31 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_session_store_pb2.ExportSessionChunk], _abc.AsyncIterator[_session_store_pb2.ExportSessionChunk]]:
         """The session as a pi session file (JSONL, version 3), in chunks."""
+
+    @_abc_1.abstractmethod
+    def ListCompactions(
+        self,
+        request: _session_store_pb2.ListCompactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ListCompactionsResponse, _abc.Awaitable[_session_store_pb2.ListCompactionsResponse]]:
+        """Audit, from the SQL read models: compactions (done and failed) of a
+        session or across sessions, filtered and paged.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCompaction(
+        self,
+        request: _session_store_pb2.GetCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.GetCompactionResponse, _abc.Awaitable[_session_store_pb2.GetCompactionResponse]]:
+        """One compaction's receipt, its summary and the entries it replaced."""
+
+    @_abc_1.abstractmethod
+    def ListPrunes(
+        self,
+        request: _session_store_pb2.ListPrunesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ListPrunesResponse, _abc.Awaitable[_session_store_pb2.ListPrunesResponse]]:
+        """Prune decisions, one per pruned entry, filtered and paged."""
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

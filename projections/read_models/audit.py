@@ -1,0 +1,95 @@
+"""The compaction and prune audits: one row per compaction (done or failed)
+and one per pruned entry, copied from the receipts the events carry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.compaction import Compaction, CompactionFailure
+from domain.pruning import PruneAction
+from domain.session import Session
+from projections.read_models.rows import CompactionRow, PruneRow
+
+COMPACTION_EVENTS = (Session.CompactionRecorded, Session.CompactionFailed)
+PRUNE_EVENTS = (Session.PruneRecorded,)
+
+
+def compaction_rows(event: Any) -> list[CompactionRow]:
+    """The audit row of a recorded or failed compaction; none for other events."""
+    head = (event.originator_id, event.originator_version, event.timestamp)
+    if isinstance(event, Session.CompactionRecorded):
+        return [_done(*head, event.compaction, event.first_kept_position)]
+    if isinstance(event, Session.CompactionFailed):
+        return [_failed(*head, event.failure)]
+    return []
+
+
+def _done(
+    session_id: str, version: int, at: Any, receipt: Compaction, first_kept: int
+) -> CompactionRow:
+    return CompactionRow(
+        session_id=session_id,
+        version=version,
+        recorded_at=at,
+        trigger=receipt.reason,
+        outcome="ok",
+        reason=receipt.reason,
+        summarizer_model=receipt.summarizer_model,
+        first_kept_entry_id=receipt.first_kept_entry_id,
+        first_kept_position=first_kept,
+        first_covered_entry_id=receipt.first_covered_entry_id,
+        last_covered_entry_id=receipt.last_covered_entry_id,
+        entries_covered=receipt.entries_covered,
+        tokens_before=receipt.tokens_before,
+        tokens_after=receipt.tokens_after,
+        tokens_before_source=receipt.tokens_before_source,
+        tokens_after_source=receipt.tokens_after_source,
+        summary_tokens=receipt.summary_tokens,
+        prompt_hash=receipt.prompt_hash,
+        chunks=receipt.chunks,
+        fallback_stage=receipt.fallback_stage,
+        attempt=receipt.attempt,
+        duration_ms=receipt.duration_ms,
+        engine=receipt.engine,
+        instructions=receipt.instructions,
+    )
+
+
+def _failed(session_id: str, version: int, at: Any, failure: CompactionFailure) -> CompactionRow:
+    return CompactionRow(
+        session_id=session_id,
+        version=version,
+        recorded_at=at,
+        trigger=failure.trigger,
+        outcome="failed",
+        stage=failure.stage,
+        reason=failure.reason,
+        summarizer_model=failure.summarizer_model,
+        attempt=failure.attempt,
+        duration_ms=failure.duration_ms,
+    )
+
+
+def prune_rows(event: Any) -> list[PruneRow]:
+    """One row per pruned entry of a recorded prune; none for other events."""
+    if not isinstance(event, Session.PruneRecorded):
+        return []
+    rows = []
+    for decision in event.decisions:
+        cleared = decision.action is PruneAction.HARD_CLEAR
+        after = 0 if cleared else (decision.head_chars or 0) + (decision.tail_chars or 0)
+        rows.append(
+            PruneRow(
+                session_id=event.originator_id,
+                version=event.originator_version,
+                entry_id=decision.entry_id,
+                recorded_at=event.timestamp,
+                action=decision.action.value,
+                head_chars=decision.head_chars,
+                tail_chars=decision.tail_chars,
+                chars_before=None,
+                chars_after=after,
+                reason=event.reason,
+            )
+        )
+    return rows

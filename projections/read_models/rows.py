@@ -1,0 +1,79 @@
+"""The row changes a read model's apply() answers, free of any SQL library.
+
+Counters are increments rather than totals so that applying an event needs
+no read of the row it changes: the store adds them in the UPDATE itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogChange:
+    """One session's catalog row: created (``insert``) or moved on by one event."""
+
+    session_id: str
+    version: int
+    updated: datetime
+    insert: bool = False
+    # Columns set to a value (title, model, parent, created).
+    values: dict[str, Any] = field(default_factory=dict)
+    # Counters raised by an amount (entries, tokens, compactions, prunes).
+    increments: dict[str, int] = field(default_factory=dict)
+    # When not None, the session's labels are replaced by these.
+    labels: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRow:
+    """A compaction, done or failed, with everything its receipt records."""
+
+    session_id: str
+    version: int
+    recorded_at: datetime
+    trigger: str
+    outcome: str  # "ok" or "failed"
+    stage: str = ""
+    reason: str = ""
+    summarizer_model: str = ""
+    first_kept_entry_id: str = ""
+    first_kept_position: int = -1
+    first_covered_entry_id: str = ""
+    last_covered_entry_id: str = ""
+    entries_covered: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    tokens_before_source: str = ""
+    tokens_after_source: str = ""
+    summary_tokens: int = 0
+    prompt_hash: str = ""
+    chunks: int = 0
+    fallback_stage: str = ""
+    attempt: int = 0
+    duration_ms: int = 0
+    engine: str = ""
+    instructions: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneRow:
+    """One entry's prune decision; the sizes are what the decision states.
+
+    ``chars_after`` is the most the shown text keeps of the original (head
+    plus tail for a soft trim, nothing for a hard clear); the original length
+    is not in the event, so ``chars_before`` stays unknown (None) here.
+    """
+
+    session_id: str
+    version: int
+    entry_id: str
+    recorded_at: datetime
+    action: str
+    head_chars: int | None
+    tail_chars: int | None
+    chars_before: int | None
+    chars_after: int | None
+    reason: str

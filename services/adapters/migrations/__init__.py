@@ -1,0 +1,1 @@
+"""Alembic migrations of the read models' tables (see services.adapters.migrate)."""

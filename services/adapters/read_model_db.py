@@ -1,0 +1,104 @@
+"""Where the read models live: the events' own database, through SQLAlchemy.
+
+SQLite writers open with BEGIN IMMEDIATE, taking the database's write lock
+before they read their tracking position: two projectors (two servers, or a
+server and a worker) then take turns instead of both applying one batch.
+On PostgreSQL the tracking row is locked FOR UPDATE to the same end.
+Migrations run under the same kind of lock (pg_advisory_xact_lock on
+PostgreSQL), so replicas starting together never race.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL
+
+from services.config import persistence_env
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+MIGRATE_LOCK = "sessionstore.read_models.migrate"
+
+
+@dataclass(frozen=True)
+class ReadModelDatabase:
+    """Engines for the read models: ``writer`` locks at BEGIN, ``reader`` does not."""
+
+    writer: Engine
+    reader: Engine
+    schema: str | None
+    postgres: bool
+    # The events' NOTIFY channel's connection settings (PostgreSQL only).
+    env: dict[str, str]
+
+    def dispose(self) -> None:
+        self.writer.dispose()
+        self.reader.dispose()
+
+
+def open_database(database_url: str) -> ReadModelDatabase:
+    env = persistence_env(database_url)
+    module = env["PERSISTENCE_MODULE"]
+    if module == "eventsourcing.sqlite":
+        url = f"sqlite:///{env['SQLITE_DBNAME']}"
+        args = {"connect_args": {"timeout": float(env["SQLITE_LOCK_TIMEOUT"])}}
+        writer = create_engine(url, **args)
+        _begin_immediate(writer)
+        return ReadModelDatabase(writer, create_engine(url, **args), None, False, env)
+    if module == "eventsourcing.postgres":
+        url_pg = URL.create(
+            "postgresql+psycopg",
+            username=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            database=env["POSTGRES_DBNAME"],
+        )
+        schema = env["POSTGRES_SCHEMA"] or None
+        options: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 4, "max_overflow": 4}
+        writer = create_engine(url_pg, **options)
+        reader = create_engine(url_pg, **options)
+        if schema:
+            translate = {None: schema}
+            writer = writer.execution_options(schema_translate_map=translate)
+            reader = reader.execution_options(schema_translate_map=translate)
+        return ReadModelDatabase(writer, reader, schema, True, env)
+    raise ValueError("read models need a SQLite or PostgreSQL database, not memory:")
+
+
+def _begin_immediate(engine: Engine) -> None:
+    # pysqlite would begin lazily, at the first write, after the reads that
+    # decide it; SQLAlchemy's documented recipe makes BEGIN explicit.
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def migrate(database: ReadModelDatabase) -> None:
+    """Brings the read models' tables to the latest migration, under a lock."""
+    with database.writer.begin() as connection:
+        if database.postgres:
+            if database.schema:
+                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{database.schema}"')
+            connection.exec_driver_sql(
+                "SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
+                {"key": f"{database.schema}.{MIGRATE_LOCK}"},
+            )
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        config.attributes["schema"] = database.schema
+        # Alembic logs plain lines through the standard library, which would
+        # break the server's structured (JSON) log; its steps are not news.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        command.upgrade(config, "head")

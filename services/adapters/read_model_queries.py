@@ -1,0 +1,174 @@
+"""Queries of the read models: filtered, keyset-paged, no business rules.
+
+Every listing sorts on a key that never repeats (a notification id, with the
+entry id for prunes), and its page token is that key: a row written while a
+client pages lands after the token it holds or before it, never twice and
+never in a gap.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, and_, exists, select
+
+from domain.errors import InvalidRequest
+from services.adapters import read_model_tables as t
+from services.adapters.read_model_db import ReadModelDatabase
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CatalogFilter:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
+    title_contains: str = ""
+    updated_after_us: int | None = None
+    updated_before_us: int | None = None
+    # "created" (oldest first, the default) or "updated" (latest first).
+    order_by: str = "created"
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    session_id: str = ""
+    since_us: int | None = None
+    until_us: int | None = None
+    trigger: str = ""
+    model: str = ""
+    outcome: str = ""
+    action: str = ""
+
+
+def encode_token(*key: object) -> str:
+    return base64.urlsafe_b64encode(":".join(map(str, key)).encode()).decode().rstrip("=")
+
+
+def decode_token(token: str, parts: int) -> list[str]:
+    if token.isascii() and token.isdigit():  # the numeric tokens of earlier versions
+        key = [token]
+    else:
+        try:
+            padded = token + "=" * (-len(token) % 4)
+            key = base64.urlsafe_b64decode(padded.encode()).decode().split(":", parts - 1)
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidRequest("page_token is not one this server gave out") from None
+    if len(key) != parts or not _is_int64(key[0]):
+        raise InvalidRequest("page_token is not one this server gave out")
+    return key
+
+
+def _is_int64(text: str) -> bool:
+    try:
+        return 0 <= int(text) < 1 << 63
+    except ValueError:
+        return False
+
+
+class ReadModelQueries:
+    def __init__(self, database: ReadModelDatabase) -> None:
+        self.database = database
+
+    def _rows(self, query: Select[Any]) -> list[Row]:
+        with self.database.reader.connect() as connection:
+            return [dict(r._mapping) for r in connection.execute(query)]
+
+    def sessions(self, where: CatalogFilter, limit: int, token: str) -> tuple[list[Row], str]:
+        c = t.catalog.c
+        if where.order_by not in ("created", "updated"):
+            raise InvalidRequest(f"order_by {where.order_by!r}: use created or updated")
+        newest_first = where.order_by == "updated"
+        key = c.updated_position if newest_first else c.created_position
+        query = select(t.catalog).where(c.erased == 0)
+        for name, value in where.labels.items():
+            label = t.catalog_labels.c
+            query = query.where(
+                exists().where(
+                    and_(label.session_id == c.session_id, label.key == name, label.value == value)
+                )
+            )
+        if where.model:
+            query = query.where(c.model == where.model)
+        if where.title_contains:
+            query = query.where(c.title.icontains(where.title_contains, autoescape=True))
+        if where.updated_after_us is not None:
+            query = query.where(c.updated_us >= where.updated_after_us)
+        if where.updated_before_us is not None:
+            query = query.where(c.updated_us < where.updated_before_us)
+        if token:
+            (after,) = decode_token(token, 1)
+            query = query.where(key < int(after) if newest_first else key > int(after))
+        query = query.order_by(key.desc() if newest_first else key).limit(limit + 1)
+        rows = self._rows(query)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        sort = "updated_position" if newest_first else "created_position"
+        return rows, encode_token(rows[-1][sort]) if more else ""
+
+    def compactions(self, where: AuditFilter, limit: int, token: str) -> tuple[list[Row], str]:
+        c = t.compactions.c
+        query = select(t.compactions)
+        if where.session_id:
+            query = query.where(c.session_id == where.session_id)
+        if where.since_us is not None:
+            query = query.where(c.recorded_us >= where.since_us)
+        if where.until_us is not None:
+            query = query.where(c.recorded_us < where.until_us)
+        if where.trigger:
+            query = query.where(c.trigger == where.trigger)
+        if where.model:
+            query = query.where(c.summarizer_model == where.model)
+        if where.outcome:
+            if where.outcome not in ("ok", "failed"):
+                raise InvalidRequest(f"outcome {where.outcome!r}: use ok or failed")
+            query = query.where(c.outcome == where.outcome)
+        if token:
+            (after,) = decode_token(token, 1)
+            query = query.where(c.position > int(after))
+        rows = self._rows(query.order_by(c.position).limit(limit + 1))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, encode_token(rows[-1]["position"]) if more else ""
+
+    def compaction(self, session_id: str, version: int) -> Row | None:
+        c = t.compactions.c
+        rows = self._rows(
+            select(t.compactions).where(c.session_id == session_id, c.version == version)
+        )
+        return rows[0] if rows else None
+
+    def previous_cut(self, session_id: str, version: int) -> int:
+        """The first kept position of the session's compaction before ``version`` (0 if none)."""
+        c = t.compactions.c
+        rows = self._rows(
+            select(c.first_kept_position)
+            .where(c.session_id == session_id, c.version < version, c.outcome == "ok")
+            .order_by(c.version.desc())
+            .limit(1)
+        )
+        return int(rows[0]["first_kept_position"]) if rows else 0
+
+    def prunes(self, where: AuditFilter, limit: int, token: str) -> tuple[list[Row], str]:
+        c = t.prunes.c
+        query = select(t.prunes)
+        if where.session_id:
+            query = query.where(c.session_id == where.session_id)
+        if where.since_us is not None:
+            query = query.where(c.recorded_us >= where.since_us)
+        if where.until_us is not None:
+            query = query.where(c.recorded_us < where.until_us)
+        if where.action:
+            query = query.where(c.action == where.action)
+        if token:
+            after, entry_id = decode_token(token, 2)
+            query = query.where(
+                (c.position > int(after)) | and_(c.position == int(after), c.entry_id > entry_id)
+            )
+        rows = self._rows(query.order_by(c.position, c.entry_id).limit(limit + 1))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, encode_token(rows[-1]["position"], rows[-1]["entry_id"]) if more else ""

@@ -1,0 +1,96 @@
+"""The read models' tables, as SQLAlchemy Core metadata.
+
+Times are microseconds since the epoch (UTC) in BIGINT columns: SQLite has
+no time type, and integers sort and compare the same on both databases. The
+tables are created by the Alembic migrations, never from this metadata, so
+that a schema change is always a migration.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+tracking = Table(
+    "read_model_tracking",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    # The last notification id this read model applied.
+    Column("position", BigInteger, nullable=False),
+)
+
+catalog = Table(
+    "session_catalog",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("parent_session_id", String(128), nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    # Notification ids of the session's first and latest events: stable sort keys.
+    Column("created_position", BigInteger, nullable=False),
+    Column("updated_position", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("entries", BigInteger, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("compactions", BigInteger, nullable=False),
+    Column("prunes", BigInteger, nullable=False),
+    Column("erased", Integer, nullable=False),
+)
+
+catalog_labels = Table(
+    "session_catalog_labels",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+compactions = Table(
+    "compaction_audit",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_us", BigInteger, nullable=False),
+    Column("trigger", Text, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("stage", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("summarizer_model", Text, nullable=False),
+    Column("first_kept_entry_id", Text, nullable=False),
+    Column("first_kept_position", BigInteger, nullable=False),
+    Column("first_covered_entry_id", Text, nullable=False),
+    Column("last_covered_entry_id", Text, nullable=False),
+    Column("entries_covered", BigInteger, nullable=False),
+    Column("tokens_before", BigInteger, nullable=False),
+    Column("tokens_after", BigInteger, nullable=False),
+    Column("tokens_before_source", Text, nullable=False),
+    Column("tokens_after_source", Text, nullable=False),
+    Column("summary_tokens", BigInteger, nullable=False),
+    Column("prompt_hash", Text, nullable=False),
+    Column("chunks", BigInteger, nullable=False),
+    Column("fallback_stage", Text, nullable=False),
+    Column("attempt", BigInteger, nullable=False),
+    Column("duration_ms", BigInteger, nullable=False),
+    Column("engine", Text, nullable=False),
+    Column("instructions", Text, nullable=False),
+)
+
+prunes = Table(
+    "prune_audit",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("entry_id", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_us", BigInteger, nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("head_chars", BigInteger),
+    Column("tail_chars", BigInteger),
+    Column("chars_before", BigInteger),
+    Column("chars_after", BigInteger),
+    Column("reason", Text, nullable=False),
+)

@@ -1,0 +1,123 @@
+"""Queries answered from the SQL read models: the session catalog and the audits.
+
+Listings wait until the read models have reached the position the client
+asks for (read-your-writes across servers); the rows come from SQL, and a
+compaction's summary and the entries it replaced from the session's own
+history, which the read models need not copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from domain.compaction import Compaction
+from domain.content import Entry
+from domain.errors import InvalidRequest, NotFound, PreconditionFailed
+from domain.session import Session
+from services.adapters.read_model_queries import AuditFilter, CatalogFilter
+from services.app.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionService
+from services.readmodels import ReadModels
+
+Row = Mapping[str, Any]
+
+
+class ReadModelsOff(PreconditionFailed):
+    """This server keeps no read models (memory: database, or SESSIONSTORE_PROJECTIONS=off)."""
+
+
+class CompactionNotFound(NotFound):
+    pass
+
+
+@dataclass(frozen=True)
+class CompactionDetail:
+    row: Row
+    compaction: Compaction | None
+    # The replaced entries and the versions that appended them.
+    replaced: Sequence[tuple[Entry, int]]
+
+
+def page_size(size: int) -> int:
+    if size < 0:
+        raise InvalidRequest(
+            f"page_size {size} is negative; send 1 to {MAX_PAGE_SIZE}, or 0 for {DEFAULT_PAGE_SIZE}"
+        )
+    return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+class AuditService:
+    def __init__(self, sessions: SessionService, read_models: ReadModels | None) -> None:
+        self.sessions = sessions
+        self.read_models = read_models
+
+    def _models(self) -> ReadModels:
+        if self.read_models is None:
+            raise ReadModelsOff(
+                "this server keeps no read models (SESSIONSTORE_PROJECTIONS=off or a memory: "
+                "database): the audit and catalog filters are not available"
+            )
+        return self.read_models
+
+    def list_sessions(
+        self,
+        where: CatalogFilter,
+        size: int,
+        token: str,
+        min_position: int,
+        deadline: float | None,
+    ) -> tuple[list[Session], str, int]:
+        """A page of sessions from the catalog, the next page's token and the
+        catalog's position; without read models, unfiltered from the event store."""
+        if self.read_models is None and where == CatalogFilter():
+            return self._list_from_store(size, token)
+        models = self._models()
+        position = models.wait_for(["catalog"], min_position, deadline)
+        rows, next_token = models.queries.sessions(where, page_size(size), token)
+        return [self.sessions.get_session(r["session_id"]) for r in rows], next_token, position
+
+    def _list_from_store(self, size: int, token: str) -> tuple[list[Session], str, int]:
+        try:
+            after = int(token or 0)
+        except ValueError:
+            raise InvalidRequest("page_token is not one this server gave out") from None
+        sessions, next_after = self.sessions.list_sessions(size, after)
+        return sessions, str(next_after) if next_after else "", 0
+
+    def list_compactions(
+        self, where: AuditFilter, size: int, token: str, min_position: int, deadline: float | None
+    ) -> tuple[list[Row], str, int]:
+        models = self._models()
+        position = models.wait_for(["compactions"], min_position, deadline)
+        rows, next_token = models.queries.compactions(where, page_size(size), token)
+        return rows, next_token, position
+
+    def list_prunes(
+        self, where: AuditFilter, size: int, token: str, min_position: int, deadline: float | None
+    ) -> tuple[list[Row], str, int]:
+        models = self._models()
+        position = models.wait_for(["prunes"], min_position, deadline)
+        rows, next_token = models.queries.prunes(where, page_size(size), token)
+        return rows, next_token, position
+
+    def get_compaction(
+        self, session_id: str, version: int, min_position: int, deadline: float | None
+    ) -> CompactionDetail:
+        """The audit row, the receipt with its summary, and the entries it replaced:
+        those between the previous compaction's cut and this one's first kept entry."""
+        models = self._models()
+        models.wait_for(["compactions"], min_position, deadline)
+        row = models.queries.compaction(session_id, version)
+        if row is None:
+            raise CompactionNotFound(
+                f"no compaction recorded at version {version} of session {session_id!r}"
+            )
+        if row["outcome"] != "ok":
+            return CompactionDetail(row, None, ())
+        history = self.sessions.history(session_id)
+        recorded = next(c for c in history.compactions(version) if c.version == version)
+        before = history.durable_log(version - 1)
+        count = recorded.first_kept_position - before.first_position
+        replaced = list(zip(before.entries[:count], before.entry_versions[:count], strict=True))
+        return CompactionDetail(row, recorded.compaction, replaced)

@@ -1,0 +1,176 @@
+"""`audit`: compactions and prunes from the server's audit read models.
+
+COMMANDS also carries `migrate` and `rebuild` (services.cli.database), the
+read models' own upkeep, so that the CLI registers them all in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import click
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.database import migrate, rebuild
+from services.cli.options import Moment
+
+ACTIONS = {"soft_trim": pb.PRUNE_ACTION_SOFT_TRIM, "hard_clear": pb.PRUNE_ACTION_HARD_CLEAR}
+
+
+def _timestamp(moment: datetime | None) -> Timestamp | None:
+    if moment is None:
+        return None
+    timestamp = Timestamp()
+    timestamp.FromDatetime(moment)
+    return timestamp
+
+
+def _pages(client: Client, method: Any, request: Any, field: str) -> Iterator[Any]:
+    while True:
+        page = client.call(method, request)
+        yield from getattr(page, field)
+        if not page.next_page_token:
+            return
+        request.page_token = page.next_page_token
+
+
+@click.group()
+def audit() -> None:
+    """What compactions and prunes did, across sessions."""
+
+
+@audit.command("compactions")
+@click.argument("session", required=False, default="")
+@click.option("--since", type=Moment(), help="Only those at or after this time (ISO 8601).")
+@click.option("--until", type=Moment(), help="Only those before this time (ISO 8601).")
+@click.option("--trigger", default="", help="manual, threshold, overflow or client.")
+@click.option("--model", default="", help="The summariser's model.")
+@click.option("--outcome", type=click.Choice(["ok", "failed"]), default=None)
+@pass_client
+def compactions(
+    client: Client,
+    session: str,
+    since: datetime | None,
+    until: datetime | None,
+    trigger: str,
+    model: str,
+    outcome: str | None,
+) -> None:
+    """List compactions (done and failed) of SESSION, or of every session."""
+    request = pb.ListCompactionsRequest(
+        session_id=session,
+        since=_timestamp(since),
+        until=_timestamp(until),
+        trigger=trigger,
+        model=model,
+        outcome=outcome or "",
+        page_size=500,
+    )
+    records = list(_pages(client, client.stub.ListCompactions, request, "compactions"))
+    if client.as_json:
+        output.print_json([output.to_dict(r) for r in records])
+        return
+    rows = [["SESSION", "VERSION", "TIME", "TRIGGER", "OUTCOME", "TOKENS", "ENTRIES", "MODEL"]]
+    for r in records:
+        tokens = (
+            f"{r.tokens_before:,} -> {r.tokens_after:,}"
+            if r.outcome == "ok"
+            else f"{r.stage}: {r.reason}"
+        )
+        rows.append(
+            [
+                r.session_id,
+                str(r.version),
+                output.time(r.timestamp),
+                r.trigger,
+                r.outcome,
+                tokens,
+                str(r.entries_covered),
+                r.summarizer_model,
+            ]
+        )
+    for line in output.table(rows, right=(1, 6)):
+        click.echo(output.clip(line, output.width()))
+
+
+@audit.command("compaction")
+@click.argument("session")
+@click.argument("version", type=click.IntRange(min=1))
+@pass_client
+def compaction(client: Client, session: str, version: int) -> None:
+    """Show one compaction: its receipt, its summary and the entries it replaced."""
+    found = client.call(
+        client.stub.GetCompaction, pb.GetCompactionRequest(session_id=session, version=version)
+    )
+    if client.as_json:
+        output.print_json(found)
+        return
+    record = found.record
+    fields = [(name, str(getattr(record, name))) for name in _RECEIPT_FIELDS]
+    fields.insert(2, ("time", output.time(record.timestamp)))
+    output.echo_fields([(k, v) for k, v in fields if v not in ("", "0")])
+    if found.HasField("compaction"):
+        click.echo("summary:")
+        click.echo(found.compaction.summary)
+    click.echo(f"replaced {output.count(len(found.replaced_entries), 'entry')}:")
+    for line in output.table(output.entry_rows(list(found.replaced_entries))):
+        click.echo("  " + output.clip(line, output.width() - 2))
+
+
+_RECEIPT_FIELDS = [
+    name
+    for name in pb.CompactionRecord.DESCRIPTOR.fields_by_name
+    if name not in ("timestamp", "instructions")
+] + ["instructions"]
+
+
+@audit.command("prunes")
+@click.argument("session", required=False, default="")
+@click.option("--since", type=Moment(), help="Only those at or after this time (ISO 8601).")
+@click.option("--until", type=Moment(), help="Only those before this time (ISO 8601).")
+@click.option("--action", type=click.Choice(sorted(ACTIONS)), default=None)
+@pass_client
+def prunes(
+    client: Client,
+    session: str,
+    since: datetime | None,
+    until: datetime | None,
+    action: str | None,
+) -> None:
+    """List pruned tool results of SESSION, or of every session."""
+    request = pb.ListPrunesRequest(
+        session_id=session,
+        since=_timestamp(since),
+        until=_timestamp(until),
+        action=ACTIONS[action] if action else pb.PRUNE_ACTION_UNSPECIFIED,
+        page_size=500,
+    )
+    records = list(_pages(client, client.stub.ListPrunes, request, "prunes"))
+    if client.as_json:
+        output.print_json([output.to_dict(r) for r in records])
+        return
+    rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "KEPT", "REASON"]]
+    for r in records:
+        kept = str(r.chars_after) if r.HasField("chars_after") else "?"
+        name = "soft_trim" if r.action == pb.PRUNE_ACTION_SOFT_TRIM else "hard_clear"
+        rows.append(
+            [
+                r.session_id,
+                str(r.version),
+                output.time(r.timestamp),
+                output.short(r.entry_id),
+                name,
+                kept,
+                r.reason,
+            ]
+        )
+    for line in output.table(rows, right=(1, 5)):
+        click.echo(output.clip(line, output.width()))
+
+
+COMMANDS = [audit, migrate, rebuild]

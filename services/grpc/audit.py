@@ -1,0 +1,146 @@
+"""The audit RPCs and the catalog's filters: requests in, read-model rows out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+
+from domain.errors import InvalidRequest
+from domain.pruning import PruneAction
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters.read_model_queries import AuditFilter, CatalogFilter
+from services.app.audit import AuditService
+from services.grpc import mapping
+
+NO_DEADLINE_SECONDS = 365 * 24 * 3600
+RECORD_FIELDS = {f.name for f in pb.CompactionRecord.DESCRIPTOR.fields}
+PRUNE_ACTIONS = {
+    PruneAction.SOFT_TRIM.value: pb.PRUNE_ACTION_SOFT_TRIM,
+    PruneAction.HARD_CLEAR.value: pb.PRUNE_ACTION_HARD_CLEAR,
+}
+
+
+def deadline(context: grpc.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    if remaining is None or remaining > NO_DEADLINE_SECONDS:
+        return None
+    return time.monotonic() + remaining
+
+
+def _micros(request: Any, name: str) -> int | None:
+    if not request.HasField(name):
+        return None
+    moment = mapping.to_datetime(getattr(request, name), name)
+    return int(moment.timestamp() * 1_000_000)
+
+
+def catalog_filter(request: pb.ListSessionsRequest) -> CatalogFilter:
+    return CatalogFilter(
+        labels=dict(request.labels),
+        model=request.model,
+        title_contains=request.title_contains,
+        updated_after_us=_micros(request, "updated_after"),
+        updated_before_us=_micros(request, "updated_before"),
+        order_by=request.order_by or "created",
+    )
+
+
+def _timestamp(micros: int) -> Any:
+    timestamp = mapping.Timestamp()
+    timestamp.FromMicroseconds(micros)
+    return timestamp
+
+
+def compaction_record(row: Mapping[str, Any]) -> pb.CompactionRecord:
+    values = {k: v for k, v in row.items() if k in RECORD_FIELDS}
+    return pb.CompactionRecord(**values, timestamp=_timestamp(row["recorded_us"]))
+
+
+def prune_record(row: Mapping[str, Any]) -> pb.PruneRecord:
+    optional = ("head_chars", "tail_chars", "chars_before", "chars_after")
+    return pb.PruneRecord(
+        session_id=row["session_id"],
+        version=row["version"],
+        timestamp=_timestamp(row["recorded_us"]),
+        entry_id=row["entry_id"],
+        action=PRUNE_ACTIONS.get(row["action"], pb.PRUNE_ACTION_UNSPECIFIED),
+        reason=row["reason"],
+        position=row["position"],
+        **{name: row[name] for name in optional if row[name] is not None},
+    )
+
+
+def _action(action: int) -> str:
+    if action == pb.PRUNE_ACTION_UNSPECIFIED:
+        return ""
+    for name, value in PRUNE_ACTIONS.items():
+        if value == action:
+            return name
+    raise InvalidRequest(f"unknown prune action {action}")
+
+
+class AuditRpcs:
+    """ListCompactions, GetCompaction and ListPrunes, mixed into the servicer."""
+
+    audit: AuditService
+
+    def ListCompactions(
+        self, request: pb.ListCompactionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListCompactionsResponse:
+        where = AuditFilter(
+            session_id=request.session_id,
+            since_us=_micros(request, "since"),
+            until_us=_micros(request, "until"),
+            trigger=request.trigger,
+            model=request.model,
+            outcome=request.outcome,
+        )
+        rows, token, position = self.audit.list_compactions(
+            where, request.page_size, request.page_token, request.min_position, deadline(context)
+        )
+        return pb.ListCompactionsResponse(
+            compactions=[compaction_record(r) for r in rows],
+            next_page_token=token,
+            position=position,
+        )
+
+    def GetCompaction(
+        self, request: pb.GetCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.GetCompactionResponse:
+        if not request.session_id or request.version < 1:
+            raise InvalidRequest("session_id and a version of 1 or more are required")
+        detail = self.audit.get_compaction(
+            request.session_id, request.version, request.min_position, deadline(context)
+        )
+        response = pb.GetCompactionResponse(
+            record=compaction_record(detail.row),
+            replaced_entries=[mapping.entry_to_pb(e, v) for e, v in detail.replaced],
+        )
+        if detail.compaction is not None:
+            response.compaction.CopyFrom(
+                mapping.compaction_to_pb(
+                    detail.compaction,
+                    request.version,
+                    mapping.to_datetime(_timestamp(detail.row["recorded_us"])),
+                )
+            )
+        return response
+
+    def ListPrunes(
+        self, request: pb.ListPrunesRequest, context: grpc.ServicerContext
+    ) -> pb.ListPrunesResponse:
+        where = AuditFilter(
+            session_id=request.session_id,
+            since_us=_micros(request, "since"),
+            until_us=_micros(request, "until"),
+            action=_action(request.action),
+        )
+        rows, token, position = self.audit.list_prunes(
+            where, request.page_size, request.page_token, request.min_position, deadline(context)
+        )
+        return pb.ListPrunesResponse(
+            prunes=[prune_record(r) for r in rows], next_page_token=token, position=position
+        )

@@ -1,0 +1,51 @@
+"""The projection as a process of its own (SESSIONSTORE_PROJECTIONS=worker).
+
+`sessionstore-worker` (or `python -m services.readmodels.worker`) follows the
+store and keeps every read model up to date until SIGTERM or SIGINT; servers
+configured with `worker` then only read the tables. Killing it at any moment
+loses nothing: the next worker continues from the tracked positions.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import structlog
+from pydantic import ValidationError
+
+from services.bootstrap import build_event_store
+from services.config import Config
+from services.grpc.server import configure_logging
+from services.readmodels.service import build_read_models
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+log = structlog.get_logger(__name__)
+
+
+def main() -> None:
+    # As in the server: signals are taken by sigwait, never by a handler.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        config = Config()
+    except ValidationError as error:
+        sys.exit(f"sessionstore-worker: invalid configuration:\n{error}")
+    configure_logging(config)
+    events = build_event_store(config)
+    models = build_read_models(
+        events,
+        config.database_url,
+        run_projection=True,
+        migrate_first=config.migrate_at_start,
+        poll_seconds=config.projection_poll_seconds,
+    )
+    models.start()
+    log.info("projecting", read_models=sorted(models.store.models))
+    received = signal.sigwait(STOP_SIGNALS)
+    log.info("stopping", signal=signal.Signals(received).name)
+    models.close()
+    events.close()
+
+
+if __name__ == "__main__":
+    main()

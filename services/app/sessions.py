@@ -39,7 +39,7 @@ from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
-from projections.session_history import DurableLog, PromptView, SessionHistory
+from projections.session_history import DurableLog, PromptView, SessionHistory, load_from_cut
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
@@ -247,6 +247,32 @@ class SessionService:
             return recorded
 
         return self._write(session_id, expected_version, command)[1]
+
+    def undo_compaction(
+        self,
+        session_id: str,
+        compaction_version: int = 0,
+        reason: str = "",
+        expected_version: int | None = None,
+        requested_by: str = "",
+    ) -> tuple[Session, Session.CompactionUndone]:
+        """Takes back a compaction in force (the latest when ``compaction_version`` is 0):
+        the entries it covered are in the durable log again."""
+
+        def command(session: Session) -> Session.CompactionUndone:
+            plan = self._history(session_id).plan_undo(compaction_version)
+            session.undo_compaction(
+                plan.compaction_version,
+                reason,
+                restored=(plan.restored_compaction_version, plan.first_kept_position),
+                prompt_tokens=plan.prompt_tokens,
+                requested_by=requested_by,
+            )
+            undone = session.pending_events[-1]
+            assert isinstance(undone, Session.CompactionUndone)
+            return undone
+
+        return self._write(session_id, expected_version, command)
 
     def record_prune(
         self,
@@ -557,7 +583,11 @@ class SessionService:
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
         with self._history_locks[hash(session_id) % LOCK_STRIPES]:
-            history = self._histories.get(session_id) or SessionHistory(session_id)
+            history = self._histories.get(session_id) or self._cold_history(session_id)
+            if history.loaded_whole is not None:
+                # Loaded from a cut and asked about the past: keep the whole one.
+                history = history.loaded_whole
+                self._histories.put(session_id, history)
             new_events = self.store.session_events(session_id, after=history.version)
             if new_events:
                 history.apply(new_events)
@@ -565,6 +595,19 @@ class SessionService:
             elif history.version == 0:
                 raise SessionNotFound(session_id)
             return history
+
+    def _cold_history(self, session_id: str) -> SessionHistory:
+        """A history for a session not in the cache: loaded from the latest cut when
+        the aggregate knows where it is, so a cold read costs what the prompt keeps."""
+        try:
+            session = self.recent(session_id)
+        except SessionNotFound:
+            return SessionHistory(session_id)
+
+        def fetch(after: int, upto: int | None) -> list[SessionEvent]:
+            return self.store.session_events(session_id, after=after, upto=upto)
+
+        return load_from_cut(session, fetch) or SessionHistory(session_id)
 
     def _version(self, history: SessionHistory, as_of: AsOf) -> int:
         if as_of.time is not None:

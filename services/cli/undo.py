@@ -56,16 +56,18 @@ def undo_compaction(
     if client.as_json:
         return output.print_json(response)
     undone = response.undone
-    restored = (
-        f"the compaction at version {undone.restored_compaction_version}"
-        if undone.restored_compaction_version
-        else "no compaction (the log starts at the first entry)"
-    )
+    if undone.restored_compaction_version:
+        now = (
+            f"the compaction at version {undone.restored_compaction_version} is in force "
+            f"again; the log keeps entries from position {undone.first_kept_position:,} on"
+        )
+    else:
+        now = "no compaction is in force; the log keeps every entry"
     click.echo(
-        f"undid the compaction at version {undone.compaction_version} at version {response.version}"
+        f"undid the compaction at version {undone.compaction_version} (version {response.version})"
     )
-    click.echo(f"  in force now: {restored}; log kept from position {undone.first_kept_position:,}")
-    click.echo(f"  prompt: {undone.prompt_tokens:,} tokens (system prompt aside)")
+    click.echo(f"  {now}")
+    click.echo(f"  prompt {undone.prompt_tokens:,} tokens (system prompt aside)")
 
 
 def _user() -> str:

@@ -273,7 +273,7 @@ def coldcut(ctx: Context) -> None:
     events from the one that appended the first kept entry on, and the few
     earlier ones still in force. For comparison, the same fresh server's first
     read of a compacted-away entry, which folds the whole session (what every
-    cold view cost before), and a cold view as of a version before the cut.
+    cold view cost before).
     """
     scale = ctx.scale
     size = scale.view_sizes[-1]
@@ -294,10 +294,8 @@ def coldcut(ctx: Context) -> None:
         turns.prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
         _, warm = _view(stub, built.session_id)
         old_entry = built.turns[0][0]
-        before_cut = warm.version - 3  # the last compaction is two events back
         cut: list[float] = []
         whole: list[float] = []
-        past: list[float] = []
         for _ in range(scale.reps):
             with running(db) as fresh:
                 cold_stub = fresh.stub()
@@ -312,11 +310,8 @@ def coldcut(ctx: Context) -> None:
                     pb.GetEntryRequest(session_id=built.session_id, entry_id=old_entry)
                 )
                 whole.append(time.perf_counter() - began)
-            with running(db) as fresh:
-                past.append(_view(fresh.stub(), built.session_id, before_cut)[0])
         cut_ms = [s * 1e3 for s in cut]
         whole_ms = [s * 1e3 for s in whole]
-        past_ms = [s * 1e3 for s in past]
         log = stub.GetDurableLog(pb.GetViewRequest(session_id=built.session_id))
         label = f"{built.entries:,} entries, {len(log.entries):,} kept"
         ctx.report.add(
@@ -343,16 +338,6 @@ def coldcut(ctx: Context) -> None:
                 note="what a cold view cost when it decoded every event",
             )
         )
-        ctx.report.add(
-            Result(
-                "coldcut",
-                backend,
-                "cold view before the cut (whole session shown)",
-                median(past_ms),
-                "ms",
-                past_ms,
-            )
-        )
         ctx.report.keep(
             f"coldcut.{backend}",
             {
@@ -361,6 +346,5 @@ def coldcut(ctx: Context) -> None:
                 "messages": len(warm.messages_json),
                 "cut_ms": cut_ms,
                 "full_fold_ms": whole_ms,
-                "before_cut_ms": past_ms,
             },
         )

@@ -133,6 +133,10 @@ class UndoPlan:
     prompt_tokens: int
 
 
+# Earlier events within this many versions of each other are read in one query.
+EARLIER_SPAN_READ_WHOLE = 32
+
+
 def load_from_cut(
     session: Session, fetch: Callable[[int, int | None], list[SessionEvent]]
 ) -> SessionHistory | None:
@@ -158,7 +162,13 @@ def load_from_cut(
     index = next((i for i, e in enumerate(entries) if e.id == kept_id), None)
     if first.originator_version != first_kept_version or index is None:
         return None  # not what the aggregate said: fold it all
-    earlier = [event for version in needed for event in fetch(version - 1, version)]
+    earlier: list[SessionEvent] = []
+    if needed and needed[-1] - needed[0] < EARLIER_SPAN_READ_WHOLE:
+        # Usually all near the start (Started, the system prompt): one read.
+        wanted = set(needed)
+        earlier = [e for e in fetch(needed[0] - 1, needed[-1]) if e.originator_version in wanted]
+    else:
+        earlier = [event for version in needed for event in fetch(version - 1, version)]
     return SessionHistory.from_cut(
         session.id,
         earlier,

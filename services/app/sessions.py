@@ -92,6 +92,8 @@ class SessionService:
         self._group_commit = GroupCommit(self.store.save_sessions)
         # The aggregates this server saved last, for its next write to them.
         self._written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
+        # Aggregates read for the read path, trusted while the history agrees.
+        self._read: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
         # Writers to one session queue here instead of failing each other's
         # optimistic checks; different sessions rarely share a stripe.
         self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
@@ -456,7 +458,16 @@ class SessionService:
         """The aggregate as this server last saved it, else as stored: for estimates and
         routing on the read path, where a moment's staleness does no harm and a read
         of the store would cost as much as the view itself."""
-        return self._written.get(session_id) or self._aggregate(session_id)
+        written = self._written.get(session_id)
+        if written is not None:
+            return written
+        # Read before, and still what the history (caught up with the store) says.
+        read, history = self._read.get(session_id), self._histories.get(session_id)
+        if read is not None and history is not None and read.version == history.version:
+            return read
+        session = self._aggregate(session_id)
+        self._read.put(session_id, session)
+        return session
 
     def _write(
         self,
@@ -583,14 +594,20 @@ class SessionService:
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
         with self._history_locks[hash(session_id) % LOCK_STRIPES]:
-            history = self._histories.get(session_id) or self._cold_history(session_id)
+            cached = self._histories.get(session_id)
+            history = cached or self._cold_history(session_id)
+            # Loaded from the cut just now, to the store's latest version.
+            just_loaded = cached is None and history.version > 0
             if history.loaded_whole is not None:
                 # Loaded from a cut and asked about the past: keep the whole one.
                 history = history.loaded_whole
-                self._histories.put(session_id, history)
-            new_events = self.store.session_events(session_id, after=history.version)
+                cached = None
+            new_events = (
+                [] if just_loaded else self.store.session_events(session_id, after=history.version)
+            )
             if new_events:
                 history.apply(new_events)
+            if (new_events or cached is None) and history.version:
                 self._histories.put(session_id, history)
             elif history.version == 0:
                 raise SessionNotFound(session_id)
@@ -600,7 +617,8 @@ class SessionService:
         """A history for a session not in the cache: loaded from the latest cut when
         the aggregate knows where it is, so a cold read costs what the prompt keeps."""
         try:
-            session = self.recent(session_id)
+            # Any recent copy will do: the events from its cut on are read anyway.
+            session = self._read.get(session_id) or self.recent(session_id)
         except SessionNotFound:
             return SessionHistory(session_id)
 

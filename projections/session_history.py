@@ -147,6 +147,17 @@ def load_from_cut(
     if start is None:
         return None
     compaction_version, position, first_kept_version, needed = start
+    settings = None
+    cut_settings_version = session.cuts[-1][3]
+    if session.settings_version == cut_settings_version < first_kept_version:
+        # Unchanged since the cut: the aggregate holds them, no read needed.
+        settings = (
+            cut_settings_version,
+            session.settings,
+            session.context_window_tokens,
+            session.context_window_source,
+        )
+        needed = tuple(v for v in needed if v != cut_settings_version)
     tail = fetch(first_kept_version - 1, None)
     recorded = next((e for e in tail if e.originator_version == compaction_version), None)
     first = tail[0] if tail else None
@@ -177,6 +188,7 @@ def load_from_cut(
         complete_from=compaction_version,
         system_positions=[(p, v) for p, v in session.system_entries or ()],
         loader=lambda: fetch(0, None),
+        settings=settings,
     )
 
 
@@ -245,12 +257,15 @@ class SessionHistory:
         complete_from: int,
         system_positions: Sequence[tuple[int, int]],
         loader: Callable[[], list[SessionEvent]],
+        settings: tuple[int, SessionSettings, int, str] | None = None,
     ) -> SessionHistory:
         """A history of the events from ``tail[0]`` on, whose first entry is at
         ``base_position``, with the ``earlier`` events still in force (settings,
         system prompt, events holding system entries before the cut, whose
         (position, version) ``system_positions`` gives). It answers versions from
-        ``complete_from`` on; ``loader`` gives every event, for the rest."""
+        ``complete_from`` on; ``loader`` gives every event, for the rest. ``settings``
+        is (version, settings, window tokens, window source) in force at the cut,
+        when the aggregate knows them and no earlier event is read for them."""
         history = cls(session_id)
         history._base = base_position
         history._complete_from = complete_from
@@ -269,6 +284,9 @@ class SessionHistory:
                 for position, entry in zip(positions, system, strict=True):
                     history._early_pinned.append((position, entry, version))
         history._early_pinned.sort(key=lambda p: p[0])
+        if settings is not None:
+            history._settings.append(settings)
+            history._settings.sort(key=lambda s: s[0])
         history.version = start - 1
         history._time_offset = start - 1
         history.apply(tail)

@@ -465,6 +465,12 @@ class SessionService:
         read, history = self._read.get(session_id), self._histories.get(session_id)
         if read is not None and history is not None and read.version == history.version:
             return read
+        if history is None:
+            # Not read here yet: the cold load reads the aggregate with the history.
+            self._history(session_id)
+            read = self._read.get(session_id)
+            if read is not None:
+                return read
         session = self._aggregate(session_id)
         self._read.put(session_id, session)
         return session
@@ -615,17 +621,30 @@ class SessionService:
 
     def _cold_history(self, session_id: str) -> SessionHistory:
         """A history for a session not in the cache: loaded from the latest cut when
-        the aggregate knows where it is, so a cold read costs what the prompt keeps."""
+        the aggregate knows where it is, so a cold read costs what the prompt keeps.
+        The aggregate and the events from the cut on come from one read."""
+
+        def start(session: Session) -> int:
+            cold = session.cold_start
+            return cold[2] - 1 if cold is not None else session.version
+
         try:
-            # Any recent copy will do: the events from its cut on are read anyway.
-            session = self._read.get(session_id) or self.recent(session_id)
-        except SessionNotFound:
+            session, events, after = self.store.session_with_events(session_id, start)
+        except AggregateNotFoundError:
             return SessionHistory(session_id)
+        self._read.put(session_id, session)
 
-        def fetch(after: int, upto: int | None) -> list[SessionEvent]:
-            return self.store.session_events(session_id, after=after, upto=upto)
+        def fetch(since: int, upto: int | None) -> list[SessionEvent]:
+            if upto is None and since >= after:
+                return [e for e in events if e.originator_version > since]
+            return self.store.session_events(session_id, after=since, upto=upto)
 
-        return load_from_cut(session, fetch) or SessionHistory(session_id)
+        history = load_from_cut(session, fetch)
+        if history is None:
+            history = SessionHistory(session_id)
+            if after == 0:
+                history.apply(events)  # no snapshot: every event is at hand
+        return history
 
     def _version(self, history: SessionHistory, as_of: AsOf) -> int:
         if as_of.time is not None:

@@ -183,3 +183,24 @@ def test_undo_compaction_command(tmp_path: Path) -> None:
             assert f"compaction #{version}" in events.stdout
         finally:
             running.stop(0)
+
+
+def test_export_leaves_out_undone_compactions(store: Stub) -> None:
+    """A pi file cannot take a compaction back: its latest compaction is the one in
+    force, and imported again the session has the same log."""
+    import json as jsonlib
+
+    from tests.e2e.test_transfer import export, import_bytes
+
+    session = new_session(store, model="gpt-4o").id
+    _turns(store, session, 0, 4)
+    first = _compact(store, session, "q1", "first")
+    _turns(store, session, 4, 2)
+    _compact(store, session, "q4", "second")
+    store.UndoCompaction(pb.UndoCompactionRequest(session_id=session))
+    exported = export(store, session)
+    records = [jsonlib.loads(line) for line in exported.decode().splitlines()]
+    assert [r["summary"] for r in records if r["type"] == "compaction"] == ["first"]
+    (again,) = import_bytes(store, exported, "pi", session_id=f"{session}-again").sessions
+    assert _ids(_log(store, again.session.id)) == _ids(_log(store, session))
+    assert _log(store, session).compaction.version == first

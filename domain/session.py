@@ -1,8 +1,9 @@
 """The Session aggregate: every change to a session is one of its events.
 
 The aggregate's state is small and does not grow with the session (version,
-settings, counters, the last entry, open tool calls, the latest cut, a bounded
-window of idempotency keys), so appending entry 100,000 costs what appending
+settings, counters, the last entry, open tool calls, the cuts in force and
+where the system entries are, at most 64 of each, a bounded window of
+idempotency keys), so appending entry 100,000 costs what appending
 entry 10 does, and snapshots stay tiny. The entries themselves live in the
 events and in the read side; an append asks an ``IdLookup`` which of its ids
 the session already used, and the rarer commands that look further back ask a

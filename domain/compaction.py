@@ -120,6 +120,9 @@ class History(Protocol):
     def earliest_call_answered_from(self, position: int) -> int | None:
         """The lowest position of a tool call whose result is at or after ``position``."""
 
+    def entry_version(self, position: int) -> int:
+        """The version of the event that appended the entry at ``position``."""
+
 
 def check_cut_point(
     first_kept_entry_id: str,

@@ -1,8 +1,9 @@
 """The Session aggregate: every change to a session is one of its events.
 
 The aggregate's state is small and does not grow with the session (version,
-settings, counters, the last entry, open tool calls, the latest cut, a bounded
-window of idempotency keys), so appending entry 100,000 costs what appending
+settings, counters, the last entry, open tool calls, the cuts in force and
+where the system entries are, at most 64 of each, a bounded window of
+idempotency keys), so appending entry 100,000 costs what appending
 entry 10 does, and snapshots stay tiny. The entries themselves live in the
 events and in the read side; an append asks an ``IdLookup`` which of its ids
 the session already used, and the rarer commands that look further back ask a
@@ -62,6 +63,9 @@ MAX_ENTRIES_PER_APPEND = 10_000
 # Retries come seconds after the first try; remembering the last few hundred
 # keys answers them without letting the aggregate grow.
 IDEMPOTENCY_WINDOW = 256
+MAX_CUTS_KEPT = 64
+MAX_SYSTEM_ENTRIES_KEPT = 64
+MAX_UNDO_REASON_CHARS = 2_000
 MAX_PROVIDER_MESSAGE_CHARS = 4_000
 # A provider's count more than 4x off the estimate is a mistake, not a calibration.
 MAX_CALIBRATION = 4.0
@@ -120,6 +124,8 @@ class Session(BaseAggregate[str]):
             )
             for entry in self.entries:
                 position = session.entry_count
+                if entry.role is Role.SYSTEM:
+                    session.note_system_entry(position, self.originator_version)
                 session.entry_count += 1
                 session.total_tokens += entry.token_count
                 if entry.usage is not None:
@@ -162,6 +168,10 @@ class Session(BaseAggregate[str]):
         # The prompt's tokens right after (summary, pinned and kept entries as the
         # guard shows them), counted by the store; -1 in events stored before it.
         prompt_tokens: int = -1
+        # The version of the event that appended the first kept entry, so a cold
+        # read starts there; 0 in events stored before it (a cold read then
+        # folds the whole session).
+        first_kept_version: int = 0
 
         def apply(self, session: Session) -> None:
             session.prompt_tokens = (
@@ -170,6 +180,44 @@ class Session(BaseAggregate[str]):
             session.compaction_count += 1
             session.first_kept_position = self.first_kept_position
             session.entries_since_compaction = 0
+            cut = (
+                self.originator_version,
+                self.first_kept_position,
+                self.first_kept_version,
+                session.settings_version,
+                session.system_prompt_version,
+            )
+            session.cuts = (*tuple(session.cuts)[-(MAX_CUTS_KEPT - 1) :], cut)
+
+    @dataclass(frozen=True)
+    class CompactionUndone(Event):
+        """A compaction taken back: the entries it covered are in the durable log
+        again, and the cut is where it was before it (later compactions still in
+        force are taken back with it). Compacting again re-applies a cut."""
+
+        compaction_version: int
+        reason: str
+        # Where the cut is now, and the compaction that made it (0: no compaction
+        # is in force, the log starts at the first entry).
+        first_kept_position: int
+        restored_compaction_version: int
+        # The prompt's tokens right after, counted by the store.
+        prompt_tokens: int
+        requested_by: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.prompt_tokens = self.prompt_tokens
+            session.first_kept_position = self.first_kept_position
+            session.entries_since_compaction = max(
+                1, session.entry_count - self.first_kept_position
+            )
+            cuts = [c for c in session.cuts if c[0] < self.compaction_version]
+            if self.restored_compaction_version and (
+                not cuts or cuts[-1][0] != self.restored_compaction_version
+            ):
+                cuts = []  # the cut in force is older than what the aggregate keeps
+            session.cuts = tuple(cuts)
+            session.undo_count += 1
 
     @dataclass(frozen=True)
     class CompactionFailed(Event):
@@ -200,6 +248,7 @@ class Session(BaseAggregate[str]):
         def apply(self, session: Session) -> None:
             session.system_prompt_tokens = self.system_prompt.tokens.total
             session.system_prompt_fingerprint = self.fingerprint
+            session.system_prompt_version = self.originator_version
 
     @dataclass(frozen=True)
     class PruneRecorded(Event):
@@ -216,6 +265,7 @@ class Session(BaseAggregate[str]):
             session.settings = self.settings
             session.context_window_tokens = self.context_window_tokens
             session.context_window_source = self.context_window_source
+            session.settings_version = self.originator_version
 
     # State added after the first release: snapshots taken before it read
     # back with these class-level defaults.
@@ -232,6 +282,17 @@ class Session(BaseAggregate[str]):
     system_prompt_fingerprint = ""
     parent_session_id = ""
     forked_at_version = 0
+    # Where a cold read of the prompt view starts. ``cuts`` holds the compactions
+    # in force, oldest first, each (version, first kept position, version that
+    # appended the first kept entry, settings version and system prompt version
+    # in force then); the last MAX_CUTS_KEPT only. ``system_entries`` holds
+    # (position, version) of the system entries every cut keeps, or None past
+    # MAX_SYSTEM_ENTRIES_KEPT (a cold read then folds the whole session).
+    cuts: Sequence[Sequence[int]] = ()
+    settings_version = 1
+    system_prompt_version = 0
+    system_entries: Sequence[Sequence[int]] | None = ()
+    undo_count = 0
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -267,6 +328,28 @@ class Session(BaseAggregate[str]):
         self.entries_since_compaction = 0
         # Idempotency key -> [request fingerprint, version], oldest first.
         self.recent_appends: dict[str, list[Any]] = {}
+
+    def note_system_entry(self, position: int, version: int) -> None:
+        if self.system_entries is None:
+            return
+        if len(self.system_entries) >= MAX_SYSTEM_ENTRIES_KEPT:
+            self.system_entries = None
+        else:
+            self.system_entries = (*self.system_entries, (position, version))
+
+    @property
+    def cold_start(self) -> tuple[int, int, int, tuple[int, ...]] | None:
+        """Where a cold read may start: (compaction version, first kept position,
+        first kept version, versions of the earlier events it needs), or None when
+        it must fold the whole session."""
+        if not self.cuts or self.system_entries is None:
+            return None
+        version, position, first_kept_version, settings_v, prompt_v = self.cuts[-1]
+        if first_kept_version <= 1:
+            return None
+        earlier = {settings_v, prompt_v, *(v for p, v in self.system_entries if p < position)}
+        needed = tuple(sorted(v for v in earlier if 0 < v < first_kept_version))
+        return version, position, first_kept_version, needed
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Session:
         # Commands run on a copy, so a failed save leaves no trace. Everything
@@ -578,7 +661,37 @@ class Session(BaseAggregate[str]):
             compaction=compaction,
             first_kept_position=position,
             prompt_tokens=prompt_tokens,
+            first_kept_version=history.entry_version(position),
             timestamp=timestamp,
+        )
+
+    def undo_compaction(
+        self,
+        compaction_version: int,
+        reason: str,
+        *,
+        restored: tuple[int, int],
+        prompt_tokens: int,
+        requested_by: str = "",
+    ) -> None:
+        """Takes back the compaction recorded at ``compaction_version``, which must be in
+        force; ``restored`` is the cut in force before it, (compaction version or 0,
+        first kept position), as the history folded it."""
+        if len(reason) > MAX_UNDO_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_UNDO_REASON_CHARS:,}"
+            )
+        restored_version, position = restored
+        if position > self.first_kept_position:
+            raise InvalidRequest("undoing a compaction cannot move the cut forward")
+        self.trigger_event(
+            self.CompactionUndone,
+            compaction_version=compaction_version,
+            reason=reason,
+            first_kept_position=position,
+            restored_compaction_version=restored_version,
+            prompt_tokens=prompt_tokens,
+            requested_by=requested_by,
         )
 
     def record_prune(
@@ -698,6 +811,7 @@ SessionEvent = (
     | Session.PruneRecorded
     | Session.SettingsChanged
     | Session.ToolCallsAbandoned
+    | Session.CompactionUndone
 )
 
 SYNTHETIC_KEY = "synthetic"

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -32,14 +33,18 @@ from domain.pruning import PruneDecision
 from domain.system_prompt import Tool
 from projections.session_history import PromptView
 
+# Renderings that extend one another are joined at most this many deep.
+MAX_UNJOINED = 64
 SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RenderedPrompt:
-    messages_json: str
+    # The messages' JSON; empty while this rendering is ``_base``'s with ``_tail``
+    # added before its closing bracket, joined on first use (messages_json).
+    text: str
     # Anthropic only: the top-level system blocks.
     system_json: str
     estimated_tokens: int
@@ -48,6 +53,36 @@ class RenderedPrompt:
     # sha256 of the request's canonical JSON (see request_json).
     request_hash: str = ""
     provider_format: str = "openai"
+    # Set when this rendering is the one with hash ``base_hash`` plus messages
+    # appended at its end: those messages, as a JSON array.
+    base_hash: str = ""
+    appended_json: str = ""
+    # Characters of messages_json, known without joining it.
+    messages_chars: int = -1
+    _base: RenderedPrompt | None = field(default=None, repr=False)
+    _tail: str = ""
+    _depth: int = 0
+
+    @cached_property
+    def messages_json(self) -> str:
+        """The messages as a JSON array (joined from the renderings this one extends,
+        once: a client that holds the view it extends is sent only what it appends)."""
+        if self._base is None:
+            return self.text
+        tails: list[str] = []
+        node: RenderedPrompt = self
+        while node._base is not None and "messages_json" not in node.__dict__:
+            tails.append(node._tail)
+            node = node._base
+        head = node.messages_json
+        joined = head[:-1] + "".join(reversed(tails)) + "]"
+        # Joined: the renderings it came from may go.
+        object.__setattr__(self, "_base", None)
+        return joined
+
+    @property
+    def length(self) -> int:
+        return self.messages_chars if self.messages_chars >= 0 else len(self.messages_json)
 
 
 def request_json(provider_format: str, messages: str, system: str, tools: str) -> str:
@@ -67,6 +102,8 @@ def appended_messages(base: RenderedPrompt, current: RenderedPrompt) -> str | No
     exactly its beginning (same system prompt and tools, every message unchanged);
     None when anything before the end changed (a compaction, a prune, a guard or
     system prompt change, or a merged Anthropic turn)."""
+    if current.base_hash and current.base_hash == base.request_hash:
+        return current.appended_json  # rendered as base plus these: nothing to compare
     if (base.system_json, base.tools_json) != (current.system_json, current.tools_json):
         return None
     head = base.messages_json[:-1]  # without the closing bracket
@@ -84,6 +121,23 @@ def appended_messages(base: RenderedPrompt, current: RenderedPrompt) -> str | No
 def request_hash(provider_format: str, messages: str, system: str, tools: str) -> str:
     canonical = request_json(provider_format, messages, system, tools)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _open_request_hash(provider_format: str, messages: str, system: str, tools: str) -> Any:
+    """sha256 fed with the canonical request up to the end of its last message (without
+    the closing "]}"): what the next rendering with messages appended continues."""
+    hasher = hashlib.sha256(
+        f'{{"format":"{provider_format}","system":{system or "null"},"tools":{tools},'
+        '"messages":'.encode()
+    )
+    hasher.update(messages[:-1].encode())
+    return hasher
+
+
+def _closed(hasher: Any) -> str:
+    final = hasher.copy()
+    final.update(b"]}")
+    return str(final.hexdigest())
 
 
 class PromptRenderer:
@@ -106,33 +160,103 @@ class PromptRenderer:
         self._latest: dict[str, tuple[int, RenderedPrompt]] = {}
         # Format -> the rendering before the latest: what a client most likely holds.
         self._previous: dict[str, RenderedPrompt] = {}
+        # OpenAI: the latest view rendered, its rendering and its open request hash
+        # (one tuple, replaced whole: renders may run at once), so that a view that
+        # only appends to it renders and hashes only what it appends.
+        self._open: tuple[PromptView, RenderedPrompt, Any] | None = None
 
     def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
         """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
         latest = self._latest.get(provider_format)
         if latest is not None and latest[0] == view.log.version:
             return latest[1]
+        if provider_format == "openai" and self._open is not None:
+            extended = self._extend_openai(self._open, view)
+            if extended is not None:
+                self._keep(provider_format, view, extended)
+                return extended
         if provider_format == "anthropic":
             messages, system = self._render_anthropic(view)
             tools = _dumps([anthropic_tool(t) for t in view.system_prompt.tools])
         else:
             messages, system = self._render_openai(view), ""
             tools = _dumps([openai_tool(t) for t in view.system_prompt.tools])
+        if provider_format == "openai":
+            opened = _open_request_hash(provider_format, messages, system, tools)
+            digest = _closed(opened)
+        else:
+            digest = request_hash(provider_format, messages, system, tools)
         rendered = RenderedPrompt(
-            messages,
-            system,
-            view.estimated_tokens,
-            tools,
-            request_hash(provider_format, messages, system, tools),
-            provider_format,
+            messages, system, view.estimated_tokens, tools, digest, provider_format
         )
+        if provider_format == "openai":
+            self._open = (view, rendered, opened)
+        self._keep(provider_format, view, rendered)
+        return rendered
+
+    def _keep(self, provider_format: str, view: PromptView, rendered: RenderedPrompt) -> None:
+        latest = self._latest.get(provider_format)
         if latest is not None:
             previous = self._previous.get(provider_format)
             if previous is not None:
-                self.weight -= len(previous.messages_json)
+                self.weight -= previous.length
             self._previous[provider_format] = latest[1]
         self._latest[provider_format] = (view.log.version, rendered)
-        self.weight += len(rendered.messages_json)
+        self.weight += rendered.length
+
+    def _extend_openai(
+        self, opened: tuple[PromptView, RenderedPrompt, Any], view: PromptView
+    ) -> RenderedPrompt | None:
+        """``view`` rendered as an earlier rendering plus the messages of its new
+        entries, when it only appends to the view rendered then (same cut, system
+        prompt, pinned entries and prunes of the entries both show); else None."""
+        before, base, open_hash = opened
+        if before.log.version > view.log.version:
+            return None
+        old, new = before.log, view.log
+        kept = len(old.entries)
+        if (
+            old.first_position != new.first_position
+            or old.compaction != new.compaction
+            or len(new.entries) < kept
+            or (kept and new.entries[kept - 1].id != old.entries[kept - 1].id)
+            or [e.id for e in old.pinned] != [e.id for e in new.pinned]
+            or before.system_prompt != view.system_prompt
+        ):
+            return None
+        added = new.entries[kept:]
+        added_ids = {e.id for e in added}
+        if before.pruned != {k: d for k, d in view.pruned.items() if k not in added_ids}:
+            return None
+        parts: list[str] = []
+        for entry in added:
+            fragment = ",".join(_dumps(m) for m in openai_messages(entry, view))
+            self._openai[entry.id] = (view.pruned.get(entry.id), fragment)
+            self.weight += len(fragment)
+            if fragment:
+                parts.append(fragment)
+        appended = ",".join(parts)
+        joiner = "," if appended and base.length > 2 else ""
+        hasher = open_hash.copy()
+        hasher.update((joiner + appended).encode())
+        if base._depth >= MAX_UNJOINED:
+            base.messages_json  # noqa: B018 - joined now, so the chain stays short
+        depth = 0 if "messages_json" in base.__dict__ else base._depth + 1
+        rendered = RenderedPrompt(
+            "",
+            base.system_json,
+            view.estimated_tokens,
+            base.tools_json,
+            _closed(hasher),
+            base.provider_format,
+            base_hash=base.request_hash,
+            appended_json=f"[{appended}]",
+            messages_chars=base.length + len(joiner) + len(appended),
+            _base=base,
+            _tail=joiner + appended,
+            _depth=depth,
+        )
+        self._open = (view, rendered, hasher)
         return rendered
 
     def remembered(self, provider_format: str, request_hash: str) -> RenderedPrompt | None:

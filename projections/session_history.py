@@ -4,13 +4,21 @@ Everything in a session is append-only, so the state at any earlier version
 is a prefix of what is kept here: the entries appended by then, the latest
 compaction recorded by then, the prunes recorded by then. "Replay to version
 N" is therefore a bisect, not a re-fold, and the same object answers both the
-current views and any past ones.
+current views and any past ones. (An undone compaction is a change of cut
+recorded at its own version, so the cut in force at N is a bisect too.)
+
+A history may also be loaded from the latest cut (``from_cut``): the events from
+the one that appended the first kept entry on, plus the few earlier ones still in
+force (settings, system prompt, pinned system entries). It answers the views from
+the latest compaction on at once; asked about anything earlier, it folds the
+whole session once (``whole``) and hands the question to that.
 """
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import assert_never
@@ -20,7 +28,13 @@ from domain.content import Entry, Role, ToolResult, block_texts
 from domain.context import shown
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
-from domain.errors import EntryNotFound, VersionOutOfRange, quoted
+from domain.errors import (
+    EntryNotFound,
+    InvalidCutPoint,
+    InvalidRequest,
+    VersionOutOfRange,
+    quoted,
+)
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
@@ -31,6 +45,17 @@ from domain.system_prompt import SystemPrompt
 class RecordedCompaction:
     compaction: Compaction
     first_kept_position: int
+    version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedUndo:
+    compaction_version: int
+    reason: str
+    requested_by: str
+    # The compaction in force after the undo (None: no cut, the log starts at 0).
+    restored: RecordedCompaction | None
     version: int
     timestamp: datetime
 
@@ -103,6 +128,76 @@ class PromptView:
         return shown.shown_result(result, self.pruned.get(entry_id), self.guarded.get(entry_id, ()))
 
 
+@dataclass(frozen=True, slots=True)
+class UndoPlan:
+    """What an undo of a compaction records: which one, and the cut it brings back."""
+
+    compaction_version: int
+    restored_compaction_version: int
+    first_kept_position: int
+    # The prompt's message tokens after it (the system prompt aside).
+    prompt_tokens: int
+
+
+# Earlier events within this many versions of each other are read in one query.
+EARLIER_SPAN_READ_WHOLE = 32
+
+
+def load_from_cut(
+    session: Session, fetch: Callable[[int, int | None], list[SessionEvent]]
+) -> SessionHistory | None:
+    """The session's history loaded from its latest cut, reading only what the prompt
+    keeps (``fetch(after, upto)`` reads events), or None when the aggregate does not
+    know where that is (no compaction in force, or one recorded before it noted it)."""
+    start = session.cold_start
+    if start is None:
+        return None
+    compaction_version, position, first_kept_version, needed = start
+    settings = None
+    cut_settings_version = session.cuts[-1][3]
+    if session.settings_version == cut_settings_version < first_kept_version:
+        # Unchanged since the cut: the aggregate holds them, no read needed.
+        settings = (
+            cut_settings_version,
+            session.settings,
+            session.context_window_tokens,
+            session.context_window_source,
+        )
+        needed = tuple(v for v in needed if v != cut_settings_version)
+    tail = fetch(first_kept_version - 1, None)
+    recorded = next((e for e in tail if e.originator_version == compaction_version), None)
+    first = tail[0] if tail else None
+    if not isinstance(recorded, Session.CompactionRecorded) or first is None:
+        return None
+    if isinstance(first, Session.EntriesAppended):
+        entries = list(first.entries)
+    elif isinstance(first, Session.ToolCallsAbandoned):
+        entries = [first.entry]
+    else:
+        return None
+    kept_id = recorded.compaction.first_kept_entry_id
+    index = next((i for i, e in enumerate(entries) if e.id == kept_id), None)
+    if first.originator_version != first_kept_version or index is None:
+        return None  # not what the aggregate said: fold it all
+    earlier: list[SessionEvent] = []
+    if needed and needed[-1] - needed[0] < EARLIER_SPAN_READ_WHOLE:
+        # Usually all near the start (Started, the system prompt): one read.
+        wanted = set(needed)
+        earlier = [e for e in fetch(needed[0] - 1, needed[-1]) if e.originator_version in wanted]
+    else:
+        earlier = [event for version in needed for event in fetch(version - 1, version)]
+    return SessionHistory.from_cut(
+        session.id,
+        earlier,
+        tail,
+        base_position=position - index,
+        complete_from=compaction_version,
+        system_positions=[(p, v) for p, v in session.system_entries or ()],
+        loader=lambda: fetch(0, None),
+        settings=settings,
+    )
+
+
 # Rough per-entry memory beyond its text: the objects, indexes and lists.
 ENTRY_OVERHEAD_BYTES = 600
 
@@ -113,6 +208,19 @@ class SessionHistory:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.version = 0
+        # Loaded from a cut: the position of entries[0] and the first version of
+        # the contiguous tail (0 and 1 for a whole history); views before
+        # _complete_from ask the whole history, which _loader gives the events of.
+        self._base = 0
+        self._time_offset = 0
+        self._complete_from = 0
+        self._loader: Callable[[], list[SessionEvent]] | None = None
+        self._whole: SessionHistory | None = None
+        self._lock = threading.Lock()
+        # System entries from before the tail: (position, entry, version).
+        self._early_pinned: list[tuple[int, Entry, int]] = []
+        # Positions whose tool results answer calls made before the tail.
+        self._answers_before_base: list[int] = []
         self.entries: list[Entry] = []
         self._positions: dict[str, int] = {}
         # Parallel to entries: the version of the event that appended each one.
@@ -121,6 +229,11 @@ class SessionHistory:
         self._token_prefix: list[int] = [0]
         self._event_times: list[datetime] = []
         self._compactions: list[RecordedCompaction] = []
+        # The compactions in force now, oldest first, and each change of the cut:
+        # (version, compaction in force from then on).
+        self._stack: list[RecordedCompaction] = []
+        self._cuts: list[tuple[int, RecordedCompaction | None]] = []
+        self._undos: list[RecordedUndo] = []
         self._prunes: list[RecordedPrune] = []
         # (version, settings, window tokens, window source), oldest first.
         self._settings: list[tuple[int, SessionSettings, int, str]] = []
@@ -139,7 +252,84 @@ class SessionHistory:
 
     # -- folding ------------------------------------------------------------------
 
+    @classmethod
+    def from_cut(
+        cls,
+        session_id: str,
+        earlier: Sequence[SessionEvent],
+        tail: Sequence[SessionEvent],
+        *,
+        base_position: int,
+        complete_from: int,
+        system_positions: Sequence[tuple[int, int]],
+        loader: Callable[[], list[SessionEvent]],
+        settings: tuple[int, SessionSettings, int, str] | None = None,
+    ) -> SessionHistory:
+        """A history of the events from ``tail[0]`` on, whose first entry is at
+        ``base_position``, with the ``earlier`` events still in force (settings,
+        system prompt, events holding system entries before the cut, whose
+        (position, version) ``system_positions`` gives). It answers versions from
+        ``complete_from`` on; ``loader`` gives every event, for the rest. ``settings``
+        is (version, settings, window tokens, window source) in force at the cut,
+        when the aggregate knows them and no earlier event is read for them."""
+        history = cls(session_id)
+        history._base = base_position
+        history._complete_from = complete_from
+        history._loader = loader
+        start = tail[0].originator_version
+        for event in earlier:
+            version = event.originator_version
+            if isinstance(
+                event, Session.Started | Session.SettingsChanged | Session.SystemPromptSet
+            ):
+                history._apply_one(event)
+            if isinstance(event, Session.EntriesAppended):
+                # Only its system entries, at the positions the aggregate noted.
+                positions = sorted(p for p, v in system_positions if v == version)
+                system = [e for e in event.entries if e.role is Role.SYSTEM]
+                for position, entry in zip(positions, system, strict=True):
+                    history._early_pinned.append((position, entry, version))
+        history._early_pinned.sort(key=lambda p: p[0])
+        if settings is not None:
+            history._settings.append(settings)
+            history._settings.sort(key=lambda s: s[0])
+        history.version = start - 1
+        history._time_offset = start - 1
+        history.apply(tail)
+        return history
+
+    @property
+    def is_whole(self) -> bool:
+        return self._loader is None
+
+    @property
+    def loaded_whole(self) -> SessionHistory | None:
+        """The whole history, if this one loaded from a cut had to fold it."""
+        return self._whole
+
+    def whole(self) -> SessionHistory:
+        """This history with every event folded (itself, unless loaded from a cut)."""
+        if self._loader is None:
+            return self
+        with self._lock:
+            if self._whole is None:
+                whole = SessionHistory(self.session_id)
+                whole.apply(self._loader())
+                self._whole = whole
+            return self._whole
+
     def apply(self, events: Iterable[SessionEvent]) -> None:
+        if self._loader is None:
+            self._apply(events)
+            return
+        events = list(events)
+        with self._lock:
+            self._apply(events)
+            if self._whole is not None:
+                whole = self._whole
+                whole._apply(e for e in events if e.originator_version > whole.version)
+
+    def _apply(self, events: Iterable[SessionEvent]) -> None:
         for event in events:
             if event.originator_version != self.version + 1:
                 raise ValueError(
@@ -164,9 +354,25 @@ class SessionHistory:
                 self._apply_entries((event.entry,), (), version)
                 self._abandonments.append(event)
             case Session.CompactionRecorded():
-                self._compactions.append(
-                    RecordedCompaction(
-                        event.compaction, event.first_kept_position, version, event.timestamp
+                recorded = RecordedCompaction(
+                    event.compaction, event.first_kept_position, version, event.timestamp
+                )
+                self._compactions.append(recorded)
+                self._stack.append(recorded)
+                self._cuts.append((version, recorded))
+            case Session.CompactionUndone():
+                while self._stack and self._stack[-1].version >= event.compaction_version:
+                    self._stack.pop()
+                restored = self._stack[-1] if self._stack else None
+                self._cuts.append((version, restored))
+                self._undos.append(
+                    RecordedUndo(
+                        event.compaction_version,
+                        event.reason,
+                        event.requested_by,
+                        restored,
+                        version,
+                        event.timestamp,
                     )
                 )
             case Session.PruneRecorded():
@@ -198,7 +404,7 @@ class SessionHistory:
         version: int,
     ) -> None:
         for entry in entries:
-            position = len(self.entries)
+            position = self._base + len(self.entries)
             self.entries.append(entry)
             self._positions[entry.id] = position
             self._entry_versions.append(version)
@@ -215,26 +421,47 @@ class SessionHistory:
             ]
             if answered:
                 self._answered_call_position[position] = min(answered)
+            if self._loader is not None and len(answered) < len(entry.tool_results):
+                self._answers_before_base.append(position)
         guarded: dict[str, list[ToolResultDecision]] = {}
         for decision in guarded_decisions:
             guarded.setdefault(decision.entry_id, []).append(decision)
         for entry_id, decisions in guarded.items():
             position = self._positions[entry_id]
-            saving = tokens_taken_out(self.entries[position], None, decisions)
+            saving = tokens_taken_out(self._at(position), None, decisions)
             self._guarded.append((position, entry_id, tuple(decisions), saving))
+
+    def _at(self, position: int) -> Entry:
+        return self.entries[position - self._base]
+
+    def _holds(self, position: int) -> bool:
+        return self._base <= position < self._base + len(self.entries)
 
     # -- what the aggregate may ask (domain.compaction.History) ---------------------
 
     def position_of(self, entry_id: str) -> int | None:
-        return self._positions.get(entry_id)
+        position = self._positions.get(entry_id)
+        if position is None and self._loader is not None:
+            return self.whole().position_of(entry_id)
+        return position
 
     def role_at(self, position: int) -> Role:
-        return self.entries[position].role
+        if not self._holds(position) and self._loader is not None:
+            return self.whole().role_at(position)
+        return self._at(position).role
 
     def call_position(self, call_id: str) -> int | None:
-        return self._call_positions.get(call_id)
+        position = self._call_positions.get(call_id)
+        if position is None and self._loader is not None:
+            return self.whole().call_position(call_id)
+        return position
 
     def earliest_call_answered_from(self, position: int) -> int | None:
+        if self._loader is not None and (
+            position < self._base
+            or (self._answers_before_base and self._answers_before_base[-1] >= position)
+        ):
+            return self.whole().earliest_call_answered_from(position)
         # list() copies atomically: a reader may run while events are applied.
         answered = [
             call for at, call in list(self._answered_call_position.items()) if at >= position
@@ -246,21 +473,27 @@ class SessionHistory:
     def entry(self, entry_id: str) -> Entry:
         position = self._positions.get(entry_id)
         if position is None:
+            if self._loader is not None:
+                return self.whole().entry(entry_id)
             raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(self.session_id)}")
-        return self.entries[position]
+        return self._at(position)
 
     def entry_version(self, position: int) -> int:
-        return self._entry_versions[position]
+        if not self._holds(position) and self._loader is not None:
+            return self.whole().entry_version(position)
+        return self._entry_versions[position - self._base]
 
     def version_at_time(self, moment: datetime) -> int:
         """The last version recorded at or before ``moment``."""
         version = bisect_right(self._event_times, moment)
         if version == 0:
+            if self._loader is not None:
+                return self.whole().version_at_time(moment)
             raise VersionOutOfRange(
                 f"session {quoted(self.session_id)} did not exist yet at {moment.isoformat()}; "
                 f"it starts at {self._event_times[0].isoformat()}"
             )
-        return version
+        return version + self._time_offset
 
     def resolve_version(self, version: int | None) -> int:
         if version is None or version == 0:
@@ -272,10 +505,20 @@ class SessionHistory:
             )
         return version
 
+    def _earlier(self, version: int) -> SessionHistory | None:
+        """The whole history, when this one (loaded from a cut) cannot answer ``version``."""
+        if self._loader is not None and version < self._complete_from:
+            return self.whole()
+        return None
+
     def durable_log(self, version: int | None = None) -> DurableLog:
         version = self.resolve_version(version)
-        end = bisect_right(self._entry_versions, version)
-        compaction = self._latest(self._compactions, version)
+        if (whole := self._earlier(version)) is not None:
+            return whole.durable_log(version)
+        return self._durable_log(version, self._latest(version))
+
+    def _durable_log(self, version: int, compaction: RecordedCompaction | None) -> DurableLog:
+        end = bisect_right(self._entry_versions, version) + self._base
         start = compaction.first_kept_position if compaction else 0
         summary_tokens = compaction.compaction.summary_tokens if compaction else 0
         pinned = self._pinned_before(start)
@@ -283,21 +526,25 @@ class SessionHistory:
             session_id=self.session_id,
             version=version,
             compaction=compaction,
-            entries=self.entries[start:end],
-            entry_versions=self._entry_versions[start:end],
+            entries=self.entries[start - self._base : end - self._base],
+            entry_versions=self._entry_versions[start - self._base : end - self._base],
             first_position=start,
             total_tokens=self._log_tokens(start, end, summary_tokens),
-            pinned=[self.entries[p] for p in pinned],
-            pinned_versions=[self._entry_versions[p] for p in pinned],
+            pinned=[entry for entry, _ in pinned],
+            pinned_versions=[version for _, version in pinned],
         )
 
     def tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
         """The durable log's tokens now, were it compacted to keep ``position`` on."""
-        return self._log_tokens(position, len(self.entries), summary_tokens)
+        if position < self._base:
+            return self.whole().tokens_if_cut_at(position, summary_tokens)
+        return self._log_tokens(position, self._base + len(self.entries), summary_tokens)
 
     def prompt_tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
         """The prompt's message tokens now, were it compacted to keep ``position`` on:
         the summary, the system entries, and the kept entries as the model sees them."""
+        if position < self._base:
+            return self.whole().prompt_tokens_if_cut_at(position, summary_tokens)
         kept = sum(
             e.token_count
             for e in self.prompt_view().as_shown()
@@ -305,16 +552,32 @@ class SessionHistory:
         )
         return summary_tokens + kept
 
-    def _pinned_before(self, start: int) -> list[int]:
-        """Positions of the system entries a cut at ``start`` keeps ahead of the summary."""
-        return self._system_positions[: bisect_left(self._system_positions, start)]
+    def _pinned_before(self, start: int) -> list[tuple[Entry, int]]:
+        """The system entries a cut at ``start`` keeps ahead of the summary, with the
+        versions that appended them."""
+        early = [(entry, version) for _, entry, version in self._early_pinned]
+        return early + [
+            (self._at(p), self._entry_versions[p - self._base])
+            for p in self._system_positions[: bisect_left(self._system_positions, start)]
+        ]
 
     def _log_tokens(self, start: int, end: int, summary_tokens: int) -> int:
-        pinned = sum(self.entries[p].token_count for p in self._pinned_before(start))
-        return summary_tokens + pinned + self._token_prefix[end] - self._token_prefix[start]
+        pinned = sum(entry.token_count for entry, _ in self._pinned_before(start))
+        kept = self._token_prefix[end - self._base] - self._token_prefix[start - self._base]
+        return summary_tokens + pinned + kept
 
     def prompt_view(self, version: int | None = None) -> PromptView:
-        log = self.durable_log(version)
+        version = self.resolve_version(version)
+        if (whole := self._earlier(version)) is not None:
+            return whole.prompt_view(version)
+        return self._prompt_view(self.durable_log(version))
+
+    def prompt_view_with_cut(self, compaction: RecordedCompaction | None) -> PromptView:
+        """The prompt view now, were ``compaction`` the one in force (None: no cut)."""
+        whole = self.whole()
+        return whole._prompt_view(whole._durable_log(whole.version, compaction))
+
+    def _prompt_view(self, log: DurableLog) -> PromptView:
         end = log.first_position + len(log.entries)
         in_log = range(log.first_position, end)
         pruned: dict[str, PruneDecision] = {}
@@ -322,7 +585,7 @@ class SessionHistory:
             if prune.version > log.version:
                 break
             for decision in prune.decisions:
-                if self._positions[decision.entry_id] in in_log:
+                if self._positions.get(decision.entry_id, -1) in in_log:
                     pruned[decision.entry_id] = decision
         settings_at = self._latest_settings(log.version)
         system_prompt = self.system_prompt(log.version)
@@ -337,7 +600,7 @@ class SessionHistory:
                 tokens -= saving
         tokens -= sum(
             tokens_taken_out(
-                self.entries[self._positions[entry_id]], decision, guarded.get(entry_id, ())
+                self._at(self._positions[entry_id]), decision, guarded.get(entry_id, ())
             )
             for entry_id, decision in pruned.items()
         )
@@ -355,34 +618,104 @@ class SessionHistory:
     def system_prompt(self, version: int | None = None) -> SystemPrompt:
         """The system prompt in force at ``version`` (empty if none was ever set)."""
         version = self.resolve_version(version)
+        if (whole := self._earlier(version)) is not None:
+            return whole.system_prompt(version)
         index = bisect_right(self._system_prompts, version, key=lambda s: s[0])
         return self._system_prompts[index - 1][1] if index else SystemPrompt()
 
     def prune_count(self, version: int | None = None) -> int:
+        if self._loader is not None:
+            return self.whole().prune_count(version)
         version = self.resolve_version(version)
         return bisect_right(self._prunes, version, key=lambda p: p.version)
 
     def failures(self, version: int | None = None) -> list[RecordedFailure]:
+        if self._loader is not None:
+            return self.whole().failures(version)
         version = self.resolve_version(version)
         return [f for f in self._failures if f.version <= version]
 
     def overflows_since(self, version: int) -> list[Session.OverflowReported]:
+        if self._loader is not None and version < self._time_offset:
+            return self.whole().overflows_since(version)
         return [o for o in self._overflows if o.originator_version > version]
 
     def abandonments(self, version: int | None = None) -> list[Session.ToolCallsAbandoned]:
         """The tool calls abandoned by ``version``, oldest first."""
+        if self._loader is not None:
+            return self.whole().abandonments(version)
         version = self.resolve_version(version)
         return [a for a in self._abandonments if a.originator_version <= version]
 
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
+        """Every compaction recorded by ``version``, undone or not, oldest first."""
+        if self._loader is not None:
+            return self.whole().compactions(version)
         version = self.resolve_version(version)
         return [c for c in self._compactions if c.version <= version]
+
+    def compactions_in_force(self, version: int | None = None) -> list[RecordedCompaction]:
+        """The compactions in force at ``version``, oldest first: undoing the last one
+        brings back the cut of the one before it."""
+        if self._loader is not None:
+            return self.whole().compactions_in_force(version)
+        version = self.resolve_version(version)
+        stack: list[RecordedCompaction] = []
+        changes: list[RecordedCompaction | RecordedUndo] = [*self._compactions, *self._undos]
+        for change in sorted(changes, key=lambda c: c.version):
+            if change.version > version:
+                break
+            if isinstance(change, RecordedCompaction):
+                stack.append(change)
+            else:
+                stack = [c for c in stack if c.version < change.compaction_version]
+        return stack
+
+    def plan_undo(self, compaction_version: int = 0) -> UndoPlan:
+        """What undoing the compaction recorded at ``compaction_version`` (0: the latest
+        in force) does now, or a refusal saying why it cannot be undone."""
+        if compaction_version < 0:
+            raise InvalidRequest(
+                f"compaction version {compaction_version} is negative; send the version of a "
+                "compaction in force, or 0 for the latest"
+            )
+        whole = self.whole()
+        in_force = whole.compactions_in_force()
+        if not in_force:
+            raise InvalidCutPoint(
+                f"no compaction is in force in session {self.session_id!r}; nothing to undo"
+            )
+        target = in_force[-1]
+        if compaction_version:
+            found = [c for c in in_force if c.version == compaction_version]
+            if not found:
+                versions = ", ".join(str(c.version) for c in in_force)
+                raise InvalidCutPoint(
+                    f"no compaction in force was recorded at version {compaction_version}; "
+                    f"the compactions in force are at versions {versions}"
+                )
+            target = found[0]
+        before = [c for c in in_force if c.version < target.version]
+        restored = before[-1] if before else None
+        view = whole.prompt_view_with_cut(restored)
+        return UndoPlan(
+            target.version,
+            restored.version if restored else 0,
+            restored.first_kept_position if restored else 0,
+            view.estimated_tokens - view.system_prompt.tokens.total,
+        )
+
+    def undos(self, version: int | None = None) -> list[RecordedUndo]:
+        if self._loader is not None:
+            return self.whole().undos(version)
+        version = self.resolve_version(version)
+        return [u for u in self._undos if u.version <= version]
 
     def _latest_settings(self, version: int) -> tuple[int, SessionSettings, int, str]:
         index = bisect_right(self._settings, version, key=lambda s: s[0])
         return self._settings[index - 1]
 
-    @staticmethod
-    def _latest(records: Sequence[RecordedCompaction], version: int) -> RecordedCompaction | None:
-        index = bisect_right(records, version, key=lambda r: r.version)
-        return records[index - 1] if index else None
+    def _latest(self, version: int) -> RecordedCompaction | None:
+        """The compaction in force at ``version``."""
+        index = bisect_right(self._cuts, version, key=lambda c: c[0])
+        return self._cuts[index - 1][1] if index else None

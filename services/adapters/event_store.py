@@ -6,12 +6,12 @@ library how to write the domain's value objects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
 import psycopg
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import CanMutateAggregate, get_topic
 from eventsourcing.persistence import (
     ApplicationRecorder,
@@ -248,6 +248,29 @@ class EventStore(Application[str]):
     ) -> list[SessionEvent]:
         events = self.events.get(session_id, gt=after or None, lte=upto, limit=limit)
         return cast(list[SessionEvent], list(events))
+
+    def session_with_events(
+        self, session_id: str, start: Callable[[Session], int]
+    ) -> tuple[Session, list[SessionEvent], int]:
+        """The aggregate, from its latest snapshot and the events after it, and the
+        events after version ``after``, each decoded once: ``after`` is what
+        ``start`` says of the aggregate (0 without a snapshot, when every event is
+        read anyway). Events before the snapshot's are read only when ``start``
+        asks for them."""
+        snapshot: Any = None
+        if self.snapshots is not None:
+            snapshot = next(iter(self.snapshots.get(session_id, desc=True, limit=1)), None)
+        session: Any = snapshot.mutate(None) if snapshot is not None else None
+        snapshot_version = session.version if session is not None else 0
+        events = self.session_events(session_id, after=snapshot_version)
+        for event in events:
+            session = event.mutate(session)
+        if session is None:
+            raise AggregateNotFoundError(session_id)
+        after = min(snapshot_version, max(0, start(session)))
+        if after < snapshot_version:
+            events = self.session_events(session_id, after=after, upto=snapshot_version) + events
+        return session, events, after
 
     def started_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(notification id, session id) of sessions created after a position."""

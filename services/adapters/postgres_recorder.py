@@ -64,7 +64,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
         with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
             shape = (gt is not None, lte is not None, desc, limit is not None)
-            cursor.execute(self._select_sql(conn, shape), params, prepare=True)
+            cursor.execute(self._select_sql(conn, shape), params, prepare=None)
             return [
                 StoredEvent(
                     originator_id=row["originator_id"],

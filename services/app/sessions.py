@@ -47,7 +47,7 @@ from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
-from projections.session_history import DurableLog, PromptView, SessionHistory
+from projections.session_history import DurableLog, PromptView, SessionHistory, load_from_cut
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
@@ -108,6 +108,8 @@ class SessionService:
         self._group_commit = GroupCommit(self.store.save_sessions)
         # The aggregates this server saved last, for its next write to them.
         self._written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
+        # Aggregates read for the read path, trusted while the history agrees.
+        self._read: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
         # Writers to one session queue here instead of failing each other's
         # optimistic checks; different sessions rarely share a stripe.
         self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
@@ -277,6 +279,32 @@ class SessionService:
             return recorded
 
         return self._write(session_id, expected_version, command)[1]
+
+    def undo_compaction(
+        self,
+        session_id: str,
+        compaction_version: int = 0,
+        reason: str = "",
+        expected_version: int | None = None,
+        requested_by: str = "",
+    ) -> tuple[Session, Session.CompactionUndone]:
+        """Takes back a compaction in force (the latest when ``compaction_version`` is 0):
+        the entries it covered are in the durable log again."""
+
+        def command(session: Session) -> Session.CompactionUndone:
+            plan = self._history(session_id).plan_undo(compaction_version)
+            session.undo_compaction(
+                plan.compaction_version,
+                reason,
+                restored=(plan.restored_compaction_version, plan.first_kept_position),
+                prompt_tokens=plan.prompt_tokens,
+                requested_by=requested_by,
+            )
+            undone = session.pending_events[-1]
+            assert isinstance(undone, Session.CompactionUndone)
+            return undone
+
+        return self._write(session_id, expected_version, command)
 
     def record_prune(
         self,
@@ -462,7 +490,22 @@ class SessionService:
         """The aggregate as this server last saved it, else as stored: for estimates and
         routing on the read path, where a moment's staleness does no harm and a read
         of the store would cost as much as the view itself."""
-        return self._written.get(session_id) or self._aggregate(session_id)
+        written = self._written.get(session_id)
+        if written is not None:
+            return written
+        # Read before, and still what the history (caught up with the store) says.
+        read, history = self._read.get(session_id), self._histories.get(session_id)
+        if read is not None and history is not None and read.version == history.version:
+            return read
+        if history is None:
+            # Not read here yet: the cold load reads the aggregate with the history.
+            self._history(session_id)
+            read = self._read.get(session_id)
+            if read is not None:
+                return read
+        session = self._aggregate(session_id)
+        self._read.put(session_id, session)
+        return session
 
     def _write(
         self,
@@ -646,14 +689,51 @@ class SessionService:
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
         with self._history_locks[hash(session_id) % LOCK_STRIPES]:
-            history = self._histories.get(session_id) or SessionHistory(session_id)
-            new_events = self.store.session_events(session_id, after=history.version)
+            cached = self._histories.get(session_id)
+            history = cached or self._cold_history(session_id)
+            # Loaded from the cut just now, to the store's latest version.
+            just_loaded = cached is None and history.version > 0
+            if history.loaded_whole is not None:
+                # Loaded from a cut and asked about the past: keep the whole one.
+                history = history.loaded_whole
+                cached = None
+            new_events = (
+                [] if just_loaded else self.store.session_events(session_id, after=history.version)
+            )
             if new_events:
                 history.apply(new_events)
+            if (new_events or cached is None) and history.version:
                 self._histories.put(session_id, history)
             elif history.version == 0:
                 raise SessionNotFound(session_id)
             return history
+
+    def _cold_history(self, session_id: str) -> SessionHistory:
+        """A history for a session not in the cache: loaded from the latest cut when
+        the aggregate knows where it is, so a cold read costs what the prompt keeps.
+        The aggregate and the events from the cut on come from one read."""
+
+        def start(session: Session) -> int:
+            cold = session.cold_start
+            return cold[2] - 1 if cold is not None else session.version
+
+        try:
+            session, events, after = self.store.session_with_events(session_id, start)
+        except AggregateNotFoundError:
+            return SessionHistory(session_id)
+        self._read.put(session_id, session)
+
+        def fetch(since: int, upto: int | None) -> list[SessionEvent]:
+            if upto is None and since >= after:
+                return [e for e in events if e.originator_version > since]
+            return self.store.session_events(session_id, after=since, upto=upto)
+
+        history = load_from_cut(session, fetch)
+        if history is None:
+            history = SessionHistory(session_id)
+            if after == 0:
+                history.apply(events)  # no snapshot: every event is at hand
+        return history
 
     def _version(self, history: SessionHistory, as_of: AsOf) -> int:
         if as_of.time is not None:

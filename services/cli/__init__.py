@@ -33,6 +33,7 @@ from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
 from services.cli.system_prompt import system_prompt
 from services.cli.transfer import COMMANDS as TRANSFER_COMMANDS
+from services.cli.undo import undo_compaction
 from services.cli.views import log, prompt, replay
 
 __all__ = ["cli", "main"]
@@ -117,6 +118,7 @@ for _command in (
     usage,
     *TRANSFER_COMMANDS,
     *AUDIT_COMMANDS,
+    undo_compaction,
 ):
     cli.add_command(_command)
 

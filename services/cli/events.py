@@ -91,4 +91,11 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         calls = ", ".join(abandoned.tool_call_ids)
         reason = f" ({abandoned.reason})" if abandoned.reason else ""
         return "abandoned", f"tool calls {calls}{reason}"
+    if which == "compaction_undone":
+        undone = event.compaction_undone
+        back = undone.restored_compaction_version
+        to = f"the compaction at #{back}" if back else "no compaction"
+        by = f" by {undone.requested_by}" if undone.requested_by else ""
+        why = f" ({undone.reason})" if undone.reason else ""
+        return "undone", f"compaction #{undone.compaction_version}{by}{why}; in force: {to}"
     return "unknown", "(an event this client does not know)"

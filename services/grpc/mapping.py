@@ -464,6 +464,17 @@ def durable_log_to_pb(
     return message, (position if position < len(log.entries) else None)
 
 
+def compaction_undone_to_pb(event: Session.CompactionUndone) -> pb.CompactionUndone:
+    return pb.CompactionUndone(
+        compaction_version=event.compaction_version,
+        reason=event.reason,
+        requested_by=event.requested_by,
+        restored_compaction_version=event.restored_compaction_version,
+        first_kept_position=event.first_kept_position,
+        prompt_tokens=event.prompt_tokens,
+    )
+
+
 def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
     message = pb.SessionEvent(
         session_id=event.originator_id,
@@ -518,6 +529,8 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             )
         case Session.SystemPromptSet():
             message.system_prompt_set.CopyFrom(system_prompt_to_pb(event.system_prompt))
+        case Session.CompactionUndone():
+            message.compaction_undone.CopyFrom(compaction_undone_to_pb(event))
         case _:
             assert_never(event)
     return message

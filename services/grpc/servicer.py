@@ -317,6 +317,20 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         ):
             yield mapping.event_to_pb(event)
 
+    def UndoCompaction(
+        self, request: pb.UndoCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.UndoCompactionResponse:
+        session, undone = self.service.undo_compaction(
+            _session_id(request),
+            request.compaction_version,
+            request.reason,
+            _expected_version(request),
+            request.requested_by,
+        )
+        return pb.UndoCompactionResponse(
+            version=session.version, undone=mapping.compaction_undone_to_pb(undone)
+        )
+
     def AbandonToolCalls(
         self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
     ) -> pb.AbandonToolCallsResponse:

@@ -31,6 +31,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "view": views.view,
     "coldwrite": coldwrite.coldwrite,
     "replay": views.replay,
+    "coldcut": views.coldcut,
     "tokens": tokencount.tokens,
     "memory": memory.memory,
     "peers": peers.peers,

@@ -42,8 +42,8 @@ class Scale:
     memory_entries: int
     memory_cap_mb: int
     memory_backends: tuple[str, ...]
-    # Group "peers": conversation length, and how many of its last turns are timed.
-    peer_turns: int
+    # Group "peers": conversation lengths, and how many of the last turns are timed.
+    peer_turns: tuple[int, ...]
     peer_timed_turns: int
     # Group "engine": entries of the viewed session, and of the compacted one.
     engine_view_entries: int
@@ -68,7 +68,7 @@ FULL = Scale(
     memory_entries=200,
     memory_cap_mb=256,
     memory_backends=("postgres",),
-    peer_turns=1_000,
+    peer_turns=(1_000, 10_000),
     peer_timed_turns=50,
     engine_view_entries=10_000,
     engine_compact_entries=2_500,
@@ -92,7 +92,7 @@ QUICK = Scale(
     memory_entries=200,
     memory_cap_mb=16,
     memory_backends=("postgres",),
-    peer_turns=200,
+    peer_turns=(200, 1_000),
     peer_timed_turns=20,
     engine_view_entries=2_000,
     engine_compact_entries=500,

@@ -261,3 +261,90 @@ def replay(ctx: Context) -> None:
                 "build_appends_per_s": build_rates,
             },
         )
+
+
+# -- group "coldcut" ---------------------------------------------------------------------
+
+
+def coldcut(ctx: Context) -> None:
+    """A cold view of a long session compacted down to a few hundred kept entries.
+
+    The fresh server loads the session from its latest cut: the aggregate, the
+    events from the one that appended the first kept entry on, and the few
+    earlier ones still in force. For comparison, the same fresh server's first
+    read of a compacted-away entry, which folds the whole session (what every
+    cold view cost before).
+    """
+    scale = ctx.scale
+    size = scale.view_sizes[-1]
+    kept = 300
+    for backend in ctx.backends:
+        print(f"[coldcut] {backend}", flush=True)
+        db, server = ctx.shared(backend)
+        stub = server.stub()
+        built = turns.BuiltSession(turns.create(stub))
+        turns.grow(stub, built, size // 2)
+        turns.compact(stub, built, keep_fraction=0.6)
+        turns.prune(stub, built, from_fraction=0.5, count=20)
+        # Built in big batches, but the newest entries one agent turn per append,
+        # as agents write them: a cut falls between two turns.
+        turns.grow(stub, built, size - 2 * kept)
+        turns.grow(stub, built, size, batch=4)
+        turns.compact(stub, built, keep_fraction=kept / size)
+        turns.prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
+        _, warm = _view(stub, built.session_id)
+        old_entry = built.turns[0][0]
+        cut: list[float] = []
+        whole: list[float] = []
+        for _ in range(scale.reps):
+            with running(db) as fresh:
+                cold_stub = fresh.stub()
+                seconds, answer = _view(cold_stub, built.session_id)
+                assert (answer.version, list(answer.messages_json)) == (
+                    warm.version,
+                    list(warm.messages_json),
+                )
+                cut.append(seconds)
+                began = time.perf_counter()
+                cold_stub.GetEntry(
+                    pb.GetEntryRequest(session_id=built.session_id, entry_id=old_entry)
+                )
+                whole.append(time.perf_counter() - began)
+        cut_ms = [s * 1e3 for s in cut]
+        whole_ms = [s * 1e3 for s in whole]
+        log = stub.GetDurableLog(pb.GetViewRequest(session_id=built.session_id))
+        label = f"{built.entries:,} entries, {len(log.entries):,} kept"
+        ctx.report.add(
+            Result(
+                "coldcut",
+                backend,
+                f"cold view from the cut, {label}",
+                median(cut_ms),
+                "ms",
+                cut_ms,
+                target=Target("<", 20.0, "< 20 ms"),
+                ratio=median(whole_ms) / median(cut_ms),
+                ratio_of="full fold / from the cut",
+            )
+        )
+        ctx.report.add(
+            Result(
+                "coldcut",
+                backend,
+                "full fold (compacted-away entry, first read after the cut load)",
+                median(whole_ms),
+                "ms",
+                whole_ms,
+                note="what a cold view cost when it decoded every event",
+            )
+        )
+        ctx.report.keep(
+            f"coldcut.{backend}",
+            {
+                "entries": built.entries,
+                "version": warm.version,
+                "messages": len(warm.messages_json),
+                "cut_ms": cut_ms,
+                "full_fold_ms": whole_ms,
+            },
+        )

@@ -114,6 +114,17 @@ class Tracked:
         self.session.record_compaction(Compaction(summary, first_kept_id, **fields), self.history)
         self.sync()
 
+    def undo(self, compaction_version: int = 0, reason: str = "test") -> None:
+        """Takes back a compaction in force, as the service does."""
+        plan = self.history.plan_undo(compaction_version)
+        self.session.undo_compaction(
+            plan.compaction_version,
+            reason,
+            restored=(plan.restored_compaction_version, plan.first_kept_position),
+            prompt_tokens=plan.prompt_tokens,
+        )
+        self.sync()
+
     def prune(self, *decisions: PruneDecision, reason: str = "test") -> None:
         self.session.record_prune(list(decisions), reason, self.history)
         self.sync()

@@ -279,3 +279,38 @@ def test_appended_messages_only_when_the_held_view_is_the_exact_beginning() -> N
 def test_arguments_stored_before_ingest_checked_them_still_render() -> None:
     rendered = _dumps({"deep": [[[]]], "big": 10**30, "lone": "\ud800"})
     assert json.loads(rendered) == {"deep": [[[]]], "big": 10**30, "lone": "\ud800"}
+
+
+def test_a_view_that_only_appends_renders_as_a_fresh_render_would() -> None:
+    """The renderer extends its latest OpenAI rendering when a view only appends to it;
+    at every version, in order and out of it, the messages and the request hash are
+    what a fresh render gives, and a held view's delta is what was appended."""
+    import random
+
+    from projections.prompt_formats import PromptRenderer, appended_messages, render
+    from tests.unit.test_session_history import generate_rich_session
+
+    for seed in (1, 2, 3):
+        tracked = generate_rich_session(seed)
+        history = tracked.history
+        renderer = PromptRenderer()
+        rng = random.Random(seed)
+        versions = list(range(1, tracked.version + 1))
+        versions += [rng.randint(1, tracked.version) for _ in range(40)]
+        extended = 0
+        previous = None
+        for version in versions:
+            view = history.prompt_view(version)
+            got = renderer.render(view, "openai")
+            fresh = render(view, "openai")
+            assert (got.messages_json, got.request_hash) == (
+                fresh.messages_json,
+                fresh.request_hash,
+            )
+            extended += bool(got.base_hash)
+            if previous is not None:
+                delta = appended_messages(previous, got)
+                expected = appended_messages(previous, fresh)
+                assert delta == expected
+            previous = got
+        assert extended > tracked.version // 3

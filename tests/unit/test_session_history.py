@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pytest
@@ -14,7 +14,7 @@ from domain.errors import EntryNotFound, InvalidCutPoint, VersionOutOfRange
 from domain.pruning import PruneDecision
 from domain.session import Session
 from domain.settings import PruningPolicy, SessionSettings
-from projections.session_history import SessionHistory
+from projections.session_history import SessionHistory, load_from_cut
 from tests.unit.support import Tracked, assistant, call, clear, custom, tool, trim, user
 
 # -- a generated session and an independent reference fold --------------------------------
@@ -341,3 +341,216 @@ def test_system_entries_are_pinned_ahead_of_the_summary_whatever_the_cut() -> No
     # Before the compaction the system entry is simply the first entry.
     before = tracked.history.durable_log(tracked.version - 1)
     assert before.pinned == [] and before.entries[0].id == "sys"
+
+
+# -- undone compactions and histories loaded from a cut -------------------------------
+
+
+def generate_rich_session(seed: int, steps: int = 160) -> Tracked:
+    """The generated session with system entries, system prompts and undone compactions
+    mixed in."""
+    from domain.errors import InvalidCutPoint as NothingToUndo
+    from domain.system_prompt import SystemPrompt
+    from tests.unit.support import system
+
+    rng = random.Random(seed * 7919)
+    tracked = Tracked(f"rich-{seed}")
+    tracked.append(system("be brief", id=f"sys-{seed}", tokens=3), user("hi", tokens=2))
+    base = generate_session(seed, steps)
+    # Replay the base session's commands' events, interleaving undos and the rest.
+    for event in base.events[1:]:
+        if isinstance(event, Session.EntriesAppended):
+            entries = list(event.entries)
+            if rng.random() < 0.05 and not tracked.session.open_tool_calls:
+                entries.insert(0, system(f"note {tracked.version}", tokens=2))
+            tracked.append(*[replace(e, parent_id=None) for e in entries])
+        elif isinstance(event, Session.CompactionRecorded):
+            with contextlib.suppress(InvalidCutPoint):
+                tracked.compact(
+                    event.compaction.first_kept_entry_id,
+                    summary=event.compaction.summary,
+                    summary_tokens=event.compaction.summary_tokens,
+                )
+        elif isinstance(event, Session.PruneRecorded):
+            with contextlib.suppress(Exception):
+                tracked.prune(*event.decisions)
+        elif isinstance(event, Session.SettingsChanged):
+            tracked.change_settings(
+                event.settings, (event.context_window_tokens, event.context_window_source)
+            )
+        op = rng.random()
+        if op < 0.08:
+            with contextlib.suppress(NothingToUndo):
+                tracked.undo()
+        elif op < 0.12:
+            tracked.session.set_system_prompt(
+                SystemPrompt(text=f"prompt {tracked.version}"), f"fp{tracked.version}"
+            )
+            tracked.sync()
+    return tracked
+
+
+def _fetcher(events: list[Session.Event]):  # type: ignore[no-untyped-def]
+    def fetch(after: int, upto: int | None) -> list[Session.Event]:
+        return [e for e in events if after < e.originator_version <= (upto or len(events))]
+
+    return fetch
+
+
+def _aggregate(events: list[Session.Event]) -> Session:
+    session = None
+    for event in events:
+        session = event.mutate(session)  # type: ignore[arg-type]
+    assert isinstance(session, Session)
+    return session
+
+
+RICH_SEEDS = [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("seed", RICH_SEEDS)
+def test_undone_compactions_bring_back_the_cut_before_them(seed: int) -> None:
+    """At every version the durable log keeps the entries from the cut of the latest
+    compaction still in force, as a naive fold with a stack of compactions says."""
+    tracked = generate_rich_session(seed)
+    kinds = {type(e) for e in tracked.events}
+    assert Session.CompactionUndone in kinds
+    for version in range(1, tracked.version + 1):
+        entries: list[Entry] = []
+        stack: list[Session.CompactionRecorded] = []
+        for event in tracked.events[:version]:
+            if isinstance(event, Session.EntriesAppended):
+                entries.extend(event.entries)
+            elif isinstance(event, Session.CompactionRecorded):
+                stack.append(event)
+            elif isinstance(event, Session.CompactionUndone):
+                stack = [c for c in stack if c.originator_version < event.compaction_version]
+        log = tracked.history.durable_log(version)
+        start = stack[-1].first_kept_position if stack else 0
+        assert log.first_position == start
+        assert [e.id for e in log.entries] == [e.id for e in entries[start:]]
+        assert (log.compaction.version if log.compaction else 0) == (
+            stack[-1].originator_version if stack else 0
+        )
+        fresh = SessionHistory(tracked.history.session_id)
+        fresh.apply(tracked.events[:version])
+        assert tracked.history.prompt_view(version) == fresh.prompt_view()
+    # The aggregate's estimate and cut follow the undos.
+    assert tracked.session.first_kept_position == tracked.history.durable_log().first_position
+
+
+@pytest.mark.parametrize("seed", RICH_SEEDS)
+def test_a_history_loaded_from_the_cut_answers_as_the_whole_one(seed: int) -> None:
+    """Loaded from the cut in force after any event, a history answers every version,
+    every entry and every History question as the whole fold does; it folds the
+    earlier part only when asked about it."""
+    tracked = generate_rich_session(seed)
+    loaded = 0
+    for upto in range(2, len(tracked.events) + 1, 3):
+        events = tracked.events[:upto]
+        fetch = _fetcher(events)
+        whole = SessionHistory(tracked.history.session_id)
+        whole.apply(events)
+        cut = load_from_cut(_aggregate(events), fetch)
+        if cut is None:
+            continue
+        loaded += 1
+        assert cut.loaded_whole is None
+        complete_from = cut._complete_from
+        for version in range(complete_from, upto + 1):
+            assert cut.durable_log(version) == whole.durable_log(version)
+            assert cut.prompt_view(version) == whole.prompt_view(version)
+            assert cut.system_prompt(version) == whole.system_prompt(version)
+        assert cut.loaded_whole is None  # the views from the cut on read nothing earlier
+        assert cut.prompt_tokens_if_cut_at(
+            whole.durable_log().first_position, 5
+        ) == whole.prompt_tokens_if_cut_at(whole.durable_log().first_position, 5)
+        # Earlier versions and entries fold the rest, once.
+        for version in range(1, upto + 1):
+            assert cut.durable_log(version) == whole.durable_log(version)
+            assert cut.prompt_view(version) == whole.prompt_view(version)
+        for position, entry in enumerate(whole.entries):
+            assert cut.entry(entry.id) == entry
+            assert cut.position_of(entry.id) == position
+            assert cut.entry_version(position) == whole.entry_version(position)
+            assert cut.earliest_call_answered_from(position) == (
+                whole.earliest_call_answered_from(position)
+            )
+        assert cut.compactions() == whole.compactions()
+        assert cut.prune_count() == whole.prune_count()
+    assert loaded >= 5
+
+
+def test_a_history_loaded_from_the_cut_reads_only_what_the_prompt_keeps() -> None:
+    """A long session compacted to a few entries: the load reads the tail and the few
+    earlier events still in force, and extends backwards only when asked."""
+    from domain.system_prompt import SystemPrompt
+    from tests.unit.support import system
+
+    tracked = Tracked("long")
+    tracked.append(system("rules", id="rules", tokens=2))
+    tracked.session.set_system_prompt(SystemPrompt(text="be kind"), "fp")
+    tracked.sync()
+    for i in range(300):
+        tracked.append(user(f"q{i}", id=f"q{i}", tokens=1), assistant(f"a{i}", id=f"a{i}"))
+    tracked.compact("q295", summary="long ago")
+    tracked.append(user("more", tokens=1))
+    read: list[tuple[int, int | None]] = []
+    fetch = _fetcher(tracked.events)
+
+    def counting(after: int, upto: int | None) -> list[Session.Event]:
+        read.append((after, upto))
+        return fetch(after, upto)
+
+    cut = load_from_cut(_aggregate(tracked.events), counting)
+    assert cut is not None
+    events_read = sum(len(fetch(a, u)) for a, u in read)
+    assert events_read <= 10
+    assert len(cut.entries) == 11
+    view = cut.prompt_view()
+    assert [e.id for e in view.log.pinned] == ["rules"]
+    assert view.system_prompt.text == "be kind"
+    assert view == tracked.history.prompt_view()
+    assert cut.loaded_whole is None
+    assert cut.entry("q3").id == "q3"  # compacted away: the whole history is folded
+    assert cut.loaded_whole is not None
+    # New events reach both.
+    tracked.append(user("again", tokens=1))
+    cut.apply(tracked.events[-1:])
+    assert cut.loaded_whole.prompt_view() == cut.prompt_view() == tracked.history.prompt_view()
+
+
+def test_undo_twice_goes_back_two_cuts_and_compacting_again_reapplies() -> None:
+    tracked = Tracked("undo")
+    for i in range(6):
+        tracked.append(user(f"q{i}", id=f"q{i}", tokens=1), assistant(f"a{i}", id=f"a{i}"))
+    tracked.compact("q2", summary="first")
+    first = tracked.version
+    tracked.append(user("q6", id="q6", tokens=1))
+    tracked.compact("q4", summary="second")
+    second = tracked.version
+    assert tracked.history.durable_log().first_position == 8
+    tracked.undo()
+    assert tracked.history.durable_log().first_position == 4
+    assert tracked.history.durable_log().compaction.version == first  # type: ignore[union-attr]
+    assert tracked.session.first_kept_position == 4
+    tracked.undo()
+    assert tracked.history.durable_log().first_position == 0
+    assert tracked.history.durable_log().compaction is None
+    assert tracked.session.first_kept_position == 0
+    assert tracked.session.prompt_tokens == tracked.history.prompt_view().estimated_tokens
+    # Replay before the undos still shows the compacted log.
+    assert tracked.history.durable_log(second).first_position == 8
+    with pytest.raises(InvalidCutPoint, match="nothing to undo"):
+        tracked.undo()
+    tracked.compact("q4", summary="again")
+    assert tracked.history.durable_log().first_position == 8
+    # Undoing an older compaction takes the later ones with it.
+    tracked.append(user("q7", id="q7", tokens=1))
+    tracked.compact("q6", summary="third")
+    again = tracked.history.durable_log().compaction
+    with pytest.raises(InvalidCutPoint, match="no compaction in force"):
+        tracked.undo(first)
+    assert again is not None
+    tracked.undo(again.version - 2)
+    assert tracked.history.durable_log().first_position == 0

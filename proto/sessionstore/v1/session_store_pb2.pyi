@@ -1347,6 +1347,106 @@ class PrunedEntry(_message.Message):
 Global___PrunedEntry: _TypeAlias = PrunedEntry  # noqa: Y015
 
 @_typing.final
+class UndoCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    compaction_version: _builtins.int
+    """The version that recorded the compaction to take back; 0: the latest in force."""
+    reason: _builtins.str
+    """Why: kept in the event."""
+    expected_version: _builtins.int
+    requested_by: _builtins.str
+    """Who asks (a person or an agent's name): kept in the event."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        compaction_version: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+        requested_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "compaction_version", b"compaction_version", "expected_version", b"expected_version", "reason", b"reason", "requested_by", b"requested_by", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___UndoCompactionRequest: _TypeAlias = UndoCompactionRequest  # noqa: Y015
+
+@_typing.final
+class UndoCompactionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    UNDONE_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    @_builtins.property
+    def undone(self) -> Global___CompactionUndone: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        undone: Global___CompactionUndone | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoCompactionResponse: _TypeAlias = UndoCompactionResponse  # noqa: Y015
+
+@_typing.final
+class CompactionUndone(_message.Message):
+    """A compaction taken back."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    RESTORED_COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_POSITION_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    compaction_version: _builtins.int
+    """The version that recorded the compaction taken back."""
+    reason: _builtins.str
+    requested_by: _builtins.str
+    restored_compaction_version: _builtins.int
+    """The compaction in force after it (0: none; the log starts at the first entry)
+    and the position of the first entry the durable log keeps.
+    """
+    first_kept_position: _builtins.int
+    prompt_tokens: _builtins.int
+    """The prompt's message tokens right after, as the store counts them."""
+    def __init__(
+        self,
+        *,
+        compaction_version: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        requested_by: _builtins.str = ...,
+        restored_compaction_version: _builtins.int = ...,
+        first_kept_position: _builtins.int = ...,
+        prompt_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_version", b"compaction_version", "first_kept_position", b"first_kept_position", "prompt_tokens", b"prompt_tokens", "reason", b"reason", "requested_by", b"requested_by", "restored_compaction_version", b"restored_compaction_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionUndone: _TypeAlias = CompactionUndone  # noqa: Y015
+
+@_typing.final
 class RecordPruneRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2143,6 +2243,7 @@ class SessionEvent(_message.Message):
     OVERFLOW_REPORTED_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_SET_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_ABANDONED_FIELD_NUMBER: _builtins.int
+    COMPACTION_UNDONE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2165,6 +2266,8 @@ class SessionEvent(_message.Message):
     def system_prompt_set(self) -> Global___SystemPrompt: ...
     @_builtins.property
     def tool_calls_abandoned(self) -> Global___ToolCallsAbandoned: ...
+    @_builtins.property
+    def compaction_undone(self) -> Global___CompactionUndone: ...
     def __init__(
         self,
         *,
@@ -2180,12 +2283,13 @@ class SessionEvent(_message.Message):
         overflow_reported: Global___OverflowReported | None = ...,
         system_prompt_set: Global___SystemPrompt | None = ...,
         tool_calls_abandoned: Global___ToolCallsAbandoned | None = ...,
+        compaction_undone: Global___CompactionUndone | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

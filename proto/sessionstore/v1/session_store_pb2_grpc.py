@@ -69,6 +69,11 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneResponse.FromString,
                 _registered_method=True)
+        self.UndoCompaction = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/UndoCompaction',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionResponse.FromString,
+                _registered_method=True)
         self.GetDurableLog = channel.unary_unary(
                 '/sessionstore.v1.SessionStore/GetDurableLog',
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetViewRequest.SerializeToString,
@@ -196,6 +201,18 @@ class SessionStoreServicer:
 
     def RecordPrune(self, request, context):
         """Records a prune: tool results trimmed or cleared in the prompt view only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoCompaction(self, request, context):
+        """Takes back a compaction in force (the latest unless compaction_version is
+        set): the entries it covered are in the durable log again and the cut is
+        where it was before it (later compactions go with it). Recorded as an
+        event of its own; views before it still show the compacted log. Compacting
+        again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
+        force.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -358,6 +375,11 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.RecordPrune,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneResponse.SerializeToString,
+            ),
+            'UndoCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoCompaction,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionResponse.SerializeToString,
             ),
             'GetDurableLog': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDurableLog,
@@ -624,6 +646,33 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/RecordPrune',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecordPruneResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/UndoCompaction',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.UndoCompactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,14 @@ class SessionStoreStub:
     """
     RecordPrune: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecordPruneRequest, _session_store_pb2.RecordPruneResponse]
     """Records a prune: tool results trimmed or cleared in the prompt view only."""
+    UndoCompaction: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.UndoCompactionRequest, _session_store_pb2.UndoCompactionResponse]
+    """Takes back a compaction in force (the latest unless compaction_version is
+    set): the entries it covered are in the durable log again and the cut is
+    where it was before it (later compactions go with it). Recorded as an
+    event of its own; views before it still show the compacted log. Compacting
+    again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
+    force.
+    """
     GetDurableLog: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]
     """The durable log: latest compaction summary, then the kept entries. Large
     logs come in pages (GetViewRequest.page_size, page_token).
@@ -133,6 +141,14 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """
     RecordPrune: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecordPruneRequest, _session_store_pb2.RecordPruneResponse]  # type: ignore[assignment]
     """Records a prune: tool results trimmed or cleared in the prompt view only."""
+    UndoCompaction: _aio.UnaryUnaryMultiCallable[_session_store_pb2.UndoCompactionRequest, _session_store_pb2.UndoCompactionResponse]  # type: ignore[assignment]
+    """Takes back a compaction in force (the latest unless compaction_version is
+    set): the entries it covered are in the durable log again and the cut is
+    where it was before it (later compactions go with it). Recorded as an
+    event of its own; views before it still show the compacted log. Compacting
+    again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
+    force.
+    """
     GetDurableLog: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]  # type: ignore[assignment]
     """The durable log: latest compaction summary, then the kept entries. Large
     logs come in pages (GetViewRequest.page_size, page_token).
@@ -249,6 +265,20 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_session_store_pb2.RecordPruneResponse, _abc.Awaitable[_session_store_pb2.RecordPruneResponse]]:
         """Records a prune: tool results trimmed or cleared in the prompt view only."""
+
+    @_abc_1.abstractmethod
+    def UndoCompaction(
+        self,
+        request: _session_store_pb2.UndoCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.UndoCompactionResponse, _abc.Awaitable[_session_store_pb2.UndoCompactionResponse]]:
+        """Takes back a compaction in force (the latest unless compaction_version is
+        set): the entries it covered are in the durable log again and the cut is
+        where it was before it (later compactions go with it). Recorded as an
+        event of its own; views before it still show the compacted log. Compacting
+        again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
+        force.
+        """
 
     @_abc_1.abstractmethod
     def GetDurableLog(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -66,7 +66,12 @@ def pi_content(entry: Entry, role: str) -> Any:
 
 
 def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[str]:
-    """The session's records, one JSON text per line (without newlines)."""
+    """The session's records, one JSON text per line (without newlines).
+
+    A pi file cannot take a compaction back: compactions undone by the last
+    event are left out, so the file's latest compaction is the one in force."""
+    events = list(events)
+    undone = _undone_compactions(events)
     parent: str | None = None
     for event in events:
         match event:
@@ -81,7 +86,7 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
                 for record in _abandoned_records(event, parent):
                     parent = record["id"]
                     yield dumps(record)
-            case Session.CompactionRecorded():
+            case Session.CompactionRecorded() if event.originator_version not in undone:
                 record = _compaction_record(
                     event.compaction, event.timestamp, parent, event.originator_version
                 )
@@ -91,6 +96,19 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
                 # Settings, system prompts, prunes and the context engine's own
                 # records have no place in a pi file.
                 continue
+
+
+def _undone_compactions(events: Sequence[SessionEvent]) -> set[int]:
+    """Versions of the compactions no longer in force after the last event."""
+    recorded: list[int] = []
+    in_force: list[int] = []
+    for event in events:
+        if isinstance(event, Session.CompactionRecorded):
+            recorded.append(event.originator_version)
+            in_force.append(event.originator_version)
+        elif isinstance(event, Session.CompactionUndone):
+            in_force = [v for v in in_force if v < event.compaction_version]
+    return set(recorded) - set(in_force)
 
 
 def _header(session_id: str, started: Session.Started) -> str:

@@ -1,0 +1,77 @@
+"""`undo-compaction`: takes back a compaction, so the entries it covered are in the
+durable log again. The undo is an event of its own (who, why, which); views as
+of earlier versions still show the compacted log, and compacting again
+re-applies a cut.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.options import expected_version_option
+
+
+@click.command("undo-compaction")
+@click.argument("session")
+@click.option(
+    "--version",
+    "compaction_version",
+    type=click.IntRange(min=1),
+    help="The version that recorded the compaction (default: the latest in force).",
+)
+@click.option("--reason", default="", help="Why, for the record.")
+@click.option("--by", "requested_by", help="Who asks, for the record (default: your user name).")
+@expected_version_option
+@pass_client
+def undo_compaction(
+    client: Client,
+    session: str,
+    compaction_version: int | None,
+    reason: str,
+    requested_by: str | None,
+    expected_version: int | None,
+) -> None:
+    """Take back a compaction: its entries are in the log again.
+
+    The cut goes back to where it was before that compaction (compactions
+    recorded after it go with it). Run it twice to go back two cuts.
+
+
+      undo-compaction S
+      undo-compaction S --version 42 --reason "summary lost the API decisions"
+    """
+    request = pb.UndoCompactionRequest(
+        session_id=session,
+        compaction_version=compaction_version or 0,
+        reason=reason,
+        requested_by=requested_by if requested_by is not None else _user(),
+        expected_version=expected_version,
+    )
+    response = client.call(client.stub.UndoCompaction, request)
+    if client.as_json:
+        return output.print_json(response)
+    undone = response.undone
+    if undone.restored_compaction_version:
+        now = (
+            f"the compaction at version {undone.restored_compaction_version} is in force "
+            f"again; the log keeps entries from position {undone.first_kept_position:,} on"
+        )
+    else:
+        now = "no compaction is in force; the log keeps every entry"
+    click.echo(
+        f"undid the compaction at version {undone.compaction_version} (version {response.version})"
+    )
+    click.echo(f"  {now}")
+    click.echo(f"  prompt {undone.prompt_tokens:,} tokens (system prompt aside)")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""

@@ -10,6 +10,7 @@ not move either). Dropping a model's rows and position rebuilds it from zero.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -39,15 +40,16 @@ def micros(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000)
 
 
-class ReadModel:
+class ReadModel(ABC):
     """One read model: its name, the event topics it reads, its tables and its writer."""
 
     name: str
     topics: Sequence[str] = ()  # empty: every event
     tables: Sequence[Table] = ()
 
+    @abstractmethod
     def write(self, connection: Connection, position: int, event: Any) -> None:
-        raise NotImplementedError
+        """Applies one event to this model's tables, in the caller's transaction."""
 
     def write_batch(self, connection: Connection, batch: Sequence[tuple[int, Any]]) -> None:
         for position, event in batch:

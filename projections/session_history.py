@@ -478,6 +478,12 @@ class SessionHistory:
             raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(self.session_id)}")
         return self._at(position)
 
+    def entries_upto(self, version: int) -> list[tuple[Entry, int]]:
+        """Every entry appended by ``version``, with the version that appended it."""
+        whole = self.whole()
+        end = bisect_right(whole._entry_versions, version)
+        return list(zip(whole.entries[:end], whole._entry_versions[:end], strict=True))
+
     def entry_version(self, position: int) -> int:
         if not self._holds(position) and self._loader is not None:
             return self.whole().entry_version(position)

@@ -48,6 +48,7 @@ from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory, load_from_cut
+from projections.view_audit import ViewAudit, audit_view
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
@@ -606,6 +607,11 @@ class SessionService:
         rendered = renderer.render(view, provider_format)
         self._renderers.put(session_id, renderer)  # weighed again: it may have grown
         return rendered
+
+    def audit_view(self, session_id: str, as_of: AsOf = AsOf()) -> ViewAudit:
+        """Every entry against the views at a point, and the turns' prompt views verified."""
+        history = self._history(session_id)
+        return audit_view(history, self._version(history, as_of))
 
     def entry(self, session_id: str, entry_id: str) -> tuple[Entry, int]:
         """An entry's full content and the version that appended it."""

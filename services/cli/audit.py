@@ -1,4 +1,5 @@
-"""`audit`: compactions and prunes from the server's audit read models.
+"""`audit`: compactions and prunes from the server's audit read models, and what the
+model saw at a version (`audit view`).
 
 COMMANDS also carries `migrate` and `rebuild` (services.cli.database), the
 read models' own upkeep, so that the CLI registers them all in one line.
@@ -127,6 +128,34 @@ _RECEIPT_FIELDS = [
     for name in pb.CompactionRecord.DESCRIPTOR.fields_by_name
     if name not in ("timestamp", "instructions")
 ] + ["instructions"]
+
+
+@audit.command("view")
+@click.argument("session")
+@click.option("--version", "at_version", type=click.IntRange(min=1), help="As of this version.")
+@pass_client
+def view(client: Client, session: str, at_version: int | None) -> None:
+    """Every entry against what the model saw: shown, summarised, pinned, pruned or guarded,
+    and each turn's prompt view replayed to check its hash."""
+    request = pb.AuditViewRequest(session_id=session)
+    if at_version is not None:
+        request.version = at_version
+    audited = client.call(client.stub.AuditView, request)
+    if client.as_json:
+        output.print_json(audited)
+        return
+    click.echo(f"{session} as of version {audited.version}")
+    rows = [
+        [f"#{e.version}", output.short(e.entry_id), e.role, e.status, e.detail]
+        for e in audited.entries
+    ]
+    for line in output.table(rows):
+        click.echo("  " + output.clip(line, output.width() - 2))
+    for turn in audited.turns:
+        verdict = "verified" if turn.verified else "MISMATCH"
+        click.echo(
+            f"turn {output.short(turn.entry_id)} answered view {turn.view_version}: {verdict}"
+        )
 
 
 @audit.command("prunes")

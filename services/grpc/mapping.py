@@ -42,6 +42,7 @@ from domain.system_prompt import (
     Tool,
 )
 from projections.session_history import DurableLog, RecordedCompaction
+from projections.view_audit import ViewAudit
 from proto.sessionstore.v1 import session_store_pb2 as pb
 
 _ROLES = {
@@ -534,3 +535,31 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
         case _:
             assert_never(event)
     return message
+
+
+def view_audit_to_pb(audit: ViewAudit) -> pb.ViewAudit:
+    return pb.ViewAudit(
+        session_id=audit.session_id,
+        version=audit.version,
+        entries=[
+            pb.EntryStatus(
+                entry_id=e.entry_id,
+                role=e.role,
+                version=e.version,
+                status=e.status,
+                detail=e.detail,
+            )
+            for e in audit.entries
+        ],
+        turns=[
+            pb.TurnVerification(
+                entry_id=t.entry_id,
+                view_version=t.view_version,
+                format=format_to_pb(t.provider_format),
+                claimed_hash=t.claimed_hash,
+                replayed_hash=t.replayed_hash,
+                verified=t.verified,
+            )
+            for t in audit.turns
+        ],
+    )

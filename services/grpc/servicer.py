@@ -65,7 +65,7 @@ def _expected_version(request: object) -> int | None:
     return request.expected_version if request.HasField("expected_version") else None  # type: ignore[attr-defined]
 
 
-def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest) -> AsOf:
+def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest | pb.AuditViewRequest) -> AsOf:
     which = request.WhichOneof("as_of")
     if which == "version":
         if request.version < 1:
@@ -298,6 +298,12 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         return context_mapping.context_report_to_pb(
             self.context.context_report(_session_id(request))
         )
+
+    def AuditView(
+        self, request: pb.AuditViewRequest, context: grpc.ServicerContext
+    ) -> pb.ViewAudit:
+        audit = self.service.audit_view(_session_id(request), _as_of(request))
+        return mapping.view_audit_to_pb(audit)
 
     def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:
         entry_id = _entry_id(request.entry_id, "entry_id")

@@ -113,6 +113,139 @@ FILE_STATUS_MISSING: FileStatus.ValueType  # 3
 Global___FileStatus: _TypeAlias = FileStatus  # noqa: Y015
 
 @_typing.final
+class AuditViewRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "time", b"time", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_as_of: _TypeAlias = _typing.Literal["version", "time"]  # noqa: Y015
+    _WhichOneofArgType_as_of: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_as_of) -> _WhichOneofReturnType_as_of | None: ...
+
+Global___AuditViewRequest: _TypeAlias = AuditViewRequest  # noqa: Y015
+
+@_typing.final
+class EntryStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    role: _builtins.str
+    """user, assistant, tool, system or custom."""
+    version: _builtins.int
+    """The version whose event appended it."""
+    status: _builtins.str
+    """"shown", "summarised", "pinned", "pruned" or "guarded"."""
+    detail: _builtins.str
+    """Why: the compaction that summarised it, the prune or guard decision."""
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        role: _builtins.str = ...,
+        version: _builtins.int = ...,
+        status: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "entry_id", b"entry_id", "role", b"role", "status", b"status", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntryStatus: _TypeAlias = EntryStatus  # noqa: Y015
+
+@_typing.final
+class TurnVerification(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    VIEW_VERSION_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    CLAIMED_HASH_FIELD_NUMBER: _builtins.int
+    REPLAYED_HASH_FIELD_NUMBER: _builtins.int
+    VERIFIED_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    """The assistant entry that named the view it answered."""
+    view_version: _builtins.int
+    format: Global___PromptFormat.ValueType
+    claimed_hash: _builtins.str
+    replayed_hash: _builtins.str
+    """The hash of the view replayed at view_version ("" when that version does not exist)."""
+    verified: _builtins.bool
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        view_version: _builtins.int = ...,
+        format: Global___PromptFormat.ValueType = ...,
+        claimed_hash: _builtins.str = ...,
+        replayed_hash: _builtins.str = ...,
+        verified: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claimed_hash", b"claimed_hash", "entry_id", b"entry_id", "format", b"format", "replayed_hash", b"replayed_hash", "verified", b"verified", "view_version", b"view_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnVerification: _TypeAlias = TurnVerification  # noqa: Y015
+
+@_typing.final
+class ViewAudit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    TURNS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    version: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntryStatus]:
+        """Every entry appended by the version, oldest first."""
+
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnVerification]:
+        """The newest (up to 50) turns that carry a prompt_ref."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        entries: _abc.Iterable[Global___EntryStatus] | None = ...,
+        turns: _abc.Iterable[Global___TurnVerification] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "session_id", b"session_id", "turns", b"turns", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewAudit: _TypeAlias = ViewAudit  # noqa: Y015
+
+@_typing.final
 class TextBlock(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -149,6 +149,11 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.FromString,
                 _registered_method=True)
+        self.AuditView = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/AuditView',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -338,6 +343,16 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AuditView(self, request, context):
+        """The raw history against the views at a version: every entry shown,
+        summarised, pinned, pruned or guarded (and why); and, for assistant turns
+        that carry the prompt_ref of the view they answered, whether replaying
+        that view reproduces its hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -455,6 +470,11 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.ListPrunes,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.SerializeToString,
+            ),
+            'AuditView': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuditView,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1078,6 +1098,33 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/ListPrunes',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ListPrunesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuditView(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/AuditView',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.FromString,
             options,
             channel_credentials,
             insecure,

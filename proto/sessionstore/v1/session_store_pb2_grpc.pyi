@@ -118,6 +118,12 @@ class SessionStoreStub:
     """One compaction's receipt, its summary and the entries it replaced."""
     ListPrunes: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ListPrunesRequest, _session_store_pb2.ListPrunesResponse]
     """Prune decisions, one per pruned entry, filtered and paged."""
+    AuditView: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.AuditViewRequest, _session_store_pb2.ViewAudit]
+    """The raw history against the views at a version: every entry shown,
+    summarised, pinned, pruned or guarded (and why); and, for assistant turns
+    that carry the prompt_ref of the view they answered, whether replaying
+    that view reproduces its hash.
+    """
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -203,6 +209,12 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """One compaction's receipt, its summary and the entries it replaced."""
     ListPrunes: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ListPrunesRequest, _session_store_pb2.ListPrunesResponse]  # type: ignore[assignment]
     """Prune decisions, one per pruned entry, filtered and paged."""
+    AuditView: _aio.UnaryUnaryMultiCallable[_session_store_pb2.AuditViewRequest, _session_store_pb2.ViewAudit]  # type: ignore[assignment]
+    """The raw history against the views at a version: every entry shown,
+    summarised, pinned, pruned or guarded (and why); and, for assistant turns
+    that carry the prompt_ref of the view they answered, whether replaying
+    that view reproduces its hash.
+    """
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -423,5 +435,17 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_session_store_pb2.ListPrunesResponse, _abc.Awaitable[_session_store_pb2.ListPrunesResponse]]:
         """Prune decisions, one per pruned entry, filtered and paged."""
+
+    @_abc_1.abstractmethod
+    def AuditView(
+        self,
+        request: _session_store_pb2.AuditViewRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ViewAudit, _abc.Awaitable[_session_store_pb2.ViewAudit]]:
+        """The raw history against the views at a version: every entry shown,
+        summarised, pinned, pruned or guarded (and why); and, for assistant turns
+        that carry the prompt_ref of the view they answered, whether replaying
+        that view reproduces its hash.
+        """
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

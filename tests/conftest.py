@@ -26,6 +26,14 @@ from services.grpc.server import RunningServer, start
 POSTGRES_URL_VARIABLE = "SESSIONSTORE_TEST_POSTGRES_URL"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # In CI nothing may skip for want of what CI provides: the shared transcripts.
+    from tests.unit.test_fixtures_import import FIXTURES
+
+    if os.environ.get("CI") and not FIXTURES.is_dir():
+        raise pytest.UsageError(f"the shared transcript fixtures are missing: {FIXTURES}")
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     url = os.environ.get(POSTGRES_URL_VARIABLE)

@@ -22,7 +22,7 @@ from domain.settings import CompactionPolicy
 from tests.unit.context.transcripts import PI_LARGE, close_open_calls, read_pi_v1
 from tests.unit.pi_transcript import turns
 from tests.unit.support import Tracked, assistant, call, system, tool, user
-from tests.unit.test_fixtures_import import FIXTURES
+from tests.unit.test_fixtures_import import needs_fixtures
 
 POLICY = CompactionPolicy()
 
@@ -296,7 +296,7 @@ def test_hard_drop_with_nothing_to_keep() -> None:
 # -- a real session ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
+@needs_fixtures
 def test_a_real_coding_session_gets_a_cut_the_store_accepts() -> None:
     """pi's 900-message session, 125,000 tokens, compacted for a 128k model."""
     entries = close_open_calls(read_pi_v1(PI_LARGE))

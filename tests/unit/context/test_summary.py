@@ -26,7 +26,7 @@ from tests.unit.context.transcripts import (
     read_pi_v3,
 )
 from tests.unit.support import assistant, call, tool, user
-from tests.unit.test_fixtures_import import FIXTURES
+from tests.unit.test_fixtures_import import needs_fixtures
 
 ERROR = "AssertionError: expected 200, got 401"
 
@@ -144,8 +144,6 @@ def test_an_unknown_identifier_policy_is_refused() -> None:
 
 
 # -- real sessions ---------------------------------------------------------------------------
-
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
 
 
 @needs_fixtures

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.errors import DomainError
@@ -44,9 +44,10 @@ class Config(BaseSettings):
     )
     max_workers: int = Field(32, description="gRPC worker threads")
     max_followers: int = Field(
-        0,
-        description="followed ReadEvents streams served at once; each holds a worker "
-        "thread, so keep it below max_workers; 0: half of max_workers",
+        1_000,
+        gt=0,
+        description="followed ReadEvents streams served at once (they wait on the event "
+        "loop and hold no worker thread); the next is refused with RESOURCE_EXHAUSTED",
     )
     max_message_mb: int = Field(16, description="largest gRPC message accepted")
     follow_poll_seconds: float = Field(
@@ -86,19 +87,6 @@ class Config(BaseSettings):
                 "0.0.0.0:50051 (port 0 picks a free one)"
             )
         return address
-
-    @model_validator(mode="after")
-    def _followers_leave_workers(self) -> Config:
-        if self.max_followers and not 1 <= self.max_followers < self.max_workers:
-            raise ValueError(
-                f"max_followers ({self.max_followers}) must be below max_workers "
-                f"({self.max_workers}): each followed stream holds a worker"
-            )
-        return self
-
-    @property
-    def followers_limit(self) -> int:
-        return self.max_followers or max(1, self.max_workers // 2)
 
     @field_validator("session_defaults")
     @classmethod

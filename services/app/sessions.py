@@ -36,7 +36,6 @@ from domain.errors import (
     InvalidSettings,
     SessionExists,
     SessionNotFound,
-    TooManyStreams,
     Unavailable,
     VersionConflict,
     VersionOutOfRange,
@@ -56,6 +55,7 @@ from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app import deadline
 from services.app.cache import WeightedLRU
+from services.app.saved_versions import SavedVersions
 from services.config import Config
 
 LOCK_STRIPES = 1024
@@ -115,14 +115,10 @@ class SessionService:
         # optimistic checks; different sessions rarely share a stripe.
         self._write_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._history_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
-        self._saved = threading.Condition()
-        # Latest version saved here, per session, for followers to wake on;
-        # a follower whose session fell out of it finds new events by polling.
-        self._latest_versions: WeightedLRU[str, int] = WeightedLRU(100_000, lambda _: 1)
-        self.closing = threading.Event()
+        # What followed event streams wait on (services.app.event_streams).
+        self.saved_versions = SavedVersions()
         # Called with each session just saved (the context engine's ingest).
         self.on_saved: list[Callable[[Session, Sequence[SessionEvent]], None]] = []
-        self._followers = threading.BoundedSemaphore(config.followers_limit)
         # The context engines sessions may choose (all names, when empty).
         self.engine_names: set[str] = set()
         # The position of this thread's latest save (see written_position).
@@ -130,9 +126,7 @@ class SessionService:
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
-        self.closing.set()
-        with self._saved:
-            self._saved.notify_all()
+        self.saved_versions.close()
 
     def close(self) -> None:
         self.end_streams()
@@ -469,10 +463,8 @@ class SessionService:
             self._written.put(session.id, session)
             with self._history_locks[hash(session.id) % LOCK_STRIPES]:
                 self._histories.put(session.id, history)
-        with self._saved:
-            for session, _ in built:
-                self._latest_versions.put(session.id, session.version)
-            self._saved.notify_all()
+        for session, _ in built:
+            self.saved_versions.saved(session.id, session.version)
 
     def events_upto(self, session_id: str, version: int | None) -> list[SessionEvent]:
         """The session's events from the first to ``version`` (now when None or 0)."""
@@ -621,52 +613,6 @@ class SessionService:
         assert position is not None
         return entry, history.entry_version(position)
 
-    def events(
-        self, session_id: str, after_version: int, *, follow: bool, is_active: Callable[[], bool]
-    ) -> Iterator[SessionEvent]:
-        """The session's events after a version; with follow, new ones as they land.
-
-        A followed stream holds one of the server's worker threads for its whole
-        life: at most ``max_followers`` of them at once, so health checks and
-        unary calls always find a worker.
-        """
-        current = self._aggregate(session_id).version  # NOT_FOUND before the stream starts
-        if after_version > current:
-            raise VersionOutOfRange(
-                f"after_version {after_version} is beyond the session's version {current}"
-            )
-        if not follow:
-            yield from self._events(session_id, after_version, follow, is_active)
-            return
-        if not self._followers.acquire(blocking=False):
-            raise TooManyStreams(
-                f"this server already serves {self.config.followers_limit} followed streams "
-                "(SESSIONSTORE_MAX_FOLLOWERS); retry later, on another server, or read "
-                "without follow"
-            )
-        try:
-            yield from self._events(session_id, after_version, follow, is_active)
-        finally:
-            self._followers.release()
-
-    def _events(
-        self, session_id: str, after_version: int, follow: bool, is_active: Callable[[], bool]
-    ) -> Iterator[SessionEvent]:
-        while True:
-            deadline.check("reading the session's events")
-            page = self.store.session_events(session_id, after=after_version, limit=500)
-            yield from page
-            if not is_active():
-                return
-            if page:
-                after_version = page[-1].originator_version
-                continue
-            if not follow:
-                return
-            self._wait_for_version(session_id, after_version, is_active)
-            if self.closing.is_set() or not is_active():
-                return
-
     # -- internals ----------------------------------------------------------------
 
     def _check_engine(self, settings: SessionSettings) -> None:
@@ -777,9 +723,7 @@ class SessionService:
         self._written.put(session.id, session)
         for listener in self.on_saved:
             listener(session, saved)
-        with self._saved:
-            self._latest_versions.put(session.id, session.version)
-            self._saved.notify_all()
+        self.saved_versions.saved(session.id, session.version)
 
     def _earlier_append(
         self, session: Session, idempotency_key: str, fingerprint: str
@@ -821,18 +765,6 @@ class SessionService:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
         assert isinstance(event, Session.EntriesAppended)
         return event
-
-    def _wait_for_version(
-        self, session_id: str, after_version: int, is_active: Callable[[], bool]
-    ) -> None:
-        with self._saved:
-            while not self.closing.is_set() and is_active():
-                if (self._latest_versions.get(session_id) or 0) > after_version:
-                    return
-                # Time out now and then: another server may have written, and
-                # the client may have gone away.
-                if not self._saved.wait(self.config.follow_poll_seconds):
-                    return
 
 
 class _RaceLost(VersionConflict):

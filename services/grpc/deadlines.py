@@ -7,8 +7,9 @@ gone.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -27,15 +28,17 @@ def call_deadline(context: grpc.ServicerContext) -> float | None:
     return time.monotonic() + remaining
 
 
-class DeadlineInterceptor(grpc.ServerInterceptor):
-    def intercept_service(
+class DeadlineInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(  # type: ignore[override]  # None: no such method
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
+        handler = await continuation(handler_call_details)
+        if handler is None or _is_async(handler):
+            # Async handlers need no help: the event loop cancels them at the
+            # deadline.
+            return handler
         serializers = {
             "request_deserializer": handler.request_deserializer,
             "response_serializer": handler.response_serializer,
@@ -57,6 +60,13 @@ class DeadlineInterceptor(grpc.ServerInterceptor):
                 _streaming(handler.stream_stream), **serializers
             )
         return handler
+
+
+def _is_async(handler: grpc.RpcMethodHandler) -> bool:
+    behaviour = (
+        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    )
+    return inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)
 
 
 def _returning(behaviour: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,15 +1,18 @@
 """Turning failures into gRPC statuses with messages that say what to fix.
 
 A server interceptor wraps every handler, so servicers raise domain errors
-and never build statuses themselves. Anything unexpected is logged with its
-traceback and answered INTERNAL, without the traceback. Bytes that do not
+and never build statuses themselves. Handlers are plain functions, run in the
+server's worker threads, or async generators served on its event loop.
+Anything unexpected is logged with its traceback and answered INTERNAL,
+without the traceback. Bytes that do not
 decode as the method's request are answered INVALID_ARGUMENT before any
 handler runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -102,15 +105,15 @@ def _malformed(request: _Undecodable, method: str) -> errors.InvalidRequest:
     )
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler kind (unary or streaming, either way) with the error mapping."""
 
-    def intercept_service(
+    async def intercept_service(  # type: ignore[override]  # None: no such method
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
+        handler = await continuation(handler_call_details)
         if handler is None:
             return None
         method = handler_call_details.method
@@ -137,15 +140,16 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         return handler
 
 
-def _abort(context: grpc.ServicerContext, error: Exception, method: str) -> None:
+def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple[Any, ...]]:
+    """The status code, message and trailing metadata (error details) for a failure."""
     code, message = status_for(error)
     if code is grpc.StatusCode.INTERNAL:
         log.exception("request failed", method=method)
     else:
         log.info("request refused", method=method, code=code.name, reason=message)
     if isinstance(error, errors.DomainError) and error.reason:
-        context.abort_with_status(_with_details(code, message, error))
-    context.abort(code, message)
+        return code, message, tuple(_with_details(code, message, error).trailing_metadata)
+    return code, message, ()
 
 
 def _with_details(code: grpc.StatusCode, message: str, error: errors.DomainError) -> Any:
@@ -162,25 +166,50 @@ def _with_details(code: grpc.StatusCode, message: str, error: errors.DomainError
 
 def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     """For handlers that return one response (the request may be a message or a stream)."""
+    if inspect.iscoroutinefunction(behaviour):
 
-    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        async def handle_async(request: Any, context: Any) -> Any:
+            try:
+                return await behaviour(_decoded(request, method), context)
+            except Exception as error:
+                await context.abort(*_refusal(error, method))
+
+        return handle_async
+
+    # The context is the asyncio server's one for plain functions: its abort
+    # takes the trailing metadata that carries the error details.
+    def handle(request: Any, context: Any) -> Any:
         try:
             return behaviour(_decoded(request, method), context)
         except Exception as error:
-            _abort(context, error, method)
+            context.abort(*_refusal(error, method))
 
     return handle
 
 
-def _streaming(
-    behaviour: Callable[..., Iterator[Any]], method: str
-) -> Callable[..., Iterator[Any]]:
+def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     """For handlers that yield responses (the request may be a message or a stream)."""
+    if inspect.isasyncgenfunction(behaviour):
 
-    def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        async def handle_async(request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                async for response in behaviour(_decoded(request, method), context):
+                    yield response
+            except Exception as error:
+                await context.abort(*_refusal(error, method))
+
+        return handle_async
+
+    def handle(request: Any, context: Any) -> Iterator[Any]:
         try:
             yield from behaviour(_decoded(request, method), context)
         except Exception as error:
-            _abort(context, error, method)
+            # Not abort(): from a worker thread it would send the status while
+            # the event loop may still be sending the last message. Ending the
+            # stream with the status set sends it after that message.
+            code, message, trailing = _refusal(error, method)
+            context.set_code(code)
+            context.set_details(message)
+            context.set_trailing_metadata(trailing)
 
     return handle

@@ -16,10 +16,11 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 
 
-def enable_reflection(service_names: Sequence[str], server: grpc.Server) -> None:
+def enable_reflection(service_names: Sequence[str], server: grpc.aio.Server) -> None:
     names = (*service_names, reflection.SERVICE_NAME, V1_SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    servicer = reflection.ReflectionServicer(names)
+    # The asyncio servicer, like the one the library adds for v1alpha.
+    servicer = reflection.aio.ReflectionServicer(names)  # type: ignore[attr-defined]
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
         request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,

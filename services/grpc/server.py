@@ -6,14 +6,18 @@ calls, lets running ones finish (within a grace period) and closes the store.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 import signal
 import sys
 import threading
 import time
+from collections.abc import Coroutine
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 import psycopg
@@ -38,8 +42,12 @@ GRACE_SECONDS = 10
 MONITOR_INTERVAL_SECONDS = 0.5
 KEY_EXPIRY_INTERVAL_SECONDS = 60.0
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+T = TypeVar("T")
+
 
 log = structlog.get_logger(__name__)
+# The asyncio health servicer; the stubs know only the threaded one.
+AsyncHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
 
 
 def configure_logging(config: Config) -> None:
@@ -67,6 +75,29 @@ def configure_logging(config: Config) -> None:
     )
 
 
+class EventLoopThread:
+    """The asyncio loop the gRPC server runs on, in a thread of its own.
+
+    Calls run in the worker threads of the server's pool; the loop only moves
+    bytes, and serves what waits without working: followed event streams and
+    health checks. Keeping it off the main thread leaves that to signals.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Runs a coroutine on the loop and waits for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
 class DatabaseMonitor:
     """Probes the database every interval; health says NOT_SERVING while it is unreachable.
 
@@ -74,38 +105,42 @@ class DatabaseMonitor:
 
     The probe also tells the store, so that requests fail at once (UNAVAILABLE)
     instead of waiting for a connection, and recover as soon as it answers.
+    It runs on the server's event loop; the probe itself, which blocks, in a
+    thread of the loop's own.
     """
 
     def __init__(
         self,
         service: SessionService,
-        health_servicer: health.HealthServicer,
+        health_servicer: Any,
         interval: float = MONITOR_INTERVAL_SECONDS,
     ) -> None:
         self._service = service
         self._health = health_servicer
         self._interval = interval
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="database-monitor", daemon=True)
+        self._task: asyncio.Task[None] | None = None
         self.reason = ""
 
     def start(self) -> None:
-        self._thread.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join()
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
         expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
-        while not self._stopping.wait(self._interval):
+        while True:
+            await asyncio.sleep(self._interval)
             try:
-                reason = self._service.store.probe()
+                reason = await asyncio.to_thread(self._service.store.probe)
             except Exception as error:  # a probe must never end the monitor
                 reason = str(error) or type(error).__name__
             if not reason and time.monotonic() >= expire_at:
                 expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
-                self._expire_keys()
+                await asyncio.to_thread(self._expire_keys)
             if reason == self.reason:
                 continue
             if reason and not self.reason:
@@ -113,13 +148,7 @@ class DatabaseMonitor:
             elif not reason:
                 log.info("database reachable again; serving")
             self.reason = reason
-            status = (
-                health_pb2.HealthCheckResponse.NOT_SERVING
-                if reason
-                else health_pb2.HealthCheckResponse.SERVING
-            )
-            for name in ("", SERVICE_NAME):
-                self._health.set(name, status)
+            await _set_health(self._health, serving=not reason)
 
     def _expire_keys(self) -> None:
         try:
@@ -131,26 +160,41 @@ class DatabaseMonitor:
             log.info("deleted expired idempotency keys", count=expired)
 
 
+async def _set_health(servicer: Any, *, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", SERVICE_NAME):
+        await servicer.set(name, status)
+
+
 @dataclass
 class RunningServer:
-    server: grpc.Server
+    server: grpc.aio.Server
     app: Application
-    health: health.HealthServicer
+    health: Any  # AsyncHealthServicer
     port: int
     monitor: DatabaseMonitor
+    loop: EventLoopThread
 
     @property
     def service(self) -> SessionService:
         return self.app.sessions
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
-        self.monitor.stop()
-        self.health.enter_graceful_shutdown()
+        self.loop.run(self._stop(grace))
+        self.loop.close()
+        self.app.close()
+
+    async def _stop(self, grace: float) -> None:
+        await self.monitor.stop()
+        await self.health.enter_graceful_shutdown()
         # Followed streams never end by themselves: end them first, so that
         # the grace period is for calls that do.
         self.service.end_streams()
-        self.server.stop(grace).wait()
-        self.app.close()
+        await self.server.stop(grace)
 
 
 def start(config: Config) -> RunningServer:
@@ -166,9 +210,25 @@ def start(config: Config) -> RunningServer:
     # and its tables' memory).
     tokenizer_for(config.default_model).count_text("warm up")
     _tune_garbage_collection()
+    if app.read_models is not None:
+        # Catch up before serving, then follow the store in the background.
+        app.read_models.start()
+    loop = EventLoopThread()
+    try:
+        return loop.run(_serve(config, app, loop))
+    except BaseException:
+        loop.close()
+        app.close()
+        raise
+
+
+async def _serve(config: Config, app: Application, loop: EventLoopThread) -> RunningServer:
     max_message = config.max_message_mb << 20
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),
+    server = grpc.aio.server(
+        # Unary calls and the streams that work while they stream run here.
+        migration_thread_pool=futures.ThreadPoolExecutor(
+            max_workers=config.max_workers, thread_name_prefix="rpc"
+        ),
         interceptors=[ErrorInterceptor(), DeadlineInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message),
@@ -178,13 +238,10 @@ def start(config: Config) -> RunningServer:
             ("grpc.so_reuseport", 0),
         ],
     )
-    if app.read_models is not None:
-        # Catch up before serving, then follow the store in the background.
-        app.read_models.start()
     pb_grpc.add_SessionStoreServicer_to_server(
-        SessionStoreServicer(service, app.context, app.read_models), server
+        SessionStoreServicer(app.sessions, app.context, app.read_models), server
     )
-    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
@@ -194,14 +251,12 @@ def start(config: Config) -> RunningServer:
     except RuntimeError:
         port = 0
     if port == 0:
-        app.close()
         raise OSError(f"cannot listen on {config.address}: is another server using it?")
-    server.start()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    monitor = DatabaseMonitor(service, health_servicer)
+    await server.start()
+    await _set_health(health_servicer, serving=True)
+    monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
-    return RunningServer(server, app, health_servicer, port, monitor)
+    return RunningServer(server, app, health_servicer, port, monitor, loop)
 
 
 def _tune_garbage_collection() -> None:

@@ -6,7 +6,8 @@ No rules live here: the domain decides, errors.py maps refusals to statuses.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import grpc
 
@@ -17,6 +18,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.audit import AuditService
 from services.app.context import ContextService
+from services.app.event_streams import EventStreams
 from services.app.imports import ImportResult, ImportService
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, AsOf, SessionService
 from services.grpc import context_mapping, mapping
@@ -115,6 +117,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self.context = context
         self.imports = ImportService(service)
         self.audit = AuditService(service, read_models)
+        self.streams = EventStreams(service)
 
     def _written(self, session: pb.Session) -> pb.Session:
         session.position = self.service.written_position()
@@ -310,17 +313,16 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         entry, version = self.service.entry(_session_id(request), entry_id)
         return mapping.entry_to_pb(entry, version)
 
-    def ReadEvents(
-        self, request: pb.ReadEventsRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.SessionEvent]:
+    async def ReadEvents(
+        self, request: pb.ReadEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.SessionEvent]:
+        # Served on the event loop, so that a follower holds no worker thread.
         if request.after_version < 0:
             raise InvalidRequest("after_version must not be negative")
-        for event in self.service.events(
-            _session_id(request),
-            request.after_version,
-            follow=request.follow,
-            is_active=context.is_active,
-        ):
+        events = self.streams.read(
+            _session_id(request), request.after_version, follow=request.follow
+        )
+        async for event in events:
             yield mapping.event_to_pb(event)
 
     def UndoCompaction(

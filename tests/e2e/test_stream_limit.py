@@ -1,4 +1,4 @@
-"""Followed streams cannot take every worker: past the limit the next is refused."""
+"""Followed streams hold no worker thread, and past their limit the next is refused."""
 
 from __future__ import annotations
 
@@ -11,30 +11,47 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.conftest import start_server
 
+WORKERS = 2
+FOLLOWERS = 24  # far more than the worker threads
 
-def test_followers_past_the_limit_get_resource_exhausted_and_the_server_keeps_answering(
+
+def _user_entry(text: str) -> pb.Entry:
+    return pb.Entry(role=pb.ROLE_USER, content=[pb.ContentBlock(text=pb.TextBlock(text=text))])
+
+
+def test_followers_wait_without_workers_and_past_the_limit_get_resource_exhausted(
     database_url: str,
 ) -> None:
-    running = start_server(database_url, max_workers=4, max_followers=2)
+    running = start_server(database_url, max_workers=WORKERS, max_followers=FOLLOWERS)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             store = pb_grpc.SessionStoreStub(channel)
             store.CreateSession(pb.CreateSessionRequest(session_id="s-1"))
             follow = pb.ReadEventsRequest(session_id="s-1", follow=True)
-            streams = [store.ReadEvents(follow) for _ in range(2)]
+            # The timeout ends a test that would otherwise wait for a worker forever.
+            streams = [store.ReadEvents(follow, timeout=30) for _ in range(FOLLOWERS)]
             for stream in streams:
-                assert next(stream).version == 1  # both are being served
+                assert next(stream).version == 1  # all are being served, and wait
             refused = store.ReadEvents(follow)
             try:
                 next(refused)
-                raise AssertionError("a third follower was served")
+                raise AssertionError("a follower past the limit was served")
             except grpc.RpcError as error:
                 assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "SESSIONSTORE_MAX_FOLLOWERS" in str(error.details())
-            # Health and unary calls still find a worker.
+            # With every follower waiting, health and unary calls still answer
+            # on the two workers, and a write reaches every follower at once.
             health = health_pb2_grpc.HealthStub(channel)
             assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == 1
             assert store.GetSession(pb.GetSessionRequest(session_id="s-1"), timeout=5).version == 1
+            store.AppendEntries(
+                pb.AppendEntriesRequest(session_id="s-1", entries=[_user_entry("hi")]), timeout=5
+            )
+            started = time.monotonic()
+            for stream in streams:
+                assert next(stream).version == 2
+            # Woken by the save, not found by the once-a-second poll.
+            assert time.monotonic() - started < 0.9
             # A follower that leaves frees its place.
             streams[0].cancel()
             again = store.ReadEvents(follow)
@@ -46,6 +63,20 @@ def test_followers_past_the_limit_get_resource_exhausted_and_the_server_keeps_an
                     time.sleep(0.1)  # the cancelled stream may not have ended yet
                     again = store.ReadEvents(follow)
             again.cancel()
-            streams[1].cancel()
+            for stream in streams[1:]:
+                stream.cancel()
     finally:
         running.stop(0)
+
+
+def test_stopping_the_server_ends_followed_streams(database_url: str) -> None:
+    running = start_server(database_url)
+    with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        store = pb_grpc.SessionStoreStub(channel)
+        store.CreateSession(pb.CreateSessionRequest(session_id="s-1"))
+        stream = store.ReadEvents(pb.ReadEventsRequest(session_id="s-1", follow=True))
+        assert next(stream).version == 1
+        started = time.monotonic()
+        running.stop(5)
+        assert time.monotonic() - started < 4  # not held for the grace period
+        assert list(stream) == []  # the stream ended cleanly

@@ -1,12 +1,13 @@
 """The error interceptor maps refusals to statuses for every handler kind.
 
-A real gRPC server on loopback with one method of each kind, each refusing
-with a domain error, as the session store's handlers do.
+A real gRPC server on loopback (asyncio, as the store's) with one method of
+each kind, plain or async, each refusing with a domain error, as the session
+store's handlers do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
 from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
+from services.grpc.server import EventLoopThread
 
 
 def _refuse(*_: Any) -> Any:
@@ -37,6 +39,15 @@ def _echo_then_refuse(requests: Iterator[bytes], context: Any) -> Iterator[bytes
     raise InvalidRequest("the stream ended before the header")
 
 
+async def _refuse_async(*_: Any) -> Any:
+    raise SessionNotFound("s-2")
+
+
+async def _refuse_midway_async(request: Any, context: Any) -> AsyncIterator[bytes]:
+    yield b"first"
+    raise InvalidRequest("the second message is late")
+
+
 def _refuse_at_length(*_: Any) -> Any:
     raise PromptOverBudget("é" * 100_000, estimated_tokens=2, budget_tokens=1)
 
@@ -54,6 +65,8 @@ def channel() -> Iterator[grpc.Channel]:
         "UnaryStream": grpc.unary_stream_rpc_method_handler(_refuse_midway),
         "StreamUnary": grpc.stream_unary_rpc_method_handler(_consume_then_refuse),
         "StreamStream": grpc.stream_stream_rpc_method_handler(_echo_then_refuse),
+        "AsyncUnary": grpc.unary_unary_rpc_method_handler(_refuse_async),
+        "AsyncStream": grpc.unary_stream_rpc_method_handler(_refuse_midway_async),
         "Long": grpc.unary_unary_rpc_method_handler(_refuse_at_length),
         "StrictUnary": grpc.unary_unary_rpc_method_handler(
             lambda request, context: request, request_deserializer=_strict
@@ -62,13 +75,24 @@ def channel() -> Iterator[grpc.Channel]:
             _echo_then_refuse, request_deserializer=_strict
         ),
     }
-    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor()])
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Kinds", handlers)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    loop = EventLoopThread()
+
+    async def serve() -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(
+            migration_thread_pool=futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor()]
+        )
+        server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler("test.Kinds", handlers)]
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = loop.run(serve())
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         yield channel
-    server.stop(0)
+    loop.run(server.stop(0))
+    loop.close()
 
 
 def _status(call: Any) -> tuple[grpc.StatusCode, str]:
@@ -80,6 +104,15 @@ def _status(call: Any) -> tuple[grpc.StatusCode, str]:
 def test_unary_refusal(channel: grpc.Channel) -> None:
     call = channel.unary_unary("/test.Kinds/UnaryUnary")
     assert _status(lambda: call(b"x")) == (grpc.StatusCode.NOT_FOUND, "no session with id 's-1'")
+
+
+def test_async_refusals(channel: grpc.Channel) -> None:
+    call = channel.unary_unary("/test.Kinds/AsyncUnary")
+    assert _status(lambda: call(b"x")) == (grpc.StatusCode.NOT_FOUND, "no session with id 's-2'")
+    stream = channel.unary_stream("/test.Kinds/AsyncStream")(b"x")
+    assert next(stream) == b"first"
+    code, message = _status(lambda: next(stream))
+    assert (code, message) == (grpc.StatusCode.INVALID_ARGUMENT, "the second message is late")
 
 
 def test_server_streaming_refusal_after_a_message(channel: grpc.Channel) -> None:

@@ -25,9 +25,11 @@ from pydantic import ValidationError
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters.tokenizers import tokenizer_for
+from services.app.authentication import TokenBook
 from services.app.sessions import SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
+from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
@@ -153,10 +155,63 @@ class RunningServer:
         self.app.close()
 
 
+class InsecureAddress(ValueError):
+    """No authentication configured, on an address others can reach."""
+
+
+def security_mode(config: Config) -> dict[str, str]:
+    """What the server checks of its callers, for the start-up log."""
+    if config.tokens_file is not None:
+        auth = f"bearer tokens from {config.tokens_file}"
+    elif config.listens_on_loopback:
+        auth = "none: every caller is admin, so serving on loopback only"
+    else:
+        auth = "NONE on a non-loopback address (SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE)"
+    if config.tls_client_ca_file is not None:
+        tls = "mutual: clients need a certificate"
+    else:
+        tls = "on" if config.tls_cert_file is not None else "off"
+    return {"auth": auth, "tls": tls}
+
+
+def _load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredentials | None]:
+    """The tokens and TLS credentials, refusing to serve without authentication
+    where others could connect."""
+    tokens = TokenBook.load(config.tokens_file) if config.tokens_file is not None else None
+    if tokens is None and not config.listens_on_loopback:
+        if not config.allow_unauthenticated_remote:
+            raise InsecureAddress(
+                f"no authentication is configured, so this server serves loopback addresses "
+                f"only, not {config.address}: set SESSIONSTORE_TOKENS_FILE (see `sessionstore "
+                "token new`), listen on 127.0.0.1, or set "
+                "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
+                "authenticates"
+            )
+    credentials = None
+    if config.tls_cert_file is not None and config.tls_key_file is not None:
+        try:
+            chain = config.tls_cert_file.read_bytes()
+            key = config.tls_key_file.read_bytes()
+            client_ca = (
+                config.tls_client_ca_file.read_bytes()
+                if config.tls_client_ca_file is not None
+                else None
+            )
+        except OSError as error:
+            raise OSError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from None
+        credentials = grpc.ssl_server_credentials(
+            [(key, chain)],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
+    return tokens, credentials
+
+
 def start(config: Config) -> RunningServer:
     """Starts serving in background threads and returns at once."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
+    tokens, credentials = _load_security(config)
     app = build_application(config)
     service = app.sessions
     # Fail now if the database cannot be reached, and open its connection
@@ -167,9 +222,14 @@ def start(config: Config) -> RunningServer:
     tokenizer_for(config.default_model).count_text("warm up")
     _tune_garbage_collection()
     max_message = config.max_message_mb << 20
+    # Authentication outermost: its refusals are statuses of their own, and
+    # nothing else runs for a caller it refuses.
+    interceptors: list[grpc.ServerInterceptor] = [ErrorInterceptor(), DeadlineInterceptor()]
+    if tokens is not None:
+        interceptors.insert(0, AuthInterceptor(tokens, SERVICE_NAME))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc"),
-        interceptors=[ErrorInterceptor(), DeadlineInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message),
             ("grpc.max_send_message_length", max_message),
@@ -186,11 +246,15 @@ def start(config: Config) -> RunningServer:
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    enable_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
-    )
+    if config.reflection:
+        enable_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
+        )
     try:
-        port = server.add_insecure_port(config.address)
+        if credentials is not None:
+            port = server.add_secure_port(config.address, credentials)
+        else:
+            port = server.add_insecure_port(config.address)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -238,6 +302,7 @@ def main() -> None:
         "serving",
         address=config.address,
         database=_redacted(config.database_url),
+        **security_mode(config),
     )
     received = signal.sigwait(STOP_SIGNALS)
     log.info("shutting down", signal=signal.Signals(received).name, grace_seconds=GRACE_SECONDS)

@@ -76,9 +76,7 @@ def token_entry_toml(name: str, tenant: str, role: Role, token: str) -> str:
 
 def check_name(value: str, what: str) -> str:
     if not NAME.fullmatch(value):
-        raise ValueError(
-            f"{what} {value!r} must be 1 to 64 letters, digits or . _ : @ -"
-        )
+        raise ValueError(f"{what} {value!r} must be 1 to 64 letters, digits or . _ : @ -")
     return value
 
 

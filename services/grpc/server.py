@@ -178,15 +178,15 @@ def _load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredent
     """The tokens and TLS credentials, refusing to serve without authentication
     where others could connect."""
     tokens = TokenBook.load(config.tokens_file) if config.tokens_file is not None else None
-    if tokens is None and not config.listens_on_loopback:
-        if not config.allow_unauthenticated_remote:
-            raise InsecureAddress(
-                f"no authentication is configured, so this server serves loopback addresses "
-                f"only, not {config.address}: set SESSIONSTORE_TOKENS_FILE (see `sessionstore "
-                "token new`), listen on 127.0.0.1, or set "
-                "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
-                "authenticates"
-            )
+    remote = not config.listens_on_loopback
+    if tokens is None and remote and not config.allow_unauthenticated_remote:
+        raise InsecureAddress(
+            f"no authentication is configured, so this server serves loopback addresses "
+            f"only, not {config.address}: set SESSIONSTORE_TOKENS_FILE (see `sessionstore "
+            "token new`), listen on 127.0.0.1, or set "
+            "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
+            "authenticates"
+        )
     credentials = None
     if config.tls_cert_file is not None and config.tls_key_file is not None:
         try:

@@ -396,3 +396,20 @@ def test_sessions_made_without_authentication_belong_to_the_default_tenant(
             )
     finally:
         server.stop(0)
+
+
+def test_without_read_models_listing_still_shows_only_the_callers_tenant(tmp_path: Path) -> None:
+    path, tokens = _tokens_file(tmp_path)
+    server = start_server(f"sqlite:///{tmp_path}/s.db", tokens_file=path, projections="off")
+    address = f"127.0.0.1:{server.port}"
+    try:
+        with (
+            open_channel(address, Security(tokens["alice"])) as a,
+            open_channel(address, Security(tokens["bob"])) as b,
+        ):
+            Stub(a).CreateSession(pb.CreateSessionRequest(session_id="a-1"))
+            Stub(b).CreateSession(pb.CreateSessionRequest(session_id="b-1"))
+            assert _ids(Stub(a).ListSessions(pb.ListSessionsRequest())) == {"a-1"}
+            assert _ids(Stub(b).ListSessions(pb.ListSessionsRequest())) == {"b-1"}
+    finally:
+        server.stop(0)

@@ -69,6 +69,8 @@ MAX_UNDO_REASON_CHARS = 2_000
 MAX_PROVIDER_MESSAGE_CHARS = 4_000
 # A provider's count more than 4x off the estimate is a mistake, not a calibration.
 MAX_CALIBRATION = 4.0
+# The tenant of sessions made without authentication, and of those stored before tenants.
+DEFAULT_TENANT = "default"
 
 
 def validate_session_id(session_id: str) -> None:
@@ -105,6 +107,8 @@ class Session(BaseAggregate[str]):
         # copies (the fork's own history up to that version is the parent's).
         parent_session_id: str = ""
         forked_at_version: int = 0
+        # Who owns the session; events stored before tenants existed load as DEFAULT_TENANT.
+        tenant: str = DEFAULT_TENANT
 
     @dataclass(frozen=True)
     class EntriesAppended(Event):
@@ -293,6 +297,7 @@ class Session(BaseAggregate[str]):
     system_prompt_version = 0
     system_entries: Sequence[Sequence[int]] | None = ()
     undo_count = 0
+    tenant = DEFAULT_TENANT  # for snapshots taken before sessions had tenants
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -309,10 +314,12 @@ class Session(BaseAggregate[str]):
         context_window_source: str,
         parent_session_id: str = "",
         forked_at_version: int = 0,
+        tenant: str = DEFAULT_TENANT,
     ) -> None:
         # Called with the Started event's fields. Every attribute here is
         # bounded in size whatever the length of the session.
         self.parent_session_id = parent_session_id
+        self.tenant = tenant
         self.forked_at_version = forked_at_version
         self.settings = settings
         self.context_window_tokens = context_window_tokens
@@ -373,8 +380,10 @@ class Session(BaseAggregate[str]):
         *,
         max_entry_bytes_limit: int | None = None,
         timestamp: datetime | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> Session:
-        """A new session; ``timestamp`` is the time it started (now, unless imported)."""
+        """A new session of ``tenant``; ``timestamp`` is the time it started (now,
+        unless imported)."""
         validate_session_id(session_id)
         settings.validate(max_entry_bytes_limit)
         return cls._create(
@@ -384,6 +393,7 @@ class Session(BaseAggregate[str]):
             context_window_tokens=context_window[0],
             context_window_source=context_window[1],
             timestamp=timestamp,
+            tenant=tenant,
         )
 
     @classmethod
@@ -391,11 +401,13 @@ class Session(BaseAggregate[str]):
         cls,
         session_id: str,
         parent_events: Sequence[SessionEvent],
+        tenant: str = DEFAULT_TENANT,
     ) -> Session:
         """A new session whose history is a copy of the parent's events (its
         ``Started`` first): the same entries, ids, compactions, prunes, system
         prompt, settings and times, so every view of the fork up to the fork
-        point equals the parent's. The parent is not touched."""
+        point equals the parent's. The parent is not touched; the fork belongs
+        to ``tenant``, whoever owns the parent."""
         validate_session_id(session_id)
         if not parent_events or not isinstance(parent_events[0], cls.Started):
             raise InvalidRequest("a fork needs the parent's events from its first version")
@@ -409,6 +421,7 @@ class Session(BaseAggregate[str]):
             parent_session_id=started.originator_id,
             forked_at_version=parent_events[-1].originator_version,
             timestamp=started.timestamp,
+            tenant=tenant,
         )
         for event in parent_events[1:]:
             fields = {

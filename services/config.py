@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlparse
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.errors import DomainError
@@ -74,6 +75,28 @@ class Config(BaseSettings):
         description="how often the projection looks for new events when not woken (SQLite "
         "cannot notify; on PostgreSQL this is the fallback of LISTEN/NOTIFY)",
     )
+    tokens_file: Path | None = Field(
+        None,
+        description="TOML file of the bearer tokens this server accepts, by SHA-256 only, each "
+        "with a name, tenant and role (`sessionstore token new` prints an entry); unset: no "
+        "authentication, and the server listens on loopback addresses only",
+    )
+    tls_cert_file: Path | None = Field(
+        None, description="PEM certificate chain of the server; with tls_key_file, serves TLS"
+    )
+    tls_key_file: Path | None = Field(None, description="PEM private key of tls_cert_file")
+    tls_client_ca_file: Path | None = Field(
+        None,
+        description="PEM CA certificates; when set, clients must present a certificate it "
+        "signed (mutual TLS)",
+    )
+    allow_unauthenticated_remote: bool = Field(
+        False,
+        description="serve without tokens on an address other than loopback (anyone who "
+        "reaches the port reads and writes every session): only behind a gateway that "
+        "authenticates",
+    )
+    reflection: bool = Field(True, description="serve gRPC server reflection")
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
@@ -87,6 +110,26 @@ class Config(BaseSettings):
                 "0.0.0.0:50051 (port 0 picks a free one)"
             )
         return address
+
+    @model_validator(mode="after")
+    def _tls_files_together(self) -> Config:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("set tls_cert_file and tls_key_file together, or neither")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError(
+                "tls_client_ca_file (mutual TLS) needs TLS: set tls_cert_file and tls_key_file"
+            )
+        return self
+
+    @property
+    def listens_on_loopback(self) -> bool:
+        host = self.address.rpartition(":")[0].strip("[]")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False  # a host name, which may resolve to any interface
 
     @field_validator("session_defaults")
     @classmethod

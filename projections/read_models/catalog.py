@@ -31,6 +31,7 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
                     "title": settings.title,
                     "model": settings.model,
                     "parent_session_id": event.parent_session_id,
+                    "tenant": event.tenant,
                     "created": event.timestamp,
                 },
                 labels=dict(settings.labels),

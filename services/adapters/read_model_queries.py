@@ -31,6 +31,8 @@ class CatalogFilter:
     updated_before_us: int | None = None
     # "created" (oldest first, the default) or "updated" (latest first).
     order_by: str = "created"
+    # Only this tenant's sessions; None: every tenant's.
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class AuditFilter:
     model: str = ""
     outcome: str = ""
     action: str = ""
+    # Only the records of this tenant's sessions; None: every tenant's.
+    tenant: str | None = None
 
 
 def encode_token(*key: object) -> str:
@@ -69,6 +73,14 @@ def _is_int64(text: str) -> bool:
         return False
 
 
+def _of_tenant(query: Select[Any], session_id: Any, tenant: str | None) -> Select[Any]:
+    """The audit rows of the tenant's sessions, as the catalog knows them."""
+    if tenant is None:
+        return query
+    c = t.catalog.c
+    return query.where(exists().where(and_(c.session_id == session_id, c.tenant == tenant)))
+
+
 class ReadModelQueries:
     def __init__(self, database: ReadModelDatabase) -> None:
         self.database = database
@@ -84,6 +96,8 @@ class ReadModelQueries:
         newest_first = where.order_by == "updated"
         key = c.updated_position if newest_first else c.created_position
         query = select(t.catalog).where(c.erased == 0)
+        if where.tenant is not None:
+            query = query.where(c.tenant == where.tenant)
         for name, value in where.labels.items():
             label = t.catalog_labels.c
             query = query.where(
@@ -111,7 +125,7 @@ class ReadModelQueries:
 
     def compactions(self, where: AuditFilter, limit: int, token: str) -> tuple[list[Row], str]:
         c = t.compactions.c
-        query = select(t.compactions)
+        query = _of_tenant(select(t.compactions), c.session_id, where.tenant)
         if where.session_id:
             query = query.where(c.session_id == where.session_id)
         if where.since_us is not None:
@@ -154,7 +168,7 @@ class ReadModelQueries:
 
     def prunes(self, where: AuditFilter, limit: int, token: str) -> tuple[list[Row], str]:
         c = t.prunes.c
-        query = select(t.prunes)
+        query = _of_tenant(select(t.prunes), c.session_id, where.tenant)
         if where.session_id:
             query = query.where(c.session_id == where.session_id)
         if where.since_us is not None:

@@ -38,6 +38,7 @@ catalog = Table(
     Column("compactions", BigInteger, nullable=False),
     Column("prunes", BigInteger, nullable=False),
     Column("erased", Integer, nullable=False),
+    Column("tenant", String(128), nullable=False),
 )
 
 catalog_labels = Table(

@@ -9,7 +9,7 @@ history, which the read models need not copy.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from domain.compaction import Compaction
@@ -17,6 +17,7 @@ from domain.content import Entry
 from domain.errors import InvalidRequest, NotFound, PreconditionFailed
 from domain.session import Session
 from services.adapters.read_model_queries import AuditFilter, CatalogFilter
+from services.app import tenancy
 from services.app.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionService
 from services.readmodels import ReadModels
 
@@ -69,11 +70,13 @@ class AuditService:
         deadline: float | None,
     ) -> tuple[list[Session], str, int]:
         """A page of sessions from the catalog, the next page's token and the
-        catalog's position; without read models, unfiltered from the event store."""
+        catalog's position; without read models, unfiltered from the event store.
+        Only the caller's tenant's sessions, unless the caller sees every tenant."""
         if self.read_models is None and where == CatalogFilter():
             return self._list_from_store(size, token)
         models = self._models()
         position = models.wait_for(["catalog"], min_position, deadline)
+        where = replace(where, tenant=tenancy.tenant_filter())
         rows, next_token = models.queries.sessions(where, page_size(size), token)
         return [self.sessions.get_session(r["session_id"]) for r in rows], next_token, position
 
@@ -89,7 +92,10 @@ class AuditService:
         self, where: AuditFilter, size: int, token: str, min_position: int, deadline: float | None
     ) -> tuple[list[Row], str, int]:
         models = self._models()
-        position = models.wait_for(["compactions"], min_position, deadline)
+        where = replace(where, tenant=tenancy.tenant_filter())
+        # A tenant's records are told by the catalog: it must be as far on.
+        names = ["compactions"] if where.tenant is None else ["catalog", "compactions"]
+        position = models.wait_for(names, min_position, deadline)
         rows, next_token = models.queries.compactions(where, page_size(size), token)
         return rows, next_token, position
 
@@ -97,7 +103,9 @@ class AuditService:
         self, where: AuditFilter, size: int, token: str, min_position: int, deadline: float | None
     ) -> tuple[list[Row], str, int]:
         models = self._models()
-        position = models.wait_for(["prunes"], min_position, deadline)
+        where = replace(where, tenant=tenancy.tenant_filter())
+        names = ["prunes"] if where.tenant is None else ["catalog", "prunes"]
+        position = models.wait_for(names, min_position, deadline)
         rows, next_token = models.queries.prunes(where, page_size(size), token)
         return rows, next_token, position
 
@@ -107,6 +115,7 @@ class AuditService:
         """The audit row, the receipt with its summary, and the entries it replaced:
         those between the previous compaction's cut and this one's first kept entry."""
         models = self._models()
+        self.sessions.get_session(session_id)  # NOT_FOUND for another tenant's session
         models.wait_for(["compactions"], min_position, deadline)
         row = models.queries.compaction(session_id, version)
         if row is None:

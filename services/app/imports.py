@@ -35,6 +35,7 @@ from services.adapters.tokenizers import Tokenizer, tokenizer_for
 from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
 from services.adapters.transcripts.ir import Record
 from services.adapters.transcripts.pi_export import export_lines
+from services.app import tenancy
 from services.app.sessions import SessionService
 
 UNANSWERED = "the transcript has no result for this call"
@@ -241,12 +242,18 @@ class ImportService:
             raised = -(-needed // ENTRY_BYTES_STEP) * ENTRY_BYTES_STEP
             settings = replace(settings, max_entry_bytes=min(raised, limit))
         tokenizer = tokenizer_for(settings.model)
+        tenant = tenancy.caller().tenant  # the sessions are the importer's
         now = datetime.now(UTC)
         main_path = paths[0]
         started = _start_time(transcript, main_path, now)
         try:
             session = Session.start(
-                main_id, settings, window, max_entry_bytes_limit=limit, timestamp=started
+                main_id,
+                settings,
+                window,
+                max_entry_bytes_limit=limit,
+                timestamp=started,
+                tenant=tenant,
             )
         except DomainError as error:
             raise InvalidRequest(f"the imported session's settings: {error}") from None
@@ -269,7 +276,7 @@ class ImportService:
             split = max((i for i, r in enumerate(path) if r.id in on_main), default=-1)
             fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
             fork_id = _fork_id(main_id, leaf.id)
-            fork = Session.fork(fork_id, main_events[:fork_version])  # type: ignore[arg-type]
+            fork = Session.fork(fork_id, main_events[:fork_version], tenant)  # type: ignore[arg-type]
             builder = _Builder(fork, tokenizer, now)
             builder.version_of.update(
                 {k: v for k, v in main.version_of.items() if v <= fork_version}

@@ -53,7 +53,7 @@ from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
-from services.app import deadline
+from services.app import deadline, tenancy
 from services.app.cache import WeightedLRU
 from services.app.saved_versions import SavedVersions
 from services.config import Config
@@ -63,6 +63,8 @@ MESSAGE_ENVELOPE_BYTES = 64 << 10
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 WRITE_CACHE_SESSIONS = 10_000
+# Sessions whose tenant this server remembers (a tenant never changes).
+TENANT_CACHE_SESSIONS = 100_000
 # Resident memory per byte of cached objects: the allocator keeps freed
 # memory of evicted sessions in partly used arenas.
 RSS_PER_LIVE_BYTE = 1.4
@@ -123,6 +125,7 @@ class SessionService:
         self.engine_names: set[str] = set()
         # The position of this thread's latest save (see written_position).
         self._positions = threading.local()
+        self._tenants: WeightedLRU[str, str] = WeightedLRU(TENANT_CACHE_SESSIONS, lambda _: 1)
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
@@ -159,6 +162,7 @@ class SessionService:
             settings,
             self._context_window(settings),
             max_entry_bytes_limit=self._max_entry_bytes_limit,
+            tenant=tenancy.caller().tenant,
         )
         self._save(session)
         return session
@@ -180,7 +184,13 @@ class SessionService:
         # One more than asked, to know whether another page follows.
         found = self.store.started_notifications(after, page_size + 1)
         page = found[:page_size]
-        sessions = [self._aggregate(session_id) for _, session_id in page]
+        # Another tenant's sessions are left out of the page (which may then be short).
+        caller = tenancy.caller()
+        sessions = [
+            session
+            for session in (self._load(session_id) for _, session_id in page)
+            if caller.sees(session.tenant)
+        ]
         next_after = page[-1][0] if len(found) > page_size else None
         return sessions, next_after
 
@@ -415,7 +425,7 @@ class SessionService:
         validate_session_id(fork_id)
         self.check_new_session_id(fork_id)
         events = self.store.session_events(session_id, upto=version)
-        fork = Session.fork(fork_id, events)
+        fork = Session.fork(fork_id, events, tenant=tenancy.caller().tenant)
         if choose is not None:
             settings = choose(fork.settings)
             self._check_engine(settings)
@@ -483,6 +493,7 @@ class SessionService:
         """The aggregate as this server last saved it, else as stored: for estimates and
         routing on the read path, where a moment's staleness does no harm and a read
         of the store would cost as much as the view itself."""
+        self._check_tenant(session_id)
         written = self._written.get(session_id)
         if written is not None:
             return written
@@ -496,7 +507,7 @@ class SessionService:
             read = self._read.get(session_id)
             if read is not None:
                 return read
-        session = self._aggregate(session_id)
+        session = self._load(session_id)
         self._read.put(session_id, session)
         return session
 
@@ -518,6 +529,7 @@ class SessionService:
         with an expected version hears the conflict from the fresh copy.
         """
         self._positions.value = None
+        self._check_tenant(session_id)
         with self._locked(session_id):
             cached = self._written.get(session_id)
             if cached is not None:
@@ -532,7 +544,7 @@ class SessionService:
             while True:
                 attempt += 1
                 try:
-                    return self._attempt(self._aggregate(session_id), expected_version, command)
+                    return self._attempt(self._load(session_id), expected_version, command)
                 except _RaceLost:
                     if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
                         raise
@@ -633,13 +645,36 @@ class SessionService:
         )
 
     def _aggregate(self, session_id: str) -> Session:
+        """The session as stored, if the caller may see it."""
+        session = self._load(session_id)
+        self._tenants.put(session_id, session.tenant)
+        if not tenancy.caller().sees(session.tenant):
+            raise SessionNotFound(session_id)
+        return session
+
+    def _load(self, session_id: str) -> Session:
         try:
             return self.store.repository.get(session_id)
         except AggregateNotFoundError:
             raise SessionNotFound(session_id) from None
 
+    def _check_tenant(self, session_id: str) -> None:
+        """Refuses another tenant's session exactly as a missing one: a caller
+        learns nothing of the sessions it may not see."""
+        caller = tenancy.caller()
+        if caller.sees_all_tenants:
+            return  # no lookup at all without authentication, nor for an admin
+        tenant = self._tenants.get(session_id)
+        if tenant is None:
+            known = self._written.get(session_id) or self._read.get(session_id)
+            tenant = known.tenant if known is not None else self._load(session_id).tenant
+            self._tenants.put(session_id, tenant)
+        if tenant != caller.tenant:
+            raise SessionNotFound(session_id)
+
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
+        self._check_tenant(session_id)
         with self._history_locks[hash(session_id) % LOCK_STRIPES]:
             cached = self._histories.get(session_id)
             history = cached or self._cold_history(session_id)
@@ -718,7 +753,7 @@ class SessionService:
                 raise SessionExists(
                     f"a session with id {quoted(session.id)} already exists"
                 ) from None
-            current = self._aggregate(session.id).version
+            current = self._load(session.id).version
             raise _RaceLost(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
         for listener in self.on_saved:

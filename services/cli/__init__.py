@@ -17,6 +17,7 @@ group (sessions, entries, views, events, compaction, context, system_prompt).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,6 +26,7 @@ import grpc
 from services.cli.audit import COMMANDS as AUDIT_COMMANDS
 from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
 from services.cli.compaction import compact, overflow, prune
+from services.cli.connection import Security
 from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
 from services.cli.events import events
@@ -32,6 +34,7 @@ from services.cli.options import json_option
 from services.cli.output import print_json
 from services.cli.sessions import create, list_sessions, settings, show
 from services.cli.system_prompt import system_prompt
+from services.cli.tokens import token_group
 from services.cli.transfer import COMMANDS as TRANSFER_COMMANDS
 from services.cli.undo import undo_compaction
 from services.cli.views import log, prompt, replay
@@ -90,10 +93,50 @@ class _Cli(click.Group):
     show_default=True,
     help="Seconds to wait for each answer.",
 )
+@click.option(
+    "--token",
+    envvar="SESSIONSTORE_TOKEN",
+    show_envvar=True,
+    default="",
+    help="Bearer token, for a server with a tokens file (prefer the variable: "
+    "options show in process lists).",
+)
+@click.option(
+    "--ca-file",
+    envvar="SESSIONSTORE_CA_FILE",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Connect over TLS, trusting these PEM CA certificates.",
+)
+@click.option(
+    "--cert-file",
+    envvar="SESSIONSTORE_CERT_FILE",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM client certificate, for a server that requires mutual TLS.",
+)
+@click.option(
+    "--key-file",
+    envvar="SESSIONSTORE_KEY_FILE",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM private key of --cert-file.",
+)
 @click.pass_context
-def cli(ctx: click.Context, address: str, as_json: bool, timeout: float) -> None:
+def cli(
+    ctx: click.Context,
+    address: str,
+    as_json: bool,
+    timeout: float,
+    token: str,
+    ca_file: Path | None,
+    cert_file: Path | None,
+    key_file: Path | None,
+) -> None:
     """Read and write the sessions of a session store server."""
-    client = Client(address, timeout, as_json)
+    if (cert_file is None) != (key_file is None):
+        raise click.UsageError("give --cert-file and --key-file together")
+    client = Client(address, timeout, as_json, Security(token, ca_file, cert_file, key_file))
     ctx.obj = client
     ctx.call_on_close(client.close)
 
@@ -119,6 +162,7 @@ for _command in (
     *TRANSFER_COMMANDS,
     *AUDIT_COMMANDS,
     undo_compaction,
+    token_group,
 ):
     cli.add_command(_command)
 

@@ -17,6 +17,7 @@ import grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.cli.connection import Security, open_channel
 from services.cli.output import print_json
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -46,6 +47,7 @@ class Client:
     address: str
     timeout: float
     as_json: bool
+    security: Security = field(default_factory=Security, repr=False)
     _channel: grpc.Channel | None = field(default=None, repr=False)
     _stub: pb_grpc.SessionStoreStub | None = field(default=None, repr=False)
 
@@ -53,7 +55,7 @@ class Client:
     def stub(self) -> pb_grpc.SessionStoreStub:
         # Connect on first use, so `--help` and usage errors never touch the network.
         if self._stub is None:
-            self._channel = grpc.insecure_channel(self.address)
+            self._channel = open_channel(self.address, self.security)
             self._stub = pb_grpc.SessionStoreStub(self._channel)
         return self._stub
 

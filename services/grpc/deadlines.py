@@ -7,14 +7,15 @@ gone.
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
 
 from services.app import deadline
+from services.grpc.handlers import behaviour_of, is_async, rewrapped, stepwise
 
 # Without a deadline gRPC answers a remaining time of centuries.
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
@@ -35,60 +36,24 @@ class DeadlineInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
-        if handler is None or _is_async(handler):
+        if handler is None or is_async(behaviour_of(handler)):
             # Async handlers need no help: the event loop cancels them at the
             # deadline.
             return handler
-        serializers = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _returning(handler.unary_unary), **serializers
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _streaming(handler.unary_stream), **serializers
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _returning(handler.stream_unary), **serializers
-            )
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(
-                _streaming(handler.stream_stream), **serializers
-            )
-        return handler
+        return rewrapped(handler, returning=_returning, streaming=_streaming)
 
 
-def _is_async(handler: grpc.RpcMethodHandler) -> bool:
-    behaviour = (
-        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
-    )
-    return inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)
+def _within_call(context: grpc.ServicerContext) -> AbstractContextManager[None]:
+    return deadline.within(call_deadline(context))
 
 
 def _returning(behaviour: Callable[..., Any]) -> Callable[..., Any]:
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        with deadline.within(call_deadline(context)):
+        with _within_call(context):
             return behaviour(request, context)
 
     return handle
 
 
-def _streaming(behaviour: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
-    def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        # Set around each step rather than across yields, so that nothing stays
-        # set in the worker thread when a stream is abandoned half way.
-        limit = call_deadline(context)
-        responses = behaviour(request, context)
-        while True:
-            with deadline.within(limit):
-                try:
-                    response = next(responses)
-                except StopIteration:
-                    return
-            yield response
-
-    return handle
+def _streaming(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    return stepwise(behaviour, _within_call)

@@ -22,6 +22,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from domain import errors
+from services.app.authentication import PermissionDenied, Unauthenticated
+from services.grpc.handlers import rewrapped
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
@@ -39,6 +41,8 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
 ]
 
 
@@ -117,27 +121,12 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
-        serializers = {
-            "request_deserializer": _tolerant(handler.request_deserializer),
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _returning(handler.unary_unary, method), **serializers
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _streaming(handler.unary_stream, method), **serializers
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _returning(handler.stream_unary, method), **serializers
-            )
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(
-                _streaming(handler.stream_stream, method), **serializers
-            )
-        return handler
+        return rewrapped(
+            handler,
+            returning=lambda behaviour: _returning(behaviour, method),
+            streaming=lambda behaviour: _streaming(behaviour, method),
+            request_deserializer=_tolerant(handler.request_deserializer),
+        )
 
 
 def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple[Any, ...]]:

@@ -29,12 +29,15 @@ from pydantic import ValidationError
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters.tokenizers import tokenizer_for
+from services.app.authentication import TokenBook
 from services.app.sessions import SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
+from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
+from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
@@ -201,6 +204,7 @@ def start(config: Config) -> RunningServer:
     """Starts serving in background threads and returns at once."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
+    tokens, credentials = load_security(config)
     app = build_application(config)
     service = app.sessions
     # Fail now if the database cannot be reached, and open its connection
@@ -215,21 +219,33 @@ def start(config: Config) -> RunningServer:
         app.read_models.start()
     loop = EventLoopThread()
     try:
-        return loop.run(_serve(config, app, loop))
+        return loop.run(_serve(config, app, loop, tokens, credentials))
     except BaseException:
         loop.close()
         app.close()
         raise
 
 
-async def _serve(config: Config, app: Application, loop: EventLoopThread) -> RunningServer:
+async def _serve(
+    config: Config,
+    app: Application,
+    loop: EventLoopThread,
+    tokens: TokenBook | None,
+    credentials: grpc.ServerCredentials | None,
+) -> RunningServer:
     max_message = config.max_message_mb << 20
+    # Authentication innermost but for the deadline: the error interceptor
+    # answers its refusals like any other, and nothing runs for a caller it
+    # refuses.
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(), DeadlineInterceptor()]
+    if tokens is not None:
+        interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     server = grpc.aio.server(
         # Unary calls and the streams that work while they stream run here.
         migration_thread_pool=futures.ThreadPoolExecutor(
             max_workers=config.max_workers, thread_name_prefix="rpc"
         ),
-        interceptors=[ErrorInterceptor(), DeadlineInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message),
             ("grpc.max_send_message_length", max_message),
@@ -243,11 +259,15 @@ async def _serve(config: Config, app: Application, loop: EventLoopThread) -> Run
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    enable_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
-    )
+    if config.reflection:
+        enable_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
+        )
     try:
-        port = server.add_insecure_port(config.address)
+        if credentials is not None:
+            port = server.add_secure_port(config.address, credentials)
+        else:
+            port = server.add_insecure_port(config.address)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -293,6 +313,7 @@ def main() -> None:
         "serving",
         address=config.address,
         database=_redacted(config.database_url),
+        **security_mode(config),
     )
     received = signal.sigwait(STOP_SIGNALS)
     log.info("shutting down", signal=signal.Signals(received).name, grace_seconds=GRACE_SECONDS)

@@ -1,0 +1,86 @@
+"""Who is calling, and which sessions that caller may see.
+
+The transport (the gRPC interceptor) authenticates a call and sets the
+caller here for the time of the call; the use cases read it. Work the server
+does on its own (the context engine's background compactions, the read
+models) runs without a caller set and sees every tenant, as does a server
+without authentication, whose every caller is the admin of DEFAULT_TENANT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from domain.session import DEFAULT_TENANT
+
+
+class Role(enum.Enum):
+    TENANT = "tenant"  # reads and writes the sessions of its tenant
+    AUDITOR = "auditor"  # reads the sessions of its tenant, writes nothing
+    ADMIN = "admin"  # reads and writes the sessions of every tenant
+
+
+class Permission(enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
+GRANTS: dict[Role, frozenset[Permission]] = {
+    Role.TENANT: frozenset({Permission.READ, Permission.WRITE}),
+    Role.AUDITOR: frozenset({Permission.READ}),
+    Role.ADMIN: frozenset(Permission),
+}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: a token's name, its tenant and its role."""
+
+    name: str
+    tenant: str
+    role: Role
+
+    @property
+    def sees_all_tenants(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def may(self, permission: Permission) -> bool:
+        return permission in GRANTS[self.role]
+
+    def sees(self, tenant: str) -> bool:
+        return self.sees_all_tenants or tenant == self.tenant
+
+
+# The caller when nobody authenticated one: the server itself, or a server
+# without authentication (which serves loopback only).
+UNRESTRICTED = Principal("unauthenticated", DEFAULT_TENANT, Role.ADMIN)
+
+_caller: ContextVar[Principal | None] = ContextVar("sessionstore_caller", default=None)
+
+
+def caller() -> Principal:
+    return _caller.get() or UNRESTRICTED
+
+
+def tenant_filter() -> str | None:
+    """The tenant listings are limited to: the caller's, or None for every tenant."""
+    principal = caller()
+    return None if principal.sees_all_tenants else principal.tenant
+
+
+@contextlib.contextmanager
+def calling_as(principal: Principal) -> Iterator[None]:
+    """Runs the block as ``principal``. Restores the earlier caller rather than
+    resetting a token: a streaming handler's generator may be finished from
+    another context than the one it started in."""
+    earlier = _caller.get()
+    _caller.set(principal)
+    try:
+        yield
+    finally:
+        _caller.set(earlier)

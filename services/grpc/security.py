@@ -1,0 +1,64 @@
+"""Who may call the server, and over what: bearer tokens and TLS from the configuration.
+
+Without tokens every caller is an admin, so such a server listens on loopback
+only unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from services.app.authentication import TokenBook
+from services.config import Config
+
+
+class InsecureAddress(ValueError):
+    """No authentication configured, on an address others can reach."""
+
+
+def security_mode(config: Config) -> dict[str, str]:
+    """What the server checks of its callers, for the start-up log."""
+    if config.tokens_file is not None:
+        auth = f"bearer tokens from {config.tokens_file}"
+    elif config.listens_on_loopback:
+        auth = "none: every caller is admin, so serving on loopback only"
+    else:
+        auth = "NONE on a non-loopback address (SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE)"
+    if config.tls_client_ca_file is not None:
+        tls = "mutual: clients need a certificate"
+    else:
+        tls = "on" if config.tls_cert_file is not None else "off"
+    return {"auth": auth, "tls": tls}
+
+
+def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredentials | None]:
+    """The tokens and TLS credentials, refusing to serve without authentication
+    where others could connect."""
+    tokens = TokenBook.load(config.tokens_file) if config.tokens_file is not None else None
+    remote = not config.listens_on_loopback
+    if tokens is None and remote and not config.allow_unauthenticated_remote:
+        raise InsecureAddress(
+            f"no authentication is configured, so this server serves loopback addresses "
+            f"only, not {config.address}: set SESSIONSTORE_TOKENS_FILE (see `sessionstore "
+            "token new`), listen on 127.0.0.1, or set "
+            "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
+            "authenticates"
+        )
+    credentials = None
+    if config.tls_cert_file is not None and config.tls_key_file is not None:
+        try:
+            chain = config.tls_cert_file.read_bytes()
+            key = config.tls_key_file.read_bytes()
+            client_ca = (
+                config.tls_client_ca_file.read_bytes()
+                if config.tls_client_ca_file is not None
+                else None
+            )
+        except OSError as error:
+            raise OSError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from None
+        credentials = grpc.ssl_server_credentials(
+            [(key, chain)],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
+    return tokens, credentials

@@ -77,7 +77,17 @@ def main() -> int:
     codes: Counter[str] = Counter()
     for result in results:
         codes.update(result.codes)
-    outcome = Run(config, moments, outcomes, codes, verdict, crashed, time.monotonic() - began)
+    outcome = Run(
+        config=config,
+        moments=moments,
+        outcomes=outcomes,
+        codes=codes,
+        resends=sum(result.resends for result in results),
+        resend_failures=[failure for result in results for failure in result.resend_failures],
+        verdict=verdict,
+        crashed=crashed,
+        total_seconds=time.monotonic() - began,
+    )
     reasons = judge(outcome)
     print(render(outcome, reasons), flush=True)
     if not reasons:

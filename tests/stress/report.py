@@ -21,6 +21,9 @@ class Run:
     moments: list[Moment]
     outcomes: list[Outcome]
     codes: Counter[str]
+    # Acknowledged appends sent again on purpose, and those not answered as replays.
+    resends: int
+    resend_failures: list[str]
     verdict: Verdict
     # Servers that exited without being asked to, with how.
     crashed: list[str]
@@ -50,6 +53,8 @@ def judge(run: Run) -> list[str]:
         )
     if not _acknowledged_between(run.outcomes, run.moments[-2].at, run.moments[-1].at):
         reasons.append("no append acknowledged after the last fault")
+    if run.resend_failures:
+        reasons.append(f"{len(run.resend_failures)} resent append(s) not answered as a replay")
     reasons.extend(f"server exited unasked: {how}" for how in run.crashed)
     return reasons
 
@@ -79,6 +84,8 @@ def render(run: Run, reasons: list[str]) -> str:
     lines += [
         f"  status codes seen: {_codes(run.codes)}",
         f"  appends retried: {len(retried):,} (most attempts for one: {max(retried, default=1)})",
+        f"  acknowledged appends resent on purpose: {run.resends:,}, answered as a replay "
+        f"of the first: {run.resends - len(run.resend_failures):,}",
         f"  read back: {verdict.events:,} events, {verdict.entries:,} entries",
         f"  lost {verdict.lost}, duplicated {verdict.duplicated}, gaps {verdict.gaps}, "
         f"partial {verdict.partial}, misreported {verdict.misreported}, "
@@ -86,6 +93,7 @@ def render(run: Run, reasons: list[str]) -> str:
         f"  total time: {run.total_seconds:.0f} s (cluster, servers, load, drain, read-back)",
     ]
     lines += [f"  ! {problem}" for problem in verdict.problems]
+    lines += [f"  ! {failure}" for failure in run.resend_failures[:10]]
     if reasons:
         lines.append("FAILED: " + "; ".join(reasons))
     else:

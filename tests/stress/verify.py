@@ -84,7 +84,7 @@ def verify(addresses: list[str], session_ids: list[str], outcomes: list[Outcome]
     finally:
         for channel in channels:
             channel.close()
-    _check_outcomes(outcomes, stored, verdict)
+    check_outcomes(outcomes, stored, verdict)
     return verdict
 
 
@@ -93,6 +93,18 @@ def _check_session(
 ) -> list[StoredAppend]:
     request = pb.ReadEventsRequest(session_id=session_id)
     events = list(stub.ReadEvents(request, timeout=READ_TIMEOUT_SECONDS))
+    logged_ids, log_version = _durable_log(stub, session_id)
+    return check_stream(session_id, events, logged_ids, log_version, verdict)
+
+
+def check_stream(
+    session_id: str,
+    events: list[pb.SessionEvent],
+    logged_ids: list[str],
+    log_version: int,
+    verdict: Verdict,
+) -> list[StoredAppend]:
+    """Checks one session's events and durable log; answers the appends it holds."""
     verdict.events += len(events)
     versions = [event.version for event in events]
     head = max(versions, default=0)
@@ -133,7 +145,6 @@ def _check_session(
 
     streamed_ids = [entry_id for append in appends for entry_id in append.entry_ids]
     verdict.entries += len(streamed_ids)
-    logged_ids, log_version = _durable_log(stub, session_id)
     if logged_ids != streamed_ids or log_version != head:
         verdict.log_mismatches += 1
         verdict.note(
@@ -165,7 +176,7 @@ def _whole(append: StoredAppend) -> bool:
     return append.texts == tuple(entry_text(append.key, k, size) for k in range(size))
 
 
-def _check_outcomes(
+def check_outcomes(
     outcomes: list[Outcome], stored: dict[str, list[StoredAppend]], verdict: Verdict
 ) -> None:
     sent: set[str] = set()

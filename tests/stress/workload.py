@@ -41,6 +41,9 @@ CHANNEL_OPTIONS = [
 ]
 ROLES = (pb.ROLE_USER, pb.ROLE_ASSISTANT, pb.ROLE_ASSISTANT)
 TURN_SIZES = (1, 1, 2, 3)
+# Share of acknowledged appends sent once more, to another server, as a client
+# does whose answer got lost: each must be answered as a replay of the first.
+RESEND_RATIO = 0.02
 
 
 def entry_text(key: str, index: int, size: int) -> str:
@@ -106,6 +109,9 @@ class WorkerPlan:
 class WorkerResult:
     outcomes: list[Outcome] = field(default_factory=list)
     codes: Counter[str] = field(default_factory=Counter)
+    resends: int = 0
+    # Resent appends not answered as a replay of the first, saying how.
+    resend_failures: list[str] = field(default_factory=list)
 
 
 class Client:
@@ -137,6 +143,45 @@ class Client:
         request = pb.AppendEntriesRequest(
             session_id=session_id, entries=turn_entries(key, size), idempotency_key=key
         )
+        answer, attempts, refusal = self._send(request)
+        if answer is None:
+            state = "refused" if refusal else "unresolved"
+            return Outcome(key, session_id, size, state, attempts=attempts, refusal=refusal)
+        outcome = Outcome(
+            key,
+            session_id,
+            size,
+            "acknowledged",
+            version=answer.version,
+            entry_ids=tuple(answer.entry_ids),
+            replayed=answer.replayed,
+            attempts=attempts,
+            at=time.time(),
+        )
+        if self.random.random() < RESEND_RATIO:
+            self._resend(request, outcome)
+        return outcome
+
+    def _resend(self, request: pb.AppendEntriesRequest, first: Outcome) -> None:
+        """Sends an acknowledged append again, to the next server: a retry of a lost answer."""
+        self.server = (self.server + 1) % len(self.stubs)
+        answer, _, refusal = self._send(request)
+        self.result.resends += 1
+        if answer is None:
+            self.result.resend_failures.append(f"{first.key}: resent, {refusal or 'unanswered'}")
+        elif not answer.replayed or (answer.version, tuple(answer.entry_ids)) != (
+            first.version,
+            first.entry_ids,
+        ):
+            self.result.resend_failures.append(
+                f"{first.key}: first v{first.version} {first.entry_ids}, resent "
+                f"v{answer.version} {tuple(answer.entry_ids)} replayed={answer.replayed}"
+            )
+
+    def _send(
+        self, request: pb.AppendEntriesRequest
+    ) -> tuple[pb.AppendEntriesResponse | None, int, str]:
+        """The answer (None if refused or given up), the attempts it took, any refusal."""
         backoff = FIRST_BACKOFF_SECONDS
         attempts = 0
         while True:
@@ -149,28 +194,15 @@ class Client:
                 code = error.code()
                 self.result.codes[code.name] += 1
                 if code not in RETRYABLE:
-                    refusal = f"{code.name}: {error.details()}"
-                    return Outcome(
-                        key, session_id, size, "refused", attempts=attempts, refusal=refusal
-                    )
+                    return None, attempts, f"{code.name}: {error.details()}"
                 if time.time() > self.plan.give_up_at:
-                    return Outcome(key, session_id, size, "unresolved", attempts=attempts)
+                    return None, attempts, ""
                 self.server = (self.server + 1) % len(self.stubs)
                 time.sleep(backoff * (0.5 + self.random.random()))
                 backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
                 continue
             self.result.codes["OK"] += 1
-            return Outcome(
-                key,
-                session_id,
-                size,
-                "acknowledged",
-                version=answer.version,
-                entry_ids=tuple(answer.entry_ids),
-                replayed=answer.replayed,
-                attempts=attempts,
-                at=time.time(),
-            )
+            return answer, attempts, ""
 
 
 def run_worker(plan: WorkerPlan) -> WorkerResult:
@@ -191,6 +223,8 @@ def run_worker(plan: WorkerPlan) -> WorkerResult:
     for client in clients:
         merged.outcomes.extend(client.result.outcomes)
         merged.codes.update(client.result.codes)
+        merged.resends += client.result.resends
+        merged.resend_failures.extend(client.result.resend_failures)
     return merged
 
 

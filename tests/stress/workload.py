@@ -44,6 +44,10 @@ TURN_SIZES = (1, 1, 2, 3)
 # Share of acknowledged appends sent once more, to another server, as a client
 # does whose answer got lost: each must be answered as a replay of the first.
 RESEND_RATIO = 0.02
+# Share of appends whose first attempt waits only briefly: some of those land
+# and time out before the answer arrives, so their retry must find the first.
+IMPATIENT_RATIO = 0.05
+IMPATIENT_TIMEOUT_SECONDS = 0.05
 
 
 def entry_text(key: str, index: int, size: int) -> str:
@@ -143,7 +147,8 @@ class Client:
         request = pb.AppendEntriesRequest(
             session_id=session_id, entries=turn_entries(key, size), idempotency_key=key
         )
-        answer, attempts, refusal = self._send(request)
+        impatient = self.random.random() < IMPATIENT_RATIO
+        answer, attempts, refusal = self._send(request, impatient)
         if answer is None:
             state = "refused" if refusal else "unresolved"
             return Outcome(key, session_id, size, state, attempts=attempts, refusal=refusal)
@@ -179,17 +184,18 @@ class Client:
             )
 
     def _send(
-        self, request: pb.AppendEntriesRequest
+        self, request: pb.AppendEntriesRequest, impatient: bool = False
     ) -> tuple[pb.AppendEntriesResponse | None, int, str]:
         """The answer (None if refused or given up), the attempts it took, any refusal."""
         backoff = FIRST_BACKOFF_SECONDS
         attempts = 0
         while True:
             attempts += 1
+            timeout = (
+                IMPATIENT_TIMEOUT_SECONDS if impatient and attempts == 1 else CALL_TIMEOUT_SECONDS
+            )
             try:
-                answer = self.stubs[self.server].AppendEntries(
-                    request, timeout=CALL_TIMEOUT_SECONDS
-                )
+                answer = self.stubs[self.server].AppendEntries(request, timeout=timeout)
             except grpc.RpcError as error:
                 code = error.code()
                 self.result.codes[code.name] += 1

@@ -33,7 +33,7 @@ from tests.stress.workload import (
     shared_session_ids,
     start_load,
 )
-from tests.support.pg_cluster import running_cluster
+from tests.support.pg_cluster import find_bin_dir, running_cluster
 from tests.support.server_process import ServerProcess
 
 # Time for the client processes to start (each imports gRPC) before the load begins.
@@ -45,6 +45,13 @@ WINDOW_TOKENS = 10_000_000
 
 def main() -> int:
     config = StressConfig.from_env()
+    if find_bin_dir() is None:
+        print(
+            "make stress needs PostgreSQL's initdb and pg_ctl (on PATH or in "
+            "/usr/lib/postgresql/*/bin): install the PostgreSQL server package",
+            file=sys.stderr,
+        )
+        return 1
     began = time.monotonic()
     run = uuid.uuid4().hex[:6]
     print(f"stress: a PostgreSQL cluster of its own, {config.servers} servers", flush=True)

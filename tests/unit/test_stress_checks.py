@@ -93,7 +93,18 @@ def test_a_durable_log_that_differs_from_the_events_is_counted() -> None:
 
 
 def run_with(outcomes: list[Outcome], codes: Counter[str]) -> Run:
-    config = StressConfig.from_env()
+    config = StressConfig(
+        seconds=100,
+        servers=3,
+        clients=32,
+        client_processes=2,
+        own_sessions_per_client=2,
+        shared_sessions=4,
+        shared_ratio=0.3,
+        min_appends_per_second=50,
+        drain_seconds=30,
+        seed=1,
+    )
     moments = [Moment(0.0, "load starts"), Moment(0.5, "database started"), Moment(2.0, "stop")]
     return Run(config, moments, outcomes, codes, 0, [], Verdict(), [], 1.0)
 

@@ -72,7 +72,7 @@ def main() -> int:
                 pool.shutdown()
             print("  reading every session back", flush=True)
             outcomes = [outcome for result in results for outcome in result.outcomes]
-            verdict = verify(addresses, sessions, outcomes)
+            verdict = verify(addresses, cluster.url, sessions, outcomes)
             crashed = [
                 f"{server.address} (exit {code}): {server.log_tail(1500)}"
                 for server in servers

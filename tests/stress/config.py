@@ -50,8 +50,10 @@ class StressConfig:
             drain_seconds=_number("STRESS_DRAIN_SECONDS", 30),
             seed=int(_number("STRESS_SEED", 1)),
         )
-        if config.seconds < 20:
-            raise SystemExit("STRESS_SECONDS must be at least 20: the faults need room")
+        if config.seconds < 45:
+            # A restarted server takes up to 10 s to serve on 2 busy cores; the
+            # load must outlast the last fault to show the store serving again.
+            raise SystemExit("STRESS_SECONDS must be at least 45: the faults need room")
         if config.servers < 2:
             raise SystemExit("STRESS_SERVERS must be at least 2: one is killed")
         if not 1 <= config.client_processes <= config.clients:

@@ -89,7 +89,8 @@ def render(run: Run, reasons: list[str]) -> str:
         f"  read back: {verdict.events:,} events, {verdict.entries:,} entries",
         f"  lost {verdict.lost}, duplicated {verdict.duplicated}, gaps {verdict.gaps}, "
         f"partial {verdict.partial}, misreported {verdict.misreported}, "
-        f"unexpected {verdict.unexpected}, durable log mismatches {verdict.log_mismatches}",
+        f"unexpected {verdict.unexpected}, durable log mismatches {verdict.log_mismatches}, "
+        f"events table mismatches {verdict.table_mismatches}",
         f"  total time: {run.total_seconds:.0f} s (cluster, servers, load, drain, read-back)",
     ]
     lines += [f"  ! {problem}" for problem in verdict.problems]

@@ -1,7 +1,8 @@
 """Every acknowledged append against the stored stream, read back through the API.
 
 Each session's events come from ReadEvents and its entries from GetDurableLog
-(on the servers in turn, so each answers from the shared database). The
+(on the servers in turn, so each answers from the shared database); the
+events table itself must hold the same number of rows, versions 1..N. The
 stream must hold every acknowledged append exactly once, at the version and
 with the entry ids the client was told, each append whole in one event, the
 versions 1..N without a gap; the durable log must list exactly the streamed
@@ -15,12 +16,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import grpc
+import psycopg
+from psycopg import sql
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.adapters.event_store import EventStore
 from tests.stress.workload import CHANNEL_OPTIONS, Outcome, entry_text
 
 READ_TIMEOUT_SECONDS = 120
+# The library names the events table after the application.
+EVENTS_TABLE = f"{EventStore.name.lower()}_events"
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,8 @@ class Verdict:
     unexpected: int = 0
     # The durable log's entries differ from the streamed events' entries.
     log_mismatches: int = 0
+    # The events table's rows of a session differ from what ReadEvents streamed.
+    table_mismatches: int = 0
     # Events other than the start and appends (a compaction, say): none expected.
     other_events: int = 0
     unresolved_stored: int = 0
@@ -66,26 +74,55 @@ class Verdict:
             "misreported": self.misreported,
             "unexpected": self.unexpected,
             "log_mismatches": self.log_mismatches,
+            "table_mismatches": self.table_mismatches,
             "other_events": self.other_events,
         }
         return {name: count for name, count in counts.items() if count}
 
 
-def verify(addresses: list[str], session_ids: list[str], outcomes: list[Outcome]) -> Verdict:
+def verify(
+    addresses: list[str], database_url: str, session_ids: list[str], outcomes: list[Outcome]
+) -> Verdict:
     verdict = Verdict(sessions=len(session_ids))
     stored: dict[str, list[StoredAppend]] = defaultdict(list)
+    # Each session's (events, head version) as ReadEvents streamed them.
+    streamed: dict[str, tuple[int, int]] = {}
     channels = [grpc.insecure_channel(a, options=CHANNEL_OPTIONS) for a in addresses]
     try:
         stubs = [pb_grpc.SessionStoreStub(channel) for channel in channels]
         for n, session_id in enumerate(session_ids):
             stub = stubs[n % len(stubs)]
-            for append in _check_session(stub, session_id, verdict):
+            events_before = verdict.events
+            appends = _check_session(stub, session_id, verdict)
+            head = max((append.version for append in appends), default=1)
+            streamed[session_id] = (verdict.events - events_before, head)
+            for append in appends:
                 stored[append.key].append(append)
     finally:
         for channel in channels:
             channel.close()
     check_outcomes(outcomes, stored, verdict)
+    _check_table(database_url, streamed, verdict)
     return verdict
+
+
+def _check_table(database_url: str, streamed: dict[str, tuple[int, int]], verdict: Verdict) -> None:
+    """The events table, read directly: the rows ReadEvents streamed, versions 1..N."""
+    query = sql.SQL(
+        "SELECT originator_id, count(*), min(originator_version), max(originator_version) "
+        "FROM {} WHERE originator_id = ANY(%s) GROUP BY originator_id"
+    ).format(sql.Identifier(EVENTS_TABLE))
+    with psycopg.connect(database_url) as connection:
+        rows = connection.execute(query, (list(streamed),)).fetchall()
+    in_table = {str(row[0]): (int(row[1]), int(row[2]), int(row[3])) for row in rows}
+    for session_id, (events, head) in streamed.items():
+        count, lowest, highest = in_table.get(session_id, (0, 0, 0))
+        if (count, lowest, highest) != (events, 1, head):
+            verdict.table_mismatches += 1
+            verdict.note(
+                f"{session_id}: the events table has {count} rows, versions {lowest}..{highest}; "
+                f"ReadEvents streamed {events} events up to v{head}"
+            )
 
 
 def _check_session(

@@ -73,7 +73,7 @@ bench: .venv/.synced-bench
 	$(RUN) python -m tests.bench
 
 # Servers killed and the database stopped under 32 clients, on a PostgreSQL
-# cluster of its own (initdb on a free port): about 2.5 minutes. STRESS_SECONDS
+# cluster of its own (initdb on a free port): about 2 minutes. STRESS_SECONDS
 # sets the length of the load.
 stress: .venv/.synced-runtime
 	$(RUN) python -m tests.stress

@@ -8,7 +8,7 @@ PROTO_SRC := proto/sessionstore/v1/session_store.proto
 SESSIONSTORE_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export SESSIONSTORE_TEST_POSTGRES_URL
 
-.PHONY: setup run test test-unit test-integration test-e2e lint proto proto-check bench clean
+.PHONY: setup run test test-unit test-integration test-e2e lint proto proto-check bench stress clean
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -71,6 +71,12 @@ lint: setup proto-check
 
 bench: .venv/.synced-bench
 	$(RUN) python -m tests.bench
+
+# Servers killed and the database stopped under 32 clients, on a PostgreSQL
+# cluster of its own (initdb on a free port): about 2 minutes. STRESS_SECONDS
+# sets the length of the load.
+stress: .venv/.synced-runtime
+	$(RUN) python -m tests.stress
 
 clean:
 	rm -rf .venv .tools data .pytest_cache .mypy_cache .ruff_cache

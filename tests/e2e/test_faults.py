@@ -9,11 +9,7 @@ two seconds, and nothing it acknowledged is lost.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import sqlite3
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +23,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc.server import SERVICE_NAME
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, new_session, user
+from tests.support.pg_cluster import Cluster, find_bin_dir, running_cluster
 
 OUTAGE_SECONDS = 5
 FAST_FAILURE_SECONDS = 1.5
@@ -35,62 +32,15 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-class Cluster:
-    """A PostgreSQL cluster in a temporary folder, run as the postgres user when root."""
-
-    def __init__(self, folder: Path) -> None:
-        self.data = folder / "data"
-        self.port = _free_port()
-        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        self.data.mkdir()
-        if self._as:
-            shutil.chown(folder, "postgres")
-            shutil.chown(self.data, "postgres")
-        self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "-N")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def start(self) -> None:
-        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
-        log = str(self.data / "server.log")
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-    def _run(self, *command: str) -> None:
-        subprocess.run([*self._as, *command], check=True, capture_output=True, timeout=60)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    if not (shutil.which("initdb") and shutil.which("pg_ctl")):
-        reason = "the fault tests need PostgreSQL's initdb and pg_ctl on PATH"
+    if find_bin_dir() is None:
+        reason = "the fault tests need PostgreSQL's initdb and pg_ctl"
         if os.environ.get("CI"):
             pytest.fail(reason)  # never skipped silently in CI
         pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="sessionstore-faults-"))
-    try:
-        own = Cluster(folder)
-        own.start()
-        try:
-            yield own
-        finally:
-            subprocess.run(
-                [*own._as, "pg_ctl", "-D", str(own.data), "-m", "immediate", "stop"],
-                capture_output=True,
-                timeout=60,
-            )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with running_cluster(prefix="sessionstore-faults-") as own:
+        yield own
 
 
 def _append(store: Stub, session_id: str, text: str, timeout: float = 10) -> int:

@@ -1,0 +1,63 @@
+"""The faults, at fixed fractions of the load: a server killed, the database stopped twice.
+
+Each fault ends with the system whole again before the next begins, and the
+last leaves a stretch of quiet load, so the run also shows the store serving
+at full pace after everything came back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tests.support.pg_cluster import Cluster
+from tests.support.server_process import ServerProcess
+
+KILLED_SERVER_DOWN_SECONDS = 4.0
+DATABASE_DOWN_SECONDS = 5.0
+# When each fault begins, as a fraction of the load's duration.
+KILL_AT = 0.2
+FAST_STOP_AT = 0.45
+IMMEDIATE_STOP_AT = 0.7
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Something the run did, at a wall-clock time."""
+
+    at: float
+    what: str
+
+
+def run_faults(
+    cluster: Cluster, servers: list[ServerProcess], start_at: float, seconds: float
+) -> list[Moment]:
+    """Runs the faults against the load; answers what happened when."""
+    moments = [Moment(start_at, "load starts")]
+
+    def at(fraction: float) -> None:
+        time.sleep(max(0.0, start_at + fraction * seconds - time.time()))
+
+    def happened(what: str) -> None:
+        moments.append(Moment(time.time(), what))
+        print(f"  +{moments[-1].at - start_at:5.1f} s  {what}", flush=True)
+
+    victim = servers[0]
+    at(KILL_AT)
+    victim.kill()
+    happened(f"SIGKILL server 1 ({victim.address})")
+    time.sleep(KILLED_SERVER_DOWN_SECONDS)
+    victim.start()
+    happened("server 1 restarted and SERVING")
+
+    for fraction, mode in ((FAST_STOP_AT, "fast"), (IMMEDIATE_STOP_AT, "immediate")):
+        at(fraction)
+        cluster.stop(mode)
+        happened(f"database stopped (pg_ctl stop -m {mode})")
+        time.sleep(DATABASE_DOWN_SECONDS)
+        cluster.start()
+        happened("database started again")
+
+    at(1.0)
+    happened("load stops (unanswered appends still retried)")
+    return moments

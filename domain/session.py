@@ -301,6 +301,7 @@ class Session(BaseAggregate[str]):
 
         def apply(self, session: Session) -> None:
             session.erased = True
+            session.erasure = (self.erased_by, self.reason, self.originator_version)
 
     # State added after the first release: snapshots taken before it read
     # back with these class-level defaults.
@@ -329,6 +330,8 @@ class Session(BaseAggregate[str]):
     system_entries: Sequence[Sequence[int]] | None = ()
     undo_count = 0
     erased = False
+    # (erased by, reason, version) of the erasure of the whole session.
+    erasure: tuple[str, str, int] | None = None
     erased_entries = 0
     # The summary in force was erased with entries it covered (see EntriesErased).
     summary_tainted = False
@@ -896,6 +899,7 @@ def _check_erasure(erased_by: str, reason: str) -> None:
         raise InvalidRequest(
             f"erased_by is {len(erased_by):,} characters; send at most {MAX_ERASER_CHARS:,}"
         )
+
 
 SYNTHETIC_KEY = "synthetic"
 MAX_ABANDON_REASON_CHARS = 2_000

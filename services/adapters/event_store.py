@@ -30,11 +30,11 @@ from psycopg import sql
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
 from domain.context.tool_result_guard import ToolResultDecision
+from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
-from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
 from services.adapters import sealed_formats, sqlite_recorder
 from services.adapters.data_keys import data_key_rows, shred_rows
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
@@ -48,6 +48,7 @@ from services.adapters.postgres_availability import (
 from services.adapters.sealing import DataKeyRow, KeyScope, current_scope, scoped
 
 STARTED_TOPIC = get_topic(Session.Started)
+ERASURE_TOPICS = [get_topic(Session.EntriesErased), get_topic(Session.SessionErased)]
 PROBE_TIMEOUT_SECONDS = 3
 # A session grown by few, large appends reaches few versions: a snapshot every
 # this many entries as well keeps a cold load from decoding its whole history.
@@ -426,6 +427,13 @@ class EventStore(Application[str]):
             events = self.session_events(session_id, after=after, upto=snapshot_version) + events
         return session, events, after
 
+    def erasure_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(notification id, session id) of erasures stored after a position (by any server)."""
+        notifications = self.recorder.select_notifications(
+            start=after, limit=limit, topics=ERASURE_TOPICS, inclusive_of_start=False
+        )
+        return [(n.id, str(n.originator_id)) for n in notifications]
+
     def started_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(notification id, session id) of sessions created after a position."""
         notifications = self.recorder.select_notifications(
@@ -434,7 +442,9 @@ class EventStore(Application[str]):
         return [(n.id, str(n.originator_id)) for n in notifications]
 
 
-def _keys_by_event(rows: Sequence[DataKeyRow]) -> dict[tuple[str, int], dict[tuple[str, str], bytes]]:
+def _keys_by_event(
+    rows: Sequence[DataKeyRow],
+) -> dict[tuple[str, int], dict[tuple[str, str], bytes]]:
     keys: dict[tuple[str, int], dict[tuple[str, str], bytes]] = {}
     for session_id, version, kind, key_id, key in rows:
         keys.setdefault((session_id, version), {})[kind, key_id] = key

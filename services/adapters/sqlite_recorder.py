@@ -83,7 +83,9 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 [(*row, now) for row in keys],
             )
         if data_keys:
-            c.executemany(f"INSERT INTO {self.data_keys_table_name} VALUES (?, ?, ?, ?, ?)", data_keys)
+            c.executemany(
+                f"INSERT INTO {self.data_keys_table_name} VALUES (?, ?, ?, ?, ?)", data_keys
+            )
         if shred:
             c.execute("PRAGMA secure_delete = ON")
         for session_id, version, kind, key_id in shred:
@@ -101,7 +103,9 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return notification_ids
 
-    def _shred(self, c: SQLiteCursor, session_id: str, version: int, kind: str, key_id: str) -> None:
+    def _shred(
+        self, c: SQLiteCursor, session_id: str, version: int, kind: str, key_id: str
+    ) -> None:
         table = self.data_keys_table_name
         if not kind:
             c.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))

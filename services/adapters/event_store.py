@@ -156,7 +156,7 @@ class CompactionAsDict(_AsDict):
         return sealed_formats.seal_fields(current_scope(), obj.to_dict(), COMPACTION_CONTENT)
 
     def decode(self, data: Any) -> Compaction:
-        opened, _ = sealed_formats.open_fields(current_scope(), data, COMPACTION_ERASED)
+        opened, _ = sealed_formats.open_fields(current_scope, data, COMPACTION_ERASED)
         return Compaction.from_dict(opened)
 
 
@@ -180,7 +180,7 @@ class SystemPromptAsDict(_AsDict):
         return sealed_formats.seal_fields(current_scope(), obj.to_dict(), PROMPT_CONTENT)
 
     def decode(self, data: Any) -> SystemPrompt:
-        opened, _ = sealed_formats.open_fields(current_scope(), data, PROMPT_ERASED)
+        opened, _ = sealed_formats.open_fields(current_scope, data, PROMPT_ERASED)
         return SystemPrompt.from_dict(opened)
 
 

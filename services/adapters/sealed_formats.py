@@ -10,7 +10,7 @@ key. Read without their key (erased), they come back as placeholders
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -68,7 +68,7 @@ def seal_fields(scope: KeyScope, data: dict[str, Any], content: tuple[str, ...])
 
 
 def open_fields(
-    scope: KeyScope, data: Mapping[str, Any], erased: Mapping[str, Any]
+    scope: Callable[[], KeyScope], data: Mapping[str, Any], erased: Mapping[str, Any]
 ) -> tuple[dict[str, Any], bool]:
     """The fields, and whether they were erased (then ``erased`` fills the content).
 
@@ -76,6 +76,6 @@ def open_fields(
     if set(data) != {"d", "s"}:
         return dict(data), False
     try:
-        return {**data["d"], **orjson.loads(scope.open(EVENT, "", data["s"]))}, False
+        return {**data["d"], **orjson.loads(scope().open(EVENT, "", data["s"]))}, False
     except KeyMissing:
         return {**data["d"], **erased}, True

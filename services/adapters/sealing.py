@@ -67,7 +67,7 @@ def seal(key: bytes, name: KeyName, plaintext: bytes) -> str:
 
 
 def open_sealed(key: bytes, name: KeyName, sealed: str) -> bytes:
-    """The plaintext; raises InvalidTag when the key or the name is not the one it was sealed with."""
+    """The plaintext; raises InvalidTag unless the key and name are those it was sealed with."""
     raw = base64.b64decode(sealed)
     return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated_data(name))
 

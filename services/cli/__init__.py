@@ -27,6 +27,7 @@ from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client
 from services.cli.compaction import compact, overflow, prune
 from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
+from services.cli.erase import erase
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
@@ -119,6 +120,7 @@ for _command in (
     *TRANSFER_COMMANDS,
     *AUDIT_COMMANDS,
     undo_compaction,
+    erase,
 ):
     cli.add_command(_command)
 

@@ -294,3 +294,34 @@ def test_erasing_an_unknown_entry_is_refused(store: Stub) -> None:
         grpc.StatusCode.NOT_FOUND,
     )
     assert "nope" in message
+
+
+def test_erase_command(tmp_path: Path) -> None:
+    import structlog
+    from click.testing import CliRunner
+
+    from services.cli import cli
+
+    with structlog.testing.capture_logs():
+        running = start_server(f"sqlite:///{tmp_path}/cli.db")
+        address = f"127.0.0.1:{running.port}"
+        try:
+            with grpc.insecure_channel(address) as channel:
+                store = pb_grpc.SessionStoreStub(channel)
+                session = new_session(store, model="gpt-4o").id
+                append(store, session, user("secret one", id="u1"), user("kept", id="u2"))
+            runner = CliRunner()
+            base = ["--address", address, "erase", session]
+            one = runner.invoke(cli, [*base, "--entry", "u1", "--reason", "typo", "--by", "ana"])
+            assert one.exit_code == 0, one.output
+            assert "erased 1 entries" in one.stdout
+            whole = runner.invoke(cli, [*base, "--reason", "user request"])
+            assert whole.exit_code == 0, whole.output
+            assert "erased the whole session" in whole.stdout
+            events = runner.invoke(cli, ["--address", address, "events", session])
+            assert "u1 by ana (typo)" in events.stdout
+            assert "the whole session" in events.stdout
+            log = runner.invoke(cli, ["--address", address, "log", session])
+            assert "secret one" not in log.stdout
+        finally:
+            running.stop(0)

@@ -320,6 +320,10 @@ class SessionService:
         """Erases entries' content (their keys are deleted with the event), and the
         summaries of every compaction that may carry it."""
         wanted = list(dict.fromkeys(entry_ids))
+        if not wanted:
+            raise InvalidRequest(
+                "entry_ids is empty: name the entries to erase, or use EraseSession"
+            )
 
         def command(session: Session) -> Session.EntriesErased:
             tainted = self._history(session_id).plan_erasure(wanted)

@@ -40,6 +40,11 @@ from domain.content import (
 from domain.context.compaction_planner import should_compact
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
+from domain.erasure import (
+    MAX_ERASE_REASON_CHARS,
+    MAX_ERASER_CHARS,
+    SessionWasErased,
+)
 from domain.errors import (
     DuplicateEntry,
     EntryNotFound,
@@ -182,6 +187,7 @@ class Session(BaseAggregate[str]):
                 self.prompt_tokens if self.prompt_tokens >= 0 else self.compaction.tokens_after
             )
             session.compaction_count += 1
+            session.summary_tainted = False
             session.first_kept_position = self.first_kept_position
             session.entries_since_compaction = 0
             cut = (
@@ -212,6 +218,7 @@ class Session(BaseAggregate[str]):
         def apply(self, session: Session) -> None:
             session.prompt_tokens = self.prompt_tokens
             session.first_kept_position = self.first_kept_position
+            session.summary_tainted = False  # the restored cut's state is the read side's
             session.entries_since_compaction = max(
                 1, session.entry_count - self.first_kept_position
             )
@@ -271,6 +278,35 @@ class Session(BaseAggregate[str]):
             session.context_window_source = self.context_window_source
             session.settings_version = self.originator_version
 
+    @dataclass(frozen=True)
+    class EntriesErased(Event):
+        """Entries whose content was erased (their data keys deleted), by whom and why.
+
+        ``tainted_compactions`` are the versions of the compactions whose summaries
+        may carry the erased content (every one whose cut lies past an erased
+        entry): their summaries are erased with them, until compacted again."""
+
+        entry_ids: Sequence[str]
+        tainted_compactions: Sequence[int]
+        erased_by: str
+        reason: str
+
+        def apply(self, session: Session) -> None:
+            session.erased_entries += len(self.entry_ids)
+            if session.cuts and session.cuts[-1][0] in self.tainted_compactions:
+                session.summary_tainted = True
+
+    @dataclass(frozen=True)
+    class SessionErased(Event):
+        """The whole session's content erased: every data key deleted; no more writes."""
+
+        erased_by: str
+        reason: str
+
+        def apply(self, session: Session) -> None:
+            session.erased = True
+            session.erasure = (self.erased_by, self.reason, self.originator_version)
+
     # State added after the first release: snapshots taken before it read
     # back with these class-level defaults.
     compaction_failures = 0
@@ -298,6 +334,12 @@ class Session(BaseAggregate[str]):
     system_entries: Sequence[Sequence[int]] | None = ()
     undo_count = 0
     tenant = DEFAULT_TENANT  # for snapshots taken before sessions had tenants
+    erased = False
+    # (erased by, reason, version) of the erasure of the whole session.
+    erasure: tuple[str, str, int] | None = None
+    erased_entries = 0
+    # The summary in force was erased with entries it covered (see EntriesErased).
+    summary_tainted = False
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -368,6 +410,12 @@ class Session(BaseAggregate[str]):
         clone.recent_appends = dict(self.recent_appends)
         clone._pending_events = list(self._pending_events)
         return clone
+
+    def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
+        # Every command ends here: a session erased whole refuses them all.
+        if self.erased:
+            raise SessionWasErased(self.id)
+        super().trigger_event(event_class, **kwargs)
 
     # -- commands ---------------------------------------------------------------
 
@@ -767,6 +815,31 @@ class Session(BaseAggregate[str]):
             view_hash=view_hash,
         )
 
+    def erase_entries(
+        self,
+        entry_ids: Sequence[str],
+        tainted_compactions: Sequence[int],
+        *,
+        erased_by: str,
+        reason: str,
+    ) -> None:
+        """Records the erasure of entries the history found in this session."""
+        _check_erasure(erased_by, reason)
+        if not entry_ids:
+            raise InvalidRequest("name at least one entry to erase")
+        self.trigger_event(
+            self.EntriesErased,
+            entry_ids=list(entry_ids),
+            tainted_compactions=list(tainted_compactions),
+            erased_by=erased_by,
+            reason=reason,
+        )
+
+    def erase(self, *, erased_by: str, reason: str) -> None:
+        """Records the erasure of the whole session's content."""
+        _check_erasure(erased_by, reason)
+        self.trigger_event(self.SessionErased, erased_by=erased_by, reason=reason)
+
     def set_system_prompt(self, system_prompt: SystemPrompt, fingerprint: str) -> None:
         """Stores the client's system prompt; the same prompt again records nothing."""
         validate_system_prompt(system_prompt)
@@ -825,7 +898,21 @@ SessionEvent = (
     | Session.SettingsChanged
     | Session.ToolCallsAbandoned
     | Session.CompactionUndone
+    | Session.EntriesErased
+    | Session.SessionErased
 )
+
+
+def _check_erasure(erased_by: str, reason: str) -> None:
+    if len(reason) > MAX_ERASE_REASON_CHARS:
+        raise InvalidRequest(
+            f"reason is {len(reason):,} characters; send at most {MAX_ERASE_REASON_CHARS:,}"
+        )
+    if len(erased_by) > MAX_ERASER_CHARS:
+        raise InvalidRequest(
+            f"erased_by is {len(erased_by):,} characters; send at most {MAX_ERASER_CHARS:,}"
+        )
+
 
 SYNTHETIC_KEY = "synthetic"
 MAX_ABANDON_REASON_CHARS = 2_000

@@ -61,6 +61,22 @@ class RecordedUndo:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedErasure:
+    """An erasure: of the whole session (no entry ids) or of some entries, by whom, when."""
+
+    entry_ids: Sequence[str]
+    tainted_compactions: Sequence[int]
+    erased_by: str
+    reason: str
+    version: int
+    timestamp: datetime
+
+    @property
+    def whole_session(self) -> bool:
+        return not self.entry_ids
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedPrune:
     decisions: Sequence[PruneDecision]
     reason: str
@@ -84,6 +100,8 @@ class DurableLog:
     # compaction, ahead of the summary.
     pinned: Sequence[Entry] = ()
     pinned_versions: Sequence[int] = ()
+    # Every erasure of the session, whatever the version: erasure reaches back.
+    erasures: Sequence[RecordedErasure] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +261,7 @@ class SessionHistory:
         # (position, entry id, decisions, tokens the guard takes out), by position.
         self._guarded: list[tuple[int, str, tuple[ToolResultDecision, ...], int]] = []
         self._failures: list[RecordedFailure] = []
+        self._erasures: list[RecordedErasure] = []
         self._overflows: list[Session.OverflowReported] = []
         self._abandonments: list[Session.ToolCallsAbandoned] = []
         # Position of each tool result entry -> lowest position of a call it answers.
@@ -394,6 +413,23 @@ class SessionHistory:
                 self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
             case Session.OverflowReported():
                 self._overflows.append(event)
+            case Session.EntriesErased():
+                # The content is gone from the store; a server holding it in
+                # memory folds the session again (services.app.sessions).
+                self._erasures.append(
+                    RecordedErasure(
+                        tuple(event.entry_ids),
+                        tuple(event.tainted_compactions),
+                        event.erased_by,
+                        event.reason,
+                        version,
+                        event.timestamp,
+                    )
+                )
+            case Session.SessionErased():
+                self._erasures.append(
+                    RecordedErasure((), (), event.erased_by, event.reason, version, event.timestamp)
+                )
             case _:
                 assert_never(event)
 
@@ -538,6 +574,7 @@ class SessionHistory:
             total_tokens=self._log_tokens(start, end, summary_tokens),
             pinned=[entry for entry, _ in pinned],
             pinned_versions=[version for _, version in pinned],
+            erasures=tuple(self._erasures),
         )
 
     def tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
@@ -652,6 +689,33 @@ class SessionHistory:
             return self.whole().abandonments(version)
         version = self.resolve_version(version)
         return [a for a in self._abandonments if a.originator_version <= version]
+
+    def erasures(self) -> list[RecordedErasure]:
+        """Every erasure, oldest first: erasure reaches back, so every version shows them.
+        (A session with erasures is never loaded from a cut: services.app.sessions.)"""
+        return list(self._erasures)
+
+    def erased(self) -> RecordedErasure | None:
+        """The erasure of the whole session, if it was erased whole."""
+        return next((e for e in self.erasures() if e.whole_session), None)
+
+    def tainted_compactions(self) -> set[int]:
+        """Versions of the compactions whose summaries were erased with entries they covered."""
+        return {v for e in self.erasures() for v in e.tainted_compactions}
+
+    def plan_erasure(self, entry_ids: Sequence[str]) -> list[int]:
+        """The compactions an erasure of these entries taints: every one whose cut lies
+        past one of them (a later summary may be built on an earlier one). Raises
+        EntryNotFound for an id not in the session."""
+        whole = self.whole()
+        positions = []
+        for entry_id in entry_ids:
+            position = whole.position_of(entry_id)
+            if position is None:
+                raise EntryNotFound(f"entry {quoted(entry_id)} is not in this session")
+            positions.append(position)
+        first = min(positions)
+        return [c.version for c in whole._compactions if c.first_kept_position > first]
 
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
         """Every compaction recorded by ``version``, undone or not, oldest first."""

@@ -9,11 +9,11 @@ why). And for assistant turns that name the prompt view they answered
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from domain.content import Role
 from projections.prompt_formats import PromptRenderer
-from projections.session_history import SessionHistory
+from projections.session_history import RecordedErasure, SessionHistory
 
 # Each verification renders a past view; the newest this many are checked.
 MAX_VERIFIED_TURNS = 50
@@ -49,6 +49,8 @@ class ViewAudit:
     version: int
     entries: list[EntryStatus]
     turns: list[TurnVerification]
+    # Every erasure of the session: the content is gone, the fact stays.
+    erasures: list[RecordedErasure] = field(default_factory=list)
 
 
 def audit_view(history: SessionHistory, version: int | None = None) -> ViewAudit:
@@ -73,7 +75,13 @@ def audit_view(history: SessionHistory, version: int | None = None) -> ViewAudit
         else:
             status, detail = "shown", ""
         statuses.append(EntryStatus(entry.id, entry.role.value, entry_version, status, detail))
-    return ViewAudit(log.session_id, log.version, statuses, _verify(history, log.version))
+    return ViewAudit(
+        log.session_id,
+        log.version,
+        statuses,
+        _verify(history, log.version),
+        history.erasures(),
+    )
 
 
 def _verify(history: SessionHistory, version: int) -> list[TurnVerification]:

@@ -55,4 +55,7 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
         return [CatalogChange(**base, increments={"compactions": 1})]
     if isinstance(event, Session.PruneRecorded):
         return [CatalogChange(**base, increments={"prunes": 1})]
+    if isinstance(event, Session.SessionErased):
+        # The title is the client's to erase too: the row keeps only the structure.
+        return [CatalogChange(**base, values={"erased": 1, "title": ""})]
     return [CatalogChange(**base)]

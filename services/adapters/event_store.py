@@ -6,16 +6,19 @@ library how to write the domain's value objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, cast
 
 import psycopg
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, Repository
 from eventsourcing.domain import CanMutateAggregate, get_topic
 from eventsourcing.persistence import (
     ApplicationRecorder,
     JSONTranscoder,
+    Mapper,
     StoredEvent,
     Transcoding,
 )
@@ -27,11 +30,13 @@ from psycopg import sql
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
 from domain.context.tool_result_guard import ToolResultDecision
+from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
-from services.adapters import sqlite_recorder
+from services.adapters import sealed_formats, sqlite_recorder
+from services.adapters.data_keys import data_key_rows, shred_rows
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
 from services.adapters.memory_recorder import MemoryEventRecorder
@@ -40,12 +45,66 @@ from services.adapters.postgres_availability import (
     ResilientPostgresDatastore,
     make_resilient,
 )
+from services.adapters.sealing import DataKeyRow, KeyScope, current_scope, scoped
 
 STARTED_TOPIC = get_topic(Session.Started)
+ERASURE_TOPICS = [get_topic(Session.EntriesErased), get_topic(Session.SessionErased)]
 PROBE_TIMEOUT_SECONDS = 3
 # A session grown by few, large appends reaches few versions: a snapshot every
 # this many entries as well keeps a cold load from decoding its whole history.
 ENTRIES_PER_SNAPSHOT = 1_000
+# What compactions and system prompts seal, and what they read as once erased.
+COMPACTION_CONTENT = ("summary", "instructions", "details")
+COMPACTION_ERASED = {"summary": ERASED_SUMMARY, "instructions": "", "details": ERASED_METADATA}
+PROMPT_CONTENT = ("text", "files", "skills", "tools")
+PROMPT_ERASED: dict[str, Any] = {"text": "", "files": [], "skills": [], "tools": []}
+# The keys made for the events being saved: (session, version) -> (kind, key id) -> key.
+_writing: ContextVar[dict[tuple[str, int], dict[tuple[str, str], bytes]] | None] = ContextVar(
+    "writing_keys", default=None
+)
+# The sessions whose keys the read under way loads, at most once per version range.
+_reading: ContextVar[dict[str, SessionKeys] | None] = ContextVar("reading_keys", default=None)
+
+
+class SessionKeys:
+    """One session's data keys for one read: loaded by versions (one query per range
+    the read reaches), never kept past the read, so a key deleted since is not used."""
+
+    def __init__(self, recorder: IndexingRecorder, session_id: str, upto: int | None) -> None:
+        self._recorder = recorder
+        self._session_id = session_id
+        self._upto = upto
+        self._loaded_after: int | None = None
+        self._keys: dict[tuple[int, str, str], bytes] = {}
+
+    def find(self, version: int, kind: str, key_id: str) -> bytes | None:
+        if self._loaded_after is None or version <= self._loaded_after:
+            upto = self._upto if self._loaded_after is None else self._loaded_after
+            for _, v, k, i, key in self._recorder.data_keys(self._session_id, version - 1, upto):
+                self._keys[v, k, i] = key
+            self._loaded_after = version - 1
+        return self._keys.get((version, kind, key_id))
+
+
+class SealingMapper(Mapper[str]):
+    """The library's mapper, setting the key scope of each event it maps."""
+
+    store: EventStore
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        session_id, version = domain_event.originator_id, domain_event.originator_version
+        keys = (_writing.get() or {}).get((session_id, version), {})
+        with scoped(KeyScope(session_id, version, keys=keys)):
+            return super().to_stored_event(domain_event)
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        session_id = str(stored_event.originator_id)
+        version = stored_event.originator_version
+        readers = _reading.get() or {}
+        keys = readers.get(session_id) or SessionKeys(self.store.indexing, session_id, version)
+        scope = KeyScope(session_id, version, lookup=lambda kind, i: keys.find(version, kind, i))
+        with scoped(scope):
+            return super().to_domain_event(stored_event)
 
 
 class _AsDict(Transcoding):
@@ -62,14 +121,24 @@ class _AsDict(Transcoding):
 
 
 class EntryAsRecord(Transcoding):
+    """An entry as its positional record, its content sealed under the entry's key.
+
+    Stored as ``{"r": record, "s": sealed}``: the record keeps the structure
+    (ids, role, counts, tool call ids and names) with the content blocks cut to
+    their skeletons and no metadata; ``s`` seals the blocks and metadata. A
+    plain list is an entry stored before sealing, read as it is.
+    """
+
     type = Entry
     name = "entry"
 
-    def encode(self, obj: Entry) -> list[Any]:
-        return obj.to_record()
+    def encode(self, obj: Entry) -> Any:
+        return sealed_formats.seal_entry(current_scope(), obj.to_record())
 
-    def decode(self, data: list[Any]) -> Entry:
-        return Entry.from_record(data)
+    def decode(self, data: Any) -> Entry:
+        if isinstance(data, list):
+            return Entry.from_record(data)
+        return Entry.from_record(sealed_formats.open_entry(current_scope(), data))
 
 
 class SettingsAsDict(_AsDict):
@@ -78,8 +147,17 @@ class SettingsAsDict(_AsDict):
 
 
 class CompactionAsDict(_AsDict):
+    """A compaction's receipt, its summary and instructions sealed under the event's key."""
+
     type = Compaction
     name = "compaction"
+
+    def encode(self, obj: Compaction) -> Any:
+        return sealed_formats.seal_fields(current_scope(), obj.to_dict(), COMPACTION_CONTENT)
+
+    def decode(self, data: Any) -> Compaction:
+        opened, _ = sealed_formats.open_fields(current_scope, data, COMPACTION_ERASED)
+        return Compaction.from_dict(opened)
 
 
 class PruneDecisionAsDict(_AsDict):
@@ -93,8 +171,17 @@ class GuardDecisionAsDict(_AsDict):
 
 
 class SystemPromptAsDict(_AsDict):
+    """A system prompt, its text, files, skills and tools sealed under the event's key."""
+
     type = SystemPrompt
     name = "system_prompt"
+
+    def encode(self, obj: SystemPrompt) -> Any:
+        return sealed_formats.seal_fields(current_scope(), obj.to_dict(), PROMPT_CONTENT)
+
+    def decode(self, data: Any) -> SystemPrompt:
+        opened, _ = sealed_formats.open_fields(current_scope, data, PROMPT_ERASED)
+        return SystemPrompt.from_dict(opened)
 
 
 class CompactionFailureAsDict(_AsDict):
@@ -142,6 +229,50 @@ class EventStore(Application[str]):
         self._index_topics()
         self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
         self._indexing_recorder.create_key_table()
+        self._indexing_recorder.create_data_key_table()
+
+    def construct_mapper(self) -> Mapper[str]:
+        mapper = self.factory.mapper(
+            transcoder=self.construct_transcoder(), mapper_class=SealingMapper
+        )
+        cast(SealingMapper, mapper).store = self
+        return mapper
+
+    def construct_repository(self) -> Repository[str]:
+        repository = super().construct_repository()
+        get = repository.get
+
+        def get_reading_keys(aggregate_id: str, *args: Any, **kwargs: Any) -> Any:
+            with self.reading_keys(aggregate_id):
+                return get(aggregate_id, *args, **kwargs)
+
+        repository.get = get_reading_keys  # type: ignore[method-assign]
+        return repository
+
+    @contextmanager
+    def reading_keys(self, session_id: str, upto: int | None = None) -> Iterator[None]:
+        """Decodes within load the session's keys by version range, one query each."""
+        readers = _reading.get() or {}
+        if session_id in readers:
+            yield
+            return
+        token = _reading.set({**readers, session_id: SessionKeys(self.indexing, session_id, upto)})
+        try:
+            yield
+        finally:
+            _reading.reset(token)
+
+    def decode_notifications(self, stored: Sequence[StoredEvent]) -> list[Any]:
+        """Events of many sessions, each session's keys loaded in one query."""
+        upto: dict[str, int] = {}
+        for s in stored:
+            sid = str(s.originator_id)
+            upto[sid] = max(upto.get(sid, 0), s.originator_version)
+        token = _reading.set({sid: SessionKeys(self.indexing, sid, v) for sid, v in upto.items()})
+        try:
+            return [self.mapper.to_domain_event(s) for s in stored]
+        finally:
+            _reading.reset(token)
 
     def construct_recorder(self) -> ApplicationRecorder:
         # The library's in-memory factory takes no recorder class from the
@@ -164,6 +295,10 @@ class EventStore(Application[str]):
         if self._probe is not None:
             self._probe.close()
         super().close()
+
+    @property
+    def indexing(self) -> IndexingRecorder:
+        return self._indexing_recorder
 
     @property
     def _indexing_recorder(self) -> IndexingRecorder:
@@ -198,7 +333,18 @@ class EventStore(Application[str]):
         are at hand.)
         """
         events = [e for s in sessions for e in s.pending_events]
-        recordings = self.events.put(events, ids=id_rows(events), keys=key_rows(events))
+        made = data_key_rows(events)
+        token = _writing.set(_keys_by_event(made))
+        try:
+            recordings = self.events.put(
+                events,
+                ids=id_rows(events),
+                keys=key_rows(events),
+                data_keys=made,
+                shred=shred_rows(events),
+            )
+        finally:
+            _writing.reset(token)
         positions: dict[str, int] = {}
         for recording in recordings:
             session_id = str(recording.notification.originator_id)
@@ -246,8 +392,11 @@ class EventStore(Application[str]):
     def session_events(
         self, session_id: str, *, after: int = 0, upto: int | None = None, limit: int | None = None
     ) -> list[SessionEvent]:
-        events = self.events.get(session_id, gt=after or None, lte=upto, limit=limit)
-        return cast(list[SessionEvent], list(events))
+        stored = self.recorder.select_events(session_id, gt=after or None, lte=upto, limit=limit)
+        if not stored:
+            return []
+        with self.reading_keys(session_id, stored[-1].originator_version):
+            return [cast(SessionEvent, self.mapper.to_domain_event(s)) for s in stored]
 
     def session_with_events(
         self, session_id: str, start: Callable[[Session], int]
@@ -257,6 +406,12 @@ class EventStore(Application[str]):
         ``start`` says of the aggregate (0 without a snapshot, when every event is
         read anyway). Events before the snapshot's are read only when ``start``
         asks for them."""
+        with self.reading_keys(session_id):
+            return self._session_with_events(session_id, start)
+
+    def _session_with_events(
+        self, session_id: str, start: Callable[[Session], int]
+    ) -> tuple[Session, list[SessionEvent], int]:
         snapshot: Any = None
         if self.snapshots is not None:
             snapshot = next(iter(self.snapshots.get(session_id, desc=True, limit=1)), None)
@@ -272,12 +427,28 @@ class EventStore(Application[str]):
             events = self.session_events(session_id, after=after, upto=snapshot_version) + events
         return session, events, after
 
+    def erasure_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(notification id, session id) of erasures stored after a position (by any server)."""
+        notifications = self.recorder.select_notifications(
+            start=after, limit=limit, topics=ERASURE_TOPICS, inclusive_of_start=False
+        )
+        return [(n.id, str(n.originator_id)) for n in notifications]
+
     def started_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(notification id, session id) of sessions created after a position."""
         notifications = self.recorder.select_notifications(
             start=after, limit=limit, topics=[STARTED_TOPIC], inclusive_of_start=False
         )
         return [(n.id, str(n.originator_id)) for n in notifications]
+
+
+def _keys_by_event(
+    rows: Sequence[DataKeyRow],
+) -> dict[tuple[str, int], dict[tuple[str, str], bytes]]:
+    keys: dict[tuple[str, int], dict[tuple[str, str], bytes]] = {}
+    for session_id, version, kind, key_id, key in rows:
+        keys.setdefault((session_id, version), {})[kind, key_id] = key
+    return keys
 
 
 def _snapshot_due(

@@ -18,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from domain.ids import UsedIds
 from domain.session import Session
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.sealing import DataKeyRow, ShredRow
 
 ENTRY = "entry"
 TOOL_CALL = "tool_call"
@@ -55,8 +56,17 @@ class IndexingRecorder(Protocol):
         *,
         ids: Sequence[IdRow] = (),
         keys: Sequence[KeyRow] = (),
+        data_keys: Sequence[DataKeyRow] = (),
+        shred: Sequence[ShredRow] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None: ...
+
+    def create_data_key_table(self) -> None:
+        """Creates the data key table if missing (services.adapters.sealing)."""
+
+    def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
+        """The session's data keys of the versions after ``after`` (up to ``upto``): one
+        indexed query."""
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the (kind, key) pairs the session's index holds."""

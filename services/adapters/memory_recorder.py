@@ -11,6 +11,7 @@ from eventsourcing.popo import POPOApplicationRecorder
 
 from services.adapters.id_index import IdRow, IdTaken
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.sealing import DataKeyRow, ShredRow, shred_matches
 
 
 class MemoryEventRecorder(POPOApplicationRecorder):
@@ -21,6 +22,8 @@ class MemoryEventRecorder(POPOApplicationRecorder):
         self._ids: set[tuple[str, str, str]] = set()
         # (session, key) -> (fingerprint, version, time.monotonic() when written)
         self._keys: dict[tuple[str, str], tuple[str, int, float]] = {}
+        # session -> (version, kind, key id) -> data key
+        self._data_keys: dict[str, dict[tuple[int, str, str], bytes]] = {}
 
     def insert_events(
         self,
@@ -28,6 +31,8 @@ class MemoryEventRecorder(POPOApplicationRecorder):
         *,
         ids: Sequence[IdRow] = (),
         keys: Sequence[KeyRow] = (),
+        data_keys: Sequence[DataKeyRow] = (),
+        shred: Sequence[ShredRow] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         with self._database_lock:  # re-entrant: the library takes it again inside
@@ -39,7 +44,26 @@ class MemoryEventRecorder(POPOApplicationRecorder):
             now = time.monotonic()
             for session_id, key, fingerprint, version in keys:
                 self._keys[session_id, key] = (fingerprint, version, now)
+            for session_id, version, kind, key_id, data_key in data_keys:
+                self._data_keys.setdefault(session_id, {})[version, kind, key_id] = data_key
+            for session_id, version, kind, key_id in shred:
+                held = self._data_keys.get(session_id, {})
+                for name in list(held):
+                    if shred_matches((session_id, version, kind, key_id), name):
+                        del held[name]
             return notification_ids
+
+    def create_data_key_table(self) -> None:
+        pass
+
+    def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
+        with self._database_lock:
+            held = dict(self._data_keys.get(session_id, {}))
+        return [
+            (session_id, v, kind, key_id, key)
+            for (v, kind, key_id), key in held.items()
+            if v > after and (upto is None or v <= upto)
+        ]
 
     def create_key_table(self) -> None:
         pass

@@ -22,6 +22,8 @@ from psycopg import sql
 from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
+from services.adapters.sealing import DataKeyRow, ShredRow
 
 BACKFILL_PAGE = 1000
 
@@ -45,6 +47,8 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         self._used_ids_statement: bytes | None = None
         self._earlier_append_statement: bytes | None = None
         self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
+        self.data_keys_table_name = self.events_table_name + DATA_KEYS_TABLE_SUFFIX
+        self._data_keys_statement: bytes | None = None
         self._lock_statement: bytes | None = None
 
     def select_events(
@@ -100,6 +104,8 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         *,
         ids: Sequence[IdRow] = (),
         keys: Sequence[KeyRow] = (),
+        data_keys: Sequence[DataKeyRow] = (),
+        shred: Sequence[ShredRow] = (),
         **kwargs: Any,
     ) -> Sequence[int]:
         params: list[Any] = []
@@ -109,15 +115,20 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         # whatever their number.
         params.extend([list(column) for column in zip(*ids, strict=True)] if ids else [[]] * 4)
         params.extend([list(column) for column in zip(*keys, strict=True)] if keys else [[]] * 4)
+        params.extend(
+            [list(column) for column in zip(*data_keys, strict=True)] if data_keys else [[]] * 5
+        )
         try:
-            return self._insert(stored_events, params)
+            return self._insert(stored_events, params, shred)
         except IntegrityError as error:
             cause = error.__cause__
             if isinstance(cause, psycopg.Error) and cause.diag.table_name == self.ids_table_name:
                 raise IdTaken(str(error)) from cause
             raise
 
-    def _insert(self, stored_events: Sequence[StoredEvent], params: list[Any]) -> list[int]:
+    def _insert(
+        self, stored_events: Sequence[StoredEvent], params: list[Any], shred: Sequence[ShredRow]
+    ) -> list[int]:
         with self.datastore.get_connection() as conn:
             cursor = conn.cursor()
             # The lock comes in a statement of its own, before the INSERT
@@ -127,7 +138,69 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             with conn.transaction():
                 cursor.execute(self._lock_sql(conn), prepare=True)
                 cursor.execute(self._insert_sql(conn, len(stored_events)), params, prepare=True)
-            return [row["notification_id"] for row in cursor.fetchall()]
+                inserted = [row["notification_id"] for row in cursor.fetchall()]
+                if shred:
+                    self._shred(cursor, shred)
+            return inserted
+
+    def _shred(self, cursor: psycopg.Cursor[Any], shred: Sequence[ShredRow]) -> None:
+        """Deletes the keys an erasure names, in the transaction of its event."""
+        sessions, versions, kinds, key_ids = (list(c) for c in zip(*shred, strict=True))
+        cursor.execute(
+            sql.SQL(
+                "DELETE FROM {schema}.{table} AS k USING unnest("
+                "%s::text[], %s::bigint[], %s::text[], %s::text[]) AS s(session_id, version, "
+                "kind, key_id) WHERE k.session_id = s.session_id AND (s.kind = '' OR ("
+                "k.kind = s.kind AND k.key_id = s.key_id AND s.version IN (-1, k.version)))"
+            ).format(
+                schema=sql.Identifier(self.datastore.schema),
+                table=sql.Identifier(self.data_keys_table_name),
+            ),
+            (sessions, versions, kinds, key_ids),
+        )
+
+    def create_data_key_table(self) -> None:
+        names = {
+            "schema": sql.Identifier(self.datastore.schema),
+            "table": sql.Identifier(self.data_keys_table_name),
+        }
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                (f"{self.datastore.schema}.{self.data_keys_table_name}",),
+            )
+            cursor.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {schema}.{table} (session_id text NOT NULL, "
+                    "version bigint NOT NULL, kind text NOT NULL, key_id text NOT NULL, "
+                    "data_key bytea NOT NULL, PRIMARY KEY (session_id, version, kind, key_id))"
+                ).format(**names)
+            )
+
+    def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
+        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+            if self._data_keys_statement is None:
+                self._data_keys_statement = (
+                    sql.SQL(
+                        "SELECT session_id, version, kind, key_id, data_key FROM "
+                        "{schema}.{table} WHERE session_id = %s AND version > %s "
+                        "AND version <= %s"
+                    )
+                    .format(
+                        schema=sql.Identifier(self.datastore.schema),
+                        table=sql.Identifier(self.data_keys_table_name),
+                    )
+                    .as_bytes(conn)
+                )
+            cursor.execute(
+                self._data_keys_statement,
+                (session_id, after, (1 << 62) if upto is None else upto),
+                prepare=True,
+            )
+            return [
+                (r["session_id"], r["version"], r["kind"], r["key_id"], bytes(r["data_key"]))
+                for r in cursor.fetchall()
+            ]
 
     def _lock_sql(self, conn: psycopg.Connection[Any]) -> bytes:
         if self._lock_statement is None:
@@ -162,7 +235,11 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                     "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
                     "ON CONFLICT (session_id, key) DO UPDATE SET "
                     "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
-                    "created_at = EXCLUDED.created_at) "
+                    "created_at = EXCLUDED.created_at), "
+                    "sealed AS (INSERT INTO {schema}.{data_keys} "
+                    "(session_id, version, kind, key_id, data_key) "
+                    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], "
+                    "%s::bytea[])) "
                     "SELECT notification_id FROM inserted"
                 )
                 .format(
@@ -170,6 +247,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                     table=sql.Identifier(self.events_table_name),
                     ids=sql.Identifier(self.ids_table_name),
                     keys=sql.Identifier(self.keys_table_name),
+                    data_keys=sql.Identifier(self.data_keys_table_name),
                     rows=sql.SQL(",").join(
                         [
                             sql.SQL("(%s::{}, %s::bigint, %s::text, %s::bytea)").format(

@@ -137,8 +137,8 @@ class ReadModelQueries:
         if where.model:
             query = query.where(c.summarizer_model == where.model)
         if where.outcome:
-            if where.outcome not in ("ok", "failed"):
-                raise InvalidRequest(f"outcome {where.outcome!r}: use ok or failed")
+            if where.outcome not in ("ok", "failed", "tainted"):
+                raise InvalidRequest(f"outcome {where.outcome!r}: use ok, failed or tainted")
             query = query.where(c.outcome == where.outcome)
         if token:
             (after,) = decode_token(token, 1)

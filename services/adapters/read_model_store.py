@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from domain.session import Session
 from projections.read_models import (
     CatalogChange,
     CompactionRow,
@@ -162,11 +163,29 @@ class CompactionAudit(ReadModel):
         self.topics = topics
 
     def write(self, connection: Connection, position: int, event: Any) -> None:
+        if isinstance(event, Session.EntriesErased | Session.SessionErased):
+            _taint_compactions(connection, event)
+            return
         rows: list[CompactionRow] = compaction_rows(event)
         for row in rows:
             values = asdict(row)
             values["recorded_us"] = micros(values.pop("recorded_at"))
             connection.execute(insert(t.compactions).values(position=position, **values))
+
+
+def _taint_compactions(connection: Connection, event: Any) -> None:
+    """Clears what an erasure took from the audit's rows: the client's instructions of
+    the compactions it tainted (all of the session's, erased whole), marked tainted."""
+    c = t.compactions.c
+    rows = c.session_id == event.originator_id
+    if isinstance(event, Session.EntriesErased):
+        if not event.tainted_compactions:
+            return
+        rows = rows & c.version.in_(list(event.tainted_compactions))
+    connection.execute(
+        update(t.compactions).where(rows & (c.outcome == "ok")).values(outcome="tainted")
+    )
+    connection.execute(update(t.compactions).where(rows).values(instructions=""))
 
 
 class PruneAudit(ReadModel):

@@ -20,6 +20,8 @@ from domain.errors import Unavailable
 from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
+from services.adapters.sealing import DataKeyRow, ShredRow
 
 # Pairs per lookup statement: two variables each, well under SQLite's limit.
 LOOKUP_CHUNK = 400
@@ -54,6 +56,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
         self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
+        self.data_keys_table_name = self.events_table_name + DATA_KEYS_TABLE_SUFFIX
 
     def _insert_events(
         self,
@@ -62,6 +65,8 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         *,
         ids: Sequence[IdRow] = (),
         keys: Sequence[KeyRow] = (),
+        data_keys: Sequence[DataKeyRow] = (),
+        shred: Sequence[ShredRow] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -77,7 +82,65 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 f"INSERT OR REPLACE INTO {self.keys_table_name} VALUES (?, ?, ?, ?, ?)",
                 [(*row, now) for row in keys],
             )
+        if data_keys:
+            c.executemany(
+                f"INSERT INTO {self.data_keys_table_name} VALUES (?, ?, ?, ?, ?)", data_keys
+            )
+        if shred:
+            c.execute("PRAGMA secure_delete = ON")
+        for session_id, version, kind, key_id in shred:
+            self._shred(c, session_id, version, kind, key_id)
         return notification_ids
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        notification_ids = super().insert_events(stored_events, **kwargs)
+        if kwargs.get("shred"):
+            # The write-ahead log still holds the pages as they were before the
+            # erasure: copy it into the database (overwriting them) and empty it.
+            with self.datastore.transaction(commit=False) as c:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return notification_ids
+
+    def _shred(
+        self, c: SQLiteCursor, session_id: str, version: int, kind: str, key_id: str
+    ) -> None:
+        table = self.data_keys_table_name
+        if not kind:
+            c.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+        elif version < 0:
+            c.execute(
+                f"DELETE FROM {table} WHERE session_id = ? AND kind = ? AND key_id = ?",
+                (session_id, kind, key_id),
+            )
+        else:
+            c.execute(
+                f"DELETE FROM {table} WHERE session_id = ? AND version = ? AND kind = ? "
+                "AND key_id = ?",
+                (session_id, version, kind, key_id),
+            )
+
+    def create_data_key_table(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            # secure_delete: a deleted key's bytes are overwritten in the file,
+            # not left in a free page where the erased content could be opened.
+            c.execute("PRAGMA secure_delete = ON")
+            c.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.data_keys_table_name} (session_id TEXT, "
+                "version INTEGER, kind TEXT, key_id TEXT, data_key BLOB, "
+                "PRIMARY KEY (session_id, version, kind, key_id)) WITHOUT ROWID"
+            )
+
+    def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT session_id, version, kind, key_id, data_key FROM "
+                f"{self.data_keys_table_name} WHERE session_id = ? AND version > ? "
+                "AND version <= ?",
+                (session_id, after, (1 << 62) if upto is None else upto),
+            )
+            return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in c.fetchall()]
 
     def create_key_table(self) -> None:
         with self.datastore.transaction(commit=True) as c:

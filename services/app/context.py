@@ -112,6 +112,9 @@ class ContextService:
     ) -> CompactionOutcome:
         session = self.sessions.aggregate(session_id)
         session.check_expected_version(expected_version)
+        if not dry_run:
+            # A summary erased with entries it covered is regenerated from those left.
+            self.sessions.undo_tainted_compactions(session_id)
         engine = self.engines.get(session.settings.engine)
         request = CompactionRequest(
             Trigger.MANUAL, instructions=instructions, force=force, dry_run=dry_run

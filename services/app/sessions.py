@@ -26,6 +26,7 @@ from eventsourcing.persistence import IntegrityError
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry
 from domain.context.window import resolve_context_window
+from domain.erasure import SessionWasErased
 from domain.errors import (
     DeadlineExceeded,
     DomainError,
@@ -75,6 +76,7 @@ WRITE_ATTEMPTS = 50
 WRITE_RETRY_SECONDS = 10.0
 RETRY_PAUSE = 0.001
 RETRY_PAUSE_MAX = 0.05
+ERASURES_PER_LOOK = 1_000
 T = TypeVar("T")
 
 
@@ -126,6 +128,11 @@ class SessionService:
         # The position of this thread's latest save (see written_position).
         self._positions = threading.local()
         self._tenants: WeightedLRU[str, str] = WeightedLRU(TENANT_CACHE_SESSIONS, lambda _: 1)
+        # The store's position up to which erasures were looked for (forget_erased):
+        # from the start, nothing being held before it.
+        self._erasures_seen: int | None = None
+        with contextlib.suppress(Exception):  # a database down now is found by the monitor
+            self._erasures_seen = store.recorder.max_notification_id() or 0
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""
@@ -311,6 +318,91 @@ class SessionService:
 
         return self._write(session_id, expected_version, command)
 
+    def erase_entries(
+        self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
+    ) -> tuple[Session, Session.EntriesErased]:
+        """Erases entries' content (their keys are deleted with the event), and the
+        summaries of every compaction that may carry it."""
+        wanted = list(dict.fromkeys(entry_ids))
+        if not wanted:
+            raise InvalidRequest(
+                "entry_ids is empty: name the entries to erase, or use EraseSession"
+            )
+
+        by = tenancy.accountable(erased_by)
+
+        def command(session: Session) -> Session.EntriesErased:
+            tainted = self._history(session_id).plan_erasure(wanted)
+            session.erase_entries(wanted, tainted, erased_by=by, reason=reason)
+            erased = session.pending_events[-1]
+            assert isinstance(erased, Session.EntriesErased)
+            return erased
+
+        session, erased = self._write(session_id, None, command)
+        self.forget(session_id)
+        return session, erased
+
+    def erase_session(
+        self, session_id: str, *, erased_by: str, reason: str
+    ) -> tuple[Session, Session.SessionErased]:
+        """Erases the whole session's content; it takes no more writes."""
+
+        by = tenancy.accountable(erased_by)
+
+        def command(session: Session) -> Session.SessionErased:
+            session.erase(erased_by=by, reason=reason)
+            erased = session.pending_events[-1]
+            assert isinstance(erased, Session.SessionErased)
+            return erased
+
+        session, erased = self._write(session_id, None, command)
+        self.forget(session_id)
+        return session, erased
+
+    def forget(self, session_id: str) -> None:
+        """Drops what this server holds of a session erased elsewhere (its content
+        in memory); the next read folds it from the store, where it is gone."""
+        with self._history_locks[hash(session_id) % LOCK_STRIPES]:
+            self._forget(session_id)
+
+    def undo_tainted_compactions(self, session_id: str) -> int:
+        """Takes back the compactions in force whose summaries an erasure tainted (the
+        oldest, and every later one with it), so that compacting again summarises the
+        entries left; answers the oldest one's version, 0 when none is tainted."""
+        history = self._history(session_id)
+        tainted = history.tainted_compactions()
+        found = [c.version for c in history.compactions_in_force() if c.version in tainted]
+        if not found:
+            return 0
+        self.undo_compaction(
+            session_id,
+            found[0],
+            reason="its summary was erased with entries it covered; summarising again",
+            requested_by="erasure",
+        )
+        return found[0]
+
+    def history_cached(self, session_id: str) -> bool:
+        """Whether this server holds the session's history in memory."""
+        return self._histories.get(session_id) is not None
+
+    def forget_erased(self) -> int:
+        """Drops this server's copies of the sessions erased (here or by another server)
+        since it last looked, read or not; answers how many erasures it found."""
+        if self._erasures_seen is None:
+            self._erasures_seen = self.store.recorder.max_notification_id() or 0
+            return 0
+        found = self.store.erasure_notifications(self._erasures_seen, ERASURES_PER_LOOK)
+        for position, session_id in found:
+            self.forget(session_id)
+            self._erasures_seen = position
+        return len(found)
+
+    def _forget(self, session_id: str) -> None:
+        self._histories.discard(session_id)
+        self._renderers.discard(session_id)
+        self._read.discard(session_id)
+
     def record_prune(
         self,
         session_id: str,
@@ -415,6 +507,8 @@ class SessionService:
         version that appended ``entry_id``; now when neither), with the settings
         ``choose`` makes recorded after the copy. The parent is not touched."""
         history = self._history(session_id)
+        if history.erased() is not None:
+            raise SessionWasErased(session_id)
         if entry_id:
             position = history.position_of(entry_id)
             if position is None:
@@ -594,6 +688,7 @@ class SessionService:
         self, session_id: str, provider_format: str, version: int, request_hash: str
     ) -> RenderedPrompt | None:
         """The rendering a client says it holds (by version and hash), if it is genuine."""
+        self._history(session_id)  # catches up: an erasure since drops the renderings
         renderer = self._renderers.get(session_id)
         remembered = renderer.remembered(provider_format, request_hash) if renderer else None
         if remembered is not None:
@@ -687,6 +782,14 @@ class SessionService:
             new_events = (
                 [] if just_loaded else self.store.session_events(session_id, after=history.version)
             )
+            if any(isinstance(e, ERASURES) for e in new_events):
+                # Erasure reaches back into what this history holds: fold the session
+                # again from the store, where the content is gone.
+                self._forget(session_id)
+                history = self._cold_history(session_id)
+                if history.loaded_whole is not None:
+                    history = history.loaded_whole
+                new_events, cached = [], None
             if new_events:
                 history.apply(new_events)
             if (new_events or cached is None) and history.version:
@@ -715,7 +818,10 @@ class SessionService:
                 return [e for e in events if e.originator_version > since]
             return self.store.session_events(session_id, after=since, upto=upto)
 
-        history = load_from_cut(session, fetch)
+        # A session with erasures folds whole: its views list every erasure, and
+        # erasures are rare enough not to need the cut's saving.
+        erased = session.erased or session.erased_entries
+        history = None if erased else load_from_cut(session, fetch)
         if history is None:
             history = SessionHistory(session_id)
             if after == 0:
@@ -800,6 +906,9 @@ class SessionService:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
         assert isinstance(event, Session.EntriesAppended)
         return event
+
+
+ERASURES = (Session.EntriesErased, Session.SessionErased)
 
 
 class _RaceLost(VersionConflict):

@@ -63,6 +63,18 @@ UNRESTRICTED = Principal("unauthenticated", DEFAULT_TENANT, Role.ADMIN)
 _caller: ContextVar[Principal | None] = ContextVar("sessionstore_caller", default=None)
 
 
+def accountable(claimed: str) -> str:
+    """Who is recorded as doing something: the authenticated caller, with the
+    name the client gave when it differs (an operator acting through a service
+    token); without authentication only the client's word exists."""
+    principal = _caller.get()
+    if principal is None or principal is UNRESTRICTED:
+        return claimed
+    if not claimed or claimed == principal.name:
+        return principal.name
+    return f"{principal.name} (for {claimed})"
+
+
 def caller() -> Principal:
     return _caller.get() or UNRESTRICTED
 

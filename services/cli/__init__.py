@@ -29,6 +29,7 @@ from services.cli.compaction import compact, overflow, prune
 from services.cli.connection import Security
 from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
+from services.cli.erase import erase
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
@@ -163,6 +164,7 @@ for _command in (
     *AUDIT_COMMANDS,
     undo_compaction,
     token_group,
+    erase,
 ):
     cli.add_command(_command)
 

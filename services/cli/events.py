@@ -98,4 +98,10 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         by = f" by {undone.requested_by}" if undone.requested_by else ""
         why = f" ({undone.reason})" if undone.reason else ""
         return "undone", f"compaction #{undone.compaction_version}{by}{why}; in force: {to}"
+    if which == "erasure":
+        erasure = event.erasure
+        what = "the whole session" if erasure.whole_session else ", ".join(erasure.entry_ids)
+        by = f" by {erasure.erased_by}" if erasure.erased_by else ""
+        why = f" ({erasure.reason})" if erasure.reason else ""
+        return "erased", f"{what}{by}{why}"
     return "unknown", "(an event this client does not know)"

@@ -49,7 +49,7 @@ def undo_compaction(
         session_id=session,
         compaction_version=compaction_version or 0,
         reason=reason,
-        requested_by=requested_by if requested_by is not None else _user(),
+        requested_by=requested_by if requested_by is not None else user_name(),
         expected_version=expected_version,
     )
     response = client.call(client.stub.UndoCompaction, request)
@@ -70,7 +70,8 @@ def undo_compaction(
     click.echo(f"  prompt {undone.prompt_tokens:,} tokens (system prompt aside)")
 
 
-def _user() -> str:
+def user_name() -> str:
+    """Who runs the command, for the record."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

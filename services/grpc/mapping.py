@@ -29,6 +29,7 @@ from domain.content import (
 )
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.context.window_guard import WindowVerdict
+from domain.erasure import is_erased
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session, SessionEvent
@@ -41,7 +42,7 @@ from domain.system_prompt import (
     SystemPrompt,
     Tool,
 )
-from projections.session_history import DurableLog, RecordedCompaction
+from projections.session_history import DurableLog, RecordedCompaction, RecordedErasure
 from projections.view_audit import ViewAudit
 from proto.sessionstore.v1 import session_store_pb2 as pb
 
@@ -289,6 +290,40 @@ def session_to_pb(session: Session) -> pb.Session:
         open_tool_call_ids=list(session.open_tool_calls),
         parent_session_id=session.parent_session_id,
         forked_at_version=session.forked_at_version,
+        erased=(
+            pb.Erasure(
+                erased_by=session.erasure[0],
+                reason=session.erasure[1],
+                version=session.erasure[2],
+                whole_session=True,
+            )
+            if session.erasure
+            else None
+        ),
+    )
+
+
+def erasure_to_pb(erasure: RecordedErasure) -> pb.Erasure:
+    return pb.Erasure(
+        entry_ids=list(erasure.entry_ids),
+        tainted_compaction_versions=list(erasure.tainted_compactions),
+        erased_by=erasure.erased_by,
+        reason=erasure.reason,
+        version=erasure.version,
+        erased_at=to_timestamp(erasure.timestamp),
+        whole_session=erasure.whole_session,
+    )
+
+
+def erasure_event_to_pb(event: Session.EntriesErased | Session.SessionErased) -> pb.Erasure:
+    if isinstance(event, Session.EntriesErased):
+        ids, tainted = list(event.entry_ids), list(event.tainted_compactions)
+    else:
+        ids, tainted = [], []
+    return erasure_to_pb(
+        RecordedErasure(
+            ids, tainted, event.erased_by, event.reason, event.originator_version, event.timestamp
+        )
     )
 
 
@@ -311,7 +346,12 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
     # The receipt's fields carry the same names in both.
     receipt = compaction.to_dict()
     receipt["details"] = dict(compaction.details)
-    return pb.Compaction(**receipt, version=version, timestamp=to_timestamp(timestamp))
+    return pb.Compaction(
+        **receipt,
+        version=version,
+        timestamp=to_timestamp(timestamp),
+        tainted=is_erased(compaction.details),
+    )
 
 
 def failure_to_pb(
@@ -446,6 +486,7 @@ def durable_log_to_pb(
         version=log.version,
         total_tokens=log.total_tokens,
         pinned=[entry_to_pb(e, v) for e, v in zip(log.pinned, log.pinned_versions, strict=True)],
+        erasures=[erasure_to_pb(e) for e in log.erasures],
     )
     if log.compaction:
         message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
@@ -532,6 +573,8 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.system_prompt_set.CopyFrom(system_prompt_to_pb(event.system_prompt))
         case Session.CompactionUndone():
             message.compaction_undone.CopyFrom(compaction_undone_to_pb(event))
+        case Session.EntriesErased() | Session.SessionErased():
+            message.erasure.CopyFrom(erasure_event_to_pb(event))
         case _:
             assert_never(event)
     return message
@@ -562,4 +605,5 @@ def view_audit_to_pb(audit: ViewAudit) -> pb.ViewAudit:
             )
             for t in audit.turns
         ],
+        erasures=[erasure_to_pb(e) for e in audit.erasures],
     )

@@ -40,4 +40,7 @@ METHOD_PERMISSIONS: dict[str, Permission] = {
     "GetCompaction": READ,
     "ListPrunes": READ,
     "AuditView": READ,
+    # A tenant may erase its own sessions: the data is its users'.
+    "EraseSession": WRITE,
+    "EraseEntries": WRITE,
 }

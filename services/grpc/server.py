@@ -104,7 +104,8 @@ class EventLoopThread:
 class DatabaseMonitor:
     """Probes the database every interval; health says NOT_SERVING while it is unreachable.
 
-    Now and then it also deletes the idempotency keys past their TTL.
+    Now and then it also deletes the idempotency keys past their TTL, and each
+    interval drops the cached copies of sessions erased since.
 
     The probe also tells the store, so that requests fail at once (UNAVAILABLE)
     instead of waiting for a connection, and recover as soon as it answers.
@@ -141,6 +142,8 @@ class DatabaseMonitor:
                 reason = await asyncio.to_thread(self._service.store.probe)
             except Exception as error:  # a probe must never end the monitor
                 reason = str(error) or type(error).__name__
+            if not reason:
+                await asyncio.to_thread(self._forget_erased)
             if not reason and time.monotonic() >= expire_at:
                 expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
                 await asyncio.to_thread(self._expire_keys)
@@ -152,6 +155,14 @@ class DatabaseMonitor:
                 log.info("database reachable again; serving")
             self.reason = reason
             await _set_health(self._health, serving=not reason)
+
+    def _forget_erased(self) -> None:
+        # A session erased by another server may sit in this one's caches
+        # without ever being read again: drop it all the same.
+        try:
+            self._service.forget_erased()
+        except Exception:
+            log.exception("could not look for erasures")
 
     def _expire_keys(self) -> None:
         try:

@@ -339,6 +339,33 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             version=session.version, undone=mapping.compaction_undone_to_pb(undone)
         )
 
+    def EraseSession(
+        self, request: pb.EraseSessionRequest, context: grpc.ServicerContext
+    ) -> pb.EraseResponse:
+        session, erased = self.service.erase_session(
+            _session_id(request), erased_by=request.erased_by, reason=request.reason
+        )
+        return pb.EraseResponse(
+            version=session.version,
+            erasure=mapping.erasure_event_to_pb(erased),
+            position=self.service.written_position(),
+        )
+
+    def EraseEntries(
+        self, request: pb.EraseEntriesRequest, context: grpc.ServicerContext
+    ) -> pb.EraseResponse:
+        session, erased = self.service.erase_entries(
+            _session_id(request),
+            list(request.entry_ids),
+            erased_by=request.erased_by,
+            reason=request.reason,
+        )
+        return pb.EraseResponse(
+            version=session.version,
+            erasure=mapping.erasure_event_to_pb(erased),
+            position=self.service.written_position(),
+        )
+
     def AbandonToolCalls(
         self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
     ) -> pb.AbandonToolCallsResponse:

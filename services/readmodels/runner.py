@@ -57,7 +57,9 @@ class ReadModelRunner:
             topics=topics,
             inclusive_of_start=False,
         )
-        batch = [(n.id, self.events.mapper.to_domain_event(n)) for n in found]
+        batch = list(
+            zip([n.id for n in found], self.events.decode_notifications(found), strict=True)
+        )
         reached = found[-1].id if len(found) == self.batch else head
         return batch, reached
 

@@ -6,5 +6,11 @@ from eventsourcing.domain import get_topic
 
 from domain.session import Session
 
-COMPACTION_TOPICS = [get_topic(Session.CompactionRecorded), get_topic(Session.CompactionFailed)]
+COMPACTION_TOPICS = [
+    get_topic(Session.CompactionRecorded),
+    get_topic(Session.CompactionFailed),
+    # An erasure taints the summaries it reached (services.adapters.read_model_store).
+    get_topic(Session.EntriesErased),
+    get_topic(Session.SessionErased),
+]
 PRUNE_TOPICS = [get_topic(Session.PruneRecorded)]

@@ -257,6 +257,14 @@ CASES: dict[str, Case] = {
     ),
     "ListPrunes": _list_prunes,
     "AuditView": lambda b, w: _hidden(lambda: b.AuditView(pb.AuditViewRequest(session_id="a-1"))),
+    "EraseSession": lambda b, w: _hidden(
+        lambda: b.EraseSession(pb.EraseSessionRequest(session_id="a-1", reason="by B"))
+    ),
+    "EraseEntries": lambda b, w: _hidden(
+        lambda: b.EraseEntries(
+            pb.EraseEntriesRequest(session_id="a-1", entry_ids=[w.entry_ids[0]], reason="by B")
+        )
+    ),
 }
 
 
@@ -302,6 +310,7 @@ def test_an_auditor_reads_its_tenant_and_writes_nothing(world: World) -> None:
         ),
         lambda: audrey.Compact(pb.CompactRequest(session_id="a-1", dry_run=True)),
         lambda: import_bytes(audrey, b"{}", "pi"),
+        lambda: audrey.EraseSession(pb.EraseSessionRequest(session_id="a-1")),
     ]
     for write in writes:
         message = refused(write, grpc.StatusCode.PERMISSION_DENIED)
@@ -316,6 +325,19 @@ def test_an_admin_reads_and_writes_every_tenant(world: World) -> None:
     assert root.GetSession(pb.GetSessionRequest(session_id="a-1")).id == "a-1"
     sessions = {c.session_id for c in root.ListCompactions(pb.ListCompactionsRequest()).compactions}
     assert sessions == {"a-1"}
+
+
+def test_an_erasure_records_the_authenticated_caller(world: World) -> None:
+    bob = world.stubs["bob"]
+    bob.CreateSession(pb.CreateSessionRequest(session_id="b-erase"))
+    erased = bob.EraseSession(
+        pb.EraseSessionRequest(session_id="b-erase", erased_by="support-42", reason="request")
+    )
+    # The token's name is what counts; the client's word is kept beside it.
+    assert erased.erasure.erased_by == "bob (for support-42)"
+    bob.CreateSession(pb.CreateSessionRequest(session_id="b-erase-2"))
+    erased = bob.EraseSession(pb.EraseSessionRequest(session_id="b-erase-2", reason="request"))
+    assert erased.erasure.erased_by == "bob"
 
 
 def test_calls_without_a_known_token_are_unauthenticated_and_health_stays_open(

@@ -219,6 +219,7 @@ class ViewAudit(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     TURNS_FIELD_NUMBER: _builtins.int
+    ERASURES_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -229,6 +230,8 @@ class ViewAudit(_message.Message):
     def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnVerification]:
         """The newest (up to 50) turns that carry a prompt_ref."""
 
+    @_builtins.property
+    def erasures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Erasure]: ...
     def __init__(
         self,
         *,
@@ -236,10 +239,11 @@ class ViewAudit(_message.Message):
         version: _builtins.int = ...,
         entries: _abc.Iterable[Global___EntryStatus] | None = ...,
         turns: _abc.Iterable[Global___TurnVerification] | None = ...,
+        erasures: _abc.Iterable[Global___Erasure] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "session_id", b"session_id", "turns", b"turns", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "erasures", b"erasures", "session_id", b"session_id", "turns", b"turns", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1042,6 +1046,7 @@ class Session(_message.Message):
     PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
     FORKED_AT_VERSION_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    ERASED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     version: _builtins.int
     context_window_source: _builtins.str
@@ -1068,6 +1073,10 @@ class Session(_message.Message):
     def total_usage(self) -> Global___Usage: ...
     @_builtins.property
     def open_tool_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def erased(self) -> Global___Erasure:
+        """Set when the session was erased whole."""
+
     def __init__(
         self,
         *,
@@ -1086,10 +1095,11 @@ class Session(_message.Message):
         parent_session_id: _builtins.str = ...,
         forked_at_version: _builtins.int = ...,
         position: _builtins.int = ...,
+        erased: Global___Erasure | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "settings", b"settings", "total_usage", b"total_usage", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "erased", b"erased", "settings", b"settings", "total_usage", b"total_usage", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "forked_at_version", b"forked_at_version", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "parent_session_id", b"parent_session_id", "position", b"position", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_count", b"compaction_count", "context_window_source", b"context_window_source", "created_at", b"created_at", "entry_count", b"entry_count", "erased", b"erased", "forked_at_version", b"forked_at_version", "id", b"id", "last_entry_id", b"last_entry_id", "open_tool_call_ids", b"open_tool_call_ids", "parent_session_id", b"parent_session_id", "position", b"position", "settings", b"settings", "total_tokens", b"total_tokens", "total_usage", b"total_usage", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1687,6 +1697,7 @@ class Compaction(_message.Message):
     DURATION_MS_FIELD_NUMBER: _builtins.int
     ENGINE_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    TAINTED_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
@@ -1718,6 +1729,8 @@ class Compaction(_message.Message):
     duration_ms: _builtins.int
     engine: _builtins.str
     instructions: _builtins.str
+    tainted: _builtins.bool
+    """Its summary was erased with entries it covered; Compact regenerates it."""
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -1748,10 +1761,11 @@ class Compaction(_message.Message):
         duration_ms: _builtins.int = ...,
         engine: _builtins.str = ...,
         instructions: _builtins.str = ...,
+        tainted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1913,6 +1927,7 @@ class DurableLog(_message.Message):
     TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
     PINNED_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    ERASURES_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The version this view is as of."""
@@ -1935,6 +1950,10 @@ class DurableLog(_message.Message):
         pinned: both views keep it, ahead of the summary, whatever the cut.
         """
 
+    @_builtins.property
+    def erasures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Erasure]:
+        """Every erasure of the session: erasure reaches back into every version."""
+
     def __init__(
         self,
         *,
@@ -1945,10 +1964,11 @@ class DurableLog(_message.Message):
         total_tokens: _builtins.int = ...,
         pinned: _abc.Iterable[Global___Entry] | None = ...,
         next_page_token: _builtins.str = ...,
+        erasures: _abc.Iterable[Global___Erasure] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "next_page_token", b"next_page_token", "pinned", b"pinned", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "entries", b"entries", "erasures", b"erasures", "next_page_token", b"next_page_token", "pinned", b"pinned", "session_id", b"session_id", "total_tokens", b"total_tokens", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2377,6 +2397,7 @@ class SessionEvent(_message.Message):
     SYSTEM_PROMPT_SET_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_ABANDONED_FIELD_NUMBER: _builtins.int
     COMPACTION_UNDONE_FIELD_NUMBER: _builtins.int
+    ERASURE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2401,6 +2422,8 @@ class SessionEvent(_message.Message):
     def tool_calls_abandoned(self) -> Global___ToolCallsAbandoned: ...
     @_builtins.property
     def compaction_undone(self) -> Global___CompactionUndone: ...
+    @_builtins.property
+    def erasure(self) -> Global___Erasure: ...
     def __init__(
         self,
         *,
@@ -2417,16 +2440,149 @@ class SessionEvent(_message.Message):
         system_prompt_set: Global___SystemPrompt | None = ...,
         tool_calls_abandoned: Global___ToolCallsAbandoned | None = ...,
         compaction_undone: Global___CompactionUndone | None = ...,
+        erasure: Global___Erasure | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___SessionEvent: _TypeAlias = SessionEvent  # noqa: Y015
+
+@_typing.final
+class Erasure(_message.Message):
+    """---------------------------------------------------------------- erasure
+
+    An erasure: the content is gone from the store; the fact, who and when stay.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    TAINTED_COMPACTION_VERSIONS_FIELD_NUMBER: _builtins.int
+    ERASED_BY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ERASED_AT_FIELD_NUMBER: _builtins.int
+    WHOLE_SESSION_FIELD_NUMBER: _builtins.int
+    erased_by: _builtins.str
+    reason: _builtins.str
+    version: _builtins.int
+    whole_session: _builtins.bool
+    @_builtins.property
+    def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The entries erased; empty when the whole session was."""
+
+    @_builtins.property
+    def tainted_compaction_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The compactions whose summaries were erased with them (tainted)."""
+
+    @_builtins.property
+    def erased_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entry_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tainted_compaction_versions: _abc.Iterable[_builtins.int] | None = ...,
+        erased_by: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        version: _builtins.int = ...,
+        erased_at: _timestamp_pb2.Timestamp | None = ...,
+        whole_session: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["erased_at", b"erased_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "erased_at", b"erased_at", "erased_by", b"erased_by", "reason", b"reason", "tainted_compaction_versions", b"tainted_compaction_versions", "version", b"version", "whole_session", b"whole_session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Erasure: _TypeAlias = Erasure  # noqa: Y015
+
+@_typing.final
+class EraseSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ERASED_BY_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    reason: _builtins.str
+    """Why: kept in the event and the audit."""
+    erased_by: _builtins.str
+    """Who asks (a person or an agent's name): kept in the event."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        erased_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased_by", b"erased_by", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseSessionRequest: _TypeAlias = EraseSessionRequest  # noqa: Y015
+
+@_typing.final
+class EraseEntriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ERASED_BY_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    reason: _builtins.str
+    erased_by: _builtins.str
+    @_builtins.property
+    def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        entry_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        erased_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "erased_by", b"erased_by", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseEntriesRequest: _TypeAlias = EraseEntriesRequest  # noqa: Y015
+
+@_typing.final
+class EraseResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    ERASURE_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
+    @_builtins.property
+    def erasure(self) -> Global___Erasure: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        erasure: Global___Erasure | None = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["erasure", b"erasure"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erasure", b"erasure", "position", b"position", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseResponse: _TypeAlias = EraseResponse  # noqa: Y015
 
 @_typing.final
 class AbandonToolCallsRequest(_message.Message):

@@ -154,6 +154,16 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.FromString,
                 _registered_method=True)
+        self.EraseSession = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/EraseSession',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
+                _registered_method=True)
+        self.EraseEntries = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/EraseEntries',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -353,6 +363,22 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseSession(self, request, context):
+        """Erases the whole session's content (crypto-shredding: its keys are deleted),
+        keeping the fact, who and when; it takes no more writes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EraseEntries(self, request, context):
+        """Erases entries' content, and the summaries of compactions that covered them
+        (tainted until Compact regenerates them).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -475,6 +501,16 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.AuditView,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.SerializeToString,
+            ),
+            'EraseSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseSession,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseSessionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.SerializeToString,
+            ),
+            'EraseEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseEntries,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1125,6 +1161,60 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/AuditView',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AuditViewRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ViewAudit.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/EraseSession',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseSessionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/EraseEntries',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
             options,
             channel_credentials,
             insecure,

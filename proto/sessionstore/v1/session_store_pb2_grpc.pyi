@@ -124,6 +124,14 @@ class SessionStoreStub:
     that carry the prompt_ref of the view they answered, whether replaying
     that view reproduces its hash.
     """
+    EraseSession: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.EraseSessionRequest, _session_store_pb2.EraseResponse]
+    """Erases the whole session's content (crypto-shredding: its keys are deleted),
+    keeping the fact, who and when; it takes no more writes.
+    """
+    EraseEntries: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.EraseEntriesRequest, _session_store_pb2.EraseResponse]
+    """Erases entries' content, and the summaries of compactions that covered them
+    (tainted until Compact regenerates them).
+    """
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -214,6 +222,14 @@ class SessionStoreAsyncStub(SessionStoreStub):
     summarised, pinned, pruned or guarded (and why); and, for assistant turns
     that carry the prompt_ref of the view they answered, whether replaying
     that view reproduces its hash.
+    """
+    EraseSession: _aio.UnaryUnaryMultiCallable[_session_store_pb2.EraseSessionRequest, _session_store_pb2.EraseResponse]  # type: ignore[assignment]
+    """Erases the whole session's content (crypto-shredding: its keys are deleted),
+    keeping the fact, who and when; it takes no more writes.
+    """
+    EraseEntries: _aio.UnaryUnaryMultiCallable[_session_store_pb2.EraseEntriesRequest, _session_store_pb2.EraseResponse]  # type: ignore[assignment]
+    """Erases entries' content, and the summaries of compactions that covered them
+    (tainted until Compact regenerates them).
     """
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
@@ -446,6 +462,26 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         summarised, pinned, pruned or guarded (and why); and, for assistant turns
         that carry the prompt_ref of the view they answered, whether replaying
         that view reproduces its hash.
+        """
+
+    @_abc_1.abstractmethod
+    def EraseSession(
+        self,
+        request: _session_store_pb2.EraseSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.EraseResponse, _abc.Awaitable[_session_store_pb2.EraseResponse]]:
+        """Erases the whole session's content (crypto-shredding: its keys are deleted),
+        keeping the fact, who and when; it takes no more writes.
+        """
+
+    @_abc_1.abstractmethod
+    def EraseEntries(
+        self,
+        request: _session_store_pb2.EraseEntriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.EraseResponse, _abc.Awaitable[_session_store_pb2.EraseResponse]]:
+        """Erases entries' content, and the summaries of compactions that covered them
+        (tainted until Compact regenerates them).
         """
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,39 @@
+"""Which data keys a save makes, and which an erasure deletes (services.adapters.sealing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from domain.session import Session
+from services.adapters.sealing import ENTRY, EVENT, DataKeyRow, ShredRow, new_key
+
+ANY_VERSION = -1
+
+
+def data_key_rows(events: Iterable[object]) -> list[DataKeyRow]:
+    """A new key for each entry and each content-bearing event about to be stored."""
+    rows: list[DataKeyRow] = []
+    for event in events:
+        if not isinstance(event, Session.Event):
+            continue
+        session_id, version = event.originator_id, event.originator_version
+        if isinstance(event, Session.EntriesAppended):
+            rows.extend((session_id, version, ENTRY, e.id, new_key()) for e in event.entries)
+        elif isinstance(event, Session.ToolCallsAbandoned):
+            rows.append((session_id, version, ENTRY, event.entry.id, new_key()))
+        elif isinstance(event, Session.CompactionRecorded | Session.SystemPromptSet):
+            rows.append((session_id, version, EVENT, "", new_key()))
+    return rows
+
+
+def shred_rows(events: Iterable[object]) -> list[ShredRow]:
+    """The keys the erasures among these events delete, in the same transaction."""
+    rows: list[ShredRow] = []
+    for event in events:
+        if isinstance(event, Session.EntriesErased):
+            session_id = event.originator_id
+            rows.extend((session_id, ANY_VERSION, ENTRY, i) for i in event.entry_ids)
+            rows.extend((session_id, v, EVENT, "") for v in event.tainted_compactions)
+        elif isinstance(event, Session.SessionErased):
+            rows.append((event.originator_id, ANY_VERSION, "", ""))
+    return rows

@@ -1,0 +1,61 @@
+"""`erase`: erases a whole session's content, or some entries', for good.
+
+The content's keys are deleted, so the content is gone from the store, its
+snapshots and every server's cache; the fact (who, why, when, which) stays
+in the session's events and audit.
+"""
+
+from __future__ import annotations
+
+import click
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.cli import output
+from services.cli.client import Client, pass_client
+from services.cli.undo import user_name
+
+
+@click.command("erase")
+@click.argument("session")
+@click.option(
+    "--entry",
+    "entry_ids",
+    multiple=True,
+    help="An entry to erase (repeat for more); without it, the whole session.",
+)
+@click.option("--reason", required=True, help="Why, for the record (e.g. 'user request').")
+@click.option("--by", "erased_by", help="Who asks, for the record (default: your user name).")
+@pass_client
+def erase(
+    client: Client, session: str, entry_ids: tuple[str, ...], reason: str, erased_by: str | None
+) -> None:
+    """Erase a session's content, or some entries', so it cannot be recovered.
+
+    A session erased whole takes no more writes. Summaries built from erased
+    entries are erased too (tainted): `compact` regenerates them.
+
+
+      erase S --reason "user request"
+      erase S --entry e1 --entry e2 --reason "pasted a password"
+    """
+    by = erased_by if erased_by is not None else user_name()
+    if entry_ids:
+        response = client.call(
+            client.stub.EraseEntries,
+            pb.EraseEntriesRequest(
+                session_id=session, entry_ids=list(entry_ids), reason=reason, erased_by=by
+            ),
+        )
+    else:
+        response = client.call(
+            client.stub.EraseSession,
+            pb.EraseSessionRequest(session_id=session, reason=reason, erased_by=by),
+        )
+    if client.as_json:
+        return output.print_json(response)
+    erasure = response.erasure
+    what = "the whole session" if erasure.whole_session else f"{len(erasure.entry_ids)} entries"
+    click.echo(f"erased {what} (version {response.version})")
+    if erasure.tainted_compaction_versions:
+        versions = ", ".join(str(v) for v in erasure.tainted_compaction_versions)
+        click.echo(f"  summaries erased with them (compact to regenerate): versions {versions}")

@@ -1,0 +1,157 @@
+"""Sealed storage: the cipher, the keys, the stored forms, and events stored before sealing.
+
+The events are stored in a SQLite file and read back raw: the content is in
+no column in the clear, and once its keys are deleted it reads as placeholders.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+from cryptography.exceptions import InvalidTag
+
+from domain.compaction import Compaction
+from domain.content import Entry, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from domain.erasure import ERASED_SUMMARY, ERASED_TEXT, is_erased
+from domain.session import Session
+from domain.settings import SessionSettings
+from domain.system_prompt import SystemPrompt
+from services.adapters import sealed_formats, sealing
+from services.adapters.event_store import (
+    CompactionAsDict,
+    EntryAsRecord,
+    EventStore,
+    SystemPromptAsDict,
+)
+from services.config import persistence_env
+
+NAME = ("s1", 3, sealing.ENTRY, "e1")
+
+
+def test_a_sealed_value_opens_only_with_its_key_and_its_name() -> None:
+    key = sealing.new_key()
+    sealed = sealing.seal(key, NAME, b"secret")
+    assert b"secret" not in sealed.encode()
+    assert sealing.open_sealed(key, NAME, sealed) == b"secret"
+    with pytest.raises(InvalidTag):
+        sealing.open_sealed(sealing.new_key(), NAME, sealed)
+    with pytest.raises(InvalidTag):  # moved to another entry: refused
+        sealing.open_sealed(key, ("s1", 3, sealing.ENTRY, "e2"), sealed)
+    # Two seals of the same text differ (a fresh nonce each).
+    assert sealing.seal(key, NAME, b"secret") != sealed
+
+
+def test_a_scope_refuses_to_seal_without_a_key_and_says_a_missing_one_was_erased() -> None:
+    scope = sealing.KeyScope("s1", 3, lookup=lambda kind, key_id: None)
+    with pytest.raises(sealing.KeyMissing):
+        scope.seal(sealing.ENTRY, "e1", b"x")  # never stored in the clear
+    with pytest.raises(sealing.KeyMissing):
+        scope.open(sealing.ENTRY, "e1", sealing.seal(sealing.new_key(), NAME, b"x"))
+
+
+def _entry() -> Entry:
+    return Entry(
+        "e1",
+        None,
+        datetime(2026, 1, 1, tzinfo=UTC),
+        Role.ASSISTANT,
+        (
+            TextBlock("hello secret"),
+            ThinkingBlock("pondering secret", "sig"),
+            ToolCall("c1", "run", '{"a": "secret"}'),
+        ),
+        token_count=7,
+    )
+
+
+def test_an_entry_keeps_its_structure_clear_and_its_content_sealed() -> None:
+    key = sealing.new_key()
+    writing = sealing.KeyScope("s1", 3, keys={(sealing.ENTRY, "e1"): key})
+    stored = sealed_formats.seal_entry(writing, _entry().to_record())
+    raw = orjson.dumps(stored)
+    assert b"secret" not in raw and b"sig" not in raw
+    assert b'"c1"' in raw and b'"run"' in raw  # the call's id and name stay for the pairing
+    reading = sealing.KeyScope("s1", 3, lookup=lambda kind, key_id: key)
+    assert Entry.from_record(sealed_formats.open_entry(reading, stored)) == _entry()
+
+    erased = Entry.from_record(
+        sealed_formats.open_entry(sealing.KeyScope("s1", 3, lookup=lambda k, i: None), stored)
+    )
+    assert erased.content == (
+        TextBlock(ERASED_TEXT),
+        ThinkingBlock(ERASED_TEXT),
+        ToolCall("c1", "run", "{}"),
+    )
+    assert is_erased(erased.metadata) and erased.token_count == 7
+
+
+def test_a_tool_result_keeps_its_call_id_once_erased() -> None:
+    entry = Entry("r1", None, None, Role.TOOL, (ToolResult("c1", "secret output", True),))
+    key = sealing.new_key()
+    stored = sealed_formats.seal_entry(
+        sealing.KeyScope("s1", 4, keys={(sealing.ENTRY, "r1"): key}), entry.to_record()
+    )
+    gone = sealing.KeyScope("s1", 4, lookup=lambda k, i: None)
+    erased = Entry.from_record(sealed_formats.open_entry(gone, stored))
+    assert erased.content == (ToolResult("c1", ERASED_TEXT, True),)
+
+
+def test_values_stored_before_sealing_read_as_they_were() -> None:
+    # A plain record or dict carries no key reference: it is plaintext, read without keys.
+    entry = _entry()
+    assert EntryAsRecord().decode(entry.to_record()) == entry
+    compaction = Compaction("old summary", "e1", reason="manual")
+    assert CompactionAsDict().decode(compaction.to_dict()) == compaction
+    prompt = SystemPrompt(text="old prompt")
+    assert SystemPromptAsDict().decode(prompt.to_dict()) == prompt
+
+
+def _raw_states(path: Path) -> list[bytes]:
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        (events,) = [t for t in tables if t.endswith("_events") and "snapshot" not in t]
+        return [bytes(r[0]) for r in conn.execute(f"SELECT state FROM {events}")]
+
+
+def test_the_store_seals_and_an_erasure_leaves_placeholders(tmp_path: Path) -> None:
+    store = EventStore(persistence_env(f"sqlite:///{tmp_path}/events.db"))
+    session = Session.start("s1", SessionSettings(), (100_000, "default"))
+    session.set_system_prompt(SystemPrompt(text="prompt secret"), "f1")
+    session.append([Entry("e1", None, None, Role.USER, (TextBlock("entry secret"),))], _NoIds())
+    store.save_sessions([session])
+    assert not any(b"secret" in state for state in _raw_states(tmp_path / "events.db"))
+    events = store.session_events("s1")
+    assert events[1].system_prompt.text == "prompt secret"
+    assert events[2].entries[0].content == (TextBlock("entry secret"),)
+
+    session.erase(erased_by="me", reason="test")
+    store.save_sessions([session])
+    assert store.indexing.data_keys("s1", 0, None) == []
+    events = store.session_events("s1")
+    assert events[1].system_prompt.text == ""
+    assert events[2].entries[0].content == (TextBlock(ERASED_TEXT),)
+    assert isinstance(events[3], Session.SessionErased)
+    assert store.repository.get("s1").erased
+
+
+def test_an_erased_compaction_reads_as_its_placeholder() -> None:
+    compaction = Compaction("summary secret", "e1", instructions="keep secret")
+    scope = sealing.KeyScope("s1", 5, keys={(sealing.EVENT, ""): sealing.new_key()})
+    with sealing.scoped(scope):
+        stored = CompactionAsDict().encode(compaction)
+    assert b"secret" not in orjson.dumps(stored)
+    with sealing.scoped(sealing.KeyScope("s1", 5, lookup=lambda k, i: None)):
+        erased = CompactionAsDict().decode(stored)
+    assert erased.summary == ERASED_SUMMARY and erased.instructions == ""
+    assert is_erased(erased.details) and erased.first_kept_entry_id == "e1"
+
+
+class _NoIds:
+    def used(self, entry_ids: object, call_ids: object) -> object:
+        from domain.ids import UsedIds
+
+        return UsedIds()

@@ -19,6 +19,8 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     JSONTranscoder,
     Mapper,
+    MapperDeserialisationError,
+    PersistenceError,
     StoredEvent,
     Transcoding,
 )
@@ -31,6 +33,7 @@ from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
+from domain.errors import Unavailable
 from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
@@ -104,7 +107,14 @@ class SealingMapper(Mapper[str]):
         keys = readers.get(session_id) or SessionKeys(self.store.indexing, session_id, version)
         scope = KeyScope(session_id, version, lookup=lambda kind, i: keys.find(version, kind, i))
         with scoped(scope):
-            return super().to_domain_event(stored_event)
+            try:
+                return super().to_domain_event(stored_event)
+            except MapperDeserialisationError as error:
+                # Keys are read while the event decodes: a database fault then is
+                # that fault (UNAVAILABLE, retried), not an event that cannot be read.
+                if isinstance(error.__cause__, Unavailable | PersistenceError):
+                    raise error.__cause__ from None
+                raise
 
 
 class _AsDict(Transcoding):

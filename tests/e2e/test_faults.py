@@ -19,7 +19,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from domain.errors import Unavailable
 from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters.event_store import EventStore
+from services.config import persistence_env
 from services.grpc.server import SERVICE_NAME
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, new_session, user
@@ -279,3 +282,28 @@ def test_a_locked_sqlite_file_answers_unavailable(tmp_path: Path) -> None:
     finally:
         holder.close()
         server.stop(0)
+
+
+def test_losing_the_database_while_events_decode_is_unavailable(cluster: Cluster) -> None:
+    """Sealed content's keys are read as its events decode: a database lost between
+    reading the events and reading their keys is a fault to retry, not an event that
+    cannot be read (which would answer INTERNAL)."""
+    server = start_server(cluster.url)
+    try:
+        store = Stub(grpc.insecure_channel(f"127.0.0.1:{server.port}"))
+        session = new_session(store)
+        for i in range(3):
+            _append(store, session.id, f"sealed {i}")
+    finally:
+        server.stop(0)
+    events = EventStore(persistence_env(cluster.url))
+    try:
+        stored = events.recorder.select_events(session.id)
+        assert len(stored) == 4
+        cluster.stop()
+        with pytest.raises(Unavailable, match="database is unreachable"):
+            for record in stored:
+                events.mapper.to_domain_event(record)
+    finally:
+        cluster.start()
+        events.close()

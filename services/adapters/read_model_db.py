@@ -11,15 +11,19 @@ PostgreSQL), so replicas starting together never race.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
+from domain.errors import Unavailable
 from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -40,6 +44,19 @@ class ReadModelDatabase:
     def dispose(self) -> None:
         self.writer.dispose()
         self.reader.dispose()
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A connection for a request's query. A database that cannot be reached (or,
+    on SQLite, stays locked) is UNAVAILABLE, to retry, as for the event store."""
+    try:
+        with engine.connect() as connection:
+            yield connection
+    except (sa_exc.OperationalError, sa_exc.InterfaceError) as error:
+        lines = str(error.orig).strip().splitlines()
+        reason = lines[0] if lines else type(error.orig).__name__
+        raise Unavailable(f"the database is unreachable ({reason}); retry shortly") from error
 
 
 def open_database(database_url: str) -> ReadModelDatabase:

@@ -17,7 +17,7 @@ from sqlalchemy import Select, and_, exists, select
 
 from domain.errors import InvalidRequest
 from services.adapters import read_model_tables as t
-from services.adapters.read_model_db import ReadModelDatabase
+from services.adapters.read_model_db import ReadModelDatabase, reading
 
 Row = Mapping[str, Any]
 
@@ -86,7 +86,7 @@ class ReadModelQueries:
         self.database = database
 
     def _rows(self, query: Select[Any]) -> list[Row]:
-        with self.database.reader.connect() as connection:
+        with reading(self.database.reader) as connection:
             return [dict(r._mapping) for r in connection.execute(query)]
 
     def sessions(self, where: CatalogFilter, limit: int, token: str) -> tuple[list[Row], str]:

@@ -29,7 +29,7 @@ from projections.read_models import (
     prune_rows,
 )
 from services.adapters import read_model_tables as t
-from services.adapters.read_model_db import ReadModelDatabase
+from services.adapters.read_model_db import ReadModelDatabase, reading
 
 # (notification id, decoded event) pairs after a position, and the position
 # they bring the model to (beyond the last pair when later events were not
@@ -252,7 +252,7 @@ class ReadModelStore:
             return len(batch), max(reached, start)
 
     def position(self, name: str) -> int:
-        with self.database.reader.connect() as connection:
+        with reading(self.database.reader) as connection:
             found = connection.execute(
                 select(t.tracking.c.position).where(t.tracking.c.name == name)
             ).scalar()

@@ -22,6 +22,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from domain.errors import Unavailable
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.event_store import EventStore
+from services.adapters.read_model_db import migrate, open_database
+from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
 from services.grpc.server import SERVICE_NAME
 from tests.conftest import start_server
@@ -81,6 +83,7 @@ def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster)
             lambda: store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=10),
             lambda: list(store.ReadEvents(pb.ReadEventsRequest(session_id=session.id), timeout=10)),
             lambda: new_session(store),
+            lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10),
         ]
         answers: list[tuple[grpc.StatusCode, float, str]] = []
         while time.monotonic() - stopped < OUTAGE_SECONDS:
@@ -307,3 +310,20 @@ def test_losing_the_database_while_events_decode_is_unavailable(cluster: Cluster
     finally:
         cluster.start()
         events.close()
+
+
+def test_a_read_model_query_that_loses_the_database_is_unavailable(cluster: Cluster) -> None:
+    """The catalog and audit queries go through SQLAlchemy, not the event store: a
+    database lost under them is UNAVAILABLE too (a request reaches them after the
+    store answered, so the loss can fall between)."""
+    database = open_database(cluster.url)
+    try:
+        migrate(database)
+        queries = ReadModelQueries(database)
+        assert queries.sessions(CatalogFilter(), 10, "") == ([], "")
+        cluster.stop()
+        with pytest.raises(Unavailable, match="database is unreachable"):
+            queries.sessions(CatalogFilter(), 10, "")
+    finally:
+        cluster.start()
+        database.dispose()

@@ -9,10 +9,11 @@ through the ``SessionPort``, so every decision it takes is an event.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from domain.compaction import Compaction, CompactionFailure
+from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.context.window_guard import WindowVerdict
 from domain.pruning import PruneDecision
 from domain.session import Session
@@ -146,3 +147,28 @@ class EngineContext:
 
 
 EngineFactory = Callable[[EngineContext], ContextEngine]
+
+
+class CompactsInTheBackground:
+    """What the built-in engines share: a save that crosses the session's threshold
+    starts a compaction at once, in the background and one at a time per session,
+    so the next prompt view usually finds it done; the end of a turn asks nothing
+    more. An engine says how it compacts in ``_start``."""
+
+    info: EngineInfo
+
+    def __init__(self, context: EngineContext) -> None:
+        self.port = context.port
+        self.runner = context.runner
+
+    def ingest(self, session: Session) -> None:
+        if session.crossed_threshold():
+            self._start(session.id, CompactionRequest(Trigger.THRESHOLD))
+
+    def after_turn(self, session: Session) -> None:
+        pass
+
+    def _start(
+        self, session_id: str, request: CompactionRequest, *, join: bool = True
+    ) -> Future[CompactionOutcome]:
+        raise NotImplementedError

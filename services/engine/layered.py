@@ -40,13 +40,13 @@ from domain.errors import (
     PromptOverBudget,
 )
 from domain.pruning import PruneAction, PruneDecision
-from domain.session import Session
 from projections.session_history import PromptView
 from services.adapters.summarizers.base import SummarizerError
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
     CompactionRequest,
+    CompactsInTheBackground,
     EngineAction,
     EngineContext,
     EngineInfo,
@@ -55,7 +55,7 @@ from services.engine.hard_drop import hard_drop
 from services.engine.staged_summary import CompactionStepFailed, summarize_plan
 
 
-class LayeredEngine:
+class LayeredEngine(CompactsInTheBackground):
     info = EngineInfo(
         "layered",
         owns_compaction=True,
@@ -64,19 +64,10 @@ class LayeredEngine:
     )
 
     def __init__(self, context: EngineContext) -> None:
-        self.port = context.port
+        super().__init__(context)
         self.summarizers = context.summarizers
-        self.runner = context.runner
 
     # -- SPEC 6 ------------------------------------------------------------------------
-
-    def ingest(self, session: Session) -> None:
-        if session.crossed_threshold():
-            # Start now, so the next prompt view usually finds it done.
-            self._start(session.id, CompactionRequest(Trigger.THRESHOLD))
-
-    def after_turn(self, session: Session) -> None:
-        pass
 
     def assemble(
         self, session_id: str, token_budget: int | None, deadline: float | None

@@ -14,37 +14,24 @@ from concurrent.futures import Future
 from domain.compaction import Trigger
 from domain.context.compaction_planner import prompt_budget
 from domain.errors import PromptOverBudget
-from domain.session import Session
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
     CompactionRequest,
+    CompactsInTheBackground,
     EngineAction,
-    EngineContext,
     EngineInfo,
 )
 from services.engine.hard_drop import hard_drop
 from services.engine.layered import guard_window
 
 
-class SlidingWindowEngine:
+class SlidingWindowEngine(CompactsInTheBackground):
     info = EngineInfo(
         "sliding-window",
         owns_compaction=True,
         description="drops the oldest messages to fit the threshold; no summariser",
     )
-
-    def __init__(self, context: EngineContext) -> None:
-        self.port = context.port
-        self.runner = context.runner
-
-    def ingest(self, session: Session) -> None:
-        if session.crossed_threshold():
-            # Start now, so the next prompt view usually finds it done.
-            self._start(session.id, CompactionRequest(Trigger.THRESHOLD))
-
-    def after_turn(self, session: Session) -> None:
-        pass
 
     def assemble(
         self, session_id: str, token_budget: int | None, deadline: float | None

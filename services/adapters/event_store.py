@@ -340,6 +340,10 @@ class EventStore(Application[str]):
         """The id lookup an append to this session asks."""
         return StoredIds(self._indexing_recorder, session_id)
 
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        """(fork id, parent version copied) of the sessions forked from this one."""
+        return self._indexing_recorder.forks_of(session_id)
+
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float
     ) -> tuple[str, int] | None:

@@ -391,9 +391,7 @@ class EventStore(Application[str]):
             positions: dict[str, int] = {}
             for recording in recordings:
                 session_id = str(recording.notification.originator_id)
-                positions[session_id] = max(
-                    positions.get(session_id, 0), recording.notification.id
-                )
+                positions[session_id] = max(positions.get(session_id, 0), recording.notification.id)
             for session, due in zip(sessions, snapshot_due, strict=True):
                 session.collect_events()
                 if due and self.snapshots is not None:

@@ -27,6 +27,8 @@ TOOL_CALL = "tool_call"
 # finds every fork that exists, however far behind the read models are.
 FORK = "fork"
 ENTRIES_APPENDED_TOPIC = get_topic(Session.EntriesAppended)
+# The events an index built on an existing database is filled from (Started: fork links).
+BACKFILL_TOPICS = (ENTRIES_APPENDED_TOPIC, get_topic(Session.Started))
 TABLE_SUFFIX = "_ids"
 
 IdRow = tuple[str, str, str, int]

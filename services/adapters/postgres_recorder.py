@@ -20,7 +20,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
 from services.adapters.id_index import (
-    ENTRIES_APPENDED_TOPIC,
+    BACKFILL_TOPICS,
     FORK,
     TABLE_SUFFIX,
     IdRow,
@@ -420,7 +420,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     ) -> int:
         select = sql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE topic = %s AND notification_id > %s "
+            "FROM {schema}.{table} WHERE topic = ANY(%s) AND notification_id > %s "
             "ORDER BY notification_id LIMIT %s"
         ).format(**names)
         # An old race between servers may have stored an id twice: the first stays.
@@ -429,7 +429,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         ).format(**names)
         after, filled = 0, 0
         while True:
-            cursor.execute(select, (ENTRIES_APPENDED_TOPIC, after, BACKFILL_PAGE))
+            cursor.execute(select, (list(BACKFILL_TOPICS), after, BACKFILL_PAGE))
             page = cursor.fetchall()
             if not page:
                 return filled

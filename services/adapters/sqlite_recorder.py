@@ -18,7 +18,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from domain.errors import Unavailable
 from services.adapters.id_index import (
-    ENTRIES_APPENDED_TOPIC,
+    BACKFILL_TOPICS,
     FORK,
     TABLE_SUFFIX,
     IdRow,
@@ -231,10 +231,11 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
 
     def _backfill(self, c: SQLiteCursor, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         reader = c.sqlite_cursor.connection.cursor()
+        marks = ", ".join("?" * len(BACKFILL_TOPICS))
         reader.execute(
             "SELECT originator_id, originator_version, topic, state "
-            f"FROM {self.events_table_name} WHERE topic = ?",
-            (ENTRIES_APPENDED_TOPIC,),
+            f"FROM {self.events_table_name} WHERE topic IN ({marks})",
+            BACKFILL_TOPICS,
         )
         filled = 0
         while batch := reader.fetchmany(1000):

@@ -290,6 +290,8 @@ class Session(BaseAggregate[str]):
         tainted_compactions: Sequence[int]
         erased_by: str
         reason: str
+        # The session whose erasure this follows (this one a fork of it); empty when asked.
+        erased_with: str = ""
 
         def apply(self, session: Session) -> None:
             session.erased_entries += len(self.entry_ids)
@@ -302,10 +304,13 @@ class Session(BaseAggregate[str]):
 
         erased_by: str
         reason: str
+        erased_with: str = ""  # as in EntriesErased
 
         def apply(self, session: Session) -> None:
             session.erased = True
             session.erasure = (self.erased_by, self.reason, self.originator_version)
+            # The title is content too: erased with the rest (and kept out of snapshots).
+            session.settings = replace(session.settings, title="")
 
     # State added after the first release: snapshots taken before it read
     # back with these class-level defaults.
@@ -822,8 +827,10 @@ class Session(BaseAggregate[str]):
         *,
         erased_by: str,
         reason: str,
+        erased_with: str = "",
     ) -> None:
-        """Records the erasure of entries the history found in this session."""
+        """Records the erasure of entries the history found in this session
+        (``erased_with``: of the session this one was forked from, which erased them)."""
         _check_erasure(erased_by, reason)
         if not entry_ids:
             raise InvalidRequest("name at least one entry to erase")
@@ -833,12 +840,16 @@ class Session(BaseAggregate[str]):
             tainted_compactions=list(tainted_compactions),
             erased_by=erased_by,
             reason=reason,
+            erased_with=erased_with,
         )
 
-    def erase(self, *, erased_by: str, reason: str) -> None:
-        """Records the erasure of the whole session's content."""
+    def erase(self, *, erased_by: str, reason: str, erased_with: str = "") -> None:
+        """Records the erasure of the whole session's content (``erased_with``: as in
+        erase_entries)."""
         _check_erasure(erased_by, reason)
-        self.trigger_event(self.SessionErased, erased_by=erased_by, reason=reason)
+        self.trigger_event(
+            self.SessionErased, erased_by=erased_by, reason=reason, erased_with=erased_with
+        )
 
     def set_system_prompt(self, system_prompt: SystemPrompt, fingerprint: str) -> None:
         """Stores the client's system prompt; the same prompt again records nothing."""

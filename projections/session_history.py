@@ -70,6 +70,8 @@ class RecordedErasure:
     reason: str
     version: int
     timestamp: datetime
+    # The session this fork was erased with (empty: its own erasure was asked for).
+    erased_with: str = ""
 
     @property
     def whole_session(self) -> bool:
@@ -424,11 +426,20 @@ class SessionHistory:
                         event.reason,
                         version,
                         event.timestamp,
+                        event.erased_with,
                     )
                 )
             case Session.SessionErased():
                 self._erasures.append(
-                    RecordedErasure((), (), event.erased_by, event.reason, version, event.timestamp)
+                    RecordedErasure(
+                        (),
+                        (),
+                        event.erased_by,
+                        event.reason,
+                        version,
+                        event.timestamp,
+                        event.erased_with,
+                    )
                 )
             case _:
                 assert_never(event)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from domain.session import Session
-from services.adapters.sealing import ENTRY, EVENT, DataKeyRow, ShredRow, new_key
+from services.adapters.sealing import ENTRY, EVENT, SNAPSHOT, DataKeyRow, ShredRow, new_key
 
 ANY_VERSION = -1
 
@@ -23,7 +23,16 @@ def data_key_rows(events: Iterable[object]) -> list[DataKeyRow]:
             rows.append((session_id, version, ENTRY, event.entry.id, new_key()))
         elif isinstance(event, Session.CompactionRecorded | Session.SystemPromptSet):
             rows.append((session_id, version, EVENT, "", new_key()))
+        elif isinstance(event, Session.Started | Session.SettingsChanged) and event.settings.title:
+            rows.append((session_id, version, EVENT, "", new_key()))  # the title is content
     return rows
+
+
+def snapshot_key_row(session: Session) -> DataKeyRow | None:
+    """A key for the snapshot about to be taken of the session, if it holds a title."""
+    if not session.settings.title:
+        return None
+    return (session.id, session.version, SNAPSHOT, "", new_key())
 
 
 def shred_rows(events: Iterable[object]) -> list[ShredRow]:

@@ -39,7 +39,7 @@ from domain.session import Session, SessionEvent
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from services.adapters import sealed_formats, sqlite_recorder
-from services.adapters.data_keys import data_key_rows, shred_rows
+from services.adapters.data_keys import data_key_rows, shred_rows, snapshot_key_row
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
 from services.adapters.memory_recorder import MemoryEventRecorder
@@ -48,9 +48,17 @@ from services.adapters.postgres_availability import (
     ResilientPostgresDatastore,
     make_resilient,
 )
-from services.adapters.sealing import DataKeyRow, KeyScope, current_scope, scoped
+from services.adapters.sealing import (
+    EVENT,
+    SNAPSHOT,
+    DataKeyRow,
+    KeyScope,
+    current_scope,
+    scoped,
+)
 
 STARTED_TOPIC = get_topic(Session.Started)
+SNAPSHOT_TOPIC = get_topic(Session.Snapshot)
 ERASURE_TOPICS = [get_topic(Session.EntriesErased), get_topic(Session.SessionErased)]
 PROBE_TIMEOUT_SECONDS = 3
 # A session grown by few, large appends reaches few versions: a snapshot every
@@ -61,6 +69,9 @@ COMPACTION_CONTENT = ("summary", "instructions", "details")
 COMPACTION_ERASED = {"summary": ERASED_SUMMARY, "instructions": "", "details": ERASED_METADATA}
 PROMPT_CONTENT = ("text", "files", "skills", "tools")
 PROMPT_ERASED: dict[str, Any] = {"text": "", "files": [], "skills": [], "tools": []}
+# The settings' content: the title (labels and the rest are the client's structure).
+SETTINGS_CONTENT = ("title",)
+SETTINGS_ERASED = {"title": ""}
 # The keys made for the events being saved: (session, version) -> (kind, key id) -> key.
 _writing: ContextVar[dict[tuple[str, int], dict[tuple[str, str], bytes]] | None] = ContextVar(
     "writing_keys", default=None
@@ -97,7 +108,8 @@ class SealingMapper(Mapper[str]):
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         session_id, version = domain_event.originator_id, domain_event.originator_version
         keys = (_writing.get() or {}).get((session_id, version), {})
-        with scoped(KeyScope(session_id, version, keys=keys)):
+        kind = SNAPSHOT if isinstance(domain_event, Session.Snapshot) else EVENT
+        with scoped(KeyScope(session_id, version, keys=keys, own_kind=kind)):
             return super().to_stored_event(domain_event)
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
@@ -105,7 +117,12 @@ class SealingMapper(Mapper[str]):
         version = stored_event.originator_version
         readers = _reading.get() or {}
         keys = readers.get(session_id) or SessionKeys(self.store.indexing, session_id, version)
-        scope = KeyScope(session_id, version, lookup=lambda kind, i: keys.find(version, kind, i))
+        scope = KeyScope(
+            session_id,
+            version,
+            lookup=lambda kind, i: keys.find(version, kind, i),
+            own_kind=SNAPSHOT if stored_event.topic == SNAPSHOT_TOPIC else EVENT,
+        )
         with scoped(scope):
             try:
                 return super().to_domain_event(stored_event)
@@ -152,8 +169,22 @@ class EntryAsRecord(Transcoding):
 
 
 class SettingsAsDict(_AsDict):
+    """A session's settings, the title sealed under the key of the event (or snapshot)
+    that holds them. Settings without a title, and those stored before titles were
+    sealed, are a plain dict."""
+
     type = SessionSettings
     name = "settings"
+
+    def encode(self, obj: SessionSettings) -> Any:
+        data = obj.to_dict()
+        if not obj.title:
+            return data
+        return sealed_formats.seal_fields(current_scope(), data, SETTINGS_CONTENT)
+
+    def decode(self, data: Any) -> SessionSettings:
+        opened, _ = sealed_formats.open_fields(current_scope, data, SETTINGS_ERASED)
+        return SessionSettings.from_dict(opened)
 
 
 class CompactionAsDict(_AsDict):
@@ -319,6 +350,10 @@ class EventStore(Application[str]):
         """The id lookup an append to this session asks."""
         return StoredIds(self._indexing_recorder, session_id)
 
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        """(fork id, parent version copied) of the sessions forked from this one."""
+        return self._indexing_recorder.forks_of(session_id)
+
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float
     ) -> tuple[str, int] | None:
@@ -344,6 +379,16 @@ class EventStore(Application[str]):
         """
         events = [e for s in sessions for e in s.pending_events]
         made = data_key_rows(events)
+        snapshot_due = [
+            self.snapshots is not None
+            and _snapshot_due(s, s.pending_events, self.snapshot_interval)
+            for s in sessions
+        ]
+        # A snapshot's title is sealed under a key of its own, stored with the events.
+        for session, due in zip(sessions, snapshot_due, strict=True):
+            row = snapshot_key_row(session) if due else None
+            if row is not None:
+                made.append(row)
         token = _writing.set(_keys_by_event(made))
         try:
             recordings = self.events.put(
@@ -353,16 +398,16 @@ class EventStore(Application[str]):
                 data_keys=made,
                 shred=shred_rows(events),
             )
+            positions: dict[str, int] = {}
+            for recording in recordings:
+                session_id = str(recording.notification.originator_id)
+                positions[session_id] = max(positions.get(session_id, 0), recording.notification.id)
+            for session, due in zip(sessions, snapshot_due, strict=True):
+                session.collect_events()
+                if due and self.snapshots is not None:
+                    self.snapshots.put([Session.Snapshot.take(session)])
         finally:
             _writing.reset(token)
-        positions: dict[str, int] = {}
-        for recording in recordings:
-            session_id = str(recording.notification.originator_id)
-            positions[session_id] = max(positions.get(session_id, 0), recording.notification.id)
-        for session in sessions:
-            saved = session.collect_events()
-            if self.snapshots is not None and _snapshot_due(session, saved, self.snapshot_interval):
-                self.snapshots.put([Session.Snapshot.take(session)])
         return positions
 
     def _index_topics(self) -> None:

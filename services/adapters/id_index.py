@@ -22,7 +22,13 @@ from services.adapters.sealing import DataKeyRow, ShredRow
 
 ENTRY = "entry"
 TOOL_CALL = "tool_call"
+# A fork's link, kept under its parent: (parent, FORK, fork id, the parent's version
+# it copied). Written in the fork's own transaction, so an erasure of the parent
+# finds every fork that exists, however far behind the read models are.
+FORK = "fork"
 ENTRIES_APPENDED_TOPIC = get_topic(Session.EntriesAppended)
+# The events an index built on an existing database is filled from (Started: fork links).
+BACKFILL_TOPICS = (ENTRIES_APPENDED_TOPIC, get_topic(Session.Started))
 TABLE_SUFFIX = "_ids"
 
 IdRow = tuple[str, str, str, int]
@@ -40,6 +46,10 @@ def id_rows(events: Iterable[object]) -> list[IdRow]:
                 rows.extend((session_id, TOOL_CALL, c.id, version) for c in entry.tool_calls)
         elif isinstance(event, Session.ToolCallsAbandoned):
             rows.append((event.originator_id, ENTRY, event.entry.id, event.originator_version))
+        elif isinstance(event, Session.Started) and event.parent_session_id:
+            rows.append(
+                (event.parent_session_id, FORK, event.originator_id, event.forked_at_version)
+            )
     return rows
 
 
@@ -70,6 +80,9 @@ class IndexingRecorder(Protocol):
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the (kind, key) pairs the session's index holds."""
+
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        """(fork id, the version it copied) of the sessions forked from this one."""
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the index if missing, filled from the stored events; rows backfilled."""

@@ -9,7 +9,7 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
-from services.adapters.id_index import IdRow, IdTaken
+from services.adapters.id_index import FORK, IdRow, IdTaken
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import DataKeyRow, ShredRow, shred_matches
 
@@ -20,6 +20,8 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._ids: set[tuple[str, str, str]] = set()
+        # parent -> [(fork id, version copied)]
+        self._forks: dict[str, list[tuple[str, int]]] = {}
         # (session, key) -> (fingerprint, version, time.monotonic() when written)
         self._keys: dict[tuple[str, str], tuple[str, int, float]] = {}
         # session -> (version, kind, key id) -> data key
@@ -41,6 +43,9 @@ class MemoryEventRecorder(POPOApplicationRecorder):
                 raise IdTaken("an entry id or tool call id is already used")
             notification_ids = super().insert_events(stored_events, **kwargs)
             self._ids.update(used)
+            for session_id, kind, key, version in ids:
+                if kind == FORK:
+                    self._forks.setdefault(session_id, []).append((key, version))
             now = time.monotonic()
             for session_id, key, fingerprint, version in keys:
                 self._keys[session_id, key] = (fingerprint, version, now)
@@ -88,6 +93,10 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         with self._database_lock:
             return {(kind, key) for kind, key in keys if (session_id, kind, key) in self._ids}
+
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        with self._database_lock:
+            return list(self._forks.get(session_id, ()))
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         return 0  # nothing outlives the process, so there is nothing to fill in

@@ -19,7 +19,13 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
-from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
+from services.adapters.id_index import (
+    BACKFILL_TOPICS,
+    FORK,
+    TABLE_SUFFIX,
+    IdRow,
+    IdTaken,
+)
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
@@ -269,6 +275,16 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             cursor.execute(self._used_ids_sql(conn), (session_id, kinds, names), prepare=True)
             return {(row["kind"], row["key"]) for row in cursor.fetchall()}
 
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        query = sql.SQL(
+            "SELECT key, version FROM {schema}.{ids} WHERE session_id = %s AND kind = %s"
+        ).format(
+            schema=sql.Identifier(self.datastore.schema), ids=sql.Identifier(self.ids_table_name)
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(query, (session_id, FORK))
+            return [(row["key"], row["version"]) for row in cursor.fetchall()]
+
     def _used_ids_sql(self, conn: psycopg.Connection[Any]) -> bytes:
         if self._used_ids_statement is None:
             self._used_ids_statement = (
@@ -404,7 +420,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     ) -> int:
         select = sql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE topic = %s AND notification_id > %s "
+            "FROM {schema}.{table} WHERE topic = ANY(%s) AND notification_id > %s "
             "ORDER BY notification_id LIMIT %s"
         ).format(**names)
         # An old race between servers may have stored an id twice: the first stays.
@@ -413,7 +429,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         ).format(**names)
         after, filled = 0, 0
         while True:
-            cursor.execute(select, (ENTRIES_APPENDED_TOPIC, after, BACKFILL_PAGE))
+            cursor.execute(select, (list(BACKFILL_TOPICS), after, BACKFILL_PAGE))
             page = cursor.fetchall()
             if not page:
                 return filled

@@ -95,6 +95,9 @@ def _begin_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        # What a write replaces or deletes (an erased session's title) is
+        # overwritten in the file, not left in free space.
+        dbapi_connection.execute("PRAGMA secure_delete = ON")
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:

@@ -31,6 +31,7 @@ from projections.read_models import (
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, reading
 
+ERASURES = (Session.EntriesErased, Session.SessionErased)
 # (notification id, decoded event) pairs after a position, and the position
 # they bring the model to (beyond the last pair when later events were not
 # the model's concern).
@@ -232,7 +233,8 @@ class ReadModelStore:
                 connection.execute(
                     update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
                 )
-            return len(batch), max(reached, position)
+        self._wipe_after_erasures(batch)
+        return len(batch), max(reached, position)
 
     def catch_up_all(self, fetch: Fetch) -> tuple[int, int]:
         """Applies one batch to every model in one transaction: one read of the
@@ -249,7 +251,19 @@ class ReadModelStore:
                     connection.execute(
                         update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
                     )
-            return len(batch), max(reached, start)
+        self._wipe_after_erasures(batch)
+        return len(batch), max(reached, start)
+
+    def _wipe_after_erasures(self, batch: Sequence[tuple[int, Any]]) -> None:
+        """On SQLite, once a batch with erasures is applied (a title cleared from the
+        catalog), empties the write-ahead log into the file, as the event store does
+        for its keys: the cleared rows' old bytes leave the file (the writer's
+        connections overwrite what they delete: secure_delete)."""
+        if self.database.postgres or not any(isinstance(e, ERASURES) for _, e in batch):
+            return
+        with self.database.writer.connect() as connection:
+            driver: Any = connection.connection.driver_connection
+            driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def position(self, name: str) -> int:
         with reading(self.database.reader) as connection:

@@ -4,7 +4,7 @@ An entry's record keeps its structure in the clear and its blocks cut to
 skeletons (kind, and the ids a view needs to pair tool calls with results);
 the blocks and metadata are sealed under the entry's key. Other values keep
 their fields but those named as content, which are sealed under the event's
-key. Read without their key (erased), they come back as placeholders
+key (a snapshot's, in a snapshot). Read without their key (erased), they come back as placeholders
 (domain.erasure) in the same shape.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from domain.erasure import ERASED_METADATA, ERASED_TEXT
-from services.adapters.sealing import ENTRY, EVENT, KeyMissing, KeyScope
+from services.adapters.sealing import ENTRY, KeyMissing, KeyScope
 
 # Positions in Entry.to_record().
 ID, BLOCKS, METADATA = 0, 4, 9
@@ -64,7 +64,7 @@ def open_entry(scope: KeyScope, data: Mapping[str, Any]) -> list[Any]:
 def seal_fields(scope: KeyScope, data: dict[str, Any], content: tuple[str, ...]) -> dict[str, Any]:
     """``data`` (a fresh dict, changed here) with the ``content`` fields sealed."""
     sealed = {name: data.pop(name) for name in content if name in data}
-    return {"d": data, "s": scope.seal(EVENT, "", orjson.dumps(sealed))}
+    return {"d": data, "s": scope.seal(scope.own_kind, "", orjson.dumps(sealed))}
 
 
 def open_fields(
@@ -76,6 +76,7 @@ def open_fields(
     if set(data) != {"d", "s"}:
         return dict(data), False
     try:
-        return {**data["d"], **orjson.loads(scope().open(EVENT, "", data["s"]))}, False
+        opened = scope()
+        return {**data["d"], **orjson.loads(opened.open(opened.own_kind, "", data["s"]))}, False
     except KeyMissing:
         return {**data["d"], **erased}, True

@@ -11,7 +11,8 @@ ciphertext left in the events, snapshots and backups is then unreadable
 
 A key is named ``(session id, version, kind, key id)``: ``ENTRY`` keys by the
 entry's id (the version is the event that appended it), ``EVENT`` keys by the
-event's version (key id empty). The name is also the ciphertext's associated
+event's version (key id empty), ``SNAPSHOT`` keys by the version of the
+snapshot whose settings (the title) they seal. The name is also the ciphertext's associated
 data, so a ciphertext cannot be moved to another entry or session and opened
 there.
 
@@ -33,6 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 ENTRY = "entry"
 EVENT = "event"
+SNAPSHOT = "snapshot"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 TABLE_SUFFIX = "_data_keys"
@@ -56,7 +58,7 @@ def new_key() -> bytes:
 
 def _associated_data(name: KeyName) -> bytes:
     session_id, version, kind, key_id = name
-    return f"{session_id}\x00{version if kind == EVENT else 0}\x00{kind}\x00{key_id}".encode()
+    return f"{session_id}\x00{version if kind != ENTRY else 0}\x00{kind}\x00{key_id}".encode()
 
 
 def seal(key: bytes, name: KeyName, plaintext: bytes) -> str:
@@ -78,12 +80,15 @@ class KeyScope:
 
     Writing, ``keys`` holds the keys made for the event; reading, ``lookup``
     finds a key by its (kind, key id) for this event, or None when it was deleted.
+    ``own_kind`` is the kind of the key of the whole record being mapped: EVENT
+    for an event, SNAPSHOT for a snapshot.
     """
 
     session_id: str
     version: int
     keys: Mapping[tuple[str, str], bytes] = field(default_factory=dict)
     lookup: Callable[[str, str], bytes | None] | None = None
+    own_kind: str = EVENT
 
     def name(self, kind: str, key_id: str) -> KeyName:
         return (self.session_id, self.version, kind, key_id)

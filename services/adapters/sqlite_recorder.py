@@ -17,7 +17,13 @@ from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from domain.errors import Unavailable
-from services.adapters.id_index import ENTRIES_APPENDED_TOPIC, TABLE_SUFFIX, IdRow, IdTaken
+from services.adapters.id_index import (
+    BACKFILL_TOPICS,
+    FORK,
+    TABLE_SUFFIX,
+    IdRow,
+    IdTaken,
+)
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
@@ -188,6 +194,14 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 found.update((row[0], row[1]) for row in c.fetchall())
         return found
 
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT key, version FROM {self.ids_table_name} WHERE session_id = ? AND kind = ?",
+                (session_id, FORK),
+            )
+            return [(row[0], row[1]) for row in c.fetchall()]
+
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the index, filled from the events already stored, in one transaction.
 
@@ -217,10 +231,11 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
 
     def _backfill(self, c: SQLiteCursor, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         reader = c.sqlite_cursor.connection.cursor()
+        marks = ", ".join("?" * len(BACKFILL_TOPICS))
         reader.execute(
             "SELECT originator_id, originator_version, topic, state "
-            f"FROM {self.events_table_name} WHERE topic = ?",
-            (ENTRIES_APPENDED_TOPIC,),
+            f"FROM {self.events_table_name} WHERE topic IN ({marks})",
+            BACKFILL_TOPICS,
         )
         filled = 0
         while batch := reader.fetchmany(1000):

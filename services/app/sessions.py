@@ -320,9 +320,10 @@ class SessionService:
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
-    ) -> tuple[Session, Session.EntriesErased]:
+    ) -> tuple[Session, Session.EntriesErased, list[str]]:
         """Erases entries' content (their keys are deleted with the event), and the
-        summaries of every compaction that may carry it."""
+        summaries of every compaction that may carry it; then the same entries in the
+        forks that copied them (answered: the forks erased in)."""
         wanted = list(dict.fromkeys(entry_ids))
         if not wanted:
             raise InvalidRequest(
@@ -340,12 +341,14 @@ class SessionService:
 
         session, erased = self._write(session_id, None, command)
         self.forget(session_id)
-        return session, erased
+        forks = self._erase_in_forks(session, wanted, erased_by=by, reason=reason)
+        return session, erased, forks
 
     def erase_session(
         self, session_id: str, *, erased_by: str, reason: str
-    ) -> tuple[Session, Session.SessionErased]:
-        """Erases the whole session's content; it takes no more writes."""
+    ) -> tuple[Session, Session.SessionErased, list[str]]:
+        """Erases the whole session's content, and that of every session forked from it
+        (transitively, in its tenant; answered); it takes no more writes."""
 
         by = tenancy.accountable(erased_by)
 
@@ -355,9 +358,91 @@ class SessionService:
             assert isinstance(erased, Session.SessionErased)
             return erased
 
-        session, erased = self._write(session_id, None, command)
+        try:
+            session, erased = self._write(session_id, None, command)
+        except SessionWasErased:
+            # Erased before: its forks too, even if that erasure stopped short of them.
+            self._erase_in_forks(self._aggregate(session_id), None, erased_by=by, reason=reason)
+            raise
         self.forget(session_id)
-        return session, erased
+        forks = self._erase_in_forks(session, None, erased_by=by, reason=reason)
+        return session, erased, forks
+
+    def _erase_in_forks(
+        self, root: Session, entry_ids: Sequence[str] | None, *, erased_by: str, reason: str
+    ) -> list[str]:
+        """Follows an erasure of ``root`` (whole when ``entry_ids`` is None) into the
+        sessions forked from it, and from those, in its tenant: each fork records an
+        erasure of its own of what it copied. Answers the forks erased in.
+
+        Forks are found by the links their own transactions wrote (the id index),
+        never by a read model that may lag behind. A fork saved while this runs is
+        caught by fork_session, which looks for erasures of its parent after saving.
+        """
+        erased: list[str] = []
+        seen = {root.id}
+        pending: list[tuple[str, Sequence[str] | None]] = [(root.id, entry_ids)]
+        while pending:
+            parent_id, ids = pending.pop(0)
+            for fork_id, copied_upto in self.store.forks_of(parent_id):
+                if fork_id in seen:
+                    continue
+                seen.add(fork_id)
+                try:
+                    copied = self._follow_erasure(
+                        fork_id, root, ids, copied_upto, erased_by=erased_by, reason=reason
+                    )
+                except SessionNotFound:
+                    continue  # another tenant's fork: not this caller's to erase
+                if copied is None or copied:
+                    erased.append(fork_id)
+                    pending.append((fork_id, copied))
+        return erased
+
+    def _follow_erasure(
+        self,
+        fork_id: str,
+        root: Session,
+        entry_ids: Sequence[str] | None,
+        copied_upto: int,
+        *,
+        erased_by: str,
+        reason: str,
+    ) -> Sequence[str] | None:
+        """Erases in one fork what it copied of an erasure: the whole fork (answers None),
+        or those of the entries it copied, appended at or before ``copied_upto`` (answers
+        them; an entry the fork appended itself may reuse an id, and is not touched).
+        A fork of another tenant is refused as SessionNotFound."""
+
+        def command(fork: Session) -> Sequence[str] | None:
+            if fork.tenant != root.tenant:
+                raise SessionNotFound(fork_id)
+            if entry_ids is None:
+                if not fork.erased:
+                    fork.erase(erased_by=erased_by, reason=reason, erased_with=root.id)
+                return None
+            history = self._history(fork_id).whole()
+            copied = [
+                i
+                for i in entry_ids
+                if (position := history.position_of(i)) is not None
+                and history.entry_version(position) <= copied_upto
+            ]
+            done = {i for e in history.erasures() for i in e.entry_ids}
+            fresh = [i for i in copied if i not in done]
+            if fresh and not fork.erased:
+                fork.erase_entries(
+                    fresh,
+                    history.plan_erasure(fresh),
+                    erased_by=erased_by,
+                    reason=reason,
+                    erased_with=root.id,
+                )
+            return copied
+
+        copied = self._write(fork_id, None, command)[1]
+        self.forget(fork_id)
+        return copied
 
     def forget(self, session_id: str) -> None:
         """Drops what this server holds of a session erased elsewhere (its content
@@ -529,7 +614,29 @@ class SessionService:
                 max_entry_bytes_limit=self._max_entry_bytes_limit,
             )
         self._save(fork)
-        return fork
+        return self._catch_parent_erasures(fork, session_id, history.version)
+
+    def _catch_parent_erasures(self, fork: Session, parent_id: str, read_at: int) -> Session:
+        """Follows into a fork just saved the erasures of its parent stored since the
+        parent was read (an erasure racing the fork could not find its link yet): of
+        the erasure and the fork, whichever committed second sees the other."""
+        later = self.store.session_events(parent_id, after=read_at)
+        erasures = [e for e in later if isinstance(e, ERASURES)]
+        if not erasures:
+            return fork
+        parent = self._load(parent_id)
+        for erasure in erasures:
+            ids = list(erasure.entry_ids) if isinstance(erasure, Session.EntriesErased) else None
+            with contextlib.suppress(SessionNotFound):  # forked into another tenant
+                self._follow_erasure(
+                    fork.id,
+                    parent,
+                    ids,
+                    fork.forked_at_version,
+                    erased_by=erasure.erased_by,
+                    reason=erasure.reason,
+                )
+        return self._load(fork.id)
 
     # -- what imports use ------------------------------------------------------------
 

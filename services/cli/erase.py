@@ -56,6 +56,8 @@ def erase(
     erasure = response.erasure
     what = "the whole session" if erasure.whole_session else f"{len(erasure.entry_ids)} entries"
     click.echo(f"erased {what} (version {response.version})")
+    if response.forks_erased:
+        click.echo(f"  and in the forks that copied it: {', '.join(response.forks_erased)}")
     if erasure.tainted_compaction_versions:
         versions = ", ".join(str(v) for v in erasure.tainted_compaction_versions)
         click.echo(f"  summaries erased with them (compact to regenerate): versions {versions}")

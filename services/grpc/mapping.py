@@ -312,6 +312,7 @@ def erasure_to_pb(erasure: RecordedErasure) -> pb.Erasure:
         version=erasure.version,
         erased_at=to_timestamp(erasure.timestamp),
         whole_session=erasure.whole_session,
+        erased_with=erasure.erased_with,
     )
 
 
@@ -322,7 +323,13 @@ def erasure_event_to_pb(event: Session.EntriesErased | Session.SessionErased) ->
         ids, tainted = [], []
     return erasure_to_pb(
         RecordedErasure(
-            ids, tainted, event.erased_by, event.reason, event.originator_version, event.timestamp
+            ids,
+            tainted,
+            event.erased_by,
+            event.reason,
+            event.originator_version,
+            event.timestamp,
+            event.erased_with,
         )
     )
 

@@ -342,19 +342,20 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def EraseSession(
         self, request: pb.EraseSessionRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
-        session, erased = self.service.erase_session(
+        session, erased, forks = self.service.erase_session(
             _session_id(request), erased_by=request.erased_by, reason=request.reason
         )
         return pb.EraseResponse(
             version=session.version,
             erasure=mapping.erasure_event_to_pb(erased),
             position=self.service.written_position(),
+            forks_erased=forks,
         )
 
     def EraseEntries(
         self, request: pb.EraseEntriesRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
-        session, erased = self.service.erase_entries(
+        session, erased, forks = self.service.erase_entries(
             _session_id(request),
             list(request.entry_ids),
             erased_by=request.erased_by,
@@ -364,6 +365,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             version=session.version,
             erasure=mapping.erasure_event_to_pb(erased),
             position=self.service.written_position(),
+            forks_erased=forks,
         )
 
     def AbandonToolCalls(

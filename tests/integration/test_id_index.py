@@ -90,13 +90,16 @@ def test_an_existing_database_gets_its_index_filled_at_start(durable_url: str) -
     url = durable_url
     service = service_on(url)
     seeded(service)
+    service.fork_session("s-1", new_session_id="f-1")
     _drop_id_index(service, url)
     service.close()
 
     restarted = service_on(url)
     try:
-        # u1, a1, c1, t1 and the generated id of the last entry.
-        assert restarted.store.backfilled_ids == 5
+        # u1, a1, c1, t1 and the generated id of the last entry, in s-1 and its
+        # fork, and the fork's link.
+        assert restarted.store.backfilled_ids == 11
+        assert restarted.store.forks_of("s-1") == [("f-1", restarted.get_session("s-1").version)]
         with pytest.raises(DuplicateEntry, match="entry id 'a1'"):
             restarted.append("s-1", [user("again", id="a1")])
         with pytest.raises(DuplicateEntry, match="tool call id 'c1'"):

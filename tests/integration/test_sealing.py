@@ -25,6 +25,7 @@ from services.adapters.event_store import (
     CompactionAsDict,
     EntryAsRecord,
     EventStore,
+    SettingsAsDict,
     SystemPromptAsDict,
 )
 from services.config import persistence_env
@@ -108,13 +109,39 @@ def test_values_stored_before_sealing_read_as_they_were() -> None:
     assert CompactionAsDict().decode(compaction.to_dict()) == compaction
     prompt = SystemPrompt(text="old prompt")
     assert SystemPromptAsDict().decode(prompt.to_dict()) == prompt
+    settings = SessionSettings(title="old title", model="gpt-4o")
+    assert SettingsAsDict().decode(settings.to_dict()) == settings
 
 
-def _raw_states(path: Path) -> list[bytes]:
+def _raw_states(path: Path, snapshots: bool = False) -> list[bytes]:
     with sqlite3.connect(path) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        (events,) = [t for t in tables if t.endswith("_events") and "snapshot" not in t]
+        suffix = "_snapshots" if snapshots else "_events"
+        (events,) = [t for t in tables if t.endswith(suffix)]
         return [bytes(r[0]) for r in conn.execute(f"SELECT state FROM {events}")]
+
+
+def test_the_title_is_sealed_in_events_and_snapshots_and_erased_with_the_session(
+    tmp_path: Path,
+) -> None:
+    store = EventStore(persistence_env(f"sqlite:///{tmp_path}/events.db"), snapshot_interval=2)
+    session = Session.start("s1", SessionSettings(title="title secret"), (100_000, "default"))
+    session.change_settings(SessionSettings(title="renamed secret"), (100_000, "default"))
+    store.save_sessions([session])  # version 2: a snapshot is taken too
+    raw = _raw_states(tmp_path / "events.db") + _raw_states(tmp_path / "events.db", True)
+    assert len(raw) == 3 and not any(b"secret" in state for state in raw)
+    events = store.session_events("s1")
+    assert events[0].settings.title == "title secret"
+    assert events[1].settings.title == "renamed secret"
+    assert store.repository.get("s1").settings.title == "renamed secret"  # from the snapshot
+
+    session.erase(erased_by="me", reason="test")
+    store.save_sessions([session])
+    assert store.indexing.data_keys("s1", 0, None) == []
+    assert [e.settings.title for e in store.session_events("s1")[:2]] == ["", ""]
+    assert store.repository.get("s1").settings.title == ""
+    store.save_sessions([Session.start("s2", SessionSettings(), (100_000, "default"))])
+    assert store.indexing.data_keys("s2", 0, None) == []  # no title: no key
 
 
 def test_the_store_seals_and_an_erasure_leaves_placeholders(tmp_path: Path) -> None:

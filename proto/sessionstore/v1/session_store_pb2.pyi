@@ -2468,10 +2468,15 @@ class Erasure(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     ERASED_AT_FIELD_NUMBER: _builtins.int
     WHOLE_SESSION_FIELD_NUMBER: _builtins.int
+    ERASED_WITH_FIELD_NUMBER: _builtins.int
     erased_by: _builtins.str
     reason: _builtins.str
     version: _builtins.int
     whole_session: _builtins.bool
+    erased_with: _builtins.str
+    """Set when this session is a fork erased with the session it copied from (that
+    session's id); empty when its own erasure was asked for.
+    """
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The entries erased; empty when the whole session was."""
@@ -2492,10 +2497,11 @@ class Erasure(_message.Message):
         version: _builtins.int = ...,
         erased_at: _timestamp_pb2.Timestamp | None = ...,
         whole_session: _builtins.bool = ...,
+        erased_with: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["erased_at", b"erased_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "erased_at", b"erased_at", "erased_by", b"erased_by", "reason", b"reason", "tainted_compaction_versions", b"tainted_compaction_versions", "version", b"version", "whole_session", b"whole_session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "erased_at", b"erased_at", "erased_by", b"erased_by", "erased_with", b"erased_with", "reason", b"reason", "tainted_compaction_versions", b"tainted_compaction_versions", "version", b"version", "whole_session", b"whole_session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2564,21 +2570,29 @@ class EraseResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     ERASURE_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    FORKS_ERASED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     position: _builtins.int
     """The write's position (see Session.position)."""
     @_builtins.property
     def erasure(self) -> Global___Erasure: ...
+    @_builtins.property
+    def forks_erased(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The forks (transitively, of the same tenant) that copied the erased content and
+        were erased with it, each recording its own erasure (erased_with: this session).
+        """
+
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
         erasure: Global___Erasure | None = ...,
         position: _builtins.int = ...,
+        forks_erased: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["erasure", b"erasure"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["erasure", b"erasure", "position", b"position", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erasure", b"erasure", "forks_erased", b"forks_erased", "position", b"position", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,87 @@
+"""Erasure and forks at the service: a fork racing its parent's erasure, and forks
+of another tenant. (The raw-database proofs are in tests/e2e/test_erasure_forks.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.session import Session
+from services.app import tenancy
+from services.app.sessions import SessionService
+from services.bootstrap import build_service
+from services.config import Config
+from tests.unit.support import assistant, user
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[SessionService, SessionService]]:
+    """Two servers' services on one SQLite file."""
+    url = f"sqlite:///{tmp_path}/sessions.db"
+    first = build_service(Config(database_url=url))
+    second = build_service(Config(database_url=url))
+    yield first, second
+    first.close()
+    second.close()
+
+
+def _contents(service: SessionService, session_id: str) -> str:
+    return repr([e.content for e in service.durable_log(session_id).entries])
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_fork_saved_while_its_parent_is_erased_is_erased_too(
+    two: tuple[SessionService, SessionService], monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    forker, eraser = two
+    forker.create_session("p", lambda d: d)
+    forker.append("p", [user("secret words", id="u1"), assistant("ok", id="a1")])
+    copy = forker.store.session_events
+
+    def copy_then_erase(session_id: str, **kwargs: Any) -> list[Any]:
+        events = copy(session_id, **kwargs)
+        if kwargs.get("upto") is not None and not hasattr(copy_then_erase, "done"):
+            # The fork has read the parent's content; another server erases the
+            # parent before the fork is saved: it finds no fork to follow.
+            copy_then_erase.done = True  # type: ignore[attr-defined]
+            if whole:
+                _, _, forks = eraser.erase_session("p", erased_by="dpo", reason="asked")
+            else:
+                _, _, forks = eraser.erase_entries("p", ["u1"], erased_by="dpo", reason="asked")
+            assert forks == []
+        return events
+
+    monkeypatch.setattr(forker.store, "session_events", copy_then_erase)
+    fork = forker.fork_session("p", new_session_id="f")
+    monkeypatch.undo()
+
+    assert fork.erased is whole
+    assert "secret" not in _contents(eraser, "f") and "secret" not in _contents(forker, "f")
+    (erasure,) = eraser.history("f").erasures()
+    assert (erasure.erased_by, erasure.erased_with) == ("dpo", "p")
+    assert erasure.entry_ids == (() if whole else ("u1",))
+    if whole:
+        assert forker.store.indexing.data_keys("f", 0, None) == []
+
+
+def test_forks_of_another_tenant_are_not_erased_with_the_parent() -> None:
+    service = build_service(Config(database_url="memory:"))
+    admin = tenancy.Principal("root", "ops", tenancy.Role.ADMIN)
+    alice = tenancy.Principal("alice", "a", tenancy.Role.TENANT)
+    with tenancy.calling_as(alice):
+        service.create_session("p", lambda d: d)
+        service.append("p", [user("secret words", id="u1")])
+        service.fork_session("p", new_session_id="own")
+    with tenancy.calling_as(admin):  # an admin's fork belongs to the admin's tenant
+        service.fork_session("p", new_session_id="theirs")
+    with tenancy.calling_as(alice):
+        _, erased, forks = service.erase_session("p", erased_by="", reason="asked")
+    assert isinstance(erased, Session.SessionErased) and erased.erased_by == "alice"
+    assert forks == ["own"]
+    assert service.get_session("own").erased
+    assert not service.get_session("theirs").erased
+    assert "secret" in _contents(service, "theirs")
+    service.close()

@@ -275,7 +275,9 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             dry_run=request.dry_run,
             expected_version=_expected_version(request),
         )
-        return context_mapping.compaction_outcome_to_pb(outcome)
+        response = context_mapping.compaction_outcome_to_pb(outcome)
+        response.position = self.service.written_position()
+        return response
 
     def ReportOverflow(
         self, request: pb.ReportOverflowRequest, context: grpc.ServicerContext
@@ -397,7 +399,11 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             choose=lambda defaults: mapping.settings_from_pb(settings, defaults),
             file_name=header.file_name,
         )
-        return _import_result_to_pb(result)
+        response = _import_result_to_pb(result)
+        response.position = self.service.written_position()
+        for imported in response.sessions:
+            imported.session.position = response.position
+        return response
 
     def ExportSession(
         self, request: pb.ExportSessionRequest, context: grpc.ServicerContext

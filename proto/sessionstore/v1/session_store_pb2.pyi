@@ -2639,8 +2639,13 @@ class ImportSessionResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     format: _builtins.str
     bytes: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position), the import's last event:
+    every session it created is in the read models once they reach it.
+    """
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedSession]:
         """The main session first, then its forks."""
@@ -2651,10 +2656,11 @@ class ImportSessionResponse(_message.Message):
         sessions: _abc.Iterable[Global___ImportedSession] | None = ...,
         format: _builtins.str = ...,
         bytes: _builtins.int = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "format", b"format", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "format", b"format", "position", b"position", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3051,10 +3057,15 @@ class CompactResponse(_message.Message):
     PLAN_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """False for a dry run, or when there was nothing worth compacting (see reason)."""
     reason: _builtins.str
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position): the compaction's, or its
+    failure's; the store's head when nothing was written (a dry run).
+    """
     @_builtins.property
     def plan(self) -> Global___CompactionPlan: ...
     @_builtins.property
@@ -3069,10 +3080,11 @@ class CompactResponse(_message.Message):
         plan: Global___CompactionPlan | None = ...,
         compaction: Global___Compaction | None = ...,
         version: _builtins.int = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "position", b"position", "reason", b"reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -54,7 +54,7 @@ from domain.errors import (
     quoted,
 )
 from domain.ids import IdLookup, UsedIds
-from domain.pruning import PruneDecision
+from domain.pruning import PruneAction, PruneDecision
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
 
@@ -254,6 +254,9 @@ class Session(BaseAggregate[str]):
     class PruneRecorded(Event):
         decisions: Sequence[PruneDecision]
         reason: str = ""
+        # Per decision, [characters of the entry's tool output as stored,
+        # characters of it the prune keeps]; empty in events stored before.
+        chars: Sequence[Sequence[int]] = ()
 
     @dataclass(frozen=True)
     class SettingsChanged(Event):
@@ -723,7 +726,8 @@ class Session(BaseAggregate[str]):
         sized = [
             d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
         ]
-        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason)
+        chars = [_prune_chars(history.entry(d.entry_id), d) for d in sized]
+        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason, chars=chars)
 
     def record_compaction_failure(self, failure: CompactionFailure) -> None:
         self.trigger_event(self.CompactionFailed, failure=failure)
@@ -785,6 +789,16 @@ class Session(BaseAggregate[str]):
             context_window_tokens=context_window[0],
             context_window_source=context_window[1],
         )
+
+
+def _prune_chars(entry: Entry, decision: PruneDecision) -> list[int]:
+    """[characters of the entry's tool output, characters of it the prune keeps]:
+    a soft trim keeps at most its head and tail of each result, a hard clear none."""
+    sizes = [len(result.content) for result in entry.tool_results]
+    if decision.action is PruneAction.HARD_CLEAR:
+        return [sum(sizes), 0]
+    kept = (decision.head_chars or 0) + (decision.tail_chars or 0)
+    return [sum(sizes), sum(min(size, kept) for size in sizes)]
 
 
 def _guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:

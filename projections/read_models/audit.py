@@ -3,10 +3,11 @@ and one per pruned entry, copied from the receipts the events carry."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.pruning import PruneAction
+from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from projections.read_models.rows import CompactionRow, PruneRow
 
@@ -75,9 +76,11 @@ def prune_rows(event: Any) -> list[PruneRow]:
     if not isinstance(event, Session.PruneRecorded):
         return []
     rows = []
-    for decision in event.decisions:
-        cleared = decision.action is PruneAction.HARD_CLEAR
-        after = 0 if cleared else (decision.head_chars or 0) + (decision.tail_chars or 0)
+    # Events stored before the prune recorded its sizes: the most a decision keeps.
+    sizes: list[Sequence[int | None]] = list(event.chars) or [
+        [None, _at_most_kept(d)] for d in event.decisions
+    ]
+    for decision, (before, after) in zip(event.decisions, sizes, strict=True):
         rows.append(
             PruneRow(
                 session_id=event.originator_id,
@@ -87,9 +90,15 @@ def prune_rows(event: Any) -> list[PruneRow]:
                 action=decision.action.value,
                 head_chars=decision.head_chars,
                 tail_chars=decision.tail_chars,
-                chars_before=None,
+                chars_before=before,
                 chars_after=after,
                 reason=event.reason,
             )
         )
     return rows
+
+
+def _at_most_kept(decision: PruneDecision) -> int:
+    if decision.action is PruneAction.HARD_CLEAR:
+        return 0
+    return (decision.head_chars or 0) + (decision.tail_chars or 0)

@@ -60,11 +60,13 @@ class CompactionRow:
 
 @dataclass(frozen=True, slots=True)
 class PruneRow:
-    """One entry's prune decision; the sizes are what the decision states.
+    """One entry's prune decision, with the sizes the prune event recorded.
 
-    ``chars_after`` is the most the shown text keeps of the original (head
-    plus tail for a soft trim, nothing for a hard clear); the original length
-    is not in the event, so ``chars_before`` stays unknown (None) here.
+    ``chars_before`` is the characters of the entry's tool output as stored,
+    ``chars_after`` those of it the prompt shows once pruned (head and tail
+    for a soft trim, nothing for a hard clear; the notice aside). Events
+    stored before the sizes were recorded give no ``chars_before`` (None) and
+    the most the decision keeps as ``chars_after``.
     """
 
     session_id: str

@@ -183,9 +183,11 @@ def prunes(
     if client.as_json:
         output.print_json([output.to_dict(r) for r in records])
         return
-    rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "KEPT", "REASON"]]
+    rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "CHARS", "REASON"]]
     for r in records:
-        kept = str(r.chars_after) if r.HasField("chars_after") else "?"
+        # Prunes recorded before the store kept sizes have no "before".
+        before = f"{r.chars_before:,}" if r.HasField("chars_before") else "?"
+        after = f"{r.chars_after:,}" if r.HasField("chars_after") else "?"
         name = "soft_trim" if r.action == pb.PRUNE_ACTION_SOFT_TRIM else "hard_clear"
         rows.append(
             [
@@ -194,7 +196,7 @@ def prunes(
                 output.time(r.timestamp),
                 output.short(r.entry_id),
                 name,
-                kept,
+                f"{before} → {after}",
                 r.reason,
             ]
         )

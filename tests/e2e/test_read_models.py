@@ -227,7 +227,9 @@ def test_the_audits_match_the_receipts(store: Stub, session: pb.Session) -> None
         100,
         50,
     )
-    assert (prune.chars_after, prune.reason, prune.position) == (150, "cache-ttl", pruned.position)
+    # The tool output as stored (10,000 chars), and what the trim keeps of it.
+    assert (prune.chars_before, prune.chars_after) == (10_000, 150)
+    assert (prune.reason, prune.position) == ("cache-ttl", pruned.position)
     assert not store.ListPrunes(pb.ListPrunesRequest(action=pb.PRUNE_ACTION_HARD_CLEAR)).prunes
 
 

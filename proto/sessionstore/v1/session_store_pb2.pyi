@@ -3637,7 +3637,10 @@ class PruneRecord(_message.Message):
     head_chars: _builtins.int
     tail_chars: _builtins.int
     chars_before: _builtins.int
-    """Characters of the result before, when known, and at most kept after."""
+    """Characters of the entry's tool output as stored (unset for prunes
+    recorded before the store kept sizes), and those of it the prune keeps
+    (head and tail for a soft trim, 0 for a hard clear; the notice aside).
+    """
     chars_after: _builtins.int
     reason: _builtins.str
     position: _builtins.int

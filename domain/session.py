@@ -220,6 +220,32 @@ class Session(BaseAggregate[str]):
             session.undo_count += 1
 
     @dataclass(frozen=True)
+    class CompactionRedone(Event):
+        """An undo taken back: the compactions it took back are in force again, exactly
+        as they were recorded (same summaries, same cut), as if it never happened."""
+
+        undo_version: int
+        # The compactions in force again, oldest first; the last one makes the cut.
+        compaction_versions: Sequence[int]
+        reason: str
+        first_kept_position: int
+        # The prompt's tokens right after, counted by the store.
+        prompt_tokens: int
+        # The aggregate's cuts of those compactions (see ``Session.cuts``), so a
+        # cold read starts at the cut again.
+        cuts: Sequence[Sequence[int]]
+        requested_by: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.prompt_tokens = self.prompt_tokens
+            session.first_kept_position = self.first_kept_position
+            session.entries_since_compaction = max(
+                1, session.entry_count - self.first_kept_position
+            )
+            cuts = (*tuple(session.cuts), *(tuple(c) for c in self.cuts))
+            session.cuts = cuts[-MAX_CUTS_KEPT:]
+
+    @dataclass(frozen=True)
     class CompactionFailed(Event):
         failure: CompactionFailure
 
@@ -697,6 +723,39 @@ class Session(BaseAggregate[str]):
             requested_by=requested_by,
         )
 
+    def redo_compaction(
+        self,
+        undo_version: int,
+        reason: str,
+        *,
+        compaction_versions: Sequence[int],
+        first_kept_position: int,
+        cuts: Sequence[Sequence[int]],
+        prompt_tokens: int,
+        requested_by: str = "",
+    ) -> None:
+        """Takes back the undo recorded at ``undo_version``: the compactions it took
+        back (``compaction_versions``, oldest first, whose ``cuts`` the history
+        gives) are in force again, and the cut is the newest one's."""
+        if len(reason) > MAX_UNDO_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_UNDO_REASON_CHARS:,}"
+            )
+        if not compaction_versions or len(cuts) != len(compaction_versions):
+            raise InvalidRequest("taking back an undo needs the compactions it took back")
+        if first_kept_position < self.first_kept_position:
+            raise InvalidRequest("taking back an undo cannot move the cut backward")
+        self.trigger_event(
+            self.CompactionRedone,
+            undo_version=undo_version,
+            compaction_versions=list(compaction_versions),
+            reason=reason,
+            first_kept_position=first_kept_position,
+            prompt_tokens=prompt_tokens,
+            cuts=[list(c) for c in cuts],
+            requested_by=requested_by,
+        )
+
     def record_prune(
         self, decisions: Sequence[PruneDecision], reason: str, history: History
     ) -> None:
@@ -826,6 +885,7 @@ SessionEvent = (
     | Session.SettingsChanged
     | Session.ToolCallsAbandoned
     | Session.CompactionUndone
+    | Session.CompactionRedone
 )
 
 SYNTHETIC_KEY = "synthetic"

@@ -1,5 +1,6 @@
-"""The compaction and prune audits: one row per compaction (done or failed)
-and one per pruned entry, copied from the receipts the events carry."""
+"""The compaction and prune audits: one row per compaction (done or failed),
+per undo of a compaction and per undo taken back, and one per pruned entry,
+copied from the receipts the events carry."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from projections.read_models.rows import CompactionRow, PruneRow
 
-COMPACTION_EVENTS = (Session.CompactionRecorded, Session.CompactionFailed)
+COMPACTION_EVENTS = (
+    Session.CompactionRecorded,
+    Session.CompactionFailed,
+    Session.CompactionUndone,
+    Session.CompactionRedone,
+)
 PRUNE_EVENTS = (Session.PruneRecorded,)
 
 
@@ -22,6 +28,34 @@ def compaction_rows(event: Any) -> list[CompactionRow]:
         return [_done(*head, event.compaction, event.first_kept_position)]
     if isinstance(event, Session.CompactionFailed):
         return [_failed(*head, event.failure)]
+    if isinstance(event, Session.CompactionUndone):
+        return [
+            CompactionRow(
+                *head,
+                trigger="undo",
+                outcome="undone",
+                reason=event.reason,
+                first_kept_position=event.first_kept_position,
+                tokens_after=event.prompt_tokens,
+                compaction_version=event.compaction_version,
+                restored_compaction_version=event.restored_compaction_version,
+                requested_by=event.requested_by,
+            )
+        ]
+    if isinstance(event, Session.CompactionRedone):
+        return [
+            CompactionRow(
+                *head,
+                trigger="redo",
+                outcome="redone",
+                reason=event.reason,
+                first_kept_position=event.first_kept_position,
+                tokens_after=event.prompt_tokens,
+                compaction_version=event.compaction_versions[-1],
+                undo_version=event.undo_version,
+                requested_by=event.requested_by,
+            )
+        ]
     return []
 
 

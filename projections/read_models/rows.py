@@ -29,7 +29,8 @@ class CatalogChange:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRow:
-    """A compaction, done or failed, with everything its receipt records."""
+    """A compaction, done or failed, with everything its receipt records; or an
+    undo of one (outcome "undone") or an undo taken back (outcome "redone")."""
 
     session_id: str
     version: int
@@ -56,6 +57,12 @@ class CompactionRow:
     duration_ms: int = 0
     engine: str = ""
     instructions: str = ""
+    # Undos and redos: the compaction taken back (or in force again), the one in
+    # force after an undo, the undo a redo takes back, and who asked.
+    compaction_version: int = 0
+    restored_compaction_version: int = 0
+    undo_version: int = 0
+    requested_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,6 +307,34 @@ class SessionService:
 
         return self._write(session_id, expected_version, command)
 
+    def redo_compaction(
+        self,
+        session_id: str,
+        undo_version: int,
+        reason: str = "",
+        expected_version: int | None = None,
+        requested_by: str = "",
+    ) -> tuple[Session, Session.CompactionRedone]:
+        """Takes back the undo recorded at ``undo_version``: the compactions it took
+        back are in force again, exactly as recorded."""
+
+        def command(session: Session) -> Session.CompactionRedone:
+            plan = self._history(session_id).plan_redo(undo_version)
+            session.redo_compaction(
+                plan.undo_version,
+                reason,
+                compaction_versions=plan.compaction_versions,
+                first_kept_position=plan.first_kept_position,
+                cuts=plan.cuts,
+                prompt_tokens=plan.prompt_tokens,
+                requested_by=requested_by,
+            )
+            redone = session.pending_events[-1]
+            assert isinstance(redone, Session.CompactionRedone)
+            return redone
+
+        return self._write(session_id, expected_version, command)
+
     def record_prune(
         self,
         session_id: str,

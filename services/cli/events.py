@@ -98,4 +98,10 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         by = f" by {undone.requested_by}" if undone.requested_by else ""
         why = f" ({undone.reason})" if undone.reason else ""
         return "undone", f"compaction #{undone.compaction_version}{by}{why}; in force: {to}"
+    if which == "compaction_redone":
+        redone = event.compaction_redone
+        again = ", ".join(f"#{v}" for v in redone.compaction_versions)
+        by = f" by {redone.requested_by}" if redone.requested_by else ""
+        why = f" ({redone.reason})" if redone.reason else ""
+        return "redone", f"undo #{redone.undo_version} taken back{by}{why}; in force: {again}"
     return "unknown", "(an event this client does not know)"

@@ -328,15 +328,41 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def UndoCompaction(
         self, request: pb.UndoCompactionRequest, context: grpc.ServicerContext
     ) -> pb.UndoCompactionResponse:
+        session_id = _session_id(request)
+        if request.undo_version < 0 or request.compaction_version < 0:
+            raise InvalidRequest(
+                "compaction_version and undo_version must not be negative; send the version "
+                "of a compaction in force, or of an undo to take back"
+            )
+        if request.undo_version:
+            if request.compaction_version:
+                raise InvalidRequest(
+                    "send compaction_version (a compaction to take back) or undo_version "
+                    "(an undo to take back), not both"
+                )
+            session, redone = self.service.redo_compaction(
+                session_id,
+                request.undo_version,
+                request.reason,
+                _expected_version(request),
+                request.requested_by,
+            )
+            return pb.UndoCompactionResponse(
+                version=session.version,
+                redone=mapping.compaction_redone_to_pb(redone),
+                position=self.service.written_position(),
+            )
         session, undone = self.service.undo_compaction(
-            _session_id(request),
+            session_id,
             request.compaction_version,
             request.reason,
             _expected_version(request),
             request.requested_by,
         )
         return pb.UndoCompactionResponse(
-            version=session.version, undone=mapping.compaction_undone_to_pb(undone)
+            version=session.version,
+            undone=mapping.compaction_undone_to_pb(undone),
+            position=self.service.written_position(),
         )
 
     def AbandonToolCalls(

@@ -1488,6 +1488,7 @@ class UndoCompactionRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     compaction_version: _builtins.int
     """The version that recorded the compaction to take back; 0: the latest in force."""
@@ -1496,6 +1497,10 @@ class UndoCompactionRequest(_message.Message):
     expected_version: _builtins.int
     requested_by: _builtins.str
     """Who asks (a person or an agent's name): kept in the event."""
+    undo_version: _builtins.int
+    """The version of an undo (a compaction_undone event) to take back; leave
+    compaction_version unset with it.
+    """
     def __init__(
         self,
         *,
@@ -1504,10 +1509,11 @@ class UndoCompactionRequest(_message.Message):
         reason: _builtins.str = ...,
         expected_version: _builtins.int | None = ...,
         requested_by: _builtins.str = ...,
+        undo_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "compaction_version", b"compaction_version", "expected_version", b"expected_version", "reason", b"reason", "requested_by", b"requested_by", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "compaction_version", b"compaction_version", "expected_version", b"expected_version", "reason", b"reason", "requested_by", b"requested_by", "session_id", b"session_id", "undo_version", b"undo_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -1521,18 +1527,30 @@ class UndoCompactionResponse(_message.Message):
 
     VERSION_FIELD_NUMBER: _builtins.int
     UNDONE_FIELD_NUMBER: _builtins.int
+    REDONE_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
     @_builtins.property
-    def undone(self) -> Global___CompactionUndone: ...
+    def undone(self) -> Global___CompactionUndone:
+        """Set when a compaction was taken back."""
+
+    @_builtins.property
+    def redone(self) -> Global___CompactionRedone:
+        """Set when an undo was taken back (undo_version)."""
+
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
         undone: Global___CompactionUndone | None = ...,
+        redone: Global___CompactionRedone | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["redone", b"redone", "undone", b"undone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "redone", b"redone", "undone", b"undone", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1578,6 +1596,48 @@ class CompactionUndone(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompactionUndone: _TypeAlias = CompactionUndone  # noqa: Y015
+
+@_typing.final
+class CompactionRedone(_message.Message):
+    """An undo taken back: its compactions are in force again, as recorded."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
+    COMPACTION_VERSIONS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_POSITION_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    undo_version: _builtins.int
+    """The version of the undo taken back."""
+    reason: _builtins.str
+    requested_by: _builtins.str
+    first_kept_position: _builtins.int
+    """The position of the first entry the durable log keeps."""
+    prompt_tokens: _builtins.int
+    """The prompt's message tokens right after, as the store counts them."""
+    @_builtins.property
+    def compaction_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The compactions in force again, oldest first; the last makes the cut."""
+
+    def __init__(
+        self,
+        *,
+        undo_version: _builtins.int = ...,
+        compaction_versions: _abc.Iterable[_builtins.int] | None = ...,
+        reason: _builtins.str = ...,
+        requested_by: _builtins.str = ...,
+        first_kept_position: _builtins.int = ...,
+        prompt_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_versions", b"compaction_versions", "first_kept_position", b"first_kept_position", "prompt_tokens", b"prompt_tokens", "reason", b"reason", "requested_by", b"requested_by", "undo_version", b"undo_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionRedone: _TypeAlias = CompactionRedone  # noqa: Y015
 
 @_typing.final
 class RecordPruneRequest(_message.Message):
@@ -2377,6 +2437,7 @@ class SessionEvent(_message.Message):
     SYSTEM_PROMPT_SET_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_ABANDONED_FIELD_NUMBER: _builtins.int
     COMPACTION_UNDONE_FIELD_NUMBER: _builtins.int
+    COMPACTION_REDONE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2401,6 +2462,8 @@ class SessionEvent(_message.Message):
     def tool_calls_abandoned(self) -> Global___ToolCallsAbandoned: ...
     @_builtins.property
     def compaction_undone(self) -> Global___CompactionUndone: ...
+    @_builtins.property
+    def compaction_redone(self) -> Global___CompactionRedone: ...
     def __init__(
         self,
         *,
@@ -2417,12 +2480,13 @@ class SessionEvent(_message.Message):
         system_prompt_set: Global___SystemPrompt | None = ...,
         tool_calls_abandoned: Global___ToolCallsAbandoned | None = ...,
         compaction_undone: Global___CompactionUndone | None = ...,
+        compaction_redone: Global___CompactionRedone | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "compaction_redone"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -3379,7 +3443,10 @@ class CompactionRecord(_message.Message):
     """---------------------------------------------------------------- audit
 
     A compaction as the audit records it: one row per compaction and per
-    failed compaction, with everything the receipt (or failure) says.
+    failed compaction, with everything the receipt (or failure) says, and one
+    per undo (outcome "undone", trigger "undo") and per undo taken back
+    (outcome "redone", trigger "redo"), with the cut and prompt tokens after
+    it in first_kept_position and tokens_after.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -3409,12 +3476,17 @@ class CompactionRecord(_message.Message):
     ENGINE_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    RESTORED_COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_POSITION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     trigger: _builtins.str
     """What started it: manual, threshold, overflow, client (or the client's word)."""
     outcome: _builtins.str
-    """"ok" or "failed"."""
+    """"ok", "failed", "undone" or "redone"."""
     stage: _builtins.str
     """Where a failed one failed, and why."""
     reason: _builtins.str
@@ -3437,6 +3509,18 @@ class CompactionRecord(_message.Message):
     instructions: _builtins.str
     position: _builtins.int
     """The notification id of the event that recorded it."""
+    compaction_version: _builtins.int
+    """An undo: the compaction it took back (later ones went with it). A redo:
+    the compaction in force again (the newest it re-applies).
+    """
+    restored_compaction_version: _builtins.int
+    """An undo: the compaction in force after it (0: none)."""
+    undo_version: _builtins.int
+    """A redo: the undo it took back."""
+    requested_by: _builtins.str
+    """Who asked for the undo or redo."""
+    first_kept_position: _builtins.int
+    """The position of the first entry the durable log keeps after it."""
     @_builtins.property
     def timestamp(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -3467,10 +3551,15 @@ class CompactionRecord(_message.Message):
         engine: _builtins.str = ...,
         instructions: _builtins.str = ...,
         position: _builtins.int = ...,
+        compaction_version: _builtins.int = ...,
+        restored_compaction_version: _builtins.int = ...,
+        undo_version: _builtins.int = ...,
+        requested_by: _builtins.str = ...,
+        first_kept_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "outcome", b"outcome", "position", b"position", "prompt_hash", b"prompt_hash", "reason", b"reason", "session_id", b"session_id", "stage", b"stage", "summarizer_model", b"summarizer_model", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "compaction_version", b"compaction_version", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "first_kept_position", b"first_kept_position", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "outcome", b"outcome", "position", b"position", "prompt_hash", b"prompt_hash", "reason", b"reason", "requested_by", b"requested_by", "restored_compaction_version", b"restored_compaction_version", "session_id", b"session_id", "stage", b"stage", "summarizer_model", b"summarizer_model", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "trigger", b"trigger", "undo_version", b"undo_version", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3495,7 +3584,7 @@ class ListCompactionsRequest(_message.Message):
     model: _builtins.str
     """The summariser's model."""
     outcome: _builtins.str
-    """"ok" or "failed"; both when empty."""
+    """"ok", "failed", "undone" or "redone"; all when empty."""
     page_size: _builtins.int
     page_token: _builtins.str
     min_position: _builtins.int
@@ -3586,6 +3675,12 @@ class GetCompactionResponse(_message.Message):
     RECORD_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     REPLACED_ENTRIES_FIELD_NUMBER: _builtins.int
+    IN_FORCE_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    in_force: _builtins.bool
+    """Whether the compaction is in force now (not taken back by an undo, or
+    re-applied since).
+    """
     @_builtins.property
     def record(self) -> Global___CompactionRecord: ...
     @_builtins.property
@@ -3598,16 +3693,22 @@ class GetCompactionResponse(_message.Message):
         kept entry up to this one's, as stored.
         """
 
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompactionRecord]:
+        """The undos that took it back and the redos that re-applied it, oldest first."""
+
     def __init__(
         self,
         *,
         record: Global___CompactionRecord | None = ...,
         compaction: Global___Compaction | None = ...,
         replaced_entries: _abc.Iterable[Global___Entry] | None = ...,
+        in_force: _builtins.bool = ...,
+        changes: _abc.Iterable[Global___CompactionRecord] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "compaction", b"compaction", "in_force", b"in_force", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -218,6 +218,11 @@ class SessionStoreServicer:
         event of its own; views before it still show the compacted log. Compacting
         again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
         force.
+        With undo_version, takes back that undo instead: the compactions it took
+        back are in force again exactly as recorded (same summaries, same cut),
+        answered in `redone`. Undos and redos chain, newest first; undoing the
+        compaction again takes a redo back. FAILED_PRECONDITION when the
+        compactions in force changed since that undo, or it was already taken back.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

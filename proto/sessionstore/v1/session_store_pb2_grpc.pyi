@@ -63,6 +63,11 @@ class SessionStoreStub:
     event of its own; views before it still show the compacted log. Compacting
     again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
     force.
+    With undo_version, takes back that undo instead: the compactions it took
+    back are in force again exactly as recorded (same summaries, same cut),
+    answered in `redone`. Undos and redos chain, newest first; undoing the
+    compaction again takes a redo back. FAILED_PRECONDITION when the
+    compactions in force changed since that undo, or it was already taken back.
     """
     GetDurableLog: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]
     """The durable log: latest compaction summary, then the kept entries. Large
@@ -154,6 +159,11 @@ class SessionStoreAsyncStub(SessionStoreStub):
     event of its own; views before it still show the compacted log. Compacting
     again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
     force.
+    With undo_version, takes back that undo instead: the compactions it took
+    back are in force again exactly as recorded (same summaries, same cut),
+    answered in `redone`. Undos and redos chain, newest first; undoing the
+    compaction again takes a redo back. FAILED_PRECONDITION when the
+    compactions in force changed since that undo, or it was already taken back.
     """
     GetDurableLog: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]  # type: ignore[assignment]
     """The durable log: latest compaction summary, then the kept entries. Large
@@ -290,6 +300,11 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         event of its own; views before it still show the compacted log. Compacting
         again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
         force.
+        With undo_version, takes back that undo instead: the compactions it took
+        back are in force again exactly as recorded (same summaries, same cut),
+        answered in `redone`. Undos and redos chain, newest first; undoing the
+        compaction again takes a redo back. FAILED_PRECONDITION when the
+        compactions in force changed since that undo, or it was already taken back.
         """
 
     @_abc_1.abstractmethod

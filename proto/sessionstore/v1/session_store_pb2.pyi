@@ -1288,6 +1288,7 @@ class AppendEntriesRequest(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     expected_version: _builtins.int
     """When set, the append is refused (ABORTED) unless the session is at this version."""
@@ -1295,6 +1296,10 @@ class AppendEntriesRequest(_message.Message):
     """A retried append with the same key returns the first result and writes nothing."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    @_builtins.property
+    def view_after_append(self) -> Global___ViewAfterAppend:
+        """Set to get the prompt view right after this append in the same call."""
+
     def __init__(
         self,
         *,
@@ -1302,16 +1307,59 @@ class AppendEntriesRequest(_message.Message):
         entries: _abc.Iterable[Global___Entry] | None = ...,
         expected_version: _builtins.int | None = ...,
         idempotency_key: _builtins.str = ...,
+        view_after_append: Global___ViewAfterAppend | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "view_after_append", b"view_after_append"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entries", b"entries", "expected_version", b"expected_version", "idempotency_key", b"idempotency_key", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entries", b"entries", "expected_version", b"expected_version", "idempotency_key", b"idempotency_key", "session_id", b"session_id", "view_after_append", b"view_after_append"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
 
 Global___AppendEntriesRequest: _TypeAlias = AppendEntriesRequest  # noqa: Y015
+
+@_typing.final
+class ViewAfterAppend(_message.Message):
+    """The prompt view an append answers with: as GetPromptViewRequest, of the
+    session's latest version (no as_of).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    HELD_VERSION_FIELD_NUMBER: _builtins.int
+    HELD_HASH_FIELD_NUMBER: _builtins.int
+    format: Global___PromptFormat.ValueType
+    token_budget: _builtins.int
+    held_version: _builtins.int
+    """The view the client holds: the answer is then only the messages appended
+    after it, when nothing before them changed (see GetPromptViewRequest).
+    """
+    held_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        format: Global___PromptFormat.ValueType = ...,
+        token_budget: _builtins.int | None = ...,
+        held_version: _builtins.int | None = ...,
+        held_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "held_version", b"held_version", "token_budget", b"token_budget"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "format", b"format", "held_hash", b"held_hash", "held_version", b"held_version", "token_budget", b"token_budget"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__held_version: _TypeAlias = _typing.Literal["held_version"]  # noqa: Y015
+    _WhichOneofArgType__held_version: _TypeAlias = _typing.Literal["_held_version", b"_held_version"]  # noqa: Y015
+    _WhichOneofReturnType__token_budget: _TypeAlias = _typing.Literal["token_budget"]  # noqa: Y015
+    _WhichOneofArgType__token_budget: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__held_version) -> _WhichOneofReturnType__held_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__token_budget) -> _WhichOneofReturnType__token_budget | None: ...
+
+Global___ViewAfterAppend: _TypeAlias = ViewAfterAppend  # noqa: Y015
 
 @_typing.final
 class AppendEntriesResponse(_message.Message):
@@ -1322,15 +1370,26 @@ class AppendEntriesResponse(_message.Message):
     TOKEN_COUNTS_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_ERROR_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     replayed: _builtins.bool
     """True when this was a retry answered from the first append."""
     position: _builtins.int
     """The notification id of the append's event (of the store's head, for a replay)."""
+    view_after_append_error: _builtins.str
+    """When the append was written but its view could not be served (say, the
+    window guard refused it): the status GetPromptView would answer, as
+    "CODE: message". The append stands; do not send it again.
+    """
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def token_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def view_after_append(self) -> Global___PromptView:
+        """With view_after_append: the prompt view right after the append."""
+
     def __init__(
         self,
         *,
@@ -1339,10 +1398,12 @@ class AppendEntriesResponse(_message.Message):
         token_counts: _abc.Iterable[_builtins.int] | None = ...,
         replayed: _builtins.bool = ...,
         position: _builtins.int = ...,
+        view_after_append: Global___PromptView | None = ...,
+        view_after_append_error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["view_after_append", b"view_after_append"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "position", b"position", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "position", b"position", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version", "view_after_append", b"view_after_append", "view_after_append_error", b"view_after_append_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -191,6 +191,9 @@ class SessionStoreServicer:
         """Appends one turn (one or more entries) as a single event.
         ABORTED when expected_version is set and is not the current version.
         A retry with the same idempotency_key returns the first result.
+        With view_after_append, the answer also carries the prompt view right
+        after the append (what GetPromptView answers, held view included): a
+        turn in one round trip.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -49,6 +49,9 @@ class SessionStoreStub:
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
     A retry with the same idempotency_key returns the first result.
+    With view_after_append, the answer also carries the prompt view right
+    after the append (what GetPromptView answers, held view included): a
+    turn in one round trip.
     """
     RecordCompaction: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]
     """Records a compaction: a summary that replaces the entries before
@@ -145,6 +148,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
     A retry with the same idempotency_key returns the first result.
+    With view_after_append, the answer also carries the prompt view right
+    after the append (what GetPromptView answers, held view included): a
+    turn in one round trip.
     """
     RecordCompaction: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]  # type: ignore[assignment]
     """Records a compaction: a summary that replaces the entries before
@@ -268,6 +274,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """Appends one turn (one or more entries) as a single event.
         ABORTED when expected_version is set and is not the current version.
         A retry with the same idempotency_key returns the first result.
+        With view_after_append, the answer also carries the prompt view right
+        after the append (what GetPromptView answers, held view included): a
+        turn in one round trip.
         """
 
     @_abc_1.abstractmethod

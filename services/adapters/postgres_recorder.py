@@ -131,12 +131,13 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             return [row["notification_id"] for row in cursor.fetchall()]
 
     def _insert_call_sql(self, conn: psycopg.Connection[Any]) -> bytes:
+        # The events' states go in binary: as text every byte would be hex-escaped.
         if self._insert_call is None:
             id_type = sql.Identifier(self.datastore.originator_id_type)
             self._insert_call = (
                 sql.SQL(
                     "SELECT notification_id FROM {schema}.{function}("
-                    "%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], "
+                    "%s::{id_type}[], %s::bigint[], %s::text[], %b::bytea[], "
                     "%s::text[], %s::text[], %s::text[], %s::bigint[], "
                     "%s::text[], %s::text[], %s::text[], %s::bigint[])"
                 )

@@ -12,7 +12,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from domain.content import Role, validate_id
+from domain.content import Entry, Role, validate_id
 from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest, quoted
 
 
@@ -122,6 +122,9 @@ class History(Protocol):
 
     def entry_version(self, position: int) -> int:
         """The version of the event that appended the entry at ``position``."""
+
+    def entry(self, entry_id: str) -> Entry:
+        """The entry with this id, as stored."""
 
 
 def check_cut_point(

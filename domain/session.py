@@ -59,7 +59,7 @@ from domain.errors import (
     quoted,
 )
 from domain.ids import IdLookup, UsedIds
-from domain.pruning import PruneDecision
+from domain.pruning import PruneAction, PruneDecision
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
 
@@ -231,6 +231,32 @@ class Session(BaseAggregate[str]):
             session.undo_count += 1
 
     @dataclass(frozen=True)
+    class CompactionRedone(Event):
+        """An undo taken back: the compactions it took back are in force again, exactly
+        as they were recorded (same summaries, same cut), as if it never happened."""
+
+        undo_version: int
+        # The compactions in force again, oldest first; the last one makes the cut.
+        compaction_versions: Sequence[int]
+        reason: str
+        first_kept_position: int
+        # The prompt's tokens right after, counted by the store.
+        prompt_tokens: int
+        # The aggregate's cuts of those compactions (see ``Session.cuts``), so a
+        # cold read starts at the cut again.
+        cuts: Sequence[Sequence[int]]
+        requested_by: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.prompt_tokens = self.prompt_tokens
+            session.first_kept_position = self.first_kept_position
+            session.entries_since_compaction = max(
+                1, session.entry_count - self.first_kept_position
+            )
+            cuts = (*tuple(session.cuts), *(tuple(c) for c in self.cuts))
+            session.cuts = cuts[-MAX_CUTS_KEPT:]
+
+    @dataclass(frozen=True)
     class CompactionFailed(Event):
         failure: CompactionFailure
 
@@ -265,6 +291,9 @@ class Session(BaseAggregate[str]):
     class PruneRecorded(Event):
         decisions: Sequence[PruneDecision]
         reason: str = ""
+        # Per decision, [characters of the entry's tool output as stored,
+        # characters of it the prune keeps]; empty in events stored before.
+        chars: Sequence[Sequence[int]] = ()
 
     @dataclass(frozen=True)
     class SettingsChanged(Event):
@@ -760,6 +789,39 @@ class Session(BaseAggregate[str]):
             requested_by=requested_by,
         )
 
+    def redo_compaction(
+        self,
+        undo_version: int,
+        reason: str,
+        *,
+        compaction_versions: Sequence[int],
+        first_kept_position: int,
+        cuts: Sequence[Sequence[int]],
+        prompt_tokens: int,
+        requested_by: str = "",
+    ) -> None:
+        """Takes back the undo recorded at ``undo_version``: the compactions it took
+        back (``compaction_versions``, oldest first, whose ``cuts`` the history
+        gives) are in force again, and the cut is the newest one's."""
+        if len(reason) > MAX_UNDO_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_UNDO_REASON_CHARS:,}"
+            )
+        if not compaction_versions or len(cuts) != len(compaction_versions):
+            raise InvalidRequest("taking back an undo needs the compactions it took back")
+        if first_kept_position < self.first_kept_position:
+            raise InvalidRequest("taking back an undo cannot move the cut backward")
+        self.trigger_event(
+            self.CompactionRedone,
+            undo_version=undo_version,
+            compaction_versions=list(compaction_versions),
+            reason=reason,
+            first_kept_position=first_kept_position,
+            prompt_tokens=prompt_tokens,
+            cuts=[list(c) for c in cuts],
+            requested_by=requested_by,
+        )
+
     def record_prune(
         self, decisions: Sequence[PruneDecision], reason: str, history: History
     ) -> None:
@@ -789,7 +851,8 @@ class Session(BaseAggregate[str]):
         sized = [
             d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
         ]
-        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason)
+        chars = [_prune_chars(history.entry(d.entry_id), d) for d in sized]
+        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason, chars=chars)
 
     def record_compaction_failure(self, failure: CompactionFailure) -> None:
         self.trigger_event(self.CompactionFailed, failure=failure)
@@ -884,6 +947,16 @@ class Session(BaseAggregate[str]):
         )
 
 
+def _prune_chars(entry: Entry, decision: PruneDecision) -> list[int]:
+    """[characters of the entry's tool output, characters of it the prune keeps]:
+    a soft trim keeps at most its head and tail of each result, a hard clear none."""
+    sizes = [len(result.content) for result in entry.tool_results]
+    if decision.action is PruneAction.HARD_CLEAR:
+        return [sum(sizes), 0]
+    kept = (decision.head_chars or 0) + (decision.tail_chars or 0)
+    return [sum(sizes), sum(min(size, kept) for size in sizes)]
+
+
 def _guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:
     """The tokens the tool-result guard keeps out of the prompt for these entries."""
     if not guarded:
@@ -911,6 +984,7 @@ SessionEvent = (
     | Session.CompactionUndone
     | Session.EntriesErased
     | Session.SessionErased
+    | Session.CompactionRedone
 )
 
 

@@ -79,6 +79,18 @@ class RecordedErasure:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedRedo:
+    """An undo taken back: ``compactions`` (oldest first) are in force again."""
+
+    undo_version: int
+    reason: str
+    requested_by: str
+    compactions: Sequence[RecordedCompaction]
+    version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedPrune:
     decisions: Sequence[PruneDecision]
     reason: str
@@ -157,6 +169,25 @@ class UndoPlan:
     first_kept_position: int
     # The prompt's message tokens after it (the system prompt aside).
     prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class RedoPlan:
+    """What taking back an undo records: the compactions it brings back and their cuts."""
+
+    undo_version: int
+    compaction_versions: Sequence[int]
+    first_kept_position: int
+    # Per compaction, the aggregate's cut: (version, first kept position, version
+    # that appended the first kept entry, settings and system prompt versions then).
+    cuts: Sequence[tuple[int, int, int, int, int]]
+    # The prompt's message tokens after it (the system prompt aside).
+    prompt_tokens: int
+
+
+# In a history loaded from a cut: the cut in force is one whose entries it does not
+# hold (an undo went back past its first event); the whole history answers.
+UNKNOWN_CUT = RecordedCompaction(Compaction("", ""), -1, -1, datetime.min)
 
 
 # Earlier events within this many versions of each other are read in one query.
@@ -254,6 +285,7 @@ class SessionHistory:
         self._stack: list[RecordedCompaction] = []
         self._cuts: list[tuple[int, RecordedCompaction | None]] = []
         self._undos: list[RecordedUndo] = []
+        self._redos: list[RecordedRedo] = []
         self._prunes: list[RecordedPrune] = []
         # (version, settings, window tokens, window source), oldest first.
         self._settings: list[tuple[int, SessionSettings, int, str]] = []
@@ -317,6 +349,11 @@ class SessionHistory:
         history.version = start - 1
         history._time_offset = start - 1
         history.apply(tail)
+        # Where an undo in the tail went back past it (then a redo came), those
+        # versions are the whole history's to answer too.
+        for (_, cut), (after, _) in zip(history._cuts, history._cuts[1:], strict=False):
+            if cut is UNKNOWN_CUT:
+                history._complete_from = max(history._complete_from, after)
         return history
 
     @property
@@ -385,13 +422,31 @@ class SessionHistory:
                 while self._stack and self._stack[-1].version >= event.compaction_version:
                     self._stack.pop()
                 restored = self._stack[-1] if self._stack else None
-                self._cuts.append((version, restored))
+                known = (restored.version if restored else 0) == event.restored_compaction_version
+                self._cuts.append((version, self._held_cut(restored) if known else UNKNOWN_CUT))
                 self._undos.append(
                     RecordedUndo(
                         event.compaction_version,
                         event.reason,
                         event.requested_by,
                         restored,
+                        version,
+                        event.timestamp,
+                    )
+                )
+            case Session.CompactionRedone():
+                by_version = {c.version: c for c in self._compactions}
+                again = [by_version[v] for v in event.compaction_versions if v in by_version]
+                self._stack.extend(again)
+                top = event.compaction_versions[-1]
+                cut = self._stack[-1] if self._stack and self._stack[-1].version == top else None
+                self._cuts.append((version, self._held_cut(cut or UNKNOWN_CUT)))
+                self._redos.append(
+                    RecordedRedo(
+                        event.undo_version,
+                        event.reason,
+                        event.requested_by,
+                        tuple(again),
                         version,
                         event.timestamp,
                     )
@@ -443,6 +498,16 @@ class SessionHistory:
                 )
             case _:
                 assert_never(event)
+
+    def _held_cut(self, cut: RecordedCompaction | None) -> RecordedCompaction | None:
+        """``cut``, or UNKNOWN_CUT when this history (loaded from a cut) does not hold
+        the entries it keeps: an undo went back past the tail, or named a compaction
+        recorded before it. Views then ask the whole history (see _earlier)."""
+        if self._loader is None:
+            return cut
+        if (cut.first_kept_position if cut else 0) < self._base:
+            return UNKNOWN_CUT
+        return cut
 
     def _apply_entries(
         self,
@@ -560,7 +625,9 @@ class SessionHistory:
 
     def _earlier(self, version: int) -> SessionHistory | None:
         """The whole history, when this one (loaded from a cut) cannot answer ``version``."""
-        if self._loader is not None and version < self._complete_from:
+        if self._loader is not None and (
+            version < self._complete_from or self._latest(version) is UNKNOWN_CUT
+        ):
             return self.whole()
         return None
 
@@ -742,14 +809,20 @@ class SessionHistory:
             return self.whole().compactions_in_force(version)
         version = self.resolve_version(version)
         stack: list[RecordedCompaction] = []
-        changes: list[RecordedCompaction | RecordedUndo] = [*self._compactions, *self._undos]
+        changes: list[RecordedCompaction | RecordedUndo | RecordedRedo] = [
+            *self._compactions,
+            *self._undos,
+            *self._redos,
+        ]
         for change in sorted(changes, key=lambda c: c.version):
             if change.version > version:
                 break
             if isinstance(change, RecordedCompaction):
                 stack.append(change)
-            else:
+            elif isinstance(change, RecordedUndo):
                 stack = [c for c in stack if c.version < change.compaction_version]
+            else:
+                stack.extend(change.compactions)
         return stack
 
     def plan_undo(self, compaction_version: int = 0) -> UndoPlan:
@@ -785,6 +858,70 @@ class SessionHistory:
             restored.first_kept_position if restored else 0,
             view.estimated_tokens - view.system_prompt.tokens.total,
         )
+
+    def plan_redo(self, undo_version: int) -> RedoPlan:
+        """What taking back the undo recorded at ``undo_version`` does now: the
+        compactions it took back are in force again, exactly as recorded. Refused
+        unless the compactions in force are still those the undo left (a later
+        compaction or undo is taken back first, so undos and redos chain)."""
+        whole = self.whole()
+        undo = next((u for u in whole._undos if u.version == undo_version), None)
+        if undo is None:
+            undos = ", ".join(str(u.version) for u in whole._undos) or "none"
+            raise InvalidCutPoint(
+                f"no undo of a compaction was recorded at version {undo_version} in session "
+                f"{quoted(self.session_id)}; its undos are at versions {undos}"
+            )
+        redone = next((r for r in whole._redos if r.undo_version == undo_version), None)
+        if redone is not None:
+            raise InvalidCutPoint(
+                f"the undo at version {undo_version} was already taken back at version "
+                f"{redone.version}; undo the compaction again to take that back"
+            )
+        left = whole.compactions_in_force(undo.version)
+        now = whole.compactions_in_force()
+        if [c.version for c in now] != [c.version for c in left]:
+            versions = [
+                *(c.version for c in whole._compactions),
+                *(u.version for u in whole._undos),
+                *(r.version for r in whole._redos),
+            ]
+            changes = [v for v in versions if v > undo.version]
+            raise InvalidCutPoint(
+                f"the compactions in force changed since the undo at version {undo_version} "
+                f"(at versions {', '.join(map(str, sorted(changes)))}); take those back first, "
+                "newest first"
+            )
+        before = whole.compactions_in_force(undo.version - 1)
+        again = [c for c in before if c.version >= undo.compaction_version]
+        cuts = [
+            (
+                c.version,
+                c.first_kept_position,
+                whole.entry_version(c.first_kept_position),
+                whole._latest_settings(c.version)[0],
+                whole._system_prompt_version(c.version),
+            )
+            for c in again
+        ]
+        view = whole.prompt_view_with_cut(again[-1])
+        return RedoPlan(
+            undo_version,
+            [c.version for c in again],
+            again[-1].first_kept_position,
+            cuts,
+            view.estimated_tokens - view.system_prompt.tokens.total,
+        )
+
+    def _system_prompt_version(self, version: int) -> int:
+        index = bisect_right(self._system_prompts, version, key=lambda s: s[0])
+        return self._system_prompts[index - 1][0] if index else 0
+
+    def redos(self, version: int | None = None) -> list[RecordedRedo]:
+        if self._loader is not None:
+            return self.whole().redos(version)
+        version = self.resolve_version(version)
+        return [r for r in self._redos if r.version <= version]
 
     def undos(self, version: int | None = None) -> list[RecordedUndo]:
         if self._loader is not None:

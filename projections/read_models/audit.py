@@ -1,16 +1,23 @@
-"""The compaction and prune audits: one row per compaction (done or failed)
-and one per pruned entry, copied from the receipts the events carry."""
+"""The compaction and prune audits: one row per compaction (done or failed),
+per undo of a compaction and per undo taken back, and one per pruned entry,
+copied from the receipts the events carry."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.pruning import PruneAction
+from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from projections.read_models.rows import CompactionRow, PruneRow
 
-COMPACTION_EVENTS = (Session.CompactionRecorded, Session.CompactionFailed)
+COMPACTION_EVENTS = (
+    Session.CompactionRecorded,
+    Session.CompactionFailed,
+    Session.CompactionUndone,
+    Session.CompactionRedone,
+)
 PRUNE_EVENTS = (Session.PruneRecorded,)
 
 
@@ -21,6 +28,34 @@ def compaction_rows(event: Any) -> list[CompactionRow]:
         return [_done(*head, event.compaction, event.first_kept_position)]
     if isinstance(event, Session.CompactionFailed):
         return [_failed(*head, event.failure)]
+    if isinstance(event, Session.CompactionUndone):
+        return [
+            CompactionRow(
+                *head,
+                trigger="undo",
+                outcome="undone",
+                reason=event.reason,
+                first_kept_position=event.first_kept_position,
+                tokens_after=event.prompt_tokens,
+                compaction_version=event.compaction_version,
+                restored_compaction_version=event.restored_compaction_version,
+                requested_by=event.requested_by,
+            )
+        ]
+    if isinstance(event, Session.CompactionRedone):
+        return [
+            CompactionRow(
+                *head,
+                trigger="redo",
+                outcome="redone",
+                reason=event.reason,
+                first_kept_position=event.first_kept_position,
+                tokens_after=event.prompt_tokens,
+                compaction_version=event.compaction_versions[-1],
+                undo_version=event.undo_version,
+                requested_by=event.requested_by,
+            )
+        ]
     return []
 
 
@@ -75,9 +110,11 @@ def prune_rows(event: Any) -> list[PruneRow]:
     if not isinstance(event, Session.PruneRecorded):
         return []
     rows = []
-    for decision in event.decisions:
-        cleared = decision.action is PruneAction.HARD_CLEAR
-        after = 0 if cleared else (decision.head_chars or 0) + (decision.tail_chars or 0)
+    # Events stored before the prune recorded its sizes: the most a decision keeps.
+    sizes: list[Sequence[int | None]] = list(event.chars) or [
+        [None, _at_most_kept(d)] for d in event.decisions
+    ]
+    for decision, (before, after) in zip(event.decisions, sizes, strict=True):
         rows.append(
             PruneRow(
                 session_id=event.originator_id,
@@ -87,9 +124,15 @@ def prune_rows(event: Any) -> list[PruneRow]:
                 action=decision.action.value,
                 head_chars=decision.head_chars,
                 tail_chars=decision.tail_chars,
-                chars_before=None,
+                chars_before=before,
                 chars_after=after,
                 reason=event.reason,
             )
         )
     return rows
+
+
+def _at_most_kept(decision: PruneDecision) -> int:
+    if decision.action is PruneAction.HARD_CLEAR:
+        return 0
+    return (decision.head_chars or 0) + (decision.tail_chars or 0)

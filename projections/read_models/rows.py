@@ -29,7 +29,8 @@ class CatalogChange:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRow:
-    """A compaction, done or failed, with everything its receipt records."""
+    """A compaction, done or failed, with everything its receipt records; or an
+    undo of one (outcome "undone") or an undo taken back (outcome "redone")."""
 
     session_id: str
     version: int
@@ -56,15 +57,23 @@ class CompactionRow:
     duration_ms: int = 0
     engine: str = ""
     instructions: str = ""
+    # Undos and redos: the compaction taken back (or in force again), the one in
+    # force after an undo, the undo a redo takes back, and who asked.
+    compaction_version: int = 0
+    restored_compaction_version: int = 0
+    undo_version: int = 0
+    requested_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class PruneRow:
-    """One entry's prune decision; the sizes are what the decision states.
+    """One entry's prune decision, with the sizes the prune event recorded.
 
-    ``chars_after`` is the most the shown text keeps of the original (head
-    plus tail for a soft trim, nothing for a hard clear); the original length
-    is not in the event, so ``chars_before`` stays unknown (None) here.
+    ``chars_before`` is the characters of the entry's tool output as stored,
+    ``chars_after`` those of it the prompt shows once pruned (head and tail
+    for a soft trim, nothing for a hard clear; the notice aside). Events
+    stored before the sizes were recorded give no ``chars_before`` (None) and
+    the most the decision keeps as ``chars_after``.
     """
 
     session_id: str

@@ -1,11 +1,11 @@
 """The PostgreSQL recorder: the library's, writing each save in one round trip.
 
-Each save is one transaction that takes the library's table lock and queues
-its NOTIFY through a small function, then inserts the events, their
-id-index rows and their idempotency keys in one statement. The lock makes
-notification ids commit in the order they were issued, so readers that page
-or track by notification id never pass over an id that commits later; group
-commit makes one lock serve many sessions' appends.
+Each save is one call of a stored function, in its own (autocommit)
+transaction: it takes the library's table lock, queues the NOTIFY, and
+inserts the events, their id-index rows and their idempotency keys. The lock
+makes notification ids commit in the order they were issued, so readers
+that page or track by notification id never pass over an id that commits
+later; group commit makes one lock serve many sessions' appends.
 """
 
 from __future__ import annotations
@@ -37,25 +37,25 @@ BACKFILL_PAGE = 1000
 class PostgresEventRecorder(PostgresApplicationRecorder):
     """The library's PostgreSQL recorder, writing in one statement and one round trip.
 
-    The stock recorder sends SET, LOCK TABLE, NOTIFY and INSERT (of a
-    composite-type array) per save. Here one prepared function call takes
-    the lock and queues the NOTIFY, and one INSERT (prepared once per row
-    count) writes the events and their id rows; under group commit several
-    sessions' events share the transaction, so the lock is paid per batch.
+    The stock recorder sends BEGIN, SET, LOCK TABLE, NOTIFY, INSERT (of a
+    composite-type array) and COMMIT per save. Here one prepared call of a
+    stored function does it all in one autocommitted transaction, the events
+    and their id and key rows passed as arrays; under group commit several
+    sessions' events share the call, so the lock is paid per batch.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
         self.lock_function_name = self.events_table_name + "_lock_for_insert"
-        self._insert_statements: dict[int, bytes] = {}
+        self.insert_function_name = self.events_table_name + "_insert"
+        self._insert_call: bytes | None = None
         self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
         self._used_ids_statement: bytes | None = None
         self._earlier_append_statement: bytes | None = None
         self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
         self.data_keys_table_name = self.events_table_name + DATA_KEYS_TABLE_SUFFIX
         self._data_keys_statement: bytes | None = None
-        self._lock_statement: bytes | None = None
 
     def select_events(
         self,
@@ -114,11 +114,14 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         shred: Sequence[ShredRow] = (),
         **kwargs: Any,
     ) -> Sequence[int]:
-        params: list[Any] = []
-        for e in stored_events:
-            params.extend((e.originator_id, e.originator_version, e.topic, e.state))
-        # Id and key rows go as four arrays each: the statement stays the same
-        # whatever their number.
+        # Events, id rows and key rows go as four arrays each: the statement
+        # stays the same whatever their number.
+        params: list[Any] = [
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+        ]
         params.extend([list(column) for column in zip(*ids, strict=True)] if ids else [[]] * 4)
         params.extend([list(column) for column in zip(*keys, strict=True)] if keys else [[]] * 4)
         params.extend(
@@ -135,19 +138,41 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     def _insert(
         self, stored_events: Sequence[StoredEvent], params: list[Any], shred: Sequence[ShredRow]
     ) -> list[int]:
-        with self.datastore.get_connection() as conn:
-            cursor = conn.cursor()
-            # The lock comes in a statement of its own, before the INSERT
-            # takes its weaker lock on the table: two writers each holding that
-            # one while asking for the table lock would deadlock. (Pipelining
-            # these statements measured slower here than sending them in turn.)
+        # One statement in autocommit: its own transaction, one round trip. The
+        # function takes the table lock before its INSERTs take their weaker
+        # one (a plain INSERT after a LOCK in one statement would take the weaker
+        # first, and two writers each holding it while asking for the table lock
+        # would deadlock). An erasure also deletes keys, in the same transaction.
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            if not shred:
+                cursor.execute(self._insert_call_sql(conn), params, prepare=True)
+                return [row["notification_id"] for row in cursor.fetchall()]
             with conn.transaction():
-                cursor.execute(self._lock_sql(conn), prepare=True)
-                cursor.execute(self._insert_sql(conn, len(stored_events)), params, prepare=True)
+                cursor.execute(self._insert_call_sql(conn), params, prepare=True)
                 inserted = [row["notification_id"] for row in cursor.fetchall()]
-                if shred:
-                    self._shred(cursor, shred)
+                self._shred(cursor, shred)
             return inserted
+
+    def _insert_call_sql(self, conn: psycopg.Connection[Any]) -> bytes:
+        # The events' states go in binary: as text every byte would be hex-escaped.
+        if self._insert_call is None:
+            id_type = sql.Identifier(self.datastore.originator_id_type)
+            self._insert_call = (
+                sql.SQL(
+                    "SELECT notification_id FROM {schema}.{function}("
+                    "%s::{id_type}[], %s::bigint[], %s::text[], %b::bytea[], "
+                    "%s::text[], %s::text[], %s::text[], %s::bigint[], "
+                    "%s::text[], %s::text[], %s::text[], %s::bigint[], "
+                    "%s::text[], %s::bigint[], %s::text[], %s::text[], %b::bytea[])"
+                )
+                .format(
+                    schema=sql.Identifier(self.datastore.schema),
+                    function=sql.Identifier(self.insert_function_name),
+                    id_type=id_type,
+                )
+                .as_bytes(conn)
+            )
+        return self._insert_call
 
     def _shred(self, cursor: psycopg.Cursor[Any], shred: Sequence[ShredRow]) -> None:
         """Deletes the keys an erasure names, in the transaction of its event."""
@@ -207,67 +232,6 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                 (r["session_id"], r["version"], r["kind"], r["key_id"], bytes(r["data_key"]))
                 for r in cursor.fetchall()
             ]
-
-    def _lock_sql(self, conn: psycopg.Connection[Any]) -> bytes:
-        if self._lock_statement is None:
-            self._lock_statement = (
-                sql.SQL("SELECT {schema}.{lock}()")
-                .format(
-                    schema=sql.Identifier(self.datastore.schema),
-                    lock=sql.Identifier(self.lock_function_name),
-                )
-                .as_bytes(conn)
-            )
-        return self._lock_statement
-
-    def _insert_sql(self, conn: psycopg.Connection[Any], rows: int) -> bytes:
-        # Plain VALUES rows, composed once per row count: composing the
-        # statement, or dumping the library's composite-type array, costs more
-        # than the insert itself.
-        statement = self._insert_statements.get(rows)
-        if statement is None:
-            statement = (
-                sql.SQL(
-                    "WITH inserted AS ("
-                    "INSERT INTO {schema}.{table} "
-                    "(originator_id, originator_version, topic, state) "
-                    "VALUES {rows} "
-                    "RETURNING notification_id), "
-                    "indexed AS (INSERT INTO {schema}.{ids} (session_id, kind, key, version) "
-                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[])), "
-                    # A row left by an expired use of the key gives way to the new one.
-                    "keyed AS (INSERT INTO {schema}.{keys} "
-                    "(session_id, key, fingerprint, version) "
-                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
-                    "ON CONFLICT (session_id, key) DO UPDATE SET "
-                    "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
-                    "created_at = EXCLUDED.created_at), "
-                    "sealed AS (INSERT INTO {schema}.{data_keys} "
-                    "(session_id, version, kind, key_id, data_key) "
-                    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], "
-                    "%s::bytea[])) "
-                    "SELECT notification_id FROM inserted"
-                )
-                .format(
-                    schema=sql.Identifier(self.datastore.schema),
-                    table=sql.Identifier(self.events_table_name),
-                    ids=sql.Identifier(self.ids_table_name),
-                    keys=sql.Identifier(self.keys_table_name),
-                    data_keys=sql.Identifier(self.data_keys_table_name),
-                    rows=sql.SQL(",").join(
-                        [
-                            sql.SQL("(%s::{}, %s::bigint, %s::text, %s::bytea)").format(
-                                sql.Identifier(self.datastore.originator_id_type)
-                            )
-                        ]
-                        * rows
-                    ),
-                )
-                .as_bytes(conn)
-            )
-            if rows <= 64:
-                self._insert_statements[rows] = statement
-        return statement
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         kinds, names = [k for k, _ in keys], [n for _, n in keys]
@@ -396,16 +360,64 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             )
             cursor.execute("SELECT to_regclass(%s) AS found", (self._qualified_ids_name(),))
             row = cursor.fetchone()
-            if row is not None and row["found"] is not None:
-                return 0
-            cursor.execute(
-                sql.SQL(
-                    "CREATE TABLE {schema}.{ids} (session_id text NOT NULL, kind text NOT NULL, "
-                    "key text NOT NULL, version bigint NOT NULL, "
-                    "PRIMARY KEY (session_id, kind, key))"
-                ).format(**names)
-            )
-            return self._backfill(cursor, backfill, names)
+            filled = 0
+            if row is None or row["found"] is None:
+                cursor.execute(
+                    sql.SQL(
+                        "CREATE TABLE {schema}.{ids} (session_id text NOT NULL, "
+                        "kind text NOT NULL, key text NOT NULL, version bigint NOT NULL, "
+                        "PRIMARY KEY (session_id, kind, key))"
+                    ).format(**names)
+                )
+                filled = self._backfill(cursor, backfill, names)
+            self._create_insert_function(cursor)
+            return filled
+
+    def _create_insert_function(self, cursor: psycopg.Cursor[Any]) -> None:
+        """The function every save calls (see _insert). PL/pgSQL resolves the tables
+        when it runs, so the key table may come after it."""
+        names = {
+            "schema": sql.Identifier(self.datastore.schema),
+            "table": sql.Identifier(self.events_table_name),
+            "ids": sql.Identifier(self.ids_table_name),
+            "keys": sql.Identifier(self.keys_table_name),
+            "data_keys": sql.Identifier(self.data_keys_table_name),
+            "function": sql.Identifier(self.insert_function_name),
+            "channel": sql.Identifier(self.channel_name),
+            "id_type": sql.Identifier(self.datastore.originator_id_type),
+            "timeout": sql.Literal(f"{self.datastore.lock_timeout}s"),
+        }
+        cursor.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {schema}.{function}("
+                "e_ids {id_type}[], e_versions bigint[], e_topics text[], e_states bytea[], "
+                "i_sessions text[], i_kinds text[], i_keys text[], i_versions bigint[], "
+                "k_sessions text[], k_keys text[], k_prints text[], k_versions bigint[], "
+                "d_sessions text[], d_versions bigint[], d_kinds text[], d_key_ids text[], "
+                "d_keys bytea[]) "
+                "RETURNS TABLE (notification_id bigint) LANGUAGE plpgsql AS $$ BEGIN "
+                "PERFORM set_config('lock_timeout', {timeout}, true); "
+                "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+                "NOTIFY {channel}; "
+                # Events first: a version another writer took is a lost race,
+                # told apart from an id another writer took.
+                "RETURN QUERY INSERT INTO {schema}.{table} AS e "
+                "(originator_id, originator_version, topic, state) "
+                "SELECT * FROM unnest(e_ids, e_versions, e_topics, e_states) "
+                "RETURNING e.notification_id; "
+                "INSERT INTO {schema}.{ids} (session_id, kind, key, version) "
+                "SELECT * FROM unnest(i_sessions, i_kinds, i_keys, i_versions); "
+                # A row left by an expired use of the key gives way to the new one.
+                "INSERT INTO {schema}.{keys} AS k (session_id, key, fingerprint, version) "
+                "SELECT * FROM unnest(k_sessions, k_keys, k_prints, k_versions) "
+                "ON CONFLICT (session_id, key) DO UPDATE SET "
+                "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
+                "created_at = EXCLUDED.created_at; "
+                "INSERT INTO {schema}.{data_keys} (session_id, version, kind, key_id, data_key) "
+                "SELECT * FROM unnest(d_sessions, d_versions, d_kinds, d_key_ids, d_keys); "
+                "END $$"
+            ).format(**names)
+        )
 
     def _qualified_ids_name(self) -> str:
         return ".".join(

@@ -9,7 +9,7 @@ never in a gap.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,8 @@ from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, reading
 
 Row = Mapping[str, Any]
+# A compaction done or failed, an undo of one, an undo taken back.
+OUTCOMES = ("ok", "failed", "tainted", "undone", "redone")
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,11 @@ class ReadModelQueries:
         if where.model:
             query = query.where(c.summarizer_model == where.model)
         if where.outcome:
-            if where.outcome not in ("ok", "failed", "tainted"):
-                raise InvalidRequest(f"outcome {where.outcome!r}: use ok, failed or tainted")
+            if where.outcome not in OUTCOMES:
+                raise InvalidRequest(
+                    f"outcome {where.outcome!r}: use one of {', '.join(OUTCOMES)}, or leave it "
+                    "empty for all"
+                )
             query = query.where(c.outcome == where.outcome)
         if token:
             (after,) = decode_token(token, 1)
@@ -154,6 +159,17 @@ class ReadModelQueries:
             select(t.compactions).where(c.session_id == session_id, c.version == version)
         )
         return rows[0] if rows else None
+
+    def compactions_at(self, session_id: str, versions: Sequence[int]) -> list[Row]:
+        """The session's audit rows recorded at these versions, oldest first."""
+        c = t.compactions.c
+        if not versions:
+            return []
+        return self._rows(
+            select(t.compactions)
+            .where(c.session_id == session_id, c.version.in_(list(versions)))
+            .order_by(c.version)
+        )
 
     def previous_cut(self, session_id: str, version: int) -> int:
         """The first kept position of the session's compaction before ``version`` (0 if none)."""

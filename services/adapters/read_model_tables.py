@@ -78,6 +78,10 @@ compactions = Table(
     Column("duration_ms", BigInteger, nullable=False),
     Column("engine", Text, nullable=False),
     Column("instructions", Text, nullable=False),
+    Column("compaction_version", BigInteger, nullable=False),
+    Column("restored_compaction_version", BigInteger, nullable=False),
+    Column("undo_version", BigInteger, nullable=False),
+    Column("requested_by", Text, nullable=False),
 )
 
 prunes = Table(

@@ -38,6 +38,10 @@ class CompactionDetail:
     compaction: Compaction | None
     # The replaced entries and the versions that appended them.
     replaced: Sequence[tuple[Entry, int]]
+    in_force: bool = False
+    # The audit rows of the undos that took it back and the redos that
+    # re-applied it, oldest first.
+    changes: Sequence[Row] = ()
 
 
 def page_size(size: int) -> int:
@@ -129,4 +133,13 @@ class AuditService:
         before = history.durable_log(version - 1)
         count = recorded.first_kept_position - before.first_position
         replaced = list(zip(before.entries[:count], before.entry_versions[:count], strict=True))
-        return CompactionDetail(row, recorded.compaction, replaced)
+
+        def in_force_at(at: int | None = None) -> bool:
+            return any(c.version == version for c in history.compactions_in_force(at))
+
+        # The undos and redos that changed whether this compaction is in force.
+        changed = [u.version for u in history.undos()] + [r.version for r in history.redos()]
+        touched = [v for v in changed if in_force_at(v - 1) != in_force_at(v)]
+        changes = models.queries.compactions_at(session_id, sorted(touched))
+        in_force = in_force_at()
+        return CompactionDetail(row, recorded.compaction, replaced, in_force, changes)

@@ -64,8 +64,18 @@ class ContextService:
         deadline: float | None,
         token_budget: int | None = None,
         held: tuple[int, str] | None = None,
+        just_written: int | None = None,
     ) -> ServedView:
-        """Now: a view the engine has brought within the budget. As of a point: as it was."""
+        """Now: a view the engine has brought within the budget. As of a point: as it was.
+
+        ``just_written``: the version this call's own append just wrote, which this
+        server's copy of the history already holds; the view starts from it without
+        asking the store for newer events, as a view asked right after would."""
+        if just_written is not None and as_of == AsOf():
+            with self.sessions.just_written(session_id, just_written):
+                return self.prompt_view(
+                    session_id, as_of, provider_format, deadline, token_budget, held
+                )
         if as_of.version is not None or as_of.time is not None:
             view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
             budget = prompt_budget(view.context_window_tokens, view.settings.compaction)

@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar, cast
@@ -93,6 +94,11 @@ class AppendResult:
     version: int
     entries: Sequence[Entry]
     replayed: bool = False
+
+
+# Set by ``just_written``: (session id, version) whose history the next read may
+# take from this server's cache without asking the store for newer events.
+_JUST_WRITTEN: ContextVar[list[tuple[str, int]] | None] = ContextVar("just_written", default=None)
 
 
 class SessionService:
@@ -488,6 +494,34 @@ class SessionService:
         self._renderers.discard(session_id)
         self._read.discard(session_id)
 
+    def redo_compaction(
+        self,
+        session_id: str,
+        undo_version: int,
+        reason: str = "",
+        expected_version: int | None = None,
+        requested_by: str = "",
+    ) -> tuple[Session, Session.CompactionRedone]:
+        """Takes back the undo recorded at ``undo_version``: the compactions it took
+        back are in force again, exactly as recorded."""
+
+        def command(session: Session) -> Session.CompactionRedone:
+            plan = self._history(session_id).plan_redo(undo_version)
+            session.redo_compaction(
+                plan.undo_version,
+                reason,
+                compaction_versions=plan.compaction_versions,
+                first_kept_position=plan.first_kept_position,
+                cuts=plan.cuts,
+                prompt_tokens=plan.prompt_tokens,
+                requested_by=requested_by,
+            )
+            redone = session.pending_events[-1]
+            assert isinstance(redone, Session.CompactionRedone)
+            return redone
+
+        return self._write(session_id, expected_version, command)
+
     def record_prune(
         self,
         session_id: str,
@@ -874,6 +908,26 @@ class SessionService:
         if tenant != caller.tenant:
             raise SessionNotFound(session_id)
 
+    @contextlib.contextmanager
+    def just_written(self, session_id: str, version: int) -> Iterator[None]:
+        """Within it, the first read of the session's history takes this server's copy
+        as it is, without asking the store for newer events, if that copy holds
+        ``version``: a write this call just made (the copy took its events as they
+        were saved). It is what a read arriving right after the write would see;
+        later reads in the block catch up as usual."""
+        token = _JUST_WRITTEN.set([(session_id, version)])
+        try:
+            yield
+        finally:
+            _JUST_WRITTEN.reset(token)
+
+    def _take_just_written(self, session_id: str, history: SessionHistory) -> bool:
+        pending = _JUST_WRITTEN.get()
+        if not pending or pending[0][0] != session_id:
+            return False
+        _, version = pending.pop()
+        return history.version >= version
+
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
         self._check_tenant(session_id)
@@ -886,8 +940,11 @@ class SessionService:
                 # Loaded from a cut and asked about the past: keep the whole one.
                 history = history.loaded_whole
                 cached = None
+            fresh = just_loaded or (
+                cached is not None and self._take_just_written(session_id, history)
+            )
             new_events = (
-                [] if just_loaded else self.store.session_events(session_id, after=history.version)
+                [] if fresh else self.store.session_events(session_id, after=history.version)
             )
             if any(isinstance(e, ERASURES) for e in new_events):
                 # Erasure reaches back into what this history holds: fold the session
@@ -969,9 +1026,23 @@ class SessionService:
             current = self._load(session.id).version
             raise _RaceLost(pending[0].originator_version - 1, current) from None
         self._written.put(session.id, session)
+        self._extend_history(session.id, saved)
         for listener in self.on_saved:
             listener(session, saved)
         self.saved_versions.saved(session.id, session.version)
+
+    def _extend_history(self, session_id: str, saved: Sequence[SessionEvent]) -> None:
+        """Adds the events just saved to this server's copy of the history when it
+        ends right before them (no other writer came in between, or the save would
+        have failed), so the next read need not fetch and decode them again."""
+        with self._history_locks[hash(session_id) % LOCK_STRIPES]:
+            history = self._histories.get(session_id)
+            if history is None or not saved:
+                return
+            if history.version != saved[0].originator_version - 1:
+                return
+            history.apply(saved)
+            self._histories.put(session_id, history)  # weighed again: it grew
 
     def _earlier_append(
         self, session: Session, idempotency_key: str, fingerprint: str

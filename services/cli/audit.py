@@ -51,7 +51,7 @@ def audit() -> None:
 @click.option("--until", type=Moment(), help="Only those before this time (ISO 8601).")
 @click.option("--trigger", default="", help="manual, threshold, overflow or client.")
 @click.option("--model", default="", help="The summariser's model.")
-@click.option("--outcome", type=click.Choice(["ok", "failed"]), default=None)
+@click.option("--outcome", type=click.Choice(["ok", "failed", "undone", "redone"]), default=None)
 @pass_client
 def compactions(
     client: Client,
@@ -62,7 +62,7 @@ def compactions(
     model: str,
     outcome: str | None,
 ) -> None:
-    """List compactions (done and failed) of SESSION, or of every session."""
+    """List compactions (done and failed), undos and redos of SESSION, or of every session."""
     request = pb.ListCompactionsRequest(
         session_id=session,
         since=_timestamp(since),
@@ -78,11 +78,14 @@ def compactions(
         return
     rows = [["SESSION", "VERSION", "TIME", "TRIGGER", "OUTCOME", "TOKENS", "ENTRIES", "MODEL"]]
     for r in records:
-        tokens = (
-            f"{r.tokens_before:,} -> {r.tokens_after:,}"
-            if r.outcome == "ok"
-            else f"{r.stage}: {r.reason}"
-        )
+        if r.outcome == "ok":
+            tokens = f"{r.tokens_before:,} -> {r.tokens_after:,}"
+        elif r.outcome == "undone":
+            tokens = f"took back #{r.compaction_version}; prompt {r.tokens_after:,}"
+        elif r.outcome == "redone":
+            tokens = f"undo #{r.undo_version} taken back; prompt {r.tokens_after:,}"
+        else:
+            tokens = f"{r.stage}: {r.reason}"
         rows.append(
             [
                 r.session_id,
@@ -118,6 +121,13 @@ def compaction(client: Client, session: str, version: int) -> None:
     if found.HasField("compaction"):
         click.echo("summary:")
         click.echo(found.compaction.summary)
+    if record.outcome == "ok":
+        click.echo("in force" if found.in_force else "not in force (undone)")
+    for change in found.changes:
+        what = "undone" if change.outcome == "undone" else "redone"
+        by = f" by {change.requested_by}" if change.requested_by else ""
+        why = f" ({change.reason})" if change.reason else ""
+        click.echo(f"  {what} at version {change.version}{by}{why}")
     click.echo(f"replaced {output.count(len(found.replaced_entries), 'entry')}:")
     for line in output.table(output.entry_rows(list(found.replaced_entries))):
         click.echo("  " + output.clip(line, output.width() - 2))
@@ -183,9 +193,11 @@ def prunes(
     if client.as_json:
         output.print_json([output.to_dict(r) for r in records])
         return
-    rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "KEPT", "REASON"]]
+    rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "CHARS", "REASON"]]
     for r in records:
-        kept = str(r.chars_after) if r.HasField("chars_after") else "?"
+        # Prunes recorded before the store kept sizes have no "before".
+        before = f"{r.chars_before:,}" if r.HasField("chars_before") else "?"
+        after = f"{r.chars_after:,}" if r.HasField("chars_after") else "?"
         name = "soft_trim" if r.action == pb.PRUNE_ACTION_SOFT_TRIM else "hard_clear"
         rows.append(
             [
@@ -194,7 +206,7 @@ def prunes(
                 output.time(r.timestamp),
                 output.short(r.entry_id),
                 name,
-                kept,
+                f"{before} → {after}",
                 r.reason,
             ]
         )

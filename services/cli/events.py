@@ -104,4 +104,10 @@ def _event_summary(event: pb.SessionEvent) -> tuple[str, str]:
         by = f" by {erasure.erased_by}" if erasure.erased_by else ""
         why = f" ({erasure.reason})" if erasure.reason else ""
         return "erased", f"{what}{by}{why}"
+    if which == "compaction_redone":
+        redone = event.compaction_redone
+        again = ", ".join(f"#{v}" for v in redone.compaction_versions)
+        by = f" by {redone.requested_by}" if redone.requested_by else ""
+        why = f" ({redone.reason})" if redone.reason else ""
+        return "redone", f"undo #{redone.undo_version} taken back{by}{why}; in force: {again}"
     return "unknown", "(an event this client does not know)"

@@ -118,6 +118,8 @@ class AuditRpcs:
         response = pb.GetCompactionResponse(
             record=compaction_record(detail.row),
             replaced_entries=[mapping.entry_to_pb(e, v) for e, v in detail.replaced],
+            in_force=detail.in_force,
+            changes=[compaction_record(r) for r in detail.changes],
         )
         if detail.compaction is not None:
             response.compaction.CopyFrom(

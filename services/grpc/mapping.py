@@ -524,6 +524,17 @@ def compaction_undone_to_pb(event: Session.CompactionUndone) -> pb.CompactionUnd
     )
 
 
+def compaction_redone_to_pb(event: Session.CompactionRedone) -> pb.CompactionRedone:
+    return pb.CompactionRedone(
+        undo_version=event.undo_version,
+        compaction_versions=list(event.compaction_versions),
+        reason=event.reason,
+        requested_by=event.requested_by,
+        first_kept_position=event.first_kept_position,
+        prompt_tokens=event.prompt_tokens,
+    )
+
+
 def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
     message = pb.SessionEvent(
         session_id=event.originator_id,
@@ -582,6 +593,8 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.compaction_undone.CopyFrom(compaction_undone_to_pb(event))
         case Session.EntriesErased() | Session.SessionErased():
             message.erasure.CopyFrom(erasure_event_to_pb(event))
+        case Session.CompactionRedone():
+            message.compaction_redone.CopyFrom(compaction_redone_to_pb(event))
         case _:
             assert_never(event)
     return message

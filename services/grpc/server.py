@@ -224,7 +224,7 @@ def start(config: Config) -> RunningServer:
     # Likewise load the default model's tokenizer (a few tenths of a second
     # and its tables' memory).
     tokenizer_for(config.default_model).count_text("warm up")
-    _tune_garbage_collection()
+    _tune_interpreter()
     if app.read_models is not None:
         # Catch up before serving, then follow the store in the background.
         app.read_models.start()
@@ -290,7 +290,10 @@ async def _serve(
     return RunningServer(server, app, health_servicer, port, monitor, loop)
 
 
-def _tune_garbage_collection() -> None:
+SWITCH_INTERVAL_SECONDS = 0.001
+
+
+def _tune_interpreter() -> None:
     # Cached session histories are many long-lived objects without reference
     # cycles. With the default thresholds the collector scans them again and
     # again while a long session is folded, which made a cold prompt view a
@@ -298,6 +301,10 @@ def _tune_garbage_collection() -> None:
     # made (modules, tokenizer tables) out of every scan.
     gc.set_threshold(50_000, 20, 100)
     gc.freeze()
+    # A request thread whose database reply has come waits for the interpreter
+    # lock while another thread (the projection, the gRPC poller) computes: by
+    # default up to 5 ms, longer than a whole turn. Hand it over sooner.
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
 def main() -> None:

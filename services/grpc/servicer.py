@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from domain.content import validate_id
-from domain.errors import InvalidRequest
+from domain.errors import DomainError, InvalidRequest
 from domain.session import validate_session_id
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
@@ -23,6 +23,7 @@ from services.app.imports import ImportResult, ImportService
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, AsOf, SessionService
 from services.grpc import context_mapping, mapping
 from services.grpc.audit import AuditRpcs, catalog_filter
+from services.grpc.errors import status_for
 from services.readmodels import ReadModels
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
@@ -78,7 +79,7 @@ def _as_of(request: pb.GetViewRequest | pb.GetPromptViewRequest | pb.AuditViewRe
     return AsOf()
 
 
-def _token_budget(request: pb.GetPromptViewRequest) -> int | None:
+def _token_budget(request: pb.GetPromptViewRequest | pb.ViewAfterAppend) -> int | None:
     if not request.HasField("token_budget"):
         return None
     if request.token_budget < 1:
@@ -86,7 +87,7 @@ def _token_budget(request: pb.GetPromptViewRequest) -> int | None:
     return request.token_budget
 
 
-def _held(request: pb.GetPromptViewRequest) -> tuple[int, str] | None:
+def _held(request: pb.GetPromptViewRequest | pb.ViewAfterAppend) -> tuple[int, str] | None:
     if not request.HasField("held_version"):
         return None
     if request.held_version < 1 or not request.held_hash:
@@ -169,19 +170,46 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
     ) -> pb.AppendEntriesResponse:
         drafts = [mapping.entry_from_pb(e, i) for i, e in enumerate(request.entries)]
+        session_id = _session_id(request)
+        wanted = request.view_after_append if request.HasField("view_after_append") else None
+        if wanted is not None:
+            # Checked before writing: a bad view request writes nothing.
+            view_args = (
+                mapping.prompt_format(wanted.format),
+                _deadline(context),
+                _token_budget(wanted),
+                _held(wanted),
+            )
         result = self.service.append(
-            _session_id(request),
+            session_id,
             drafts,
             expected_version=_expected_version(request),
             idempotency_key=request.idempotency_key,
         )
-        return pb.AppendEntriesResponse(
+        response = pb.AppendEntriesResponse(
             version=result.version,
             entry_ids=[e.id for e in result.entries],
             token_counts=[e.token_count for e in result.entries],
             replayed=result.replayed,
             position=self.service.written_position(),
         )
+        if wanted is not None:
+            try:
+                served = self.context.prompt_view(
+                    session_id,
+                    AsOf(),
+                    *view_args,
+                    # A replayed append wrote nothing now: its view catches up.
+                    just_written=None if result.replayed else result.version,
+                )
+            except DomainError as error:
+                # The append stands: say why its view is missing rather than
+                # fail a call whose write succeeded.
+                code, message = status_for(error)
+                response.view_after_append_error = f"{code.name}: {message}"
+            else:
+                response.view_after_append.CopyFrom(context_mapping.served_view_to_pb(served))
+        return response
 
     def RecordCompaction(
         self, request: pb.RecordCompactionRequest, context: grpc.ServicerContext
@@ -278,7 +306,9 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             dry_run=request.dry_run,
             expected_version=_expected_version(request),
         )
-        return context_mapping.compaction_outcome_to_pb(outcome)
+        response = context_mapping.compaction_outcome_to_pb(outcome)
+        response.position = self.service.written_position()
+        return response
 
     def ReportOverflow(
         self, request: pb.ReportOverflowRequest, context: grpc.ServicerContext
@@ -328,15 +358,41 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def UndoCompaction(
         self, request: pb.UndoCompactionRequest, context: grpc.ServicerContext
     ) -> pb.UndoCompactionResponse:
+        session_id = _session_id(request)
+        if request.undo_version < 0 or request.compaction_version < 0:
+            raise InvalidRequest(
+                "compaction_version and undo_version must not be negative; send the version "
+                "of a compaction in force, or of an undo to take back"
+            )
+        if request.undo_version:
+            if request.compaction_version:
+                raise InvalidRequest(
+                    "send compaction_version (a compaction to take back) or undo_version "
+                    "(an undo to take back), not both"
+                )
+            session, redone = self.service.redo_compaction(
+                session_id,
+                request.undo_version,
+                request.reason,
+                _expected_version(request),
+                request.requested_by,
+            )
+            return pb.UndoCompactionResponse(
+                version=session.version,
+                redone=mapping.compaction_redone_to_pb(redone),
+                position=self.service.written_position(),
+            )
         session, undone = self.service.undo_compaction(
-            _session_id(request),
+            session_id,
             request.compaction_version,
             request.reason,
             _expected_version(request),
             request.requested_by,
         )
         return pb.UndoCompactionResponse(
-            version=session.version, undone=mapping.compaction_undone_to_pb(undone)
+            version=session.version,
+            undone=mapping.compaction_undone_to_pb(undone),
+            position=self.service.written_position(),
         )
 
     def EraseSession(
@@ -428,7 +484,11 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             choose=lambda defaults: mapping.settings_from_pb(settings, defaults),
             file_name=header.file_name,
         )
-        return _import_result_to_pb(result)
+        response = _import_result_to_pb(result)
+        response.position = self.service.written_position()
+        for imported in response.sessions:
+            imported.session.position = response.position
+        return response
 
     def ExportSession(
         self, request: pb.ExportSessionRequest, context: grpc.ServicerContext

@@ -72,7 +72,7 @@ class ReadModels:
                     "retry, or check that the projection is running (SESSIONSTORE_PROJECTIONS)"
                 )
             if self.runner is not None:
-                self.runner.wake()
+                self.runner.hurry()
                 with self.runner.progress:
                     self.runner.progress.wait(WAIT_STEP_SECONDS)
             else:

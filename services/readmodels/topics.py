@@ -12,5 +12,7 @@ COMPACTION_TOPICS = [
     # An erasure taints the summaries it reached (services.adapters.read_model_store).
     get_topic(Session.EntriesErased),
     get_topic(Session.SessionErased),
+    get_topic(Session.CompactionUndone),
+    get_topic(Session.CompactionRedone),
 ]
 PRUNE_TOPICS = [get_topic(Session.PruneRecorded)]

@@ -18,10 +18,13 @@ per system, would take far too long: LangGraph's turn 1,000 takes ~0.1 s.)
   installed, only its checkpointer.
 * The Agents SDK's SQLAlchemySession over asyncpg: add_items() with the two
   items, then get_items().
-* The store through gRPC: AppendEntries with the two entries, then
-  GetPromptView naming the view the client holds (held_version, held_hash),
-  which answers only the messages appended since; the client decodes them and
-  adds them to the messages it keeps, so it too holds the whole conversation.
+* The store through gRPC: one AppendEntries with the two entries that asks
+  for the view after it (view_after_append) naming the view the client holds
+  (held_version, held_hash), so the answer carries only the messages appended
+  since; the client decodes them and adds them to the messages it keeps, so
+  it too holds the whole conversation. The same turn as two calls
+  (AppendEntries, then GetPromptView with the held view) is reported
+  alongside, without a target.
 
 The peers are imported here, lazily, so nothing else depends on them.
 """
@@ -43,6 +46,8 @@ from tests.bench.report import Result, Target, median
 from tests.bench.server import POSTGRES_URL, Database, database
 
 SYSTEMS = ("sessionstore (gRPC)", "LangGraph PostgresSaver", "Agents SDK SQLAlchemySession")
+# The store's turn as two calls: reported, compared with nothing.
+TWO_CALLS = "sessionstore (gRPC), append then view"
 
 
 # -- the store ----------------------------------------------------------------------------
@@ -64,7 +69,21 @@ class _HeldView:
         request = pb.GetPromptViewRequest(session_id=self.session_id)
         if self.held is not None:
             request.held_version, request.held_hash = self.held
-        view = self.stub.GetPromptView(request)
+        return self._take(self.stub.GetPromptView(request))
+
+    def append(self, entries: list[pb.Entry]) -> list[Any]:
+        """One turn in one call: the append, answered with the view after it."""
+        wanted = pb.ViewAfterAppend()
+        if self.held is not None:
+            wanted.held_version, wanted.held_hash = self.held
+        request = pb.AppendEntriesRequest(
+            session_id=self.session_id, entries=entries, view_after_append=wanted
+        )
+        response = self.stub.AppendEntries(request)
+        assert not response.view_after_append_error, response.view_after_append_error
+        return self._take(response.view_after_append)
+
+    def _take(self, view: pb.PromptView) -> list[Any]:
         new = json.loads(view.messages_json)
         if view.appended:
             self.messages.extend(new)
@@ -74,7 +93,7 @@ class _HeldView:
         return self.messages
 
 
-def _ours(stub: turns.Stub, before: int, count: int) -> list[float]:
+def _ours(stub: turns.Stub, before: int, count: int, *, one_call: bool = True) -> list[float]:
     session_id = turns.create(stub)
     chat = [e for n in range(before) for e in (turns.user(n), turns.answer(n))]
     for first in range(0, len(chat), MAX_ENTRIES_PER_APPEND):
@@ -84,8 +103,11 @@ def _ours(stub: turns.Stub, before: int, count: int) -> list[float]:
     times: list[float] = []
     for n in range(before, before + count):
         began = time.perf_counter()
-        turns.append(stub, session_id, [turns.user(n), turns.answer(n)])
-        client.refresh()
+        if one_call:
+            client.append([turns.user(n), turns.answer(n)])
+        else:
+            turns.append(stub, session_id, [turns.user(n), turns.answer(n)])
+            client.refresh()
         times.append(time.perf_counter() - began)
     assert len(client.messages) == 2 * (before + count)
     return times
@@ -209,16 +231,18 @@ def _peers_at(ctx: Context, total: int) -> None:
     count = ctx.scale.peer_timed_turns
     before = total - count
     print(f"[peers] postgres: turns {before + 1:,} to {total:,} timed per run", flush=True)
-    times: dict[str, list[list[float]]] = {name: [] for name in SYSTEMS}
+    times: dict[str, list[list[float]]] = {name: [] for name in (*SYSTEMS, TWO_CALLS)}
     stub = ctx.shared("postgres")[1].stub()
     with database("postgres") as graph_db, database("postgres") as agents_db:
         runners: dict[str, Callable[[], list[float]]] = {
             SYSTEMS[0]: lambda: _ours(stub, before, count),
             SYSTEMS[1]: lambda: _langgraph(graph_db, before, count),
             SYSTEMS[2]: lambda: _agents(agents_db, before, count),
+            TWO_CALLS: lambda: _ours(stub, before, count, one_call=False),
         }
         # Warm each once (imports, connections, table creation) outside the runs.
         _ours(stub, 0, 3)
+        _ours(stub, 0, 3, one_call=False)
         _langgraph(graph_db, 0, 3)
         _agents(agents_db, 0, 3)
         # Rep-major: each rep runs all three, so drift affects them alike.
@@ -234,6 +258,19 @@ def _report(ctx: Context, times: dict[str, list[list[float]]], total: int) -> No
     at = f"at {total:,} turns"
     ctx.report.add(
         Result("peers", "postgres", f"{ours}, {at}", median(rates[ours]), "turns/s", rates[ours])
+    )
+    two = [t / o for t, o in zip(rates[TWO_CALLS], rates[ours], strict=True)]
+    ctx.report.add(
+        Result(
+            "peers",
+            "postgres",
+            f"{TWO_CALLS}, {at}",
+            median(rates[TWO_CALLS]),
+            "turns/s",
+            rates[TWO_CALLS],
+            ratio=median(two),
+            ratio_of="two calls/one call",
+        )
     )
     for peer in SYSTEMS[1:]:
         ratios = [o / p for o, p in zip(rates[ours], rates[peer], strict=True)]

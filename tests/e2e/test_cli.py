@@ -217,6 +217,9 @@ def test_compaction_prune_and_entry(address: str) -> None:
 
     # The full output outlives both the prune and the compaction.
     assert "x" * 500 in ok(address, "entry", session, result_id)
+    # The prune audit shows the output's size before and what the trim kept.
+    audited = ok(address, "audit", "prunes", session)
+    assert "CHARS" in audited and "500 → 20" in audited
 
 
 def test_a_usage_mistake_is_refused_before_any_call(address: str) -> None:

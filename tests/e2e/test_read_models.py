@@ -5,6 +5,7 @@ and read-your-writes across two servers."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -226,7 +227,9 @@ def test_the_audits_match_the_receipts(store: Stub, session: pb.Session) -> None
         100,
         50,
     )
-    assert (prune.chars_after, prune.reason, prune.position) == (150, "cache-ttl", pruned.position)
+    # The tool output as stored (10,000 chars), and what the trim keeps of it.
+    assert (prune.chars_before, prune.chars_after) == (10_000, 150)
+    assert (prune.reason, prune.position) == ("cache-ttl", pruned.position)
     assert not store.ListPrunes(pb.ListPrunesRequest(action=pb.PRUNE_ACTION_HARD_CLEAR)).prunes
 
 
@@ -400,3 +403,57 @@ def test_every_write_answers_its_position(store: Stub) -> None:
     assert replayed.replayed and replayed.position >= appended.position
     (fork,) = store.ListSessions(pb.ListSessionsRequest(title_contains="t", model="")).sessions[1:]
     assert fork.id == "fork" and fork.parent_session_id == "pos"
+
+
+def test_compact_and_import_answer_their_positions(database_url: str) -> None:
+    """A client reads its Compact and ImportSession on another server by the
+    positions they answer: the compaction's row carries exactly that position."""
+    from tests.e2e.test_transfer import import_bytes
+
+    first = start_server(database_url, projection_poll_seconds=30)
+    second = start_server(database_url, projection_poll_seconds=30)
+    try:
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{first.port}") as a,
+            grpc.insecure_channel(f"127.0.0.1:{second.port}") as b,
+        ):
+            writer, reader = Stub(a), Stub(b)
+            policy = pb.CompactionPolicy(mode="manual", keep_recent_tokens=20)
+            writer.CreateSession(
+                pb.CreateSessionRequest(
+                    session_id="cw", settings=pb.SessionSettings(compaction=policy)
+                )
+            )
+            _three_turns(writer, "cw")
+            compacted = writer.Compact(pb.CompactRequest(session_id="cw", force=True))
+            assert compacted.compacted and compacted.position > 0
+            (row,) = reader.ListCompactions(
+                pb.ListCompactionsRequest(session_id="cw", min_position=compacted.position),
+                timeout=10,
+            ).compactions
+            assert (row.version, row.position) == (compacted.version, compacted.position)
+            # A dry run writes nothing: it answers a position at or after the last write.
+            planned = writer.Compact(pb.CompactRequest(session_id="cw", dry_run=True))
+            assert not planned.compacted and planned.position >= compacted.position
+
+            messages = [
+                {"role": "user", "content": "What is 2 + 2?"},
+                {"role": "assistant", "content": "4."},
+            ]
+            imported = import_bytes(
+                writer, json.dumps(messages).encode(), "openai", session_id="im"
+            )
+            assert imported.position > compacted.position
+            (session,) = imported.sessions
+            assert session.session.position == imported.position
+            listed = reader.ListSessions(
+                pb.ListSessionsRequest(page_size=100, min_position=imported.position), timeout=10
+            )
+            assert [s.entry_count for s in listed.sessions if s.id == "im"] == [2]
+            later = writer.AppendEntries(
+                pb.AppendEntriesRequest(session_id="im", entries=[user("hi")])
+            )
+            assert later.position > imported.position
+    finally:
+        first.stop(0)
+        second.stop(0)

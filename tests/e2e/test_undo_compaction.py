@@ -181,6 +181,33 @@ def test_undo_compaction_command(tmp_path: Path) -> None:
             assert "no compaction is in force; the log keeps every entry" in result.stdout
             events = runner.invoke(cli, ["--address", address, "events", session])
             assert f"compaction #{version}" in events.stdout
+            undo = int(re.search(r"\(version (\d+)\)", result.stdout).group(1))  # type: ignore[union-attr]
+            redo = runner.invoke(
+                cli,
+                ["--address", address, "undo-compaction", session, "--undo-version", str(undo)],
+            )
+            assert redo.exit_code == 0, redo.output
+            assert f"took back the undo at version {undo} (version {undo + 1})" in redo.stdout
+            assert f"in force again: the compaction at version {version}" in redo.stdout
+            events = runner.invoke(cli, ["--address", address, "events", session])
+            assert f"undo #{undo} taken back" in events.stdout
+            assert f"in force: #{version}" in events.stdout
+            audited = runner.invoke(cli, ["--address", address, "audit", "compactions", session])
+            assert "undone" in audited.stdout and "redone" in audited.stdout
+            shown = runner.invoke(
+                cli, ["--address", address, "audit", "compaction", session, str(version)]
+            )
+            assert "in force" in shown.stdout
+            assert f"undone at version {undo}" in shown.stdout
+            assert f"redone at version {undo + 1}" in shown.stdout
+            both = runner.invoke(
+                cli,
+                [
+                    *("--address", address, "undo-compaction", session),
+                    *("--version", "2", "--undo-version", str(undo)),
+                ],
+            )
+            assert both.exit_code != 0 and "not both" in both.output
         finally:
             running.stop(0)
 
@@ -204,3 +231,154 @@ def test_export_leaves_out_undone_compactions(store: Stub) -> None:
     (again,) = import_bytes(store, exported, "pi", session_id=f"{session}-again").sessions
     assert _ids(_log(store, again.session.id)) == _ids(_log(store, session))
     assert _log(store, session).compaction.version == first
+
+
+def _undo(store: Stub, session_id: str, **fields: object) -> pb.UndoCompactionResponse:
+    return store.UndoCompaction(pb.UndoCompactionRequest(session_id=session_id, **fields))  # type: ignore[arg-type]
+
+
+def test_undo_and_redo_chains_across_compactions(store: Stub, cold: Stub) -> None:
+    """Undos and redos of several compactions, newest first: each redo brings back
+    exactly what its undo took (same summary, same cut), the audit lists every
+    step, and a cold server replays each version as the warm one."""
+    session = new_session(store, model="gpt-4o").id
+    append(store, session, text(pb.ROLE_SYSTEM, "be brief", id="rules"))
+    _turns(store, session, 0, 4)
+    first = _compact(store, session, "q2", "first")
+    _turns(store, session, 4, 3)
+    second = _compact(store, session, "q5", "second")
+    compacted = store.GetPromptView(pb.GetPromptViewRequest(session_id=session))
+    compacted_ids = _ids(_log(store, session))
+
+    undo_second = _undo(store, session, reason="lost the plan", requested_by="ana")
+    assert undo_second.undone.compaction_version == second and undo_second.position > 0
+    undo_first = _undo(store, session)
+    assert undo_first.undone.compaction_version == first
+    assert _ids(_log(store, session))[0] == "rules" and len(_ids(_log(store, session))) == 15
+
+    # Newest first: the first undo's cut is gone until the second is taken back.
+    message = refused(
+        lambda: _undo(store, session, undo_version=undo_second.version),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert f"at versions {undo_first.version}" in message
+    redo_first = _undo(store, session, undo_version=undo_first.version, requested_by="bo")
+    assert list(redo_first.redone.compaction_versions) == [first]
+    assert redo_first.redone.undo_version == undo_first.version
+    assert redo_first.position > undo_first.position
+    log = _log(store, session)
+    assert (log.compaction.version, log.compaction.summary) == (first, "first")
+    assert _ids(log)[0] == "q2"
+    refused(
+        lambda: _undo(store, session, undo_version=undo_first.version),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    redo_second = _undo(store, session, undo_version=undo_second.version, reason="it was fine")
+    assert list(redo_second.redone.compaction_versions) == [second]
+    # Exactly what the model saw before the undos, prompt hash included.
+    redone = store.GetPromptView(pb.GetPromptViewRequest(session_id=session))
+    assert list(redone.messages_json) == list(compacted.messages_json)
+    assert redone.request_hash == compacted.request_hash
+    assert _ids(_log(store, session)) == compacted_ids
+    assert _log(store, session).compaction.summary == "second"
+
+    # A redo is taken back by undoing again; that undo is redone in turn.
+    _turns(store, session, 7, 1)
+    undo_again = _undo(store, session)
+    assert undo_again.undone.compaction_version == second
+    redo_again = _undo(store, session, undo_version=undo_again.version)
+    assert _ids(_log(store, session)) == [*compacted_ids, "q7", "a7"]
+    after = store.GetSession(pb.GetSessionRequest(session_id=session))
+    assert after.compaction_count == 2  # redos re-apply; they record no new compaction
+
+    # Replay: every version, on this server and a fresh one loading from the cut.
+    for version in range(1, redo_again.version + 1):
+        assert _ids(_log(cold, session, version)) == _ids(_log(store, session, version))
+    cold_view = cold.GetPromptView(pb.GetPromptViewRequest(session_id=session))
+    warm_view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session))
+    assert list(cold_view.messages_json) == list(warm_view.messages_json)
+
+    # The audit: undos and redos are rows of their own, and each compaction says
+    # whether it is in force and what took it back or re-applied it.
+    listed = store.ListCompactions(
+        pb.ListCompactionsRequest(session_id=session, min_position=redo_again.position)
+    ).compactions
+    assert [(r.version, r.outcome, r.trigger) for r in listed] == [
+        (first, "ok", "manual"),
+        (second, "ok", "manual"),
+        (undo_second.version, "undone", "undo"),
+        (undo_first.version, "undone", "undo"),
+        (redo_first.version, "redone", "redo"),
+        (redo_second.version, "redone", "redo"),
+        (undo_again.version, "undone", "undo"),
+        (redo_again.version, "redone", "redo"),
+    ]
+    by_version = {r.version: r for r in listed}
+    undo_row = by_version[undo_second.version]
+    assert (undo_row.compaction_version, undo_row.restored_compaction_version) == (second, first)
+    assert (undo_row.requested_by, undo_row.reason) == ("ana", "lost the plan")
+    assert undo_row.first_kept_position == undo_second.undone.first_kept_position
+    redo_row = by_version[redo_first.version]
+    assert (redo_row.undo_version, redo_row.compaction_version) == (undo_first.version, first)
+    assert (redo_row.requested_by, redo_row.tokens_after) == ("bo", redo_first.redone.prompt_tokens)
+    redone_only = store.ListCompactions(
+        pb.ListCompactionsRequest(session_id=session, outcome="redone")
+    ).compactions
+    assert [r.version for r in redone_only] == [
+        redo_first.version,
+        redo_second.version,
+        redo_again.version,
+    ]
+    detail = store.GetCompaction(pb.GetCompactionRequest(session_id=session, version=second))
+    assert detail.in_force and detail.compaction.summary == "second"
+    assert [(c.version, c.outcome) for c in detail.changes] == [
+        (undo_second.version, "undone"),
+        (redo_second.version, "redone"),
+        (undo_again.version, "undone"),
+        (redo_again.version, "redone"),
+    ]
+    detail = store.GetCompaction(pb.GetCompactionRequest(session_id=session, version=first))
+    assert detail.in_force
+    assert [c.version for c in detail.changes] == [undo_first.version, redo_first.version]
+    # ReadEvents carries the redo with who and why.
+    events = list(store.ReadEvents(pb.ReadEventsRequest(session_id=session)))
+    redos = [e.compaction_redone for e in events if e.WhichOneof("event") == "compaction_redone"]
+    assert [(r.undo_version, r.reason) for r in redos] == [
+        (undo_first.version, ""),
+        (undo_second.version, "it was fine"),
+        (undo_again.version, ""),
+    ]
+
+
+def test_redo_refusals(store: Stub) -> None:
+    session = new_session(store, model="gpt-4o").id
+    _turns(store, session, 0, 3)
+    compacted = _compact(store, session, "q1", "first")
+    message = refused(
+        lambda: _undo(store, session, undo_version=compacted),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert f"no undo of a compaction was recorded at version {compacted}" in message
+    refused(
+        lambda: _undo(store, session, undo_version=2, compaction_version=compacted),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    refused(lambda: _undo(store, session, undo_version=-1), grpc.StatusCode.INVALID_ARGUMENT)
+    undone = _undo(store, session)
+    refused(
+        lambda: _undo(
+            store, session, undo_version=undone.version, expected_version=undone.version - 1
+        ),
+        grpc.StatusCode.ABORTED,
+    )
+    # A compaction recorded since the undo is taken back first.
+    _turns(store, session, 3, 1)
+    _compact(store, session, "q2", "other")
+    refused(
+        lambda: _undo(store, session, undo_version=undone.version),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    _undo(store, session)
+    assert _undo(store, session, undo_version=undone.version).redone.compaction_versions == [
+        compacted
+    ]

@@ -125,6 +125,19 @@ class Tracked:
         )
         self.sync()
 
+    def redo(self, undo_version: int, reason: str = "test") -> None:
+        """Takes back an undo, as the service does."""
+        plan = self.history.plan_redo(undo_version)
+        self.session.redo_compaction(
+            plan.undo_version,
+            reason,
+            compaction_versions=plan.compaction_versions,
+            first_kept_position=plan.first_kept_position,
+            cuts=plan.cuts,
+            prompt_tokens=plan.prompt_tokens,
+        )
+        self.sync()
+
     def prune(self, *decisions: PruneDecision, reason: str = "test") -> None:
         self.session.record_prune(list(decisions), reason, self.history)
         self.sync()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from types import MappingProxyType
 
+from domain.session import Session
 from domain.settings import SessionSettings
 from projections.read_models import catalog_changes, compaction_rows, prune_rows
+from services.adapters.event_store import EventStore
+from services.config import persistence_env
 from tests.unit.support import Tracked, assistant, call, clear, tool, trim, user
 
 
@@ -44,7 +49,25 @@ def test_the_audits_copy_the_receipts() -> None:
     )
     assert row.first_kept_entry_id == kept[0].id and row.first_kept_position == 4
     pruned = [row for e in tracked.events for row in prune_rows(e)]
-    assert [(p.action, p.chars_after, p.reason) for p in pruned] == [
-        ("soft_trim", 7, "ttl"),
-        ("hard_clear", 0, "ttl"),
+    assert [(p.action, p.chars_before, p.chars_after, p.reason) for p in pruned] == [
+        ("soft_trim", 99, 7, "ttl"),
+        ("hard_clear", 99, 0, "ttl"),
     ]
+
+
+def test_prunes_stored_before_their_sizes_still_load() -> None:
+    tracked = Tracked("s")
+    first = tracked.append(user("a"), assistant("b", calls=[call("c1")]), tool("c1", "x" * 9))
+    tracked.prune(trim(first[2].id, 3, 4), reason="ttl")
+    recorded = tracked.events[-1]
+    # The event as an earlier release stored it, without sizes, decodes with the default.
+    mapper = EventStore(persistence_env("memory:")).mapper
+    stored = mapper.to_stored_event(recorded)
+    state = json.loads(stored.state)
+    del state["chars"]
+    older = mapper.to_domain_event(replace(stored, state=json.dumps(state).encode()))
+    assert isinstance(older, Session.PruneRecorded) and older.chars == ()
+    (row,) = prune_rows(older)
+    assert (row.chars_before, row.chars_after) == (None, 7)
+    (row,) = prune_rows(recorded)
+    assert (row.chars_before, row.chars_after) == (9, 7)

@@ -387,6 +387,10 @@ def generate_rich_session(seed: int, steps: int = 160) -> Tracked:
                 SystemPrompt(text=f"prompt {tracked.version}"), f"fp{tracked.version}"
             )
             tracked.sync()
+        elif op < 0.2 and tracked.history.undos():
+            # Take back the latest undo (refused when the cut moved on since).
+            with contextlib.suppress(NothingToUndo):
+                tracked.redo(tracked.history.undos()[-1].version)
     return tracked
 
 
@@ -418,13 +422,23 @@ def test_undone_compactions_bring_back_the_cut_before_them(seed: int) -> None:
     for version in range(1, tracked.version + 1):
         entries: list[Entry] = []
         stack: list[Session.CompactionRecorded] = []
+        # The stack each undo left and the compactions it took back.
+        taken: dict[int, list[Session.CompactionRecorded]] = {}
         for event in tracked.events[:version]:
             if isinstance(event, Session.EntriesAppended):
                 entries.extend(event.entries)
             elif isinstance(event, Session.CompactionRecorded):
                 stack.append(event)
             elif isinstance(event, Session.CompactionUndone):
+                taken[event.originator_version] = [
+                    c for c in stack if c.originator_version >= event.compaction_version
+                ]
                 stack = [c for c in stack if c.originator_version < event.compaction_version]
+            elif isinstance(event, Session.CompactionRedone):
+                stack += taken[event.undo_version]
+                assert [c.originator_version for c in stack][-len(event.compaction_versions) :] == (
+                    list(event.compaction_versions)
+                )
         log = tracked.history.durable_log(version)
         start = stack[-1].first_kept_position if stack else 0
         assert log.first_position == start
@@ -554,3 +568,73 @@ def test_undo_twice_goes_back_two_cuts_and_compacting_again_reapplies() -> None:
     assert again is not None
     tracked.undo(again.version - 2)
     assert tracked.history.durable_log().first_position == 0
+
+
+def test_undos_and_redos_chain_newest_first_and_redo_restores_exactly() -> None:
+    tracked = Tracked("redo")
+    for i in range(8):
+        tracked.append(user(f"q{i}", id=f"q{i}", tokens=1), assistant(f"a{i}", id=f"a{i}"))
+    tracked.compact("q2", summary="first")
+    first = tracked.version
+    tracked.append(user("q8", id="q8", tokens=1))
+    tracked.compact("q5", summary="second")
+    second = tracked.version
+    compacted_view = tracked.history.prompt_view()
+    compacted_cuts = tuple(tracked.session.cuts)
+
+    tracked.undo()  # the second
+    undo_second = tracked.version
+    tracked.undo()  # the first
+    undo_first = tracked.version
+    assert tracked.history.durable_log().first_position == 0
+    # Newest first: the undo of the second left the first in force, which is gone now.
+    with pytest.raises(InvalidCutPoint, match="changed since the undo"):
+        tracked.redo(undo_second)
+    with pytest.raises(InvalidCutPoint, match="no undo of a compaction was recorded at version 3"):
+        tracked.redo(3)
+    tracked.redo(undo_first)
+    log = tracked.history.durable_log()
+    assert log.compaction is not None and log.compaction.version == first
+    assert log.compaction.compaction.summary == "first" and log.first_position == 4
+    with pytest.raises(InvalidCutPoint, match="already taken back"):
+        tracked.redo(undo_first)
+    tracked.redo(undo_second)
+    # Exactly as before the undos: the same view, cut and estimate.
+    view = tracked.history.prompt_view()
+    assert view.log.compaction == compacted_view.log.compaction
+    assert view.log.entries == compacted_view.log.entries
+    assert view.estimated_tokens == compacted_view.estimated_tokens
+    assert tuple(tracked.session.cuts) == compacted_cuts
+    assert tracked.session.prompt_tokens == view.estimated_tokens  # no system prompt here
+    assert tracked.session.first_kept_position == compacted_view.log.first_position
+    assert [c.version for c in tracked.history.compactions_in_force()] == [first, second]
+    # Replay keeps every step: compacted, undone twice, redone once, redone twice.
+    assert tracked.history.durable_log(undo_first).first_position == 0
+    assert tracked.history.durable_log(undo_first + 1).first_position == 4
+    assert tracked.history.durable_log(second).first_position == 10
+
+    # A redo is taken back by undoing the compaction again, and that undo redone.
+    tracked.append(user("q9", id="q9", tokens=1))
+    tracked.undo()
+    again = tracked.version
+    assert tracked.history.durable_log().first_position == 4
+    tracked.redo(again)
+    assert tracked.history.durable_log().first_position == 10
+    assert tracked.history.durable_log().entries[-1].id == "q9"
+    # A compaction recorded after an undo must be undone before that undo is redone.
+    tracked.undo()
+    later_undo = tracked.version
+    tracked.append(user("q10", id="q10", tokens=1))
+    tracked.compact("q8", summary="third")
+    with pytest.raises(InvalidCutPoint, match="changed since the undo"):
+        tracked.redo(later_undo)
+    tracked.undo()
+    tracked.redo(later_undo)
+    assert tracked.history.durable_log().compaction.version == second  # type: ignore[union-attr]
+
+    # Loaded cold from the cut the redo brought back, the history answers as the whole.
+    cold = load_from_cut(_aggregate(tracked.events), _fetcher(tracked.events))
+    assert cold is not None
+    assert cold.prompt_view() == tracked.history.prompt_view()
+    for version in range(1, tracked.version + 1):
+        assert cold.durable_log(version) == tracked.history.durable_log(version)

@@ -1298,6 +1298,7 @@ class AppendEntriesRequest(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     expected_version: _builtins.int
     """When set, the append is refused (ABORTED) unless the session is at this version."""
@@ -1305,6 +1306,10 @@ class AppendEntriesRequest(_message.Message):
     """A retried append with the same key returns the first result and writes nothing."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    @_builtins.property
+    def view_after_append(self) -> Global___ViewAfterAppend:
+        """Set to get the prompt view right after this append in the same call."""
+
     def __init__(
         self,
         *,
@@ -1312,16 +1317,59 @@ class AppendEntriesRequest(_message.Message):
         entries: _abc.Iterable[Global___Entry] | None = ...,
         expected_version: _builtins.int | None = ...,
         idempotency_key: _builtins.str = ...,
+        view_after_append: Global___ViewAfterAppend | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "view_after_append", b"view_after_append"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entries", b"entries", "expected_version", b"expected_version", "idempotency_key", b"idempotency_key", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entries", b"entries", "expected_version", b"expected_version", "idempotency_key", b"idempotency_key", "session_id", b"session_id", "view_after_append", b"view_after_append"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
 
 Global___AppendEntriesRequest: _TypeAlias = AppendEntriesRequest  # noqa: Y015
+
+@_typing.final
+class ViewAfterAppend(_message.Message):
+    """The prompt view an append answers with: as GetPromptViewRequest, of the
+    session's latest version (no as_of).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    HELD_VERSION_FIELD_NUMBER: _builtins.int
+    HELD_HASH_FIELD_NUMBER: _builtins.int
+    format: Global___PromptFormat.ValueType
+    token_budget: _builtins.int
+    held_version: _builtins.int
+    """The view the client holds: the answer is then only the messages appended
+    after it, when nothing before them changed (see GetPromptViewRequest).
+    """
+    held_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        format: Global___PromptFormat.ValueType = ...,
+        token_budget: _builtins.int | None = ...,
+        held_version: _builtins.int | None = ...,
+        held_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "held_version", b"held_version", "token_budget", b"token_budget"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_held_version", b"_held_version", "_token_budget", b"_token_budget", "format", b"format", "held_hash", b"held_hash", "held_version", b"held_version", "token_budget", b"token_budget"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__held_version: _TypeAlias = _typing.Literal["held_version"]  # noqa: Y015
+    _WhichOneofArgType__held_version: _TypeAlias = _typing.Literal["_held_version", b"_held_version"]  # noqa: Y015
+    _WhichOneofReturnType__token_budget: _TypeAlias = _typing.Literal["token_budget"]  # noqa: Y015
+    _WhichOneofArgType__token_budget: _TypeAlias = _typing.Literal["_token_budget", b"_token_budget"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__held_version) -> _WhichOneofReturnType__held_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__token_budget) -> _WhichOneofReturnType__token_budget | None: ...
+
+Global___ViewAfterAppend: _TypeAlias = ViewAfterAppend  # noqa: Y015
 
 @_typing.final
 class AppendEntriesResponse(_message.Message):
@@ -1332,15 +1380,26 @@ class AppendEntriesResponse(_message.Message):
     TOKEN_COUNTS_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_FIELD_NUMBER: _builtins.int
+    VIEW_AFTER_APPEND_ERROR_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     replayed: _builtins.bool
     """True when this was a retry answered from the first append."""
     position: _builtins.int
     """The notification id of the append's event (of the store's head, for a replay)."""
+    view_after_append_error: _builtins.str
+    """When the append was written but its view could not be served (say, the
+    window guard refused it): the status GetPromptView would answer, as
+    "CODE: message". The append stands; do not send it again.
+    """
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def token_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def view_after_append(self) -> Global___PromptView:
+        """With view_after_append: the prompt view right after the append."""
+
     def __init__(
         self,
         *,
@@ -1349,10 +1408,12 @@ class AppendEntriesResponse(_message.Message):
         token_counts: _abc.Iterable[_builtins.int] | None = ...,
         replayed: _builtins.bool = ...,
         position: _builtins.int = ...,
+        view_after_append: Global___PromptView | None = ...,
+        view_after_append_error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["view_after_append", b"view_after_append"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "position", b"position", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "position", b"position", "replayed", b"replayed", "token_counts", b"token_counts", "version", b"version", "view_after_append", b"view_after_append", "view_after_append_error", b"view_after_append_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1498,6 +1559,7 @@ class UndoCompactionRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     compaction_version: _builtins.int
     """The version that recorded the compaction to take back; 0: the latest in force."""
@@ -1506,6 +1568,10 @@ class UndoCompactionRequest(_message.Message):
     expected_version: _builtins.int
     requested_by: _builtins.str
     """Who asks (a person or an agent's name): kept in the event."""
+    undo_version: _builtins.int
+    """The version of an undo (a compaction_undone event) to take back; leave
+    compaction_version unset with it.
+    """
     def __init__(
         self,
         *,
@@ -1514,10 +1580,11 @@ class UndoCompactionRequest(_message.Message):
         reason: _builtins.str = ...,
         expected_version: _builtins.int | None = ...,
         requested_by: _builtins.str = ...,
+        undo_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "compaction_version", b"compaction_version", "expected_version", b"expected_version", "reason", b"reason", "requested_by", b"requested_by", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "compaction_version", b"compaction_version", "expected_version", b"expected_version", "reason", b"reason", "requested_by", b"requested_by", "session_id", b"session_id", "undo_version", b"undo_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -1531,18 +1598,30 @@ class UndoCompactionResponse(_message.Message):
 
     VERSION_FIELD_NUMBER: _builtins.int
     UNDONE_FIELD_NUMBER: _builtins.int
+    REDONE_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
     @_builtins.property
-    def undone(self) -> Global___CompactionUndone: ...
+    def undone(self) -> Global___CompactionUndone:
+        """Set when a compaction was taken back."""
+
+    @_builtins.property
+    def redone(self) -> Global___CompactionRedone:
+        """Set when an undo was taken back (undo_version)."""
+
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
         undone: Global___CompactionUndone | None = ...,
+        redone: Global___CompactionRedone | None = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["redone", b"redone", "undone", b"undone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["undone", b"undone", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "redone", b"redone", "undone", b"undone", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1588,6 +1667,48 @@ class CompactionUndone(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompactionUndone: _TypeAlias = CompactionUndone  # noqa: Y015
+
+@_typing.final
+class CompactionRedone(_message.Message):
+    """An undo taken back: its compactions are in force again, as recorded."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
+    COMPACTION_VERSIONS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_POSITION_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    undo_version: _builtins.int
+    """The version of the undo taken back."""
+    reason: _builtins.str
+    requested_by: _builtins.str
+    first_kept_position: _builtins.int
+    """The position of the first entry the durable log keeps."""
+    prompt_tokens: _builtins.int
+    """The prompt's message tokens right after, as the store counts them."""
+    @_builtins.property
+    def compaction_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The compactions in force again, oldest first; the last makes the cut."""
+
+    def __init__(
+        self,
+        *,
+        undo_version: _builtins.int = ...,
+        compaction_versions: _abc.Iterable[_builtins.int] | None = ...,
+        reason: _builtins.str = ...,
+        requested_by: _builtins.str = ...,
+        first_kept_position: _builtins.int = ...,
+        prompt_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_versions", b"compaction_versions", "first_kept_position", b"first_kept_position", "prompt_tokens", b"prompt_tokens", "reason", b"reason", "requested_by", b"requested_by", "undo_version", b"undo_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionRedone: _TypeAlias = CompactionRedone  # noqa: Y015
 
 @_typing.final
 class RecordPruneRequest(_message.Message):
@@ -2398,6 +2519,7 @@ class SessionEvent(_message.Message):
     TOOL_CALLS_ABANDONED_FIELD_NUMBER: _builtins.int
     COMPACTION_UNDONE_FIELD_NUMBER: _builtins.int
     ERASURE_FIELD_NUMBER: _builtins.int
+    COMPACTION_REDONE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2424,6 +2546,8 @@ class SessionEvent(_message.Message):
     def compaction_undone(self) -> Global___CompactionUndone: ...
     @_builtins.property
     def erasure(self) -> Global___Erasure: ...
+    @_builtins.property
+    def compaction_redone(self) -> Global___CompactionRedone: ...
     def __init__(
         self,
         *,
@@ -2441,12 +2565,13 @@ class SessionEvent(_message.Message):
         tool_calls_abandoned: Global___ToolCallsAbandoned | None = ...,
         compaction_undone: Global___CompactionUndone | None = ...,
         erasure: Global___Erasure | None = ...,
+        compaction_redone: Global___CompactionRedone | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure", "compaction_redone"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -2809,8 +2934,13 @@ class ImportSessionResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     format: _builtins.str
     bytes: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position), the import's last event:
+    every session it created is in the read models once they reach it.
+    """
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedSession]:
         """The main session first, then its forks."""
@@ -2821,10 +2951,11 @@ class ImportSessionResponse(_message.Message):
         sessions: _abc.Iterable[Global___ImportedSession] | None = ...,
         format: _builtins.str = ...,
         bytes: _builtins.int = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "format", b"format", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "format", b"format", "position", b"position", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3221,10 +3352,15 @@ class CompactResponse(_message.Message):
     PLAN_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """False for a dry run, or when there was nothing worth compacting (see reason)."""
     reason: _builtins.str
     version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position): the compaction's, or its
+    failure's; the store's head when nothing was written (a dry run).
+    """
     @_builtins.property
     def plan(self) -> Global___CompactionPlan: ...
     @_builtins.property
@@ -3239,10 +3375,11 @@ class CompactResponse(_message.Message):
         plan: Global___CompactionPlan | None = ...,
         compaction: Global___Compaction | None = ...,
         version: _builtins.int = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "position", b"position", "reason", b"reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3537,7 +3674,10 @@ class CompactionRecord(_message.Message):
     """---------------------------------------------------------------- audit
 
     A compaction as the audit records it: one row per compaction and per
-    failed compaction, with everything the receipt (or failure) says.
+    failed compaction, with everything the receipt (or failure) says, and one
+    per undo (outcome "undone", trigger "undo") and per undo taken back
+    (outcome "redone", trigger "redo"), with the cut and prompt tokens after
+    it in first_kept_position and tokens_after.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -3567,12 +3707,17 @@ class CompactionRecord(_message.Message):
     ENGINE_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    RESTORED_COMPACTION_VERSION_FIELD_NUMBER: _builtins.int
+    UNDO_VERSION_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    FIRST_KEPT_POSITION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     trigger: _builtins.str
     """What started it: manual, threshold, overflow, client (or the client's word)."""
     outcome: _builtins.str
-    """"ok" or "failed"."""
+    """"ok", "failed", "undone" or "redone"."""
     stage: _builtins.str
     """Where a failed one failed, and why."""
     reason: _builtins.str
@@ -3595,6 +3740,18 @@ class CompactionRecord(_message.Message):
     instructions: _builtins.str
     position: _builtins.int
     """The notification id of the event that recorded it."""
+    compaction_version: _builtins.int
+    """An undo: the compaction it took back (later ones went with it). A redo:
+    the compaction in force again (the newest it re-applies).
+    """
+    restored_compaction_version: _builtins.int
+    """An undo: the compaction in force after it (0: none)."""
+    undo_version: _builtins.int
+    """A redo: the undo it took back."""
+    requested_by: _builtins.str
+    """Who asked for the undo or redo."""
+    first_kept_position: _builtins.int
+    """The position of the first entry the durable log keeps after it."""
     @_builtins.property
     def timestamp(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -3625,10 +3782,15 @@ class CompactionRecord(_message.Message):
         engine: _builtins.str = ...,
         instructions: _builtins.str = ...,
         position: _builtins.int = ...,
+        compaction_version: _builtins.int = ...,
+        restored_compaction_version: _builtins.int = ...,
+        undo_version: _builtins.int = ...,
+        requested_by: _builtins.str = ...,
+        first_kept_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "outcome", b"outcome", "position", b"position", "prompt_hash", b"prompt_hash", "reason", b"reason", "session_id", b"session_id", "stage", b"stage", "summarizer_model", b"summarizer_model", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "compaction_version", b"compaction_version", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "first_kept_position", b"first_kept_position", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "outcome", b"outcome", "position", b"position", "prompt_hash", b"prompt_hash", "reason", b"reason", "requested_by", b"requested_by", "restored_compaction_version", b"restored_compaction_version", "session_id", b"session_id", "stage", b"stage", "summarizer_model", b"summarizer_model", "summary_tokens", b"summary_tokens", "timestamp", b"timestamp", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "trigger", b"trigger", "undo_version", b"undo_version", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3653,7 +3815,7 @@ class ListCompactionsRequest(_message.Message):
     model: _builtins.str
     """The summariser's model."""
     outcome: _builtins.str
-    """"ok" or "failed"; both when empty."""
+    """"ok", "failed", "undone" or "redone"; all when empty."""
     page_size: _builtins.int
     page_token: _builtins.str
     min_position: _builtins.int
@@ -3744,6 +3906,12 @@ class GetCompactionResponse(_message.Message):
     RECORD_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     REPLACED_ENTRIES_FIELD_NUMBER: _builtins.int
+    IN_FORCE_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    in_force: _builtins.bool
+    """Whether the compaction is in force now (not taken back by an undo, or
+    re-applied since).
+    """
     @_builtins.property
     def record(self) -> Global___CompactionRecord: ...
     @_builtins.property
@@ -3756,16 +3924,22 @@ class GetCompactionResponse(_message.Message):
         kept entry up to this one's, as stored.
         """
 
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompactionRecord]:
+        """The undos that took it back and the redos that re-applied it, oldest first."""
+
     def __init__(
         self,
         *,
         record: Global___CompactionRecord | None = ...,
         compaction: Global___Compaction | None = ...,
         replaced_entries: _abc.Iterable[Global___Entry] | None = ...,
+        in_force: _builtins.bool = ...,
+        changes: _abc.Iterable[Global___CompactionRecord] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "compaction", b"compaction", "in_force", b"in_force", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3795,7 +3969,10 @@ class PruneRecord(_message.Message):
     head_chars: _builtins.int
     tail_chars: _builtins.int
     chars_before: _builtins.int
-    """Characters of the result before, when known, and at most kept after."""
+    """Characters of the entry's tool output as stored (unset for prunes
+    recorded before the store kept sizes), and those of it the prune keeps
+    (head and tail for a soft trim, 0 for a hard clear; the notice aside).
+    """
     chars_after: _builtins.int
     reason: _builtins.str
     position: _builtins.int

@@ -201,6 +201,9 @@ class SessionStoreServicer:
         """Appends one turn (one or more entries) as a single event.
         ABORTED when expected_version is set and is not the current version.
         A retry with the same idempotency_key returns the first result.
+        With view_after_append, the answer also carries the prompt view right
+        after the append (what GetPromptView answers, held view included): a
+        turn in one round trip.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -228,6 +231,11 @@ class SessionStoreServicer:
         event of its own; views before it still show the compacted log. Compacting
         again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
         force.
+        With undo_version, takes back that undo instead: the compactions it took
+        back are in force again exactly as recorded (same summaries, same cut),
+        answered in `redone`. Undos and redos chain, newest first; undoing the
+        compaction again takes a redo back. FAILED_PRECONDITION when the
+        compactions in force changed since that undo, or it was already taken back.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

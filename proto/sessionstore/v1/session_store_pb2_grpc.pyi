@@ -49,6 +49,9 @@ class SessionStoreStub:
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
     A retry with the same idempotency_key returns the first result.
+    With view_after_append, the answer also carries the prompt view right
+    after the append (what GetPromptView answers, held view included): a
+    turn in one round trip.
     """
     RecordCompaction: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]
     """Records a compaction: a summary that replaces the entries before
@@ -63,6 +66,11 @@ class SessionStoreStub:
     event of its own; views before it still show the compacted log. Compacting
     again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
     force.
+    With undo_version, takes back that undo instead: the compactions it took
+    back are in force again exactly as recorded (same summaries, same cut),
+    answered in `redone`. Undos and redos chain, newest first; undoing the
+    compaction again takes a redo back. FAILED_PRECONDITION when the
+    compactions in force changed since that undo, or it was already taken back.
     """
     GetDurableLog: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]
     """The durable log: latest compaction summary, then the kept entries. Large
@@ -148,6 +156,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
     A retry with the same idempotency_key returns the first result.
+    With view_after_append, the answer also carries the prompt view right
+    after the append (what GetPromptView answers, held view included): a
+    turn in one round trip.
     """
     RecordCompaction: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]  # type: ignore[assignment]
     """Records a compaction: a summary that replaces the entries before
@@ -162,6 +173,11 @@ class SessionStoreAsyncStub(SessionStoreStub):
     event of its own; views before it still show the compacted log. Compacting
     again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
     force.
+    With undo_version, takes back that undo instead: the compactions it took
+    back are in force again exactly as recorded (same summaries, same cut),
+    answered in `redone`. Undos and redos chain, newest first; undoing the
+    compaction again takes a redo back. FAILED_PRECONDITION when the
+    compactions in force changed since that undo, or it was already taken back.
     """
     GetDurableLog: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetViewRequest, _session_store_pb2.DurableLog]  # type: ignore[assignment]
     """The durable log: latest compaction summary, then the kept entries. Large
@@ -274,6 +290,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """Appends one turn (one or more entries) as a single event.
         ABORTED when expected_version is set and is not the current version.
         A retry with the same idempotency_key returns the first result.
+        With view_after_append, the answer also carries the prompt view right
+        after the append (what GetPromptView answers, held view included): a
+        turn in one round trip.
         """
 
     @_abc_1.abstractmethod
@@ -306,6 +325,11 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         event of its own; views before it still show the compacted log. Compacting
         again re-applies a cut. FAILED_PRECONDITION when no such compaction is in
         force.
+        With undo_version, takes back that undo instead: the compactions it took
+        back are in force again exactly as recorded (same summaries, same cut),
+        answered in `redone`. Undos and redos chain, newest first; undoing the
+        compaction again takes a redo back. FAILED_PRECONDITION when the
+        compactions in force changed since that undo, or it was already taken back.
         """
 
     @_abc_1.abstractmethod

@@ -108,6 +108,8 @@ def _undone_compactions(events: Sequence[SessionEvent]) -> set[int]:
             in_force.append(event.originator_version)
         elif isinstance(event, Session.CompactionUndone):
             in_force = [v for v in in_force if v < event.compaction_version]
+        elif isinstance(event, Session.CompactionRedone):
+            in_force += event.compaction_versions
     return set(recorded) - set(in_force)
 
 

@@ -1,0 +1,81 @@
+"""The read models' migrations on SQLite and PostgreSQL: a database at an
+earlier revision upgrades in place."""
+
+from __future__ import annotations
+
+import logging
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import insert, select
+
+from services.adapters import read_model_tables as t
+from services.adapters.read_model_db import MIGRATIONS, ReadModelDatabase, migrate, open_database
+
+OLD_ROW = {
+    "session_id": "s",
+    "recorded_us": 0,
+    "trigger": "manual",
+    "outcome": "ok",
+    **dict.fromkeys(("stage", "reason", "summarizer_model", "first_kept_entry_id"), ""),
+    **dict.fromkeys(("first_covered_entry_id", "last_covered_entry_id", "prompt_hash"), ""),
+    **dict.fromkeys(("tokens_before_source", "tokens_after_source", "fallback_stage"), ""),
+    **dict.fromkeys(("engine", "instructions"), ""),
+    **dict.fromkeys(("first_kept_position", "entries_covered", "tokens_before"), 0),
+    **dict.fromkeys(("tokens_after", "summary_tokens", "chunks", "attempt", "duration_ms"), 0),
+}
+
+
+def _upgrade_to(database: ReadModelDatabase, revision: str) -> None:
+    with database.writer.begin() as connection:
+        if database.postgres and database.schema:
+            connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{database.schema}"')
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        config.attributes["schema"] = database.schema
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        command.upgrade(config, revision)
+
+
+def test_undo_and_redo_columns_arrive_and_the_compaction_audit_rebuilds(
+    database_url: str,
+) -> None:
+    database = open_database(database_url)
+    try:
+        _upgrade_to(database, "0001")
+        # A compaction audit written by the release before: it skipped undos.
+        with database.writer.begin() as connection:
+            # Only the columns of revision 0001 (the schema-aware table, not raw SQL).
+            connection.execute(insert(t.compactions).values(**OLD_ROW, version=5, position=7))
+            connection.execute(
+                insert(t.tracking),
+                [{"name": "compactions", "position": 9}, {"name": "catalog", "position": 9}],
+            )
+        migrate(database)
+        with database.reader.connect() as connection:
+            assert connection.execute(select(t.compactions)).all() == []
+            positions = dict(
+                connection.execute(select(t.tracking.c.name, t.tracking.c.position)).all()
+            )
+        # Only the compaction audit starts over; the others keep their place.
+        assert positions == {"compactions": 0, "catalog": 9}
+        with database.writer.begin() as connection:
+            connection.execute(
+                insert(t.compactions).values(
+                    **OLD_ROW,
+                    version=6,
+                    position=8,
+                    compaction_version=5,
+                    restored_compaction_version=0,
+                    undo_version=0,
+                    requested_by="ana",
+                )
+            )
+        # Migrating again changes nothing.
+        migrate(database)
+        with database.reader.connect() as connection:
+            (row,) = connection.execute(select(t.compactions)).mappings().all()
+        assert (row["compaction_version"], row["requested_by"]) == (5, "ana")
+    finally:
+        database.dispose()

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.adapters import sealing
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
 from services.app.sessions import SessionService
@@ -224,6 +225,7 @@ def start(config: Config) -> RunningServer:
     # Likewise load the default model's tokenizer (a few tenths of a second
     # and its tables' memory).
     tokenizer_for(config.default_model).count_text("warm up")
+    sealing.warm_up()
     _tune_interpreter()
     if app.read_models is not None:
         # Catch up before serving, then follow the store in the background.

@@ -8,6 +8,7 @@ through the ``SessionPort``, so every decision it takes is an event.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -149,7 +150,7 @@ class EngineContext:
 EngineFactory = Callable[[EngineContext], ContextEngine]
 
 
-class CompactsInTheBackground:
+class CompactsInTheBackground(ABC):
     """What the built-in engines share: a save that crosses the session's threshold
     starts a compaction at once, in the background and one at a time per session,
     so the next prompt view usually finds it done; the end of a turn asks nothing
@@ -165,10 +166,11 @@ class CompactsInTheBackground:
         if session.crossed_threshold():
             self._start(session.id, CompactionRequest(Trigger.THRESHOLD))
 
-    def after_turn(self, session: Session) -> None:
-        pass
+    def after_turn(self, session: Session) -> None:  # noqa: B027  # deliberately nothing
+        """Nothing more at the end of a turn: the threshold was checked at ingest."""
 
+    @abstractmethod
     def _start(
         self, session_id: str, request: CompactionRequest, *, join: bool = True
     ) -> Future[CompactionOutcome]:
-        raise NotImplementedError
+        """Starts a compaction of the session (single-flight), or joins the one running."""

@@ -13,7 +13,7 @@ import grpc
 
 from domain.content import validate_id
 from domain.errors import DomainError, InvalidRequest
-from domain.session import validate_session_id
+from domain.session import Session, validate_session_id
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.audit import AuditService
@@ -398,25 +398,30 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def EraseSession(
         self, request: pb.EraseSessionRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
-        session, erased, forks = self.service.erase_session(
-            _session_id(request), erased_by=request.erased_by, reason=request.reason
-        )
-        return pb.EraseResponse(
-            version=session.version,
-            erasure=mapping.erasure_event_to_pb(erased),
-            position=self.service.written_position(),
-            forks_erased=forks,
+        return self._erased(
+            *self.service.erase_session(
+                _session_id(request), erased_by=request.erased_by, reason=request.reason
+            )
         )
 
     def EraseEntries(
         self, request: pb.EraseEntriesRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
-        session, erased, forks = self.service.erase_entries(
-            _session_id(request),
-            list(request.entry_ids),
-            erased_by=request.erased_by,
-            reason=request.reason,
+        return self._erased(
+            *self.service.erase_entries(
+                _session_id(request),
+                list(request.entry_ids),
+                erased_by=request.erased_by,
+                reason=request.reason,
+            )
         )
+
+    def _erased(
+        self,
+        session: Session,
+        erased: Session.EntriesErased | Session.SessionErased,
+        forks: list[str],
+    ) -> pb.EraseResponse:
         return pb.EraseResponse(
             version=session.version,
             erasure=mapping.erasure_event_to_pb(erased),

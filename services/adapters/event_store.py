@@ -76,6 +76,8 @@ SETTINGS_ERASED = {"title": ""}
 _writing: ContextVar[dict[tuple[str, int], dict[tuple[str, str], bytes]] | None] = ContextVar(
     "writing_keys", default=None
 )
+# False while events are read for their structure only: entries' content stays sealed.
+_entry_content: ContextVar[bool] = ContextVar("entry_content", default=True)
 # The sessions whose keys the read under way loads, at most once per version range.
 _reading: ContextVar[dict[str, SessionKeys] | None] = ContextVar("reading_keys", default=None)
 
@@ -165,6 +167,8 @@ class EntryAsRecord(Transcoding):
     def decode(self, data: Any) -> Entry:
         if isinstance(data, list):
             return Entry.from_record(data)
+        if not _entry_content.get():
+            return Entry.from_record(sealed_formats.unopened_entry(data))
         return Entry.from_record(sealed_formats.open_entry(current_scope(), data))
 
 
@@ -303,17 +307,23 @@ class EventStore(Application[str]):
         finally:
             _reading.reset(token)
 
-    def decode_notifications(self, stored: Sequence[StoredEvent]) -> list[Any]:
-        """Events of many sessions, each session's keys loaded in one query."""
+    def decode_notifications(
+        self, stored: Sequence[StoredEvent], *, entry_content: bool = True
+    ) -> list[Any]:
+        """Events of many sessions, each session's keys loaded in one query (when a
+        key is needed at all). Without ``entry_content`` entries keep their structure
+        and counts, their content is left sealed, and placeholders stand in for it."""
         upto: dict[str, int] = {}
         for s in stored:
             sid = str(s.originator_id)
             upto[sid] = max(upto.get(sid, 0), s.originator_version)
-        token = _reading.set({sid: SessionKeys(self.indexing, sid, v) for sid, v in upto.items()})
+        keys = _reading.set({sid: SessionKeys(self.indexing, sid, v) for sid, v in upto.items()})
+        content = _entry_content.set(entry_content)
         try:
             return [self.mapper.to_domain_event(s) for s in stored]
         finally:
-            _reading.reset(token)
+            _entry_content.reset(content)
+            _reading.reset(keys)
 
     def construct_recorder(self) -> ApplicationRecorder:
         # The library's in-memory factory takes no recorder class from the

@@ -56,8 +56,16 @@ def open_entry(scope: KeyScope, data: Mapping[str, Any]) -> list[Any]:
     try:
         record[BLOCKS], record[METADATA] = orjson.loads(scope.open(ENTRY, record[ID], data["s"]))
     except KeyMissing:
-        record[BLOCKS] = [_placeholder(b) for b in record[BLOCKS]]
-        record[METADATA] = dict(ERASED_METADATA)
+        return unopened_entry(data)
+    return record
+
+
+def unopened_entry(data: Mapping[str, Any]) -> list[Any]:
+    """The entry's record with its structure only (ids, role, counts, tool call ids),
+    placeholders where the content is: for readers that never need the content."""
+    record = list(data["r"])
+    record[BLOCKS] = [_placeholder(b) for b in record[BLOCKS]]
+    record[METADATA] = dict(ERASED_METADATA)
     return record
 
 

@@ -68,33 +68,31 @@ class ContextService:
     ) -> ServedView:
         """Now: a view the engine has brought within the budget. As of a point: as it was.
 
-        ``just_written``: the version this call's own append just wrote, which this
-        server's copy of the history already holds; the view starts from it without
-        asking the store for newer events, as a view asked right after would."""
-        if just_written is not None and as_of == AsOf():
-            with self.sessions.just_written(session_id, just_written):
-                return self.prompt_view(
-                    session_id, as_of, provider_format, deadline, token_budget, held
-                )
-        if as_of.version is not None or as_of.time is not None:
-            view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
-            budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
-            return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
-        name = self.sessions.recent(session_id).settings.engine
-        engine = self.engines.get(name)
-        assembly = engine.assemble(session_id, token_budget, deadline)
-        rendered = self.sessions.render(assembly.view, provider_format)
-        served = ServedView(
-            assembly.view,
-            rendered,
-            assembly.verdict,
-            assembly.budget_tokens,
-            name,
-            tuple(assembly.actions),
-        )
-        if held is None:
-            return served
-        return self._since(session_id, provider_format, held, served)
+        The view, and the one the client holds it is compared with, are read at one
+        moment: the store is asked for newer events once, or not at all when
+        ``just_written``, the version this call's own append just wrote, is already in
+        this server's copy of the history (a view asked right after would see that)."""
+        written = just_written if as_of == AsOf() else None
+        with self.sessions.one_read(session_id, written):
+            if as_of.version is not None or as_of.time is not None:
+                view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
+                budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
+                return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
+            name = self.sessions.recent(session_id).settings.engine
+            engine = self.engines.get(name)
+            assembly = engine.assemble(session_id, token_budget, deadline)
+            rendered = self.sessions.render(assembly.view, provider_format)
+            served = ServedView(
+                assembly.view,
+                rendered,
+                assembly.verdict,
+                assembly.budget_tokens,
+                name,
+                tuple(assembly.actions),
+            )
+            if held is None:
+                return served
+            return self._since(session_id, provider_format, held, served)
 
     def _since(
         self, session_id: str, provider_format: str, held: tuple[int, str], served: ServedView

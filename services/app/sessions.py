@@ -96,9 +96,9 @@ class AppendResult:
     replayed: bool = False
 
 
-# Set by ``just_written``: (session id, version) whose history the next read may
-# take from this server's cache without asking the store for newer events.
-_JUST_WRITTEN: ContextVar[list[tuple[str, int]] | None] = ContextVar("just_written", default=None)
+# Set by ``one_read``: the session whose reads share one catch-up, and the version
+# this server's copy must hold to be taken as it is (None: not caught up yet).
+_ONE_READ: ContextVar[list[tuple[str, int | None]] | None] = ContextVar("one_read", default=None)
 
 
 class SessionService:
@@ -765,27 +765,39 @@ class SessionService:
         """
         self._positions.value = None
         self._check_tenant(session_id)
-        with self._locked(session_id):
-            cached = self._written.get(session_id)
-            if cached is not None:
-                try:
-                    return self._attempt(copy.deepcopy(cached), expected_version, command)
-                except (Unavailable, DeadlineExceeded):
-                    raise  # not the stale copy's doing: a fresh one would fare no better
-                except DomainError:
-                    self._written.discard(session_id)
-            give_up_at = time.monotonic() + WRITE_RETRY_SECONDS
-            attempt = 0
-            while True:
-                attempt += 1
-                try:
-                    return self._attempt(self._load(session_id), expected_version, command)
-                except _RaceLost:
-                    if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
-                        raise
-                pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
-                time.sleep(deadline.bounded(pause))
-                deadline.check("writing to a session other servers were writing to")
+        reading = _ONE_READ.set(None)  # a write inside a read decides on the store's state
+        try:
+            with self._locked(session_id):
+                return self._write_locked(session_id, expected_version, command)
+        finally:
+            _ONE_READ.reset(reading)
+
+    def _write_locked(
+        self,
+        session_id: str,
+        expected_version: int | None,
+        command: Callable[[Session], T],
+    ) -> tuple[Session, T]:
+        cached = self._written.get(session_id)
+        if cached is not None:
+            try:
+                return self._attempt(copy.deepcopy(cached), expected_version, command)
+            except (Unavailable, DeadlineExceeded):
+                raise  # not the stale copy's doing: a fresh one would fare no better
+            except DomainError:
+                self._written.discard(session_id)
+        give_up_at = time.monotonic() + WRITE_RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._attempt(self._load(session_id), expected_version, command)
+            except _RaceLost:
+                if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
+                    raise
+            pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
+            time.sleep(deadline.bounded(pause))
+            deadline.check("writing to a session other servers were writing to")
 
     @contextlib.contextmanager
     def _locked(self, session_id: str) -> Iterator[None]:
@@ -829,7 +841,7 @@ class SessionService:
         self, session_id: str, provider_format: str, version: int, request_hash: str
     ) -> RenderedPrompt | None:
         """The rendering a client says it holds (by version and hash), if it is genuine."""
-        self._history(session_id)  # catches up: an erasure since drops the renderings
+        self._history(session_id)  # an erasure found by the catch-up drops the renderings
         renderer = self._renderers.get(session_id)
         remembered = renderer.remembered(provider_format, request_hash) if renderer else None
         if remembered is not None:
@@ -909,24 +921,30 @@ class SessionService:
             raise SessionNotFound(session_id)
 
     @contextlib.contextmanager
-    def just_written(self, session_id: str, version: int) -> Iterator[None]:
-        """Within it, the first read of the session's history takes this server's copy
-        as it is, without asking the store for newer events, if that copy holds
-        ``version``: a write this call just made (the copy took its events as they
-        were saved). It is what a read arriving right after the write would see;
-        later reads in the block catch up as usual."""
-        token = _JUST_WRITTEN.set([(session_id, version)])
+    def one_read(self, session_id: str, written: int | None = None) -> Iterator[None]:
+        """Within it, the reads of the session see it at one moment: the first catches
+        this server's copy of the history up with the store, the later ones take the
+        copy as it is (with whatever this server writes meanwhile). ``written``: a
+        version this call's own append just wrote; a copy that holds it needs no
+        catch-up at all, being what a read arriving right after the write would see.
+        Writes always catch up: they must not decide on a stale copy."""
+        token = _ONE_READ.set([(session_id, written)])
         try:
             yield
         finally:
-            _JUST_WRITTEN.reset(token)
+            _ONE_READ.reset(token)
 
-    def _take_just_written(self, session_id: str, history: SessionHistory) -> bool:
-        pending = _JUST_WRITTEN.get()
-        if not pending or pending[0][0] != session_id:
+    def _fresh_in_this_read(self, session_id: str, history: SessionHistory) -> bool:
+        current = _ONE_READ.get()
+        if not current or current[0][0] != session_id:
             return False
-        _, version = pending.pop()
-        return history.version >= version
+        version = current[0][1]
+        return version is not None and history.version >= version
+
+    def _caught_up_in_this_read(self, session_id: str, history: SessionHistory) -> None:
+        current = _ONE_READ.get()
+        if current and current[0][0] == session_id:
+            current[0] = (session_id, history.version)
 
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""
@@ -941,7 +959,7 @@ class SessionService:
                 history = history.loaded_whole
                 cached = None
             fresh = just_loaded or (
-                cached is not None and self._take_just_written(session_id, history)
+                cached is not None and self._fresh_in_this_read(session_id, history)
             )
             new_events = (
                 [] if fresh else self.store.session_events(session_id, after=history.version)
@@ -960,6 +978,7 @@ class SessionService:
                 self._histories.put(session_id, history)
             elif history.version == 0:
                 raise SessionNotFound(session_id)
+            self._caught_up_in_this_read(session_id, history)
             return history
 
     def _cold_history(self, session_id: str) -> SessionHistory:

@@ -60,9 +60,9 @@ class ReadModelRunner:
             topics=topics,
             inclusive_of_start=False,
         )
-        batch = list(
-            zip([n.id for n in found], self.events.decode_notifications(found), strict=True)
-        )
+        # The read models count entries and their tokens: their content stays sealed.
+        events = self.events.decode_notifications(found, entry_content=False)
+        batch = list(zip([n.id for n in found], events, strict=True))
         reached = found[-1].id if len(found) == self.batch else head
         return batch, reached
 
@@ -146,6 +146,10 @@ class ReadModelRunner:
                     while not self._stopping.is_set():
                         for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):
                             self._wake.set()
+                        # The runner pauses after a catch-up anyway: the notifications
+                        # of the pause wait in the socket and are read together, not
+                        # one wake-up of this thread per write.
+                        self._stopping.wait(COALESCE_SECONDS)
             except psycopg.Error:
                 # Polling goes on meanwhile; listen again after a pause.
                 self._stopping.wait(self.poll_seconds * 5)

@@ -52,6 +52,7 @@ from services.adapters.sealing import (
     EVENT,
     SNAPSHOT,
     DataKeyRow,
+    KeyRange,
     KeyScope,
     current_scope,
     scoped,
@@ -94,12 +95,23 @@ class SessionKeys:
         self._keys: dict[tuple[int, str, str], bytes] = {}
 
     def find(self, version: int, kind: str, key_id: str) -> bytes | None:
-        if self._loaded_after is None or version <= self._loaded_after:
-            upto = self._upto if self._loaded_after is None else self._loaded_after
-            for _, v, k, i, key in self._recorder.data_keys(self._session_id, version - 1, upto):
-                self._keys[v, k, i] = key
-            self._loaded_after = version - 1
+        wanted = self.missing(version)
+        if wanted is not None:
+            self.add(self._recorder.data_keys(self._session_id, *wanted), wanted)
         return self._keys.get((version, kind, key_id))
+
+    def missing(self, version: int) -> KeyRange | None:
+        """The versions whose keys a read from ``version`` on needs and this one has
+        not loaded yet, as (after, upto]; None when it has them all."""
+        if self._loaded_after is not None and version > self._loaded_after:
+            return None
+        return version - 1, self._upto if self._loaded_after is None else self._loaded_after
+
+    def add(self, rows: Sequence[DataKeyRow], loaded: KeyRange) -> None:
+        """The keys of the range ``missing`` answered, read (with events, say)."""
+        for _, v, k, i, key in rows:
+            self._keys[v, k, i] = key
+        self._loaded_after = loaded[0]
 
 
 class SealingMapper(Mapper[str]):
@@ -457,11 +469,32 @@ class EventStore(Application[str]):
     def session_events(
         self, session_id: str, *, after: int = 0, upto: int | None = None, limit: int | None = None
     ) -> list[SessionEvent]:
-        stored = self.recorder.select_events(session_id, gt=after or None, lte=upto, limit=limit)
-        if not stored:
-            return []
-        with self.reading_keys(session_id, stored[-1].originator_version):
-            return [cast(SessionEvent, self.mapper.to_domain_event(s)) for s in stored]
+        if limit is not None:
+            # A page: its keys are read once it is known where the page ends.
+            stored = self.recorder.select_events(
+                session_id, gt=after or None, lte=upto, limit=limit
+            )
+            if not stored:
+                return []
+            with self.reading_keys(session_id, stored[-1].originator_version):
+                return self._decoded(stored)
+        with self.reading_keys(session_id, upto):
+            return self._decoded(self._events_with_keys(session_id, after, upto))
+
+    def _events_with_keys(
+        self, session_id: str, after: int, upto: int | None, keys_from: int | None = None
+    ) -> Sequence[StoredEvent]:
+        """The stored events in (after, upto], and the keys of the versions from
+        ``keys_from`` (the first event's) on that this read lacks, in one round trip."""
+        keys = (_reading.get() or {})[session_id]
+        wanted = keys.missing(after + 1 if keys_from is None else keys_from)
+        stored, rows = self.indexing.events_and_keys(session_id, after, upto, wanted)
+        if wanted is not None:
+            keys.add(rows, wanted)
+        return stored
+
+    def _decoded(self, stored: Sequence[StoredEvent]) -> list[SessionEvent]:
+        return [cast(SessionEvent, self.mapper.to_domain_event(s)) for s in stored]
 
     def session_with_events(
         self, session_id: str, start: Callable[[Session], int]
@@ -477,19 +510,27 @@ class EventStore(Application[str]):
     def _session_with_events(
         self, session_id: str, start: Callable[[Session], int]
     ) -> tuple[Session, list[SessionEvent], int]:
-        snapshot: Any = None
+        stored_snapshot = None
         if self.snapshots is not None:
-            snapshot = next(iter(self.snapshots.get(session_id, desc=True, limit=1)), None)
-        session: Any = snapshot.mutate(None) if snapshot is not None else None
-        snapshot_version = session.version if session is not None else 0
-        events = self.session_events(session_id, after=snapshot_version)
+            found = self.snapshots.recorder.select_events(session_id, desc=True, limit=1)
+            stored_snapshot = found[0] if found else None
+        snapshot_version = stored_snapshot.originator_version if stored_snapshot else 0
+        # The snapshot's key comes with the events after it.
+        events = self._decoded(
+            self._events_with_keys(session_id, snapshot_version, None, keys_from=snapshot_version)
+        )
+        session: Any = None
+        if stored_snapshot is not None:
+            snapshot = cast(Session.Snapshot, self.mapper.to_domain_event(stored_snapshot))
+            session = snapshot.mutate(None)
         for event in events:
             session = event.mutate(session)
         if session is None:
             raise AggregateNotFoundError(session_id)
         after = min(snapshot_version, max(0, start(session)))
         if after < snapshot_version:
-            events = self.session_events(session_id, after=after, upto=snapshot_version) + events
+            earlier = self._events_with_keys(session_id, after, snapshot_version)
+            events = self._decoded(earlier) + events
         return session, events, after
 
     def erasure_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:

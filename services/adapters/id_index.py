@@ -18,7 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from domain.ids import UsedIds
 from domain.session import Session
 from services.adapters.idempotency_keys import KeyRow
-from services.adapters.sealing import DataKeyRow, ShredRow
+from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
 ENTRY = "entry"
 TOOL_CALL = "tool_call"
@@ -57,6 +57,17 @@ class IdTaken(IntegrityError):
     """An id of the insert was used first by another writer: the index refused it."""
 
 
+class EventsAndKeysInTwoReads:
+    """``events_and_keys`` for recorders in process, where two queries cost no more
+    than one."""
+
+    def events_and_keys(
+        self: Any, session_id: str, after: int, upto: int | None, keys: KeyRange | None
+    ) -> tuple[Sequence[StoredEvent], list[DataKeyRow]]:
+        events = self.select_events(session_id, gt=after or None, lte=upto)
+        return events, self.data_keys(session_id, *keys) if keys is not None else []
+
+
 class IndexingRecorder(Protocol):
     """What each of our recorders adds to the library's: the id index."""
 
@@ -77,6 +88,12 @@ class IndexingRecorder(Protocol):
     def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
         """The session's data keys of the versions after ``after`` (up to ``upto``): one
         indexed query."""
+
+    def events_and_keys(
+        self, session_id: str, after: int, upto: int | None, keys: KeyRange | None
+    ) -> tuple[Sequence[StoredEvent], list[DataKeyRow]]:
+        """The session's events in the versions (after, upto] and its data keys in
+        ``keys`` (none when None), in one round trip where the database is remote."""
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the (kind, key) pairs the session's index holds."""

@@ -29,7 +29,7 @@ from services.adapters.id_index import (
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
-from services.adapters.sealing import DataKeyRow, ShredRow
+from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
 BACKFILL_PAGE = 1000
 
@@ -75,15 +75,19 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
             shape = (gt is not None, lte is not None, desc, limit is not None)
             cursor.execute(self._select_sql(conn, shape), params, prepare=None)
-            return [
-                StoredEvent(
-                    originator_id=row["originator_id"],
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
-                for row in cursor.fetchall()
-            ]
+            return self._stored_events(cursor)
+
+    @staticmethod
+    def _stored_events(cursor: psycopg.Cursor[Any]) -> list[StoredEvent]:
+        return [
+            StoredEvent(
+                originator_id=row["originator_id"],
+                originator_version=row["originator_version"],
+                topic=row["topic"],
+                state=bytes(row["state"]),
+            )
+            for row in cursor.fetchall()
+        ]
 
     def _select_sql(
         self, conn: psycopg.Connection[Any], shape: tuple[bool, bool, bool, bool]
@@ -210,28 +214,60 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
 
     def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
         with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
-            if self._data_keys_statement is None:
-                self._data_keys_statement = (
-                    sql.SQL(
-                        "SELECT session_id, version, kind, key_id, data_key FROM "
-                        "{schema}.{table} WHERE session_id = %s AND version > %s "
-                        "AND version <= %s"
-                    )
-                    .format(
-                        schema=sql.Identifier(self.datastore.schema),
-                        table=sql.Identifier(self.data_keys_table_name),
-                    )
-                    .as_bytes(conn)
+            self._send_data_keys(conn, cursor, session_id, (after, upto))
+            return self._data_key_rows(cursor)
+
+    def events_and_keys(
+        self, session_id: str, after: int, upto: int | None, keys: KeyRange | None
+    ) -> tuple[Sequence[StoredEvent], list[DataKeyRow]]:
+        """Both queries in one pipeline: a read of sealed events pays one round trip."""
+        if keys is None:
+            return self.select_events(session_id, gt=after or None, lte=upto), []
+        params = [session_id, *(p for p in (after or None, upto) if p is not None)]
+        with (
+            self.datastore.get_connection() as conn,
+            conn.pipeline(),
+            conn.cursor(binary=True) as events,
+            conn.cursor(binary=True) as key_rows,
+        ):
+            shape = (bool(after), upto is not None, False, False)
+            events.execute(self._select_sql(conn, shape), params, prepare=None)
+            self._send_data_keys(conn, key_rows, session_id, keys)
+            return self._stored_events(events), self._data_key_rows(key_rows)
+
+    def _send_data_keys(
+        self,
+        conn: psycopg.Connection[Any],
+        cursor: psycopg.Cursor[Any],
+        session_id: str,
+        keys: KeyRange,
+    ) -> None:
+        if self._data_keys_statement is None:
+            self._data_keys_statement = (
+                sql.SQL(
+                    "SELECT session_id, version, kind, key_id, data_key FROM "
+                    "{schema}.{table} WHERE session_id = %s AND version > %s "
+                    "AND version <= %s"
                 )
-            cursor.execute(
-                self._data_keys_statement,
-                (session_id, after, (1 << 62) if upto is None else upto),
-                prepare=True,
+                .format(
+                    schema=sql.Identifier(self.datastore.schema),
+                    table=sql.Identifier(self.data_keys_table_name),
+                )
+                .as_bytes(conn)
             )
-            return [
-                (r["session_id"], r["version"], r["kind"], r["key_id"], bytes(r["data_key"]))
-                for r in cursor.fetchall()
-            ]
+        after, upto = keys
+        cursor.execute(
+            self._data_keys_statement,
+            (session_id, after, (1 << 62) if upto is None else upto),
+            prepare=True,
+        )
+
+    @staticmethod
+    def _data_key_rows(cursor: psycopg.Cursor[Any]) -> list[DataKeyRow]:
+        return [
+            (r["session_id"], r["version"], r["kind"], r["key_id"], bytes(r["data_key"]))
+            for r in cursor.fetchall()
+        ]
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         kinds, names = [k for k, _ in keys], [n for _, n in keys]

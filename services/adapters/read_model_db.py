@@ -78,9 +78,12 @@ def open_database(database_url: str) -> ReadModelDatabase:
             database=env["POSTGRES_DBNAME"],
         )
         schema = env["POSTGRES_SCHEMA"] or None
-        options: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 4, "max_overflow": 4}
+        options: dict[str, Any] = {"pool_size": 4, "max_overflow": 4}
+        # No ping before each batch of the projection: a batch that finds its
+        # connection dead fails whole and is applied again at the next tick. A
+        # query for a client is answered on a connection that was pinged.
         writer = create_engine(url_pg, **options)
-        reader = create_engine(url_pg, **options)
+        reader = create_engine(url_pg, pool_pre_ping=True, **options)
         if schema:
             translate = {None: schema}
             writer = writer.execution_options(schema_translate_map=translate)

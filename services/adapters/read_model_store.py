@@ -226,13 +226,10 @@ class ReadModelStore:
         """Applies one batch to a model; answers (events applied, new position)."""
         model = self.model(name)
         with self.database.writer.begin() as connection:
-            position = self._locked_position(connection, name)
+            position = self._locked_positions(connection, [name])[name]
             batch, reached = fetch(position, model.topics)
             model.write_batch(connection, batch)
-            if reached > position:
-                connection.execute(
-                    update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
-                )
+            _move_on(connection, {name: position}, reached)
         self._wipe_after_erasures(batch)
         return len(batch), max(reached, position)
 
@@ -246,11 +243,7 @@ class ReadModelStore:
             batch, reached = fetch(start, ())
             for name, model in self.models.items():
                 model.write_batch(connection, [p for p in batch if p[0] > positions[name]])
-            for name, position in positions.items():
-                if reached > position:
-                    connection.execute(
-                        update(t.tracking).where(t.tracking.c.name == name).values(position=reached)
-                    )
+            _move_on(connection, positions, reached)
         self._wipe_after_erasures(batch)
         return len(batch), max(reached, start)
 
@@ -279,25 +272,17 @@ class ReadModelStore:
         """Drops a model's rows and position, in one transaction, to rebuild it from zero."""
         model = self.model(name)
         with self.database.writer.begin() as connection:
-            self._locked_position(connection, name)
+            self._locked_positions(connection, [name])
             for table in model.tables:
                 connection.execute(delete(table))
             connection.execute(
                 update(t.tracking).where(t.tracking.c.name == name).values(position=0)
             )
 
-    def _locked_position(self, connection: Connection, name: str) -> int:
-        return self._locked_positions(connection, [name])[name]
-
     def _locked_positions(self, connection: Connection, names: Sequence[str]) -> dict[str, int]:
         """The models' positions, their rows locked (in name order, so that two
-        projectors never wait on each other in a cycle) until the transaction ends."""
-        dialect: Any = postgresql if self.database.postgres else sqlite
-        connection.execute(
-            dialect.insert(t.tracking)
-            .values([{"name": name, "position": 0} for name in names])
-            .on_conflict_do_nothing()
-        )
+        projectors never wait on each other in a cycle) until the transaction ends.
+        A model's first batch makes its row."""
         query = (
             select(t.tracking.c.name, t.tracking.c.position)
             .where(t.tracking.c.name.in_(names))
@@ -305,4 +290,22 @@ class ReadModelStore:
         )
         if self.database.postgres:
             query = query.with_for_update()
+        positions = {row.name: int(row.position) for row in connection.execute(query)}
+        if len(positions) == len(names):
+            return positions
+        dialect: Any = postgresql if self.database.postgres else sqlite
+        connection.execute(
+            dialect.insert(t.tracking)
+            .values([{"name": name, "position": 0} for name in names])
+            .on_conflict_do_nothing()
+        )
         return {row.name: int(row.position) for row in connection.execute(query)}
+
+
+def _move_on(connection: Connection, positions: dict[str, int], reached: int) -> None:
+    """The models' new position, in one statement (the batch's transaction)."""
+    behind = [name for name, position in positions.items() if reached > position]
+    if behind:
+        connection.execute(
+            update(t.tracking).where(t.tracking.c.name.in_(behind)).values(position=reached)
+        )

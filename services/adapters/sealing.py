@@ -43,6 +43,8 @@ KeyName = tuple[str, int, str, str]
 """(session id, version, kind, key id)."""
 DataKeyRow = tuple[str, int, str, str, bytes]
 """A key row as stored: the name and the 32 key bytes."""
+KeyRange = tuple[int, int | None]
+"""The versions (after, upto] of a session whose keys a read loads; upto None: all."""
 ShredRow = tuple[str, int, str, str]
 """Which keys an erasure deletes: (session id, version, kind, key id); version -1
 matches any version, kind "" every key of the session."""

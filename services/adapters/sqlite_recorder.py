@@ -21,6 +21,7 @@ from services.adapters.id_index import (
     BACKFILL_TOPICS,
     FORK,
     TABLE_SUFFIX,
+    EventsAndKeysInTwoReads,
     IdRow,
     IdTaken,
 )
@@ -57,7 +58,7 @@ def make_resilient(datastore: SQLiteDatastore) -> None:
     datastore.__class__ = ResilientSQLiteDatastore
 
 
-class SQLiteEventRecorder(SQLiteApplicationRecorder):
+class SQLiteEventRecorder(EventsAndKeysInTwoReads, SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX

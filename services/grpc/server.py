@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import sealing
+from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
 from services.app.sessions import SessionService
@@ -223,8 +224,10 @@ def start(config: Config) -> RunningServer:
     # pool, rather than in the first request.
     service.store.recorder.max_notification_id()
     # Likewise load the default model's tokenizer (a few tenths of a second
-    # and its tables' memory).
+    # and its tables' memory), and read the model map the context windows
+    # come from (some 10 ms a first view would otherwise pay).
     tokenizer_for(config.default_model).count_text("warm up")
+    model_metadata.context_window(config.default_model)
     sealing.warm_up()
     _tune_interpreter()
     if app.read_models is not None:

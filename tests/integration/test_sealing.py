@@ -177,6 +177,45 @@ def test_an_erased_compaction_reads_as_its_placeholder() -> None:
     assert is_erased(erased.details) and erased.first_kept_entry_id == "e1"
 
 
+def test_events_and_their_keys_are_read_together_and_the_projection_leaves_content_sealed(
+    database_url: str,
+) -> None:
+    """A load from a cut reads the snapshot, then events with their keys in one go
+    (a pipeline on PostgreSQL): every range of it opens; the read models' decoding
+    keeps the structure and counts and never opens the content."""
+    store = EventStore(persistence_env(database_url), snapshot_interval=2)
+    session = Session.start("s1", SessionSettings(title="title secret"), (100_000, "default"))
+    texts = [f"entry secret {n}" for n in range(5)]
+    for n, text in enumerate(texts):
+        entry = Entry(f"e{n}", None, None, Role.USER, (TextBlock(text),), token_count=7)
+        session.append([entry], _NoIds())
+        store.save_sessions([session])  # versions 2..6, snapshots at 2, 4 and 6
+    try:
+        loaded, events, after = store.session_with_events("s1", lambda s: 2)
+        assert (loaded.version, loaded.settings.title, after) == (6, "title secret", 2)
+        assert [e.entries[0].content for e in events] == [(TextBlock(t),) for t in texts[1:]]
+        stored, keys = store.indexing.events_and_keys("s1", 2, 4, (2, 4))
+        assert [e.originator_version for e in stored] == [3, 4]
+        assert sorted(k[1:4] for k in keys) == [
+            (3, sealing.ENTRY, "e1"),
+            (4, sealing.ENTRY, "e2"),
+            (4, sealing.SNAPSHOT, ""),  # the title in the snapshot taken at version 4
+        ]
+        assert store.indexing.events_and_keys("s1", 4, None, None)[1] == []
+
+        notifications = store.recorder.select_notifications(start=1, limit=100)
+        structure = store.decode_notifications(notifications, entry_content=False)
+        appended = [e for e in structure if isinstance(e, Session.EntriesAppended)]
+        assert [e.entries[0].token_count for e in appended] == [7] * 5
+        assert {e.entries[0].content for e in appended} == {(TextBlock(ERASED_TEXT),)}
+        opened = store.decode_notifications(notifications)
+        assert [e.entries[0].content for e in opened if isinstance(e, Session.EntriesAppended)] == [
+            (TextBlock(t),) for t in texts
+        ]
+    finally:
+        store.close()
+
+
 class _NoIds:
     def used(self, entry_ids: object, call_ids: object) -> object:
         from domain.ids import UsedIds

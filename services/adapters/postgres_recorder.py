@@ -51,11 +51,10 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         self.insert_function_name = self.events_table_name + "_insert"
         self._insert_call: bytes | None = None
         self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
-        self._used_ids_statement: bytes | None = None
-        self._earlier_append_statement: bytes | None = None
+        # Statements composed for this schema once, by their template.
+        self._statements: dict[str, bytes] = {}
         self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
         self.data_keys_table_name = self.events_table_name + DATA_KEYS_TABLE_SUFFIX
-        self._data_keys_statement: bytes | None = None
 
     def select_events(
         self,
@@ -242,22 +241,15 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         session_id: str,
         keys: KeyRange,
     ) -> None:
-        if self._data_keys_statement is None:
-            self._data_keys_statement = (
-                sql.SQL(
-                    "SELECT session_id, version, kind, key_id, data_key FROM "
-                    "{schema}.{table} WHERE session_id = %s AND version > %s "
-                    "AND version <= %s"
-                )
-                .format(
-                    schema=sql.Identifier(self.datastore.schema),
-                    table=sql.Identifier(self.data_keys_table_name),
-                )
-                .as_bytes(conn)
-            )
         after, upto = keys
+        statement = self._statement(
+            conn,
+            "SELECT session_id, version, kind, key_id, data_key FROM {schema}.{table} "
+            "WHERE session_id = %s AND version > %s AND version <= %s",
+            table=self.data_keys_table_name,
+        )
         cursor.execute(
-            self._data_keys_statement,
+            statement,
             (session_id, after, (1 << 62) if upto is None else upto),
             prepare=True,
         )
@@ -276,29 +268,33 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             return {(row["kind"], row["key"]) for row in cursor.fetchall()}
 
     def forks_of(self, session_id: str) -> list[tuple[str, int]]:
-        query = sql.SQL(
-            "SELECT key, version FROM {schema}.{ids} WHERE session_id = %s AND kind = %s"
-        ).format(
-            schema=sql.Identifier(self.datastore.schema), ids=sql.Identifier(self.ids_table_name)
-        )
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            query = self._statement(
+                conn,
+                "SELECT key, version FROM {schema}.{table} WHERE session_id = %s AND kind = %s",
+                table=self.ids_table_name,
+            )
             cursor.execute(query, (session_id, FORK))
             return [(row["key"], row["version"]) for row in cursor.fetchall()]
 
     def _used_ids_sql(self, conn: psycopg.Connection[Any]) -> bytes:
-        if self._used_ids_statement is None:
-            self._used_ids_statement = (
-                sql.SQL(
-                    "SELECT kind, key FROM {schema}.{ids} WHERE session_id = %s "
-                    "AND (kind, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
-                )
-                .format(
-                    schema=sql.Identifier(self.datastore.schema),
-                    ids=sql.Identifier(self.ids_table_name),
-                )
+        return self._statement(
+            conn,
+            "SELECT kind, key FROM {schema}.{table} WHERE session_id = %s "
+            "AND (kind, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            table=self.ids_table_name,
+        )
+
+    def _statement(self, conn: psycopg.Connection[Any], template: str, *, table: str) -> bytes:
+        """``template`` with this schema and ``table`` in it, composed once."""
+        statement = self._statements.get(template)
+        if statement is None:
+            statement = self._statements[template] = (
+                sql.SQL(template)
+                .format(schema=sql.Identifier(self.datastore.schema), table=sql.Identifier(table))
                 .as_bytes(conn)
             )
-        return self._used_ids_statement
+        return statement
 
     def create_key_table(self) -> None:
         names = {
@@ -336,20 +332,12 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         return None if row is None else (row["fingerprint"], row["version"])
 
     def _earlier_append_sql(self, conn: psycopg.Connection[Any]) -> bytes:
-        if self._earlier_append_statement is None:
-            self._earlier_append_statement = (
-                sql.SQL(
-                    "SELECT fingerprint, version FROM {schema}.{keys} "
-                    "WHERE session_id = %s AND key = %s "
-                    "AND created_at >= now() - make_interval(secs => %s)"
-                )
-                .format(
-                    schema=sql.Identifier(self.datastore.schema),
-                    keys=sql.Identifier(self.keys_table_name),
-                )
-                .as_bytes(conn)
-            )
-        return self._earlier_append_statement
+        return self._statement(
+            conn,
+            "SELECT fingerprint, version FROM {schema}.{table} WHERE session_id = %s AND key = %s "
+            "AND created_at >= now() - make_interval(secs => %s)",
+            table=self.keys_table_name,
+        )
 
     def expire_keys(self, ttl_seconds: float) -> int:
         with self.datastore.transaction(commit=True) as cursor:

@@ -96,9 +96,17 @@ class AppendResult:
     replayed: bool = False
 
 
-# Set by ``one_read``: the session whose reads share one catch-up, and the version
-# this server's copy must hold to be taken as it is (None: not caught up yet).
-_ONE_READ: ContextVar[list[tuple[str, int | None]] | None] = ContextVar("one_read", default=None)
+@dataclass
+class _OneRead:
+    """Set by ``one_read``: the session whose reads share one catch-up."""
+
+    session_id: str
+    # The version this server's copy must hold to be taken as it is (None: the
+    # first read has yet to catch up).
+    fresh_at: int | None
+
+
+_ONE_READ: ContextVar[_OneRead | None] = ContextVar("one_read", default=None)
 
 
 class SessionService:
@@ -928,23 +936,22 @@ class SessionService:
         version this call's own append just wrote; a copy that holds it needs no
         catch-up at all, being what a read arriving right after the write would see.
         Writes always catch up: they must not decide on a stale copy."""
-        token = _ONE_READ.set([(session_id, written)])
+        token = _ONE_READ.set(_OneRead(session_id, written))
         try:
             yield
         finally:
             _ONE_READ.reset(token)
 
     def _fresh_in_this_read(self, session_id: str, history: SessionHistory) -> bool:
-        current = _ONE_READ.get()
-        if not current or current[0][0] != session_id:
+        read = _ONE_READ.get()
+        if read is None or read.session_id != session_id or read.fresh_at is None:
             return False
-        version = current[0][1]
-        return version is not None and history.version >= version
+        return history.version >= read.fresh_at
 
     def _caught_up_in_this_read(self, session_id: str, history: SessionHistory) -> None:
-        current = _ONE_READ.get()
-        if current and current[0][0] == session_id:
-            current[0] = (session_id, history.version)
+        read = _ONE_READ.get()
+        if read is not None and read.session_id == session_id:
+            read.fresh_at = history.version
 
     def _history(self, session_id: str) -> SessionHistory:
         """The session's history, caught up with the store."""

@@ -633,6 +633,18 @@ class SessionService:
         """A new session whose history is the parent's up to ``version`` (or up to the
         version that appended ``entry_id``; now when neither), with the settings
         ``choose`` makes recorded after the copy. The parent is not touched."""
+        fork, read_at = self._copied(session_id, version, entry_id, new_session_id, choose)
+        return self._save_fork(fork, session_id, read_at)
+
+    def _copied(
+        self,
+        session_id: str,
+        version: int | None,
+        entry_id: str,
+        new_session_id: str,
+        choose: Callable[[SessionSettings], SessionSettings] | None,
+    ) -> tuple[Session, int]:
+        """The fork, not saved yet, and the parent's version when it was read."""
         history = self._history(session_id)
         if history.erased() is not None:
             raise SessionWasErased(session_id)
@@ -655,13 +667,13 @@ class SessionService:
                 self._context_window(settings),
                 max_entry_bytes_limit=self._max_entry_bytes_limit,
             )
-        self._save(fork)
-        return self._catch_parent_erasures(fork, session_id, history.version)
+        return fork, history.version
 
-    def _catch_parent_erasures(self, fork: Session, parent_id: str, read_at: int) -> Session:
-        """Follows into a fork just saved the erasures of its parent stored since the
-        parent was read (an erasure racing the fork could not find its link yet): of
-        the erasure and the fork, whichever committed second sees the other."""
+    def _save_fork(self, fork: Session, parent_id: str, read_at: int) -> Session:
+        """Saves a fork, then follows into it the erasures of its parent stored since
+        the parent was read (an erasure racing the fork could not find its link yet):
+        of the erasure and the fork, whichever committed second sees the other."""
+        self._save(fork)
         later = self.store.session_events(parent_id, after=read_at)
         erasures = [e for e in later if isinstance(e, ERASURES)]
         if not erasures:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,29 +33,20 @@ def _contents(service: SessionService, session_id: str) -> str:
 
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_fork_saved_while_its_parent_is_erased_is_erased_too(
-    two: tuple[SessionService, SessionService], monkeypatch: pytest.MonkeyPatch, whole: bool
+    two: tuple[SessionService, SessionService], whole: bool
 ) -> None:
     forker, eraser = two
     forker.create_session("p", lambda d: d)
     forker.append("p", [user("secret words", id="u1"), assistant("ok", id="a1")])
-    copy = forker.store.session_events
-
-    def copy_then_erase(session_id: str, **kwargs: Any) -> list[Any]:
-        events = copy(session_id, **kwargs)
-        if kwargs.get("upto") is not None and not hasattr(copy_then_erase, "done"):
-            # The fork has read the parent's content; another server erases the
-            # parent before the fork is saved: it finds no fork to follow.
-            copy_then_erase.done = True  # type: ignore[attr-defined]
-            if whole:
-                _, _, forks = eraser.erase_session("p", erased_by="dpo", reason="asked")
-            else:
-                _, _, forks = eraser.erase_entries("p", ["u1"], erased_by="dpo", reason="asked")
-            assert forks == []
-        return events
-
-    monkeypatch.setattr(forker.store, "session_events", copy_then_erase)
-    fork = forker.fork_session("p", new_session_id="f")
-    monkeypatch.undo()
+    # The fork has read the parent's content; another server erases the parent
+    # before the fork is saved: it finds no fork to follow.
+    copied, read_at = forker._copied("p", None, "", "f", None)
+    if whole:
+        _, _, forks = eraser.erase_session("p", erased_by="dpo", reason="asked")
+    else:
+        _, _, forks = eraser.erase_entries("p", ["u1"], erased_by="dpo", reason="asked")
+    assert forks == []
+    fork = forker._save_fork(copied, "p", read_at)
 
     assert fork.erased is whole
     assert "secret" not in _contents(eraser, "f") and "secret" not in _contents(forker, "f")

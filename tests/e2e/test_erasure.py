@@ -18,7 +18,6 @@ from psycopg import sql
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from services.adapters import sealing
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import (
@@ -31,6 +30,7 @@ from tests.e2e.test_grpc_api import (
     tool_result,
     user,
 )
+from tests.support.raw_keys import raw_key_rows
 
 
 def _marker() -> str:
@@ -94,31 +94,7 @@ def _appears(marker: str, database_url: str, tmp_path: Path) -> list[str]:
 
 def _key_rows(database_url: str, session_id: str) -> list[bytes]:
     """The session's data keys, read straight from the key table."""
-    if database_url.startswith("sqlite"):
-        import sqlite3
-
-        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-            (table,) = [
-                r[0]
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                if r[0].endswith(sealing.TABLE_SUFFIX)
-            ]
-            query = f'SELECT data_key FROM "{table}" WHERE session_id = ?'
-            return [bytes(r[0]) for r in conn.execute(query, (session_id,))]
-    base, schema = database_url.split("?schema=")
-    with psycopg.connect(base, autocommit=True) as conn:
-        (table,) = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-                "AND table_name LIKE %s",
-                (schema, f"%{sealing.TABLE_SUFFIX}"),
-            )
-        ]
-        query = sql.SQL("SELECT data_key FROM {}.{} WHERE session_id = %s").format(
-            sql.Identifier(schema), sql.Identifier(table)
-        )
-        return [bytes(r[0]) for r in conn.execute(query, (session_id,))]
+    return [key for _, _, key in raw_key_rows(database_url, session_id)]
 
 
 def _texts(message: object) -> str:

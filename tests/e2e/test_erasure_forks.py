@@ -7,42 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
-
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import sealing
 from tests.e2e.test_erasure import _appears, _key_rows, _marker, _texts
 from tests.e2e.test_grpc_api import Stub, append, new_session, text, user
+from tests.support.raw_keys import raw_key_rows
 
 
 def _key_names(database_url: str, session_id: str) -> set[tuple[str, str]]:
     """(kind, key id) of the session's data keys, read straight from the key table."""
-    if database_url.startswith("sqlite"):
-        import sqlite3
-
-        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-            (table,) = [
-                r[0]
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                if r[0].endswith(sealing.TABLE_SUFFIX)
-            ]
-            query = f'SELECT kind, key_id FROM "{table}" WHERE session_id = ?'
-            return {(r[0], r[1]) for r in conn.execute(query, (session_id,))}
-    base, schema = database_url.split("?schema=")
-    with psycopg.connect(base, autocommit=True) as conn:
-        (table,) = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-                "AND table_name LIKE %s",
-                (schema, f"%{sealing.TABLE_SUFFIX}"),
-            )
-        ]
-        query = sql.SQL("SELECT kind, key_id FROM {}.{} WHERE session_id = %s").format(
-            sql.Identifier(schema), sql.Identifier(table)
-        )
-        return {(r[0], r[1]) for r in conn.execute(query, (session_id,))}
+    return {(kind, key_id) for kind, key_id, _ in raw_key_rows(database_url, session_id)}
 
 
 def _fork(store: Stub, session_id: str, **fields: object) -> str:

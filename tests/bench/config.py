@@ -42,9 +42,13 @@ class Scale:
     memory_entries: int
     memory_cap_mb: int
     memory_backends: tuple[str, ...]
-    # Group "peers": conversation lengths, and how many of the last turns are timed.
+    # Group "peers": conversation lengths, how many of the last turns are timed,
+    # and runs per system (more than other groups: a run of the store's 50
+    # turns lasts ~0.1 s, short enough for one burst of the host's noise to
+    # halve it, and the figure is the median of the runs' ratios).
     peer_turns: tuple[int, ...]
     peer_timed_turns: int
+    peer_reps: int
     # Group "engine": entries of the viewed session, and of the compacted one.
     engine_view_entries: int
     engine_compact_entries: int
@@ -70,6 +74,7 @@ FULL = Scale(
     memory_backends=("postgres",),
     peer_turns=(1_000, 10_000),
     peer_timed_turns=50,
+    peer_reps=5,
     engine_view_entries=10_000,
     engine_compact_entries=2_500,
 )
@@ -94,6 +99,7 @@ QUICK = Scale(
     memory_backends=("postgres",),
     peer_turns=(200, 1_000),
     peer_timed_turns=20,
+    peer_reps=3,
     engine_view_entries=2_000,
     engine_compact_entries=500,
 )

@@ -146,8 +146,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         # one (a plain INSERT after a LOCK in one statement would take the weaker
         # first, and two writers each holding it while asking for the table lock
         # would deadlock). An erasure also deletes keys, in the same transaction.
-        # Plain values, not the pool's dict rows: naming the columns of every
-        # result was a tenth of an append's time in the request thread.
+        # Plain values: the pool's dict rows would name the columns of every result.
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
             if not shred:
                 cursor.execute(self._insert_call_sql(conn), params, prepare=True)

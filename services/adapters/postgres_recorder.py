@@ -71,11 +71,23 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         Every prompt view catches up with one of these, and a cold one reads a
         whole session: binary rows spare the hex encoding of every event's bytes.
         """
-        params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
         with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
-            shape = (gt is not None, lte is not None, desc, limit is not None)
-            cursor.execute(self._select_sql(conn, shape), params, prepare=None)
+            self._send_select(conn, cursor, originator_id, gt, lte, desc, limit)
             return self._stored_events(cursor)
+
+    def _send_select(
+        self,
+        conn: psycopg.Connection[Any],
+        cursor: psycopg.Cursor[Any],
+        originator_id: UUID | str,
+        gt: int | None,
+        lte: int | None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> None:
+        params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
+        shape = (gt is not None, lte is not None, desc, limit is not None)
+        cursor.execute(self._select_sql(conn, shape), params, prepare=None)
 
     @staticmethod
     def _stored_events(cursor: psycopg.Cursor[Any]) -> list[StoredEvent]:
@@ -223,15 +235,13 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         """Both queries in one pipeline: a read of sealed events pays one round trip."""
         if keys is None:
             return self.select_events(session_id, gt=after or None, lte=upto), []
-        params = [session_id, *(p for p in (after or None, upto) if p is not None)]
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline(),
             conn.cursor(binary=True) as events,
             conn.cursor(binary=True) as key_rows,
         ):
-            shape = (bool(after), upto is not None, False, False)
-            events.execute(self._select_sql(conn, shape), params, prepare=None)
+            self._send_select(conn, events, session_id, after or None, upto)
             self._send_data_keys(conn, key_rows, session_id, keys)
             return self._stored_events(events), self._data_key_rows(key_rows)
 

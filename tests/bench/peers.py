@@ -6,10 +6,10 @@ back what the next model call would need. A peer's cost per turn grows with
 the conversation (each reads the whole history back), so the figures are the
 throughput *at* 1,000 and at 10,000 turns: each run's conversation gets all
 but its last 50 turns in one bulk write through the system's own API, then
-those 50 are timed one by one (the store's read models first catch up with
-the bulk write, as they would have long before a real conversation's turn
-1,000). (Writing all 10,000 turn by turn, five times
+those 50 are timed one by one. (Writing all 10,000 turn by turn, five times
 per system, would take far too long: LangGraph's turn 1,000 takes ~0.1 s.)
+Before the timed turns the store's read models catch up with the bulk write,
+as they would have long before a real conversation's turn 1,000.
 
 * LangGraph's PostgresSaver, used as a graph with ``MessagesState`` uses it:
   the ``messages`` channel holds the whole list (add_messages' result), one

@@ -11,14 +11,20 @@ import itertools
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from domain.content import Entry
+from domain.context.budget import context_budget
+from domain.context.chain import SummarizerStep
 from domain.context.compaction_planner import CompactionPlan, plan_compaction
 from domain.context.summary import SECTIONS, prompt_hash
+from domain.errors import InvalidSettings
 from domain.settings import CompactionPolicy
+from services.adapters.providers import load_providers
 from services.adapters.summarizers import (
+    NO_KEY,
     LiteLLMSummarizer,
     OfflineSummarizer,
     SummarizerError,
@@ -84,8 +90,7 @@ def _history(turns: int, chars: int = 4_000) -> list[Entry]:
 def _plan(entries: list[Entry], summariser_window: int) -> CompactionPlan:
     plan = plan_compaction(
         entries,
-        200_000,
-        CompactionPolicy(keep_recent_tokens=2_000),
+        context_budget(200_000, CompactionPolicy(keep_recent_tokens=2_000)),
         summariser_window_tokens=summariser_window,
     )
     assert isinstance(plan, CompactionPlan), plan
@@ -198,14 +203,47 @@ def test_no_server_is_unavailable() -> None:
 
 
 def test_the_configured_model_picks_the_summariser() -> None:
-    assert isinstance(build_summarizer(""), OfflineSummarizer)
-    assert isinstance(build_summarizer("offline"), OfflineSummarizer)
-    known = build_summarizer("openai/gpt-4o-mini")
+    assert isinstance(build_summarizer(SummarizerStep("offline", "offline")), OfflineSummarizer)
+    known = build_summarizer(SummarizerStep("openai/gpt-4o-mini", "openai/gpt-4o-mini"))
     assert isinstance(known, LiteLLMSummarizer)
     assert known.window_tokens == 128_000  # from litellm's model map
-    local = build_summarizer("openai/my-local-model", "http://127.0.0.1:1/v1", 8_192)
+    local = build_summarizer(
+        SummarizerStep(
+            "openai/my-local-model",
+            "openai/my-local-model",
+            api_base="http://127.0.0.1:1/v1",
+            window_tokens=8_192,
+        )
+    )
     assert isinstance(local, LiteLLMSummarizer)
     assert (local.window_tokens, local.api_base) == (8_192, "http://127.0.0.1:1/v1")
+
+
+def test_a_providers_file_names_where_a_model_is_served_and_with_which_key(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    """The key comes from a secret file the providers file names; the session names only
+    the provider. A provider with no key (a local server) needs no OPENAI_API_KEY."""
+    secret = tmp_path / "key"
+    secret.write_text("sk-from-a-secret-file\n")
+    providers_file = tmp_path / "providers.toml"
+    providers_file.write_text(
+        f'[hosted]\napi_base = "{provider.openai_base}"\napi_key_file = "{secret}"\n'
+        "window_tokens = 64000\n\n"
+        f'[local]\napi_base = "{provider.openai_base}"\n'
+    )
+    providers = load_providers(providers_file)
+    hosted = build_summarizer(
+        SummarizerStep("openai/qwen@hosted", "openai/qwen", "hosted"), providers
+    )
+    assert hosted.window_tokens == 64_000
+    hosted.summarize(_turn(1, 100))
+    assert provider.requests[-1].headers["authorization"] == "Bearer sk-from-a-secret-file"
+    local = build_summarizer(SummarizerStep("openai/qwen@local", "openai/qwen", "local"), providers)
+    local.summarize(_turn(2, 100))
+    assert provider.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
+    with pytest.raises(InvalidSettings, match="not in this server's providers file"):
+        providers.check({"elsewhere"})
 
 
 # -- a whole plan ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from domain.content import Entry
 from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
-from domain.context.summary import prompt_hash, summarize_offline
+from domain.context.summary import SummaryPrompt, prompt_hash, summarize_offline
 from services.adapters.summarizers.base import (
     DEFAULT_TIMEOUT_SECONDS,
     SummaryResult,
@@ -35,6 +35,11 @@ class OfflineSummarizer:
     def __init__(self, window_tokens: int = UNLIMITED_WINDOW_TOKENS) -> None:
         self.name = OFFLINE
         self.window_tokens = window_tokens
+
+    def count_tokens(self, prompt: SummaryPrompt) -> int:
+        """What a model of this window would count, at 4 characters a token: for planning
+        calls as a model would be called (a dry run); the writer itself sends nothing."""
+        return sum(_chars_over_four(m.content) for m in prompt.messages)
 
     def summarize(
         self,

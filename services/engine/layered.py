@@ -53,6 +53,9 @@ from services.engine.fit import fit
 # A view over its budget after the compaction runs the fitting steps at most this often
 # (each one lands; more rounds only follow a calibration that moved meanwhile).
 FIT_ROUNDS = 3
+# A view over its budget waits this long for a summarising compaction; past it the
+# steps that always land make it fit, and the summary lands when the model is done.
+VIEW_WAIT_SECONDS = 1.0
 
 
 class LayeredEngine(CompactsInTheBackground):
@@ -85,9 +88,21 @@ class LayeredEngine(CompactsInTheBackground):
         running = self.runner.running(session_id)
         asked = token_budget is not None
         request = CompactionRequest(Trigger.THRESHOLD, force=asked, budget_tokens=token_budget)
-        outcome = self._wait(self._start(session_id, request, join=not asked), deadline)
-        kind = "waited_for_compaction" if running is not None and not asked else "compacted"
-        actions.append(outcome.action(kind))
+        started = self._start(session_id, request, join=not asked)
+        outcome = self._wait(started, deadline, at_most=VIEW_WAIT_SECONDS)
+        if outcome is None:
+            # A model is still summarising: its compaction lands when done (cutting
+            # later than what the next steps drop), and this view need not wait for it.
+            actions.append(
+                EngineAction(
+                    "compaction_running",
+                    f"still summarising after {VIEW_WAIT_SECONDS:g} s; it goes on in the "
+                    "background",
+                )
+            )
+        else:
+            kind = "waited_for_compaction" if running is not None and not asked else "compacted"
+            actions.append(outcome.action(kind))
         for _ in range(FIT_ROUNDS):
             view = self.port.history(session_id).prompt_view()
             budget = view.budget(token_budget)
@@ -95,9 +110,9 @@ class LayeredEngine(CompactsInTheBackground):
                 return Assembly(view, verdict, budget, actions)
             # What the summary kept still does not fit: drop and trim until it does.
             to_fit = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=token_budget)
-            outcome = self._wait(
-                self._start(session_id, to_fit, join=False, fitting=True), deadline
-            )
+            fitted = self._wait(self._start(session_id, to_fit, join=False, fitting=True), deadline)
+            assert fitted is not None  # no bound but the deadline, which raises
+            outcome = fitted
             actions.append(outcome.action())
             if outcome.recorded is None and outcome.pruned is None:
                 raise PromptOverBudget(
@@ -135,13 +150,25 @@ class LayeredEngine(CompactsInTheBackground):
                 return fit(self.port, session_id, request, self.info.name)
             return self._compact_now(session_id, request)
 
-        return self.runner.run(session_id, job, join=join)
+        lane = "fit" if fitting else "compaction"
+        return self.runner.run(session_id, job, join=join, lane=lane)
 
-    def _wait(self, future: Future[CompactionOutcome], deadline: float | None) -> CompactionOutcome:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    def _wait(
+        self,
+        future: Future[CompactionOutcome],
+        deadline: float | None,
+        at_most: float | None = None,
+    ) -> CompactionOutcome | None:
+        """The job's outcome; None when ``at_most`` seconds passed first (the job goes on);
+        refused when the client's deadline passes first."""
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        bounded = remaining is not None and (at_most is None or remaining <= at_most)
+        timeout = remaining if bounded else at_most
         try:
             return future.result(timeout=timeout)
         except FutureTimeout:
+            if not bounded:
+                return None
             raise CompactionDeadlineExceeded(
                 "the prompt is over its budget and the compaction that brings it back is "
                 "still running; it goes on in the background: ask again, with a longer deadline"

@@ -80,11 +80,12 @@ def fit(
     )
     try:
         recorded = port.record_compaction(session_id, compaction)
-    except DomainError as error:  # e.g. the session changed under the plan
+    except DomainError as error:
+        # The session moved under the plan (a summarising compaction landed meanwhile):
+        # nothing is wrong, and the caller plans again from what is there now.
         failure = CompactionFailure(
             request.trigger, "verify", str(error), request.attempt, "offline"
         )
-        port.record_compaction_failure(session_id, failure)
         return CompactionOutcome(False, failure.reason, statistics, failure=failure, pruned=pruned)
     return CompactionOutcome(True, plan.reason, statistics, recorded, pruned=pruned)
 

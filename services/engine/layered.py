@@ -114,7 +114,7 @@ class LayeredEngine(CompactsInTheBackground):
             assert fitted is not None  # no bound but the deadline, which raises
             outcome = fitted
             actions.append(outcome.action())
-            if outcome.recorded is None and outcome.pruned is None:
+            if outcome.recorded is None and outcome.pruned is None and outcome.failure is None:
                 raise PromptOverBudget(
                     f"the prompt needs ~{budget.provider_tokens(view.estimated_tokens):,} "
                     f"tokens but may hold {budget.describe()}, and nothing more can be left "
@@ -132,8 +132,15 @@ class LayeredEngine(CompactsInTheBackground):
         # A manual request queues behind a running compaction (it has its own
         # instructions); any other trigger joins it.
         future = self._start(session_id, request, join=request.trigger != Trigger.MANUAL)
-        outcome: CompactionOutcome = future.result()
-        return outcome
+        if request.trigger != Trigger.OVERFLOW:
+            outcome: CompactionOutcome = future.result()
+            return outcome
+        # The view that follows an overflow report makes itself fit (see assemble):
+        # a model still summarising after a short wait lands in the background.
+        waited = self._wait(future, None, at_most=VIEW_WAIT_SECONDS)
+        if waited is None:
+            return CompactionOutcome(False, "a model is summarising in the background")
+        return waited
 
     # -- compaction ------------------------------------------------------------------
 

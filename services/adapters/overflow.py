@@ -160,8 +160,13 @@ def classify_provider_error(
 
     ``provider`` is litellm's provider name ("openai", "anthropic",
     "hosted_vllm", ...); one litellm does not know is treated as
-    OpenAI-compatible, which is what local servers speak.
+    OpenAI-compatible, which is what local servers speak. An error stating an
+    overflow's figures in a provider's own words is one without asking litellm,
+    whose import costs seconds the first time.
     """
+    stated = stated_limits(error_text)
+    if status_code in (400, 413) and (stated.window_tokens or stated.prompt_tokens):
+        return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
     mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
     kind = kind_of(mapped)
     if kind == OTHER and status_code == 400 and mentions_overflow(error_text):

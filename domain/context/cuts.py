@@ -37,6 +37,22 @@ class CallIndex:
         self.open_positions = sorted(
             self.call_position[c] for c in open_call_ids if c in self.call_position
         )
+        # splitting[p]: a cut at p would leave a call before it and its result at or after
+        # it (or still to come), counted by a sweep over the calls' spans.
+        depth = [0] * (len(entries) + 1)
+        spans = [(call, at) for at, call in self.answered.items() if call < at]
+        spans += [(call, len(entries)) for call in self.open_positions]
+        for call, at in spans:
+            depth[call + 1] += 1
+            depth[at + 1 if at < len(entries) else len(entries)] -= 1
+        self.splitting = [False] * len(entries)
+        running = 0
+        for position in range(len(entries)):
+            running += depth[position]
+            self.splitting[position] = running > 0
+        self.first_conversation = next(
+            (i for i, e in enumerate(entries) if e.role is not Role.SYSTEM), len(entries)
+        )
 
     def split_call_before(self, cut: int) -> int | None:
         """The earliest call before ``cut`` whose result is at or after it (or still open)."""
@@ -57,11 +73,10 @@ def is_valid_cut(entries: Sequence[Entry], position: int, calls: CallIndex) -> b
     """Whether the log may be cut to keep ``position`` on: a conversation entry that is
     not a tool result, with every call before it answered before it, and something
     before it to summarise."""
-    entry = entries[position]
     return (
-        entry.role not in (Role.TOOL, Role.SYSTEM)
-        and calls.split_call_before(position) is None
-        and any(e.role is not Role.SYSTEM for e in entries[:position])
+        entries[position].role not in (Role.TOOL, Role.SYSTEM)
+        and not calls.splitting[position]
+        and calls.first_conversation < position
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -16,7 +17,7 @@ from domain.context.compaction_planner import (
     chunk_for_summary,
     plan_compaction,
 )
-from domain.context.cuts import choose_cut
+from domain.context.cuts import CallIndex, choose_cut
 from domain.settings import CompactionPolicy
 from tests.unit.context.transcripts import PI_LARGE, close_open_calls, read_pi_v1
 from tests.unit.pi_transcript import turns
@@ -284,3 +285,25 @@ def test_a_real_coding_session_gets_a_cut_the_store_accepts() -> None:
     )
     log = tracked.history.durable_log()
     assert log.entries[0].id == plan.first_kept_entry_id
+
+
+def test_the_cut_index_agrees_with_the_call_by_call_rule() -> None:
+    """Random sessions of calls answered late, early, together or never: the swept
+    index of splitting cuts says what the call-by-call rule says, at every position."""
+    rng = random.Random(7)
+    for _ in range(50):
+        entries: list[Entry] = []
+        waiting: list[str] = []
+        for i in range(60):
+            if waiting and rng.random() < 0.4:
+                answered = waiting.pop(rng.randrange(len(waiting)))
+                entries.append(tool(answered, "out", id=f"t{i}"))
+            elif rng.random() < 0.3:
+                calls = [call(f"c{i}-{k}") for k in range(rng.randint(1, 3))]
+                waiting += [c.id for c in calls]
+                entries.append(assistant(id=f"a{i}", calls=calls))
+            else:
+                entries.append(user(f"u{i}", id=f"u{i}"))
+        index = CallIndex(entries, open_call_ids=waiting)
+        for position in range(len(entries)):
+            assert index.splitting[position] == (index.split_call_before(position) is not None)

@@ -657,21 +657,19 @@ class Session(BaseAggregate[str]):
         tokens: int,
         remedy: str,
         *,
+        beside: int | None = None,
         budget: ContextBudget | None = None,
         settings: SessionSettings | None = None,
-        system_prompt_tokens: int | None = None,
     ) -> None:
         """Refuses ``tokens`` of something the prompt must hold whole, were it over the
-        budget beside the system prompt (``budget``, ``settings`` and
-        ``system_prompt_tokens``: those it would be under, by default the session's).
-        Only sessions whose engine keeps the prompt within the window (compaction
-        ``auto``) promise a view that fits; the others are served as they are."""
+        budget beside the system prompt (``beside``, ``budget`` and ``settings``: what it
+        would be beside and under, by default the session's). Only sessions whose engine
+        keeps the prompt within the window (compaction ``auto``) promise a view that
+        fits; the others are served as they are."""
         budget = budget or self.budget()
         if (settings or self.settings).compaction.mode != "auto":
             return  # the client keeps the prompt within its window; views are served as is
-        system = self.system_prompt_tokens if system_prompt_tokens is None else system_prompt_tokens
-        if kind == "system_prompt":
-            system = 0
+        system = self.system_prompt_tokens if beside is None else beside
         if system + tokens <= budget.budget_estimate:
             return
         beside = f", and the system prompt takes {system:,}" if system else ""
@@ -1108,6 +1106,7 @@ class Session(BaseAggregate[str]):
             system_prompt.tokens.total,
             "shorten it (fewer or smaller injected files, fewer tools), or use a model with a "
             "larger window",
+            beside=0,
         )
         self.trigger_event(
             self.SystemPromptSet, system_prompt=system_prompt, fingerprint=fingerprint
@@ -1136,11 +1135,23 @@ class Session(BaseAggregate[str]):
             return
         budget = self._budget_under(settings, window_tokens)
         remedy = "choose a larger window, or a model that has one"
-        for what, kind, tokens in (
-            ("the system prompt", "system_prompt", self.system_prompt_tokens),
-            ("the largest message the prompt keeps", "entry", largest_message_tokens),
-        ):
-            self.check_fits(what, kind, tokens, remedy, budget=budget, settings=settings)
+        self.check_fits(
+            "the system prompt",
+            "system_prompt",
+            self.system_prompt_tokens,
+            remedy,
+            beside=0,
+            budget=budget,
+            settings=settings,
+        )
+        self.check_fits(
+            "the largest message the prompt keeps",
+            "entry",
+            largest_message_tokens,
+            remedy,
+            budget=budget,
+            settings=settings,
+        )
         self.trigger_event(
             self.SettingsChanged,
             settings=settings,

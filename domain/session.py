@@ -672,10 +672,10 @@ class Session(BaseAggregate[str]):
         system = self.system_prompt_tokens if beside is None else beside
         if system + tokens <= budget.budget_estimate:
             return
-        beside = f", and the system prompt takes {system:,}" if system else ""
+        besides = f", and the system prompt takes {system:,}" if system else ""
         raise TooLargeForWindow(
             f"{what} needs ~{budget.provider_tokens(tokens):,} tokens of the prompt, but the "
-            f"prompt holds at most {budget.describe()}{beside}; no compaction could ever fit "
+            f"prompt holds at most {budget.describe()}{besides}; no compaction could ever fit "
             f"it: {remedy}",
             kind,
             budget.provider_tokens(tokens),

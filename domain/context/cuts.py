@@ -25,8 +25,8 @@ class CallIndex:
         # Result entry position -> lowest position of a call it answers.
         self.answered: dict[int, int] = {}
         for position, entry in enumerate(entries):
-            for call in entry.tool_calls:
-                self.call_position[call.id] = position
+            for made_call in entry.tool_calls:
+                self.call_position[made_call.id] = position
             made = [
                 self.call_position[r.tool_call_id]
                 for r in entry.tool_results
@@ -40,11 +40,11 @@ class CallIndex:
         # splitting[p]: a cut at p would leave a call before it and its result at or after
         # it (or still to come), counted by a sweep over the calls' spans.
         depth = [0] * (len(entries) + 1)
-        spans = [(call, at) for at, call in self.answered.items() if call < at]
-        spans += [(call, len(entries)) for call in self.open_positions]
-        for call, at in spans:
-            depth[call + 1] += 1
-            depth[at + 1 if at < len(entries) else len(entries)] -= 1
+        spans = [(made, at) for at, made in self.answered.items() if made < at]
+        spans += [(made, len(entries)) for made in self.open_positions]
+        for made, at in spans:
+            depth[made + 1] += 1
+            depth[min(at + 1, len(entries))] -= 1
         self.splitting = [False] * len(entries)
         running = 0
         for position in range(len(entries)):

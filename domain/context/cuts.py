@@ -27,13 +27,13 @@ class CallIndex:
         for position, entry in enumerate(entries):
             for made_call in entry.tool_calls:
                 self.call_position[made_call.id] = position
-            made = [
+            calls_answered = [
                 self.call_position[r.tool_call_id]
                 for r in entry.tool_results
                 if r.tool_call_id in self.call_position
             ]
-            if made:
-                self.answered[position] = min(made)
+            if calls_answered:
+                self.answered[position] = min(calls_answered)
         self.open_positions = sorted(
             self.call_position[c] for c in open_call_ids if c in self.call_position
         )

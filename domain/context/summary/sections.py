@@ -1,0 +1,82 @@
+"""The summary's sections, written from the facts gathered from the entries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from domain.content import Entry
+from domain.context.summary.anonymize import Identifiers
+from domain.context.summary.facts import Facts
+from domain.context.summary.layout import ALL_SECTIONS, clip, list_line, tally_line
+
+
+def sections(
+    facts: Facts,
+    entries: Sequence[Entry],
+    instructions: str,
+    notes: Sequence[str],
+    ident: Identifiers,
+) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {name: [] for name in ALL_SECTIONS}
+    if facts.first_request:
+        sections["Goal"].append(f"First request: {ident(facts.first_request)}")
+    if facts.latest_request and facts.latest_request != facts.first_request:
+        sections["Goal"].append(f"Latest request: {ident(facts.latest_request)}")
+
+    sections["Constraints"] = [ident(c) for c in facts.constraints[-8:]]
+    if instructions.strip():
+        sections["Constraints"].append(f"Focus asked for this summary: {clip(instructions)}")
+
+    if facts.calls:
+        failed = sum(c.outcome == "error" for c in facts.calls)
+        sections["Progress"].append(
+            tally_line(entries[0].id, entries[-1].id, Counter(c.name for c in facts.calls), failed)
+        )
+    for call in facts.calls[-12:]:
+        target = f" `{ident(call.key)}`" if call.key else ""
+        where = f" (entry {call.result_entry})" if call.result_entry else ""
+        sections["Progress"].append(
+            f"{call.name}{target} -> {call.outcome}: {ident(call.first_line)}{where}"
+            if call.result_entry
+            else f"{call.name}{target} -> no result (call in entry {call.entry_id})"
+        )
+    if facts.last_reply:
+        sections["Progress"].append(f"Last reply: {ident(facts.last_reply)}")
+
+    sections["Key Decisions"] = [ident(d) for d in facts.decisions[-8:]]
+
+    if facts.latest_request:
+        state = "answered last" if facts.latest_request_answered else "not answered yet"
+        sections["Next Steps"].append(
+            f"Continue from the latest request ({state}): {ident(facts.latest_request)}"
+        )
+    if facts.last_user_words:
+        sections["Next Steps"].append(f"The user's last words: {ident(facts.last_user_words)}")
+    for call in facts.calls[facts.calls_before_latest_request :]:
+        if not call.result_entry:
+            sections["Next Steps"].append(
+                f"Tool call {call.name} `{ident(call.key)}` (entry {call.entry_id}) has no "
+                "result yet"
+            )
+
+    critical = sections["Critical Context"]
+    if facts.files:
+        critical.append(list_line("Files", [ident(f) for f in list(facts.files)[-25:]]))
+    if facts.identifiers:
+        critical.append(list_line("Identifiers", [ident(i) for i in facts.identifiers[-25:]]))
+    if facts.commands:
+        critical.append(list_line("Commands", [ident(c) for c in facts.commands[-8:]]))
+    for message, entry_id in facts.errors[-8:]:
+        critical.append(f"Error (entry {entry_id}): {ident(message)}")
+    critical.extend(notes)
+
+    sections["Raw History"] = [
+        f"Entries `{entries[0].id}` .. `{entries[-1].id}` ({len(entries)} entries) are "
+        "summarised here. They remain in the store: GetEntry(entry_id) reads any entry whole.",
+        *(
+            f"`{ident(path)}`: latest in entry {entry_id}"
+            for path, entry_id in list(facts.files.items())[-8:]
+        ),
+    ]
+    return sections

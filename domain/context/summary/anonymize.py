@@ -1,40 +1,75 @@
 """The identifier policy's ``anonymize``: each identifier replaced by a placeholder derived
-from its hash, so the same identifier reads the same in every summary and every roll."""
+from its hash, so the same identifier reads the same in every summary and every roll.
+
+What is replaced: paths, URLs, e-mail addresses, ticket ids, hex ids and hashes,
+hosts, and names of functions and classes - everything that says who or where.
+Versions, numbers with units and quoted literals stay as written.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 
-from domain.context.summary.patterns import HEX_ID, PATH
+from domain.context.summary.identifiers import ANONYMIZED, PLACEHOLDER, find_identifiers
 
-
-class Identifiers:
-    """Keeps identifiers exactly, or replaces them with hash-derived placeholders."""
-
-    def __init__(self, policy: str, known: Iterable[tuple[str, str]]) -> None:
-        self.anonymize = policy == "anonymize"
-        # Longest first, so a path is replaced before a file name inside it.
-        self.known = sorted(set(known), key=lambda kv: (-len(kv[1]), kv))
-
-    def __call__(self, text: str) -> str:
-        if not self.anonymize:
-            return text
-        for kind, value in self.known:
-            if value and value in text:
-                text = text.replace(value, placeholder(kind, value))
-        text = PATH.sub(_path_placeholder, text)
-        return HEX_ID.sub(_id_placeholder, text)
-
-
-def _path_placeholder(match: re.Match[str]) -> str:
-    return placeholder("path", match.group(0))
-
-
-def _id_placeholder(match: re.Match[str]) -> str:
-    return placeholder("id", match.group(0))
+_L = r"(?<![A-Za-z0-9_])"
+_R = r"(?![A-Za-z0-9_])"
 
 
 def placeholder(kind: str, value: str) -> str:
     return f"<{kind}-{hashlib.sha256(value.encode()).hexdigest()[:8]}>"
+
+
+def anonymized(text: str) -> str:
+    """``text`` with every identifier the patterns find replaced by its placeholder."""
+    parts = []
+    at = 0
+    for found in find_identifiers(text, ANONYMIZED):
+        parts.append(text[at : found.start])
+        parts.append(placeholder(found.kind, found.value))
+        at = found.start + len(found.value)
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+class Identifiers:
+    """Keeps identifiers exactly, or replaces them with hash-derived placeholders.
+
+    ``known`` (identifier -> kind) are the identifiers gathered from the entries:
+    they are replaced wherever they stand, also where the patterns alone would
+    not find them (a name seen in ``def check_password(`` is replaced in
+    "check_password fails" too).
+    """
+
+    def __init__(self, policy: str, known: Mapping[str, str]) -> None:
+        self.anonymize = policy == "anonymize"
+        self._kinds = {value: kind for value, kind in known.items() if kind in ANONYMIZED}
+        # Longest first, so a path is replaced before a file name inside it.
+        values = sorted(self._kinds, key=lambda v: (-len(v), v))
+        self._known = (
+            re.compile("|".join(_L + re.escape(v) + _R for v in values)) if values else None
+        )
+
+    def __call__(self, text: str) -> str:
+        if not self.anonymize:
+            return text
+        if self._known is not None:
+            text = self._replace_known(text)
+        return anonymized(text)
+
+    def _replace_known(self, text: str) -> str:
+        # Placeholders already in the text (from a previous summary) are left whole.
+        shielded = [m.span() for m in PLACEHOLDER.finditer(text)]
+        parts = []
+        at = 0
+        for match in self._known.finditer(text) if self._known else ():
+            start, end = match.span()
+            if any(s < end and start < e for s, e in shielded):
+                continue
+            value = match.group(0)
+            parts.append(text[at:start] + placeholder(self._kinds[value], value))
+            at = end
+        parts.append(text[at:])
+        return "".join(parts)

@@ -1,5 +1,13 @@
-"""What the entries say: requests, constraints, decisions, tool calls and how they ended,
-files, identifiers, commands and errors, gathered in one pass for the summary's sections."""
+"""What the entries say, gathered in one pass for the summary's sections.
+
+Two kinds of facts are told apart. What the *user* said - their instructions,
+the identifiers they named, the errors they reported - must survive every
+roll, so it is gathered whole from the user's own words. Everything else
+(what tools printed, the identifiers in their outputs, the assistant's
+remarks) is incidental: kept while there is room, newest first. Text a user
+pastes between code fences is output, not their words: its identifiers are
+incidental, its first and last error lines are reported errors.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +17,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from domain.content import Entry, Role, TextBlock, ToolCall, ToolResult
+from domain.context.summary.identifiers import find_identifiers
 from domain.context.summary.layout import clip
 from domain.context.summary.patterns import (
-    BACKTICKED,
-    BULLET,
-    CODE_LIKE,
     CONSTRAINT,
     DECISION,
     FENCE,
-    FUNCTION,
-    HEX_ID,
-    PATH,
-    SENTENCE,
+    INSTRUCTION,
+    TAG,
     clean,
     error_line,
     first_line,
+    instructions_in,
+    pasted_errors,
+    sentences,
+    stated_errors,
 )
 
 _ARG_PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "notebook_path", "cwd")
 _ARG_COMMAND_KEYS = ("command", "cmd", "script")
 _ARG_OTHER_KEYS = ("pattern", "query", "url", "name", "id")
+# Identifiers worth keeping from what tools print: distinctive ones. Names and numbers
+# in a tool's output are mostly the output itself (code, timings), not facts.
+_DISTINCT = frozenset({"url", "email", "ticket", "id", "hash", "host", "version"})
+# Where a tool output's facts are: its head and its tail (the error, the totals).
+_OUTPUT_EDGE_CHARS = 1_000
+_PER_OUTPUT = 8
+# How much of an assistant's or a note's text is read for decisions and identifiers.
+_PROSE_CHARS = 4_000
 
 
 @dataclass
@@ -50,14 +66,23 @@ class Facts:
     last_user_words: str = ""
     # How many calls were made before the latest request: later ones may still be pending.
     calls_before_latest_request: int = 0
+    # The user's own words, each with the entry (or kind) of its latest mention, oldest first.
+    instructions: dict[str, str] = field(default_factory=dict)  # sentence -> entry id
+    named: dict[str, str] = field(default_factory=dict)  # identifier -> kind
+    reported_errors: dict[str, str] = field(default_factory=dict)  # message -> entry id
+    # Incidental facts.
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     last_reply: str = ""
     files: dict[str, str] = field(default_factory=dict)  # path -> latest entry mentioning it
-    identifiers: list[str] = field(default_factory=list)
+    identifiers: dict[str, str] = field(default_factory=dict)  # identifier -> kind
     commands: list[str] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (message, entry id)
+
+    def known(self) -> dict[str, str]:
+        """Every identifier gathered, with its kind: what anonymisation replaces."""
+        return {**{p: "path" for p in self.files}, **self.identifiers, **self.named}
 
 
 def _add(items: list[str], item: str) -> None:
@@ -65,12 +90,19 @@ def _add(items: list[str], item: str) -> None:
         items.append(item)
 
 
-def _texts(entry: Entry) -> list[str]:
-    return [b.text for b in entry.content if isinstance(b, TextBlock)]
+def _renew(items: dict[str, str], key: str, value: str) -> None:
+    """Set ``key``, moving it last: the newest mention."""
+    items.pop(key, None)
+    items[key] = value
 
 
-def _call_key(call: ToolCall) -> tuple[str, list[str], str]:
-    """The call's key argument (path, command or pattern), its paths, and its command."""
+def _texts(entry: Entry) -> str:
+    return " ".join(b.text for b in entry.content if isinstance(b, TextBlock))
+
+
+def _call_key(call: ToolCall) -> tuple[str, list[str], str, list[str]]:
+    """The call's key argument (path, command or pattern), its paths, its command, and its
+    other arguments."""
     try:
         arguments = json.loads(call.arguments_json)
     except ValueError:
@@ -81,7 +113,8 @@ def _call_key(call: ToolCall) -> tuple[str, list[str], str]:
     commands = [v for k in _ARG_COMMAND_KEYS if isinstance(v := arguments.get(k), str) and v]
     others = [v for k in _ARG_OTHER_KEYS if isinstance(v := arguments.get(k), str) and v]
     key = (paths or commands or others or [""])[0]
-    return clip(" ".join(key.split()), 120), paths, clip(commands[0], 160) if commands else ""
+    command = clip(commands[0], 160) if commands else ""
+    return clip(" ".join(key.split()), 120), paths, command, others
 
 
 def gather(entries: Sequence[Entry]) -> Facts:
@@ -89,40 +122,66 @@ def gather(entries: Sequence[Entry]) -> Facts:
     calls: dict[str, Call] = {}
     for entry in entries:
         if entry.role is Role.USER:
-            text = clean(" ".join(_texts(entry)))
-            if text and _is_brief(text) and facts.latest_request:
-                # "ok", "yes", "go on": an answer to the agent, not a new request.
-                facts.last_user_words = clip(text)
-            elif text:
-                if not facts.first_request or _is_command(facts.first_request):
-                    facts.first_request = clip(text)
-                facts.latest_request = clip(text)
-                facts.last_user_words = ""
-                facts.latest_request_answered = False
-                facts.calls_before_latest_request = len(facts.calls)
-            _scan(facts, entry, " ".join(_texts(entry))[:4_000], CONSTRAINT, facts.constraints)
+            _user(facts, entry)
         elif entry.role is Role.ASSISTANT:
-            text = " ".join(_texts(entry)).strip()
+            text = _texts(entry).strip()
             if text:
                 facts.last_reply = clip(clean(text))
                 facts.latest_request_answered = True
-            _scan(facts, entry, text[:4_000], DECISION, facts.decisions)
+            _prose(facts, entry, text[:_PROSE_CHARS], DECISION, facts.decisions)
             for call in entry.tool_calls:
-                key, paths, command = _call_key(call)
+                key, paths, command, others = _call_key(call)
                 record = Call(entry.id, call.name, key)
                 calls[call.id] = record
                 facts.calls.append(record)
                 for path in paths:
-                    facts.files.pop(path, None)
-                    facts.files[path] = entry.id
+                    _renew(facts.files, path, entry.id)
                 if command:
                     _add(facts.commands, command)
+                _incidental(facts, " ".join(others)[:_OUTPUT_EDGE_CHARS], _DISTINCT)
         elif entry.role is Role.TOOL:
             for result in entry.tool_results:
                 _record_result(facts, calls.get(result.tool_call_id), entry, result)
         elif entry.role is Role.CUSTOM:
-            _scan(facts, entry, " ".join(_texts(entry))[:4_000], CONSTRAINT, facts.constraints)
+            _prose(facts, entry, _texts(entry)[:_PROSE_CHARS], CONSTRAINT, facts.constraints)
     return facts
+
+
+def _user(facts: Facts, entry: Entry) -> None:
+    raw = _texts(entry)
+    text = clean(raw)
+    if text and _is_brief(text) and facts.latest_request:
+        # "ok", "yes", "go on": an answer to the agent, not a new request.
+        facts.last_user_words = clip(text)
+    elif text:
+        if not facts.first_request or _is_command(facts.first_request):
+            facts.first_request = clip(text)
+        facts.latest_request = clip(text)
+        facts.last_user_words = ""
+        facts.latest_request_answered = False
+        facts.calls_before_latest_request = len(facts.calls)
+    prose = TAG.sub(" ", FENCE.sub(" ", raw))
+    for sentence in instructions_in(prose):
+        _renew(facts.instructions, sentence, entry.id)
+    errors = stated_errors(prose)
+    for error in errors:
+        _renew(facts.reported_errors, error, entry.id)
+    for found in find_identifiers(prose):
+        # A quoted piece of an error is the error's, kept with it.
+        if found.kind == "quoted" and any(found.value in error for error in errors):
+            continue
+        _renew(facts.named, found.value, found.kind)
+        if found.kind == "path":
+            _renew(facts.files, found.value, entry.id)
+    for pasted in FENCE.findall(raw):
+        for error in pasted_errors(pasted):
+            _renew(facts.reported_errors, error, entry.id)
+        _incidental(facts, pasted, _DISTINCT)
+    # What the user prefers without an explicit instruction ("only", "prefer", "avoid").
+    for sentence in sentences(prose[:_PROSE_CHARS]):
+        explicit = INSTRUCTION.search(sentence)
+        if _is_sentence(sentence) and not explicit and CONSTRAINT.search(sentence):
+            _add(facts.constraints, clip(sentence))
 
 
 def _is_brief(text: str) -> bool:
@@ -134,26 +193,31 @@ def _is_command(text: str) -> bool:
     return text.startswith("/") and len(text.split()) <= 2
 
 
-def _scan(facts: Facts, entry: Entry, text: str, pattern: re.Pattern[str], into: list[str]) -> None:
-    """Sentences matching ``pattern`` go to ``into``; paths and names go to the facts."""
-    for sentence in SENTENCE.split(FENCE.sub(" ", text)):
-        sentence = BULLET.sub("", " ".join(sentence.split()))
-        # A sentence ending in a colon introduces something else; alone it says nothing.
-        if 12 <= len(sentence) <= 400 and not sentence.endswith(":") and pattern.search(sentence):
+def _is_sentence(sentence: str) -> bool:
+    # A sentence ending in a colon introduces something else; alone it says nothing.
+    return 12 <= len(sentence) <= 400 and not sentence.endswith(":")
+
+
+def _prose(
+    facts: Facts, entry: Entry, text: str, pattern: re.Pattern[str], into: list[str]
+) -> None:
+    """Sentences matching ``pattern`` go to ``into``; paths and identifiers to the facts."""
+    prose = FENCE.sub(" ", text)
+    for sentence in sentences(prose):
+        if _is_sentence(sentence) and pattern.search(sentence):
             _add(into, clip(sentence))
-    for match in PATH.finditer(text):
-        facts.files.pop(match.group(0), None)
-        facts.files[match.group(0)] = entry.id
-    for match in FUNCTION.finditer(text):
-        if match.group(3):
-            _add(facts.identifiers, f"{match.group(3)}()")
-        elif match.group(2) or CODE_LIKE.search(match.group(1)):
-            _add(facts.identifiers, match.group(1))
-    for match in HEX_ID.finditer(text):
-        _add(facts.identifiers, match.group(0))
-    for match in BACKTICKED.finditer(text):
-        if CODE_LIKE.search(match.group(1)) and not PATH.fullmatch(match.group(1)):
-            _add(facts.identifiers, match.group(1))
+    for found in find_identifiers(text):
+        if found.kind == "path":
+            _renew(facts.files, found.value, entry.id)
+        elif found.kind != "quoted":
+            _renew(facts.identifiers, found.value, found.kind)
+
+
+def _incidental(facts: Facts, text: str, kinds: frozenset[str], limit: int | None = None) -> None:
+    """Identifiers of ``kinds`` in ``text`` (at most ``limit``), unless the user named them."""
+    found = {f.value: f.kind for f in find_identifiers(text, kinds) if f.value not in facts.named}
+    for value, kind in list(found.items())[:limit]:
+        _renew(facts.identifiers, value, kind)
 
 
 def _record_result(facts: Facts, call: Call | None, entry: Entry, result: ToolResult) -> None:
@@ -170,6 +234,9 @@ def _record_result(facts: Facts, call: Call | None, entry: Entry, result: ToolRe
     call.first_line = error_line(text) if failed else first_line(text)
     if failed:
         facts.errors.append((call.first_line, entry.id))
+    edges = text
+    if len(text) > 2 * _OUTPUT_EDGE_CHARS:
+        edges = f"{text[:_OUTPUT_EDGE_CHARS]}\n{text[-_OUTPUT_EDGE_CHARS:]}"
+    _incidental(facts, f"{call.first_line}\n{edges}", _DISTINCT, _PER_OUTPUT)
     if call.key in facts.files:
-        facts.files.pop(call.key)
-        facts.files[call.key] = entry.id
+        _renew(facts.files, call.key, entry.id)

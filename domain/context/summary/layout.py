@@ -23,8 +23,22 @@ TALLY = re.compile(r"^Entries `([^`]+)` \.\. `([^`]+)`: (\d+) tool calls \((.*)\
 RANGE = re.compile(r"Entries `([^`]+)` \.\. `([^`]+)` \((\d+) entries\)")
 BACKTICK_ITEM = re.compile(r"`([^`]+)`")
 
-# Critical Context lines that list identifiers: (separator, how many of the newest are kept).
-LISTS = {"Files": (", ", 25), "Identifiers": (", ", 25), "Commands": ("; ", 8)}
+# What the user said that every roll keeps and bounding trims last ("protected" lines):
+# their instructions (in Constraints), the identifiers they named and the errors they
+# reported (in Critical Context).
+USER_INSTRUCTION = "User instruction"
+NAMED_BY_USER = "Named by the user"
+USER_ERROR = "Error reported by the user"
+_ENTRY_LINE = re.compile(rf"^({USER_INSTRUCTION}|{USER_ERROR}) \(entry (.*?)\): (.+)$")
+
+# Critical Context lines that list identifiers: (separator, how many of the newest are
+# kept; None: all of them, within the summary's bound).
+LISTS: dict[str, tuple[str, int | None]] = {
+    NAMED_BY_USER: (", ", None),
+    "Files": (", ", 25),
+    "Identifiers": (", ", 25),
+    "Commands": ("; ", 8),
+}
 
 
 def clip(text: str, limit: int = ITEM_CHARS) -> str:
@@ -46,14 +60,34 @@ def _by_count(item: tuple[str, int]) -> tuple[int, str]:
 
 
 def list_line(name: str, values: list[str]) -> str:
-    """A Critical Context list line: ``Files: `a`, `b```."""
-    return f"{name}: " + LISTS[name][0].join(f"`{v}`" for v in values)
+    """A Critical Context list line: ``Files: `a`, `b```, the newest values last."""
+    separator, keep = LISTS[name]
+    return f"{name}: " + separator.join(f"`{v}`" for v in values[-keep if keep else 0 :])
 
 
 def list_name(item: str) -> str | None:
     """The list an item is (``Files``, ``Identifiers``, ...), or None for any other line."""
     name, _, values = item.partition(": ")
     return name if name in LISTS and values.startswith("`") else None
+
+
+def list_values(item: str) -> list[str]:
+    return BACKTICK_ITEM.findall(item.partition(": ")[2])
+
+
+def entry_line(kind: str, entry_id: str, text: str) -> str:
+    """``User instruction (entry u7): Never push to main.``"""
+    return f"{kind} (entry {entry_id or '?'}): {text}"
+
+
+def read_entry_line(item: str) -> tuple[str, str, str] | None:
+    """(kind, entry id, text) of a user instruction or error line; None for any other."""
+    match = _ENTRY_LINE.match(item)
+    return (match.group(1), match.group(2), match.group(3)) if match else None
+
+
+def is_protected(item: str) -> bool:
+    return read_entry_line(item) is not None or list_name(item) == NAMED_BY_USER
 
 
 def render(sections: dict[str, list[str]]) -> str:

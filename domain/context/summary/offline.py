@@ -9,7 +9,6 @@ from domain.context.summary.anonymize import Identifiers
 from domain.context.summary.bounding import bounded
 from domain.context.summary.facts import gather
 from domain.context.summary.layout import DEFAULT_MAX_CHARS, IDENTIFIER_POLICIES, parse_summary
-from domain.context.summary.patterns import HEX_ID
 from domain.context.summary.rolling import roll
 from domain.context.summary.sections import sections
 
@@ -37,15 +36,8 @@ def summarize_offline(
     if not entries:
         raise ValueError("nothing to summarise: no entries")
     facts = gather(entries)
-    known = [("path", p) for p in facts.files] + [
-        ("id" if HEX_ID.fullmatch(i) else "name", i) for i in facts.identifiers
-    ]
-    ident = Identifiers(identifier_policy, known)
+    ident = Identifiers(identifier_policy, facts.known())
     written = sections(facts, entries, instructions, notes, ident)
     if previous_summary.strip():
         written = roll(parse_summary(previous_summary), written)
-
-    def fits(text: str) -> bool:
-        return count is None or max_tokens is None or count(text) <= max_tokens
-
-    return bounded(written, max_chars, fits)
+    return bounded(written, max_chars, count, max_tokens)

@@ -15,22 +15,37 @@ _EXTENSIONS = (
     "py|pyi|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|toml|yaml|yml|rs|go|java|kt|c|h|cc|cpp|hpp|"
     "cs|rb|php|swift|sh|bash|zsh|ps1|css|scss|html|sql|txt|lock|cfg|ini|env|proto|xml|csv"
 )
+# A path: rooted (/, ~/, ./, C:\) with segments of any letters, or relative in ASCII (so a
+# path written against Chinese text, "修改src/app.py中", is found without its neighbours).
+# Chinese (fullwidth) commas, stops, colons, question marks, brackets.
+_CJK_PUNCTUATION = r"\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f\uff08\uff09\u3010\u3011"
+_ROOTED_SEGMENT = r"[^\s/\\\"'`<>|,;" + _CJK_PUNCTUATION + "]"
+_SEGMENT = r"[A-Za-z0-9_.@+-]"
 PATH = re.compile(
-    r"(?<![\w/\\.-])(?:[A-Za-z]:[\\/]|~/|\.{1,2}/|/)?(?:[\w.@-]+[\\/])+[\w.@-]*\.(?:"
+    r"(?<![A-Za-z0-9_/\\.-])(?:[A-Za-z]:[\\/]|~/|\.{1,2}/|/)(?:"
+    + _ROOTED_SEGMENT
+    + r"+[\\/])*"
+    + _ROOTED_SEGMENT
+    + r"*?\.(?:"
     + _EXTENSIONS
-    + r")\b"
-    + r"|(?<![\w/\\.-])[\w-]+\.(?:"
+    + r")(?![A-Za-z0-9_])"
+    + r"|(?<![A-Za-z0-9_/\\.-])(?:"
+    + _SEGMENT
+    + r"+[\\/])*"
+    + _SEGMENT
+    + r"+\.(?:"
     + _EXTENSIONS
-    + r")\b"
+    + r")(?![A-Za-z0-9_])",
+    re.ASCII,
 )
 # "def name(", "class Name:", "function name", "name()": a keyword-named word counts when
 # followed by code punctuation or shaped like code ("the type in" is prose).
 FUNCTION = re.compile(
-    r"\b(?:def|function|fn|func|class|interface|type)\s+([A-Za-z_]\w*)(\s*[(<:{])?"
-    r"|\b([A-Za-z_][\w.]*)\(\)"
+    r"(?<![A-Za-z0-9_])(?:def|function|fn|func|class|interface|type)\s+([A-Za-z_][A-Za-z0-9_]*)"
+    r"(\s*[(<:{])?|(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_.]*)\(\)",
+    re.ASCII,
 )
-BACKTICKED = re.compile(r"`([A-Za-z_][\w.:-]{2,60})`")
-HEX_ID = re.compile(r"(?<![\w<-])(?=[0-9a-f-]*\d)[0-9a-f]{8}(?:-?[0-9a-f]{4,})*(?![\w-])")
+BACKTICKED = re.compile(r"`([A-Za-z_][\w.:-]{2,60})`", re.ASCII)
 _ERROR_LINE = re.compile(
     r"\b(?:error|exception|traceback|failed|failure|fatal|panic|denied|not found|enoent|"
     r"eacces|errno)\b",
@@ -55,14 +70,112 @@ DECISION = re.compile(
     r"will use|we'll use|i'll use|approach|plan is|root cause|the fix)\b|にする|に決め",
     re.IGNORECASE,
 )
+# An explicit instruction: what the user asks to be remembered, always or never done.
+INSTRUCTION = re.compile(
+    r"(?<![A-Za-z])(?:remember|always|never|don['\u2019]t|do not|must|mustn['\u2019]t|"
+    r"make sure|keep in mind|note that|from now on)(?![A-Za-z])"
+    r"|记住|记得|始终|总是|永远|不要|必须|务必|一定要|以后|覚えて|必ず|絶対に|しないで"
+    # 别 is "don't" alone, not in 特别 (especially), 区别 (difference), 别人 (others) ...
+    r"|(?<![特区分类级识告个差派性职辨鉴判])别(?![人的名处])",
+    re.IGNORECASE,
+)
+# The longest instruction kept whole; a longer one is clipped.
+INSTRUCTION_CHARS = 500
 SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])|\n+")
 FENCE = re.compile(r"```.*?```", re.DOTALL)
-_TAG = re.compile(r"<[^>\n]{1,80}>")
+TAG = re.compile(r"<[^>\n]{1,80}>")
+# An error a user states: quoted, or named by its type or code within a line.
+_ERROR_WORDS = re.compile(
+    r"(?i:error|exception|traceback|failed|failure|fatal|panic|denied|not found|no such|"
+    r"refused|timed out|timeout|invalid|cannot|can't|unable|unexpected|segmentation fault|"
+    r"killed|out of memory|errno|enoent|eacces)|报错|错误|异常|失败|超时|拒绝"
+)
+_QUOTED_TEXT = re.compile(
+    r'"([^"\n]{3,300})"|“([^”\n]{3,300})”|「([^」\n]{3,300})」|『([^』\n]{3,300})』'
+    r"|(?<![\w])'([^'\n]{3,300})'(?![\w])|`([^`\n]{3,300})`"
+)
+_STATED_ERROR = re.compile(
+    # TypeError: ..., java.io.IOException: ...
+    r"(?<![A-Za-z0-9_])[A-Za-z_.]*(?:Error|Exception)\b\s*[:(]"
+    # error: ..., psql: error: ..., error[E0308]: ..., error TS2345: ..., fatal: ...
+    r"|(?<![A-Za-z0-9_])(?:[A-Za-z][\w.-]*:\s)?(?i:error|fatal|panic)(?:\[\w+\]|\s+[A-Z]+\d+)?\s*:"
+    r"|(?<![A-Za-z])E(?:NOENT|ACCES|PERM|CONNREFUSED|CONNRESET|ADDRINUSE|TIMEDOUT|EXIST|"
+    r"NOTDIR|ISDIR|NOSPC|PIPE|AGAIN|NOTFOUND)(?![A-Za-z])",
+    re.ASCII,
+)
+# Where an error named in prose ends: a new sentence, or Chinese punctuation.
+_ERROR_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\u4e00-\u9fff])|[\uff0c\u3002\uff01\uff1f\uff1b]")
+ERROR_CHARS = 300
 
 
 def clean(text: str) -> str:
-    text = _TAG.sub(" ", FENCE.sub(" ", text))
+    text = TAG.sub(" ", FENCE.sub(" ", text))
     return " ".join(text.split())
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, whitespace collapsed and list bullets dropped."""
+    return [BULLET.sub("", " ".join(s.split())) for s in SENTENCE.split(text)]
+
+
+def instructions_in(text: str) -> list[str]:
+    """The sentences of ``text`` that instruct: "Remember ...", "Never ...", "不要 ...".
+
+    A sentence that ends in a colon ("Keep in mind:") introduces the next one,
+    which is kept with it.
+    """
+    found = []
+    parts = sentences(text)
+    i = 0
+    while i < len(parts):
+        sentence = parts[i]
+        if INSTRUCTION.search(sentence):
+            while sentence.endswith((":", "\uff1a")) and i + 1 < len(parts):
+                i += 1
+                sentence = f"{sentence} {parts[i]}".strip()
+            if len(sentence) >= 4:
+                found.append(clip(sentence, INSTRUCTION_CHARS))
+        i += 1
+    return found
+
+
+def stated_errors(text: str) -> list[str]:
+    """Error messages stated in ``text``: those named by their type or code in a line
+    (``TypeError: ...``, ``psql: error: ...``, ``ENOENT``), from the name to the end of
+    its sentence; then quoted ones that read as errors ("connection refused")."""
+    found: list[str] = []
+    for line in text.splitlines():
+        named = _STATED_ERROR.search(line)
+        if named:
+            error = _ERROR_END.split(line[named.start() :], maxsplit=1)[0]
+            found.append(clip(_without_closing_quote(" ".join(error.split())), ERROR_CHARS))
+    for match in _QUOTED_TEXT.finditer(text):
+        quoted = next(g for g in match.groups() if g is not None).strip()
+        if _ERROR_WORDS.search(quoted) and not any(quoted in error for error in found):
+            found.append(clip(quoted, ERROR_CHARS))
+    return list(dict.fromkeys(found))
+
+
+def _without_closing_quote(error: str) -> str:
+    """The error without the quote that closed it (an error named inside quotes ends
+    with one), but with a quote that belongs to it (``No module named 'foo'``)."""
+    for opening, closing in (('"', '"'), ("'", "'"), ("`", "`"), ("\u201c", "\u201d")):
+        if error.endswith(closing):
+            inside = error[:-1]
+            unbalanced = (
+                inside.count(opening) % 2 == 0 if opening == closing else opening not in inside
+            )
+            if unbalanced:
+                return inside.rstrip()
+    return error
+
+
+def pasted_errors(text: str) -> list[str]:
+    """The first and the last error line of pasted output (a log, a traceback)."""
+    lines = [
+        clip(line.strip(), ERROR_CHARS) for line in text.splitlines() if _STATED_ERROR.search(line)
+    ]
+    return list(dict.fromkeys(lines[:1] + lines[-1:]))
 
 
 def first_line(text: str) -> str:

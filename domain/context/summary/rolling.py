@@ -1,4 +1,10 @@
-"""Rolling a summary forward: the previous summary's sections merged with the new ones."""
+"""Rolling a summary forward: the previous summary's sections merged with the new ones.
+
+What the user said (their instructions, the identifiers they named, the errors
+they reported) is carried from every previous summary, wherever a summariser
+put it, and a fact mentioned again moves to the end: it is newer, so bounding
+trims it later.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,25 @@ from collections import Counter
 
 from domain.context.summary.layout import (
     ALL_SECTIONS,
-    BACKTICK_ITEM,
     LISTS,
+    NAMED_BY_USER,
     RANGE,
     RAW_HISTORY,
     TALLY,
+    USER_INSTRUCTION,
     dedupe,
+    is_protected,
     list_line,
     list_name,
+    list_values,
+    read_entry_line,
     tally_line,
 )
 
 
 def roll(previous: dict[str, list[str]], new: dict[str, list[str]]) -> dict[str, list[str]]:
     """Previous items first, new ones after; the goal keeps the very first request."""
+    previous = _protected_in_place(previous)
     merged = {name: list(new.get(name, [])) for name in ALL_SECTIONS}
     first = [i for i in previous.get("Goal", []) if i.startswith("First request:")]
     if not merged["Goal"]:
@@ -34,8 +45,8 @@ def roll(previous: dict[str, list[str]], new: dict[str, list[str]]) -> dict[str,
     if any(i.startswith("Last reply:") for i in merged["Progress"]):
         old_progress = [i for i in old_progress if not i.startswith("Last reply:")]
     merged["Progress"] = _merge_tallies(dedupe(old_progress + merged["Progress"]))
-    for name in ("Constraints", "Key Decisions"):
-        merged[name] = dedupe(previous.get(name, []) + merged[name])
+    merged["Constraints"] = _merge_said(previous.get("Constraints", []) + merged["Constraints"])
+    merged["Key Decisions"] = dedupe(previous.get("Key Decisions", []) + merged["Key Decisions"])
     merged["Critical Context"] = _merge_critical(
         previous.get("Critical Context", []) + merged["Critical Context"]
     )
@@ -48,6 +59,39 @@ def roll(previous: dict[str, list[str]], new: dict[str, list[str]]) -> dict[str,
             merged[RAW_HISTORY][0],
         )
     return merged
+
+
+def _protected_in_place(sections: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``sections`` with the user's instructions in Constraints and the identifiers and
+    errors they stated in Critical Context, wherever a summariser wrote them."""
+    moved = {name: [i for i in items if not is_protected(i)] for name, items in sections.items()}
+    for item in (i for items in sections.values() for i in items if is_protected(i)):
+        entry = read_entry_line(item)
+        home = "Constraints" if entry and entry[0] == USER_INSTRUCTION else "Critical Context"
+        moved.setdefault(home, []).append(item)
+    return moved
+
+
+def _merge_said(items: list[str]) -> list[str]:
+    """The user's words first, then the other items."""
+    said, rest = _said_apart(items)
+    return said + rest
+
+
+def _said_apart(items: list[str]) -> tuple[list[str], list[str]]:
+    """Lines of the user's words keyed by what was said (a repeated one is kept once, with
+    its latest entry, at its latest place), and the other items, deduplicated."""
+    said: dict[tuple[str, str], str] = {}
+    rest: list[str] = []
+    for item in items:
+        entry = read_entry_line(item)
+        if entry is None:
+            rest.append(item)
+            continue
+        key = (entry[0], entry[2])
+        said.pop(key, None)
+        said[key] = item
+    return list(said.values()), dedupe(rest)
 
 
 def _merge_tallies(items: list[str]) -> list[str]:
@@ -71,17 +115,23 @@ def _merge_tallies(items: list[str]) -> list[str]:
 
 
 def _merge_critical(items: list[str]) -> list[str]:
-    """Files, identifiers and commands merged into one line each; then errors and notes."""
+    """The identifiers the user named and the errors they reported, then one line per
+    other identifier list, then the other errors and notes."""
     lists: dict[str, list[str]] = {name: [] for name in LISTS}
-    rest: list[str] = []
+    others: list[str] = []
     for item in items:
         name = list_name(item)
         if name is None:
-            rest.append(item)
+            others.append(item)
             continue
-        found = BACKTICK_ITEM.findall(item.partition(": ")[2])
+        found = list_values(item)
         lists[name] = [v for v in lists[name] if v not in found] + found
-    merged = [
-        list_line(name, values[-LISTS[name][1] :]) for name, values in lists.items() if values
-    ]
-    return merged + dedupe(rest)
+    named = lists.pop(NAMED_BY_USER)
+    said, rest = _said_apart(others)
+    merged = [list_line(NAMED_BY_USER, named)] if named else []
+    merged.extend(said)
+    for name, values in lists.items():
+        values = [v for v in values if v not in named]
+        if values:
+            merged.append(list_line(name, values))
+    return merged + rest

@@ -8,7 +8,17 @@ from collections.abc import Sequence
 from domain.content import Entry
 from domain.context.summary.anonymize import Identifiers
 from domain.context.summary.facts import Facts
-from domain.context.summary.layout import ALL_SECTIONS, clip, list_line, tally_line
+from domain.context.summary.layout import (
+    ALL_SECTIONS,
+    NAMED_BY_USER,
+    USER_ERROR,
+    USER_INSTRUCTION,
+    clip,
+    dedupe,
+    entry_line,
+    list_line,
+    tally_line,
+)
 
 
 def sections(
@@ -24,7 +34,10 @@ def sections(
     if facts.latest_request and facts.latest_request != facts.first_request:
         sections["Goal"].append(f"Latest request: {ident(facts.latest_request)}")
 
-    sections["Constraints"] = [ident(c) for c in facts.constraints[-8:]]
+    sections["Constraints"] = [
+        *(entry_line(USER_INSTRUCTION, e, ident(s)) for s, e in facts.instructions.items()),
+        *(ident(c) for c in facts.constraints[-8:]),
+    ]
     if instructions.strip():
         sections["Constraints"].append(f"Focus asked for this summary: {clip(instructions)}")
 
@@ -61,12 +74,21 @@ def sections(
             )
 
     critical = sections["Critical Context"]
-    if facts.files:
-        critical.append(list_line("Files", [ident(f) for f in list(facts.files)[-25:]]))
-    if facts.identifiers:
-        critical.append(list_line("Identifiers", [ident(i) for i in facts.identifiers[-25:]]))
-    if facts.commands:
-        critical.append(list_line("Commands", [ident(c) for c in facts.commands[-8:]]))
+    # The user's own identifiers and errors first, each once; the other lists the rest.
+    named = dedupe([ident(i) for i in facts.named if "`" not in i])
+    if named:
+        critical.append(list_line(NAMED_BY_USER, named))
+    for message, entry_id in facts.reported_errors.items():
+        critical.append(entry_line(USER_ERROR, entry_id, ident(message)))
+    lists = {
+        "Files": [ident(f) for f in facts.files],
+        "Identifiers": [ident(i) for i in facts.identifiers],
+        "Commands": [ident(c) for c in facts.commands],
+    }
+    for name, values in lists.items():
+        values = [v for v in values if "`" not in v and v not in named]
+        if values:
+            critical.append(list_line(name, values))
     for message, entry_id in facts.errors[-8:]:
         critical.append(f"Error (entry {entry_id}): {ident(message)}")
     critical.extend(notes)

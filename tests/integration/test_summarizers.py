@@ -234,10 +234,15 @@ def test_no_call_exceeds_the_summarisers_window(protocol: str) -> None:
     assert staged.calls == len(requests) == len(plan.chunks) == staged.chunks_summarised
     assert len(staged.prompt_hashes) == staged.calls
     assert staged.input_tokens == sum(r.estimated_tokens for r in requests)
-    # Rolling: each call carries the summary the previous one returned.
+    # Rolling: each call carries the summary the previous one returned, with the paths
+    # the user named (which the model left out) put back.
     for before, after in itertools.pairwise(requests):
-        answer = default_summary(before.body)
-        assert f"<previous-summary>\n{answer}\n</previous-summary>" in after.text()
+        answer = default_summary(before.body).splitlines()
+        carried = after.text().split("<previous-summary>\n", 1)[1]
+        carried = carried.split("\n</previous-summary>", 1)[0].splitlines()
+        written = [line for line in answer if line != "- (none)"]
+        assert written == [line for line in carried if line in written]
+        assert any(line.startswith("- Named by the user: `src/module_") for line in carried)
     assert staged.text.startswith("## Goal")
 
 

@@ -14,14 +14,28 @@ summary should contain. It rolls forward: given the previous summary it keeps
 what still matters and adds the new entries, within a size bound, so a summary
 never grows without limit across compactions.
 
+What the user said outlives every roll: each explicit instruction ("remember",
+"always", "never", "不要" ...) word for word, every identifier they named
+(ticket ids, hashes, URLs, paths, numbers with units ...) and every error they
+reported, in lines that bounding trims last - only when the bound cannot hold
+them, oldest first - while what tools printed is trimmed first.
+
 :func:`build_summary_prompt` is the request for a summarising model (system
 and user messages asking for the same structure, with the previous summary,
 instructions and identifier policy), and :func:`prompt_hash` its fingerprint
-for the compaction's receipt.
+for the compaction's receipt. :func:`missing_facts` and
+:func:`with_required_facts` check a model's summary for the user's words and
+put back what it dropped.
 
-Identifiers (paths, function names, ids, error messages) are kept exactly
-under the ``preserve`` policy; ``anonymize`` replaces each with a placeholder
-derived from its hash, so the same identifier reads the same in every summary.
+Identifiers are kept exactly under the ``preserve`` policy; ``anonymize``
+replaces each that says who or where with a placeholder derived from its hash,
+so the same identifier reads the same in every summary.
+
+The modules, by role: :mod:`identifiers` and :mod:`patterns` (what text holds),
+:mod:`facts` (what the entries say), :mod:`sections` (the summary written from
+them), :mod:`rolling` and :mod:`bounding` (forward, within a size),
+:mod:`anonymize`, :mod:`layout` (the text's shape), :mod:`offline`,
+:mod:`prompt` and :mod:`required`.
 """
 
 from domain.context.summary.layout import (
@@ -39,6 +53,12 @@ from domain.context.summary.prompt import (
     build_summary_prompt,
     prompt_hash,
 )
+from domain.context.summary.required import (
+    RequiredFacts,
+    missing_facts,
+    required_facts,
+    with_required_facts,
+)
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -47,9 +67,13 @@ __all__ = [
     "RAW_HISTORY",
     "SECTIONS",
     "PromptMessage",
+    "RequiredFacts",
     "SummaryPrompt",
     "build_summary_prompt",
+    "missing_facts",
     "parse_summary",
     "prompt_hash",
+    "required_facts",
     "summarize_offline",
+    "with_required_facts",
 ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from domain.content import Entry, Role, TextBlock, ToolCall, ToolResult
 from domain.context.summary.identifiers import find_identifiers
-from domain.context.summary.layout import clip
+from domain.context.summary.layout import ITEM_CHARS, clip
 from domain.context.summary.patterns import (
     CONSTRAINT,
     DECISION,
@@ -85,6 +85,13 @@ class Facts:
         return {**{p: "path" for p in self.files}, **self.identifiers, **self.named}
 
 
+def _wide(text: str) -> str:
+    """``text`` clipped to twice a summary line: the line is clipped again once its
+    identifiers are anonymised, so that no identifier is cut in half and left partly
+    readable."""
+    return clip(text, 2 * ITEM_CHARS)
+
+
 def _add(items: list[str], item: str) -> None:
     if item and item not in items:
         items.append(item)
@@ -126,7 +133,7 @@ def gather(entries: Sequence[Entry]) -> Facts:
         elif entry.role is Role.ASSISTANT:
             text = _texts(entry).strip()
             if text:
-                facts.last_reply = clip(clean(text))
+                facts.last_reply = _wide(clean(text))
                 facts.latest_request_answered = True
             _prose(facts, entry, text[:_PROSE_CHARS], DECISION, facts.decisions)
             for call in entry.tool_calls:
@@ -152,11 +159,11 @@ def _user(facts: Facts, entry: Entry) -> None:
     text = clean(raw)
     if text and _is_brief(text) and facts.latest_request:
         # "ok", "yes", "go on": an answer to the agent, not a new request.
-        facts.last_user_words = clip(text)
+        facts.last_user_words = _wide(text)
     elif text:
         if not facts.first_request or _is_command(facts.first_request):
-            facts.first_request = clip(text)
-        facts.latest_request = clip(text)
+            facts.first_request = _wide(text)
+        facts.latest_request = _wide(text)
         facts.last_user_words = ""
         facts.latest_request_answered = False
         facts.calls_before_latest_request = len(facts.calls)
@@ -181,7 +188,7 @@ def _user(facts: Facts, entry: Entry) -> None:
     for sentence in sentences(prose[:_PROSE_CHARS]):
         explicit = INSTRUCTION.search(sentence)
         if _is_sentence(sentence) and not explicit and CONSTRAINT.search(sentence):
-            _add(facts.constraints, clip(sentence))
+            _add(facts.constraints, _wide(sentence))
 
 
 def _is_brief(text: str) -> bool:
@@ -205,7 +212,7 @@ def _prose(
     prose = FENCE.sub(" ", text)
     for sentence in sentences(prose):
         if _is_sentence(sentence) and pattern.search(sentence):
-            _add(into, clip(sentence))
+            _add(into, _wide(sentence))
     for found in find_identifiers(text):
         if found.kind == "path":
             _renew(facts.files, found.value, entry.id)

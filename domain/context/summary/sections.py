@@ -29,14 +29,18 @@ def sections(
     ident: Identifiers,
 ) -> dict[str, list[str]]:
     sections: dict[str, list[str]] = {name: [] for name in ALL_SECTIONS}
+
+    def line(text: str) -> str:
+        return clip(ident(text))
+
     if facts.first_request:
-        sections["Goal"].append(f"First request: {ident(facts.first_request)}")
+        sections["Goal"].append(f"First request: {line(facts.first_request)}")
     if facts.latest_request and facts.latest_request != facts.first_request:
-        sections["Goal"].append(f"Latest request: {ident(facts.latest_request)}")
+        sections["Goal"].append(f"Latest request: {line(facts.latest_request)}")
 
     sections["Constraints"] = [
         *(entry_line(USER_INSTRUCTION, e, ident(s)) for s, e in facts.instructions.items()),
-        *(ident(c) for c in facts.constraints[-8:]),
+        *(line(c) for c in facts.constraints[-8:]),
     ]
     if instructions.strip():
         sections["Constraints"].append(f"Focus asked for this summary: {clip(instructions)}")
@@ -55,17 +59,17 @@ def sections(
             else f"{call.name}{target} -> no result (call in entry {call.entry_id})"
         )
     if facts.last_reply:
-        sections["Progress"].append(f"Last reply: {ident(facts.last_reply)}")
+        sections["Progress"].append(f"Last reply: {line(facts.last_reply)}")
 
-    sections["Key Decisions"] = [ident(d) for d in facts.decisions[-8:]]
+    sections["Key Decisions"] = [line(d) for d in facts.decisions[-8:]]
 
     if facts.latest_request:
         state = "answered last" if facts.latest_request_answered else "not answered yet"
         sections["Next Steps"].append(
-            f"Continue from the latest request ({state}): {ident(facts.latest_request)}"
+            f"Continue from the latest request ({state}): {line(facts.latest_request)}"
         )
     if facts.last_user_words:
-        sections["Next Steps"].append(f"The user's last words: {ident(facts.last_user_words)}")
+        sections["Next Steps"].append(f"The user's last words: {line(facts.last_user_words)}")
     for call in facts.calls[facts.calls_before_latest_request :]:
         if not call.result_entry:
             sections["Next Steps"].append(

@@ -174,8 +174,8 @@ def _user(facts: Facts, entry: Entry) -> None:
     for error in errors:
         _renew(facts.reported_errors, error, entry.id)
     for found in find_identifiers(prose):
-        # A quoted piece of an error is the error's, kept with it.
-        if found.kind == "quoted" and any(found.value in error for error in errors):
+        # An identifier inside an error the user reported is the error's, kept with it.
+        if any(found.value in error for error in errors):
             continue
         _renew(facts.named, found.value, found.kind)
         if found.kind == "path":

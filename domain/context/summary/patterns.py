@@ -141,14 +141,17 @@ def instructions_in(text: str) -> list[str]:
 
 def stated_errors(text: str) -> list[str]:
     """Error messages stated in ``text``: those named by their type or code in a line
-    (``TypeError: ...``, ``psql: error: ...``, ``ENOENT``), from the name to the end of
-    its sentence; then quoted ones that read as errors ("connection refused")."""
+    (``TypeError: ...``, ``psql: error: ...``, ``ENOENT``), to their closing quote when
+    quoted, else to the end of their sentence; then quoted ones that read as errors
+    ("connection refused")."""
     found: list[str] = []
     for line in text.splitlines():
         named = _STATED_ERROR.search(line)
         if named:
-            error = _ERROR_END.split(line[named.start() :], maxsplit=1)[0]
-            found.append(clip(_without_closing_quote(" ".join(error.split())), ERROR_CHARS))
+            error = _quoted_to_end(line, named.start())
+            if error is None:
+                error = _ERROR_END.split(line[named.start() :], maxsplit=1)[0]
+            found.append(clip(" ".join(error.split()), ERROR_CHARS))
     for match in _QUOTED_TEXT.finditer(text):
         quoted = next(g for g in match.groups() if g is not None).strip()
         if _ERROR_WORDS.search(quoted) and not any(quoted in error for error in found):
@@ -156,18 +159,25 @@ def stated_errors(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _without_closing_quote(error: str) -> str:
-    """The error without the quote that closed it (an error named inside quotes ends
-    with one), but with a quote that belongs to it (``No module named 'foo'``)."""
-    for opening, closing in (('"', '"'), ("'", "'"), ("`", "`"), ("\u201c", "\u201d")):
-        if error.endswith(closing):
-            inside = error[:-1]
-            unbalanced = (
-                inside.count(opening) % 2 == 0 if opening == closing else opening not in inside
-            )
-            if unbalanced:
-                return inside.rstrip()
-    return error
+# Quote pairs an error may be written in: (opening, closing).
+_QUOTES = (('"', '"'), ("`", "`"), ("\u201c", "\u201d"), ("\u300c", "\u300d"))
+
+
+def _quoted_to_end(line: str, start: int) -> str | None:
+    """The error starting at ``start`` up to the quote that closes it, when a quote opened
+    before it is still open; None when it is not quoted. The last closing quote of the
+    line ends it, so quotes inside the message (``role "svc" does not exist``) stay."""
+    before = line[:start]
+    for opening, closing in _QUOTES:
+        still_open = (
+            before.count(opening) % 2 == 1
+            if opening == closing
+            else before.count(opening) > before.count(closing)
+        )
+        end = line.rfind(closing)
+        if still_open and end > start:
+            return line[start:end]
+    return None
 
 
 def pasted_errors(text: str) -> list[str]:

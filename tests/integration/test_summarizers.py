@@ -16,7 +16,7 @@ import pytest
 
 from domain.content import Entry
 from domain.context.compaction_planner import CompactionPlan, plan_compaction
-from domain.context.summary import SECTIONS, prompt_hash
+from domain.context.summary import SECTIONS, parse_summary, prompt_hash
 from domain.settings import CompactionPolicy
 from services.adapters.summarizers import (
     LiteLLMSummarizer,
@@ -35,6 +35,7 @@ from tests.support.fake_provider import (
     default_summary,
     delay,
     fail,
+    reply,
 )
 from tests.unit.support import assistant, call, tool, user
 
@@ -135,6 +136,41 @@ def test_model_and_offline_receipts_hash_the_same_prompt(provider: FakeProvider)
     assert model.prompt_hash == offline.prompt_hash == prompt_hash(expected)
     # The model was told to keep the note; it is kept even though this one did not.
     assert notes[0] in model.text and notes[0] in offline.text
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_what_the_user_said_is_asked_for_and_put_back_when_the_model_drops_it(
+    provider: FakeProvider, protocol: str
+) -> None:
+    make, _ = PROTOCOLS[protocol]
+    entries = [
+        user(
+            "Deploy INC-48213 fails after 420 ms with \"psql: error: connection refused\". "
+            "Never deploy on Fridays.",
+            id="u1",
+        ),
+        *_turn(1, 400),
+    ]
+    previous = "## Constraints\n- User instruction (entry u0): Remember the rota."
+    forgetful = "## Goal\n- Fix the deploy.\n\n## Critical Context\n- (none)\n"
+    provider.script(reply(forgetful))
+    summary = make(provider).summarize(entries, previous_summary=previous)
+
+    (request,) = provider.requests
+    asked = request.text()
+    assert "User instruction (entry <id>)" in asked
+    assert "Named by the user" in asked
+    assert "numbers with their units (420 ms" in asked
+    sections = parse_summary(summary.text)
+    assert sections["Goal"] == ["Fix the deploy."]
+    assert sections["Constraints"] == [
+        "User instruction (entry u0): Remember the rota.",
+        "User instruction (entry u1): Never deploy on Fridays.",
+    ]
+    assert sections["Critical Context"] == [
+        "Named by the user: `INC-48213`, `420 ms`, `src/module_1.py`",
+        "Error reported by the user (entry u1): psql: error: connection refused",
+    ]
 
 
 def test_keys_come_from_the_environment_as_litellm_reads_them(

@@ -40,6 +40,9 @@ _ARG_OTHER_KEYS = ("pattern", "query", "url", "name", "id")
 # Identifiers worth keeping from what tools print: distinctive ones. Names and numbers
 # in a tool's output are mostly the output itself (code, timings), not facts.
 _DISTINCT = frozenset({"url", "email", "ticket", "id", "hash", "host", "version"})
+# From what the assistant (or a note) writes: those and paths and code names; its
+# numbers, type names and quotes are its prose.
+_PROSE = _DISTINCT | {"path", "name"}
 # Where a tool output's facts are: its head and its tail (the error, the totals).
 _OUTPUT_EDGE_CHARS = 1_000
 _PER_OUTPUT = 8
@@ -213,10 +216,10 @@ def _prose(
     for sentence in sentences(prose):
         if _is_sentence(sentence) and pattern.search(sentence):
             _add(into, _wide(sentence))
-    for found in find_identifiers(text):
+    for found in find_identifiers(text, _PROSE):
         if found.kind == "path":
             _renew(facts.files, found.value, entry.id)
-        elif found.kind != "quoted":
+        else:
             _renew(facts.identifiers, found.value, found.kind)
 
 

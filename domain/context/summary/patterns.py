@@ -11,7 +11,7 @@ import re
 
 from domain.context.summary.layout import clip
 
-_EXTENSIONS = (
+EXTENSIONS = (
     "py|pyi|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|toml|yaml|yml|rs|go|java|kt|c|h|cc|cpp|hpp|"
     "cs|rb|php|swift|sh|bash|zsh|ps1|css|scss|html|sql|txt|lock|cfg|ini|env|proto|xml|csv"
 )
@@ -27,22 +27,15 @@ PATH = re.compile(
     + r"+[\\/])*"
     + _ROOTED_SEGMENT
     + r"*?\.(?:"
-    + _EXTENSIONS
+    + EXTENSIONS
     + r")(?![A-Za-z0-9_])"
     + r"|(?<![A-Za-z0-9_/\\.-])(?:"
     + _SEGMENT
     + r"+[\\/])*"
     + _SEGMENT
     + r"+\.(?:"
-    + _EXTENSIONS
+    + EXTENSIONS
     + r")(?![A-Za-z0-9_])",
-    re.ASCII,
-)
-# "def name(", "class Name:", "function name", "name()": a keyword-named word counts when
-# followed by code punctuation or shaped like code ("the type in" is prose).
-FUNCTION = re.compile(
-    r"(?<![A-Za-z0-9_])(?:def|function|fn|func|class|interface|type)\s+([A-Za-z_][A-Za-z0-9_]*)"
-    r"(\s*[(<:{])?|(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_.]*)\(\)",
     re.ASCII,
 )
 BACKTICKED = re.compile(r"`([A-Za-z_][\w.:-]{2,60})`", re.ASCII)

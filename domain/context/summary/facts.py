@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from domain.content import Entry, Role, TextBlock, ToolCall, ToolResult
 from domain.context.summary.identifiers import find_identifiers
-from domain.context.summary.layout import ITEM_CHARS, clip
+from domain.context.summary.layout import ITEM_CHARS, clip, renew
 from domain.context.summary.patterns import (
     CONSTRAINT,
     DECISION,
@@ -100,12 +100,6 @@ def _add(items: list[str], item: str) -> None:
         items.append(item)
 
 
-def _renew(items: dict[str, str], key: str, value: str) -> None:
-    """Set ``key``, moving it last: the newest mention."""
-    items.pop(key, None)
-    items[key] = value
-
-
 def _texts(entry: Entry) -> str:
     return " ".join(b.text for b in entry.content if isinstance(b, TextBlock))
 
@@ -145,7 +139,7 @@ def gather(entries: Sequence[Entry]) -> Facts:
                 calls[call.id] = record
                 facts.calls.append(record)
                 for path in paths:
-                    _renew(facts.files, path, entry.id)
+                    renew(facts.files, path, entry.id)
                 if command:
                     _add(facts.commands, command)
                 _incidental(facts, " ".join(others)[:_OUTPUT_EDGE_CHARS], _DISTINCT)
@@ -172,21 +166,21 @@ def _user(facts: Facts, entry: Entry) -> None:
         facts.calls_before_latest_request = len(facts.calls)
     prose = TAG.sub(" ", FENCE.sub(" ", raw))
     for sentence in instructions_in(prose):
-        _renew(facts.instructions, sentence, entry.id)
+        renew(facts.instructions, sentence, entry.id)
     errors = stated_errors(prose)
     for error in errors:
-        _renew(facts.reported_errors, error, entry.id)
+        renew(facts.reported_errors, error, entry.id)
     for found in find_identifiers(prose):
         # An identifier inside an error the user reported is the error's, kept with it.
         if any(found.value in error for error in errors):
             continue
-        _renew(facts.named, found.value, found.kind)
+        renew(facts.named, found.value, found.kind)
         if found.kind == "path":
-            _renew(facts.files, found.value, entry.id)
+            renew(facts.files, found.value, entry.id)
     for pasted in FENCE.findall(raw):
         for error in pasted_errors(pasted):
-            _renew(facts.reported_errors, error, entry.id)
-        _incidental(facts, pasted, _DISTINCT)
+            renew(facts.reported_errors, error, entry.id)
+        _incidental(facts, _edges(pasted), _DISTINCT, _PER_OUTPUT)
     # What the user prefers without an explicit instruction ("only", "prefer", "avoid").
     for sentence in sentences(prose[:_PROSE_CHARS]):
         explicit = INSTRUCTION.search(sentence)
@@ -218,16 +212,23 @@ def _prose(
             _add(into, _wide(sentence))
     for found in find_identifiers(text, _PROSE):
         if found.kind == "path":
-            _renew(facts.files, found.value, entry.id)
+            renew(facts.files, found.value, entry.id)
         else:
-            _renew(facts.identifiers, found.value, found.kind)
+            renew(facts.identifiers, found.value, found.kind)
 
 
 def _incidental(facts: Facts, text: str, kinds: frozenset[str], limit: int | None = None) -> None:
     """Identifiers of ``kinds`` in ``text`` (at most ``limit``), unless the user named them."""
     found = {f.value: f.kind for f in find_identifiers(text, kinds) if f.value not in facts.named}
     for value, kind in list(found.items())[:limit]:
-        _renew(facts.identifiers, value, kind)
+        renew(facts.identifiers, value, kind)
+
+
+def _edges(output: str) -> str:
+    """The head and the tail of an output: where its facts are."""
+    if len(output) <= 2 * _OUTPUT_EDGE_CHARS:
+        return output
+    return f"{output[:_OUTPUT_EDGE_CHARS]}\n{output[-_OUTPUT_EDGE_CHARS:]}"
 
 
 def _record_result(facts: Facts, call: Call | None, entry: Entry, result: ToolResult) -> None:
@@ -244,9 +245,6 @@ def _record_result(facts: Facts, call: Call | None, entry: Entry, result: ToolRe
     call.first_line = error_line(text) if failed else first_line(text)
     if failed:
         facts.errors.append((call.first_line, entry.id))
-    edges = text
-    if len(text) > 2 * _OUTPUT_EDGE_CHARS:
-        edges = f"{text[:_OUTPUT_EDGE_CHARS]}\n{text[-_OUTPUT_EDGE_CHARS:]}"
-    _incidental(facts, f"{call.first_line}\n{edges}", _DISTINCT, _PER_OUTPUT)
+    _incidental(facts, f"{call.first_line}\n{_edges(text)}", _DISTINCT, _PER_OUTPUT)
     if call.key in facts.files:
-        _renew(facts.files, call.key, entry.id)
+        renew(facts.files, call.key, entry.id)

@@ -261,12 +261,12 @@ def _has(*needles: str) -> Callable[[str], bool]:
 _DIGITS = _gate(r"\d")
 # A lower-case letter or digit then an upper-case one: camelCase and PascalCase words.
 _HUMP = _gate(r"[a-z0-9][A-Z]")
-# Most specific first: a span is taken by the first pattern that matches it. Each
-# pattern runs only on text that passes its gate - one of its substrings, or a short
-# pattern starting with a literal - which is much cheaper than the pattern itself
-# (no gate: always run).
+
 _Gate = Callable[[str], bool]
 _Pattern = tuple[str, re.Pattern[str], Callable[[re.Match[str]], _Span], _Gate]
+# Most specific first: a span is taken by the first pattern that matches it. Each
+# pattern runs only on text that passes its gate - one of its substrings, or a short
+# pattern - which costs much less than the pattern itself.
 _PATTERNS: tuple[_Pattern, ...] = (
     ("placeholder", PLACEHOLDER, _whole, _has("<")),
     ("url", _URL, _url, _has("://")),

@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from domain.settings import IDENTIFIER_POLICIES
+
+__all__ = ["IDENTIFIER_POLICIES"]  # re-exported: the summary validates the policy it is given
+
 SECTIONS = ("Goal", "Constraints", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 RAW_HISTORY = "Raw History"
 ALL_SECTIONS = (*SECTIONS, RAW_HISTORY)
 DEFAULT_MAX_CHARS = 12_000
 # One line of a summary is never longer than this.
 ITEM_CHARS = 240
-IDENTIFIER_POLICIES = ("preserve", "anonymize", "custom")
 
 TALLY = re.compile(r"^Entries `([^`]+)` \.\. `([^`]+)`: (\d+) tool calls \((.*)\); (\d+) failed$")
 RANGE = re.compile(r"Entries `([^`]+)` \.\. `([^`]+)` \((\d+) entries\)")
@@ -47,6 +50,17 @@ def clip(text: str, limit: int = ITEM_CHARS) -> str:
 
 def dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def renew(items: dict[str, str], key: str, value: str) -> None:
+    """Set ``key``, moving it last: it is the newest mention."""
+    items.pop(key, None)
+    items[key] = value
+
+
+def renewed(values: list[str], new: list[str]) -> list[str]:
+    """``values`` with ``new`` ones last, each once: the newest mentions last."""
+    return [v for v in values if v not in new] + dedupe(new)
 
 
 def tally_line(first: str, last: str, counts: Counter[str], failed: int) -> str:

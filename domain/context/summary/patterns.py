@@ -15,12 +15,12 @@ EXTENSIONS = (
     "py|pyi|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|toml|yaml|yml|rs|go|java|kt|c|h|cc|cpp|hpp|"
     "cs|rb|php|swift|sh|bash|zsh|ps1|css|scss|html|sql|txt|lock|cfg|ini|env|proto|xml|csv"
 )
-# A path: rooted (/, ~/, ./, C:\) with segments of any letters, or relative in ASCII (so a
-# path written against Chinese text, "修改src/app.py中", is found without its neighbours).
-# Chinese (fullwidth) commas, stops, colons, question marks, brackets.
-_CJK_PUNCTUATION = r"\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f\uff08\uff09\u3010\u3011"
+# Chinese (fullwidth) space, commas, stops, colons, question marks, brackets.
+_CJK_PUNCTUATION = r"\u3000\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f\uff08\uff09\u3010\u3011"
 _ROOTED_SEGMENT = r"[^\s/\\\"'`<>|,;" + _CJK_PUNCTUATION + "]"
 _SEGMENT = r"[A-Za-z0-9_.@+-]"
+# A path: rooted (/, ~/, ./, C:\) with segments of any letters, or relative in ASCII (so a
+# path written against Chinese text, "修改src/app.py中", is found without its neighbours).
 PATH = re.compile(
     r"(?<![A-Za-z0-9_/\\.-])(?:[A-Za-z]:[\\/]|~/|\.{1,2}/|/)(?:"
     + _ROOTED_SEGMENT
@@ -135,8 +135,9 @@ def instructions_in(text: str) -> list[str]:
 def stated_errors(text: str) -> list[str]:
     """Error messages stated in ``text``: those named by their type or code in a line
     (``TypeError: ...``, ``psql: error: ...``, ``ENOENT``), to their closing quote when
-    quoted, else to the end of their sentence; then quoted ones that read as errors
-    ("connection refused")."""
+    quoted, else to the end of their sentence (the first and the last of them when
+    there are more than two); then quoted ones that read as errors ("connection
+    refused")."""
     found: list[str] = []
     for line in text.splitlines():
         named = _STATED_ERROR.search(line)
@@ -145,6 +146,9 @@ def stated_errors(text: str) -> list[str]:
             if error is None:
                 error = _ERROR_END.split(line[named.start() :], maxsplit=1)[0]
             found.append(clip(" ".join(error.split()), ERROR_CHARS))
+    if len(found) > 2:
+        # Many error lines in one message are a pasted log: its first and last say it.
+        found = [found[0], found[-1]]
     for match in _QUOTED_TEXT.finditer(text):
         quoted = next(g for g in match.groups() if g is not None).strip()
         if _ERROR_WORDS.search(quoted) and not any(quoted in error for error in found):

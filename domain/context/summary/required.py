@@ -34,6 +34,8 @@ from domain.context.summary.layout import (
     list_values,
     parse_summary,
     read_entry_line,
+    renew,
+    renewed,
 )
 
 
@@ -59,12 +61,10 @@ def required_facts(
     facts = gather([e for e in entries if e.role is Role.USER])
     ident = Identifiers(identifier_policy, facts.known())
     for sentence, entry_id in facts.instructions.items():
-        _renew(required.instructions, ident(sentence), entry_id)
-    for value in facts.named:
-        if "`" not in value:
-            required.named = [v for v in required.named if v != ident(value)] + [ident(value)]
+        renew(required.instructions, ident(sentence), entry_id)
+    required.named = renewed(required.named, [ident(v) for v in facts.named if "`" not in v])
     for message, entry_id in facts.reported_errors.items():
-        _renew(required.errors, ident(message), entry_id)
+        renew(required.errors, ident(message), entry_id)
     if identifier_policy == "custom":
         return RequiredFacts(instructions=required.instructions)
     return required
@@ -133,22 +133,16 @@ def _held(summary_text: str) -> RequiredFacts:
         for item in items:
             entry = read_entry_line(item)
             if entry and entry[0] == USER_INSTRUCTION:
-                _renew(held.instructions, entry[2], entry[1])
+                renew(held.instructions, entry[2], entry[1])
             elif entry:
-                _renew(held.errors, entry[2], entry[1])
+                renew(held.errors, entry[2], entry[1])
             elif list_name(item) == NAMED_BY_USER:
-                found = list_values(item)
-                held.named = [v for v in held.named if v not in found] + found
+                held.named = renewed(held.named, list_values(item))
     return held
 
 
 def _is_named_line(line: str) -> bool:
     return line.startswith("- ") and list_name(line[2:]) == NAMED_BY_USER
-
-
-def _renew(items: dict[str, str], key: str, value: str) -> None:
-    items.pop(key, None)
-    items[key] = value
 
 
 def _normalised(text: str) -> str:

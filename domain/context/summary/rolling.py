@@ -24,6 +24,7 @@ from domain.context.summary.layout import (
     list_name,
     list_values,
     read_entry_line,
+    renewed,
     tally_line,
 )
 
@@ -124,8 +125,7 @@ def _merge_critical(items: list[str]) -> list[str]:
         if name is None:
             others.append(item)
             continue
-        found = list_values(item)
-        lists[name] = [v for v in lists[name] if v not in found] + found
+        lists[name] = renewed(lists[name], list_values(item))
     named = lists.pop(NAMED_BY_USER)
     said, rest = _said_apart(others)
     merged = [list_line(NAMED_BY_USER, named)] if named else []

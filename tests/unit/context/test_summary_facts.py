@@ -199,3 +199,9 @@ def test_anonymize_keeps_versions_numbers_and_type_names() -> None:
     for gone in ("db.internal", "oncall@example.org"):
         assert gone not in summary
     assert "<host-" in summary and "<email-" in summary
+
+
+def test_a_log_pasted_without_fences_reports_its_first_and_last_error() -> None:
+    log = "\n".join(f"2026-11-25 10:00:{i:02d} ERROR: worker {i} lost its lease" for i in range(40))
+    errors = stated_errors(f"Look at this:\n{log}\nWhat happened?")
+    assert errors == ["ERROR: worker 0 lost its lease", "ERROR: worker 39 lost its lease"]

@@ -145,7 +145,7 @@ def test_what_the_user_said_is_asked_for_and_put_back_when_the_model_drops_it(
     make, _ = PROTOCOLS[protocol]
     entries = [
         user(
-            "Deploy INC-48213 fails after 420 ms with \"psql: error: connection refused\". "
+            'Deploy INC-48213 fails after 420 ms with "psql: error: connection refused". '
             "Never deploy on Fridays.",
             id="u1",
         ),

@@ -120,8 +120,8 @@ def _word(rng: random.Random) -> str:
 
 
 def _identifier(rng: random.Random, n: int, nth: int) -> tuple[str, str]:
-    """(kind, value) of an identifier unique to ``n``; the ``nth`` planted is of the nth
-    kind in turn, so that a session of a hundred turns plants every kind."""
+    """(kind, value) of an identifier unique to ``n``; the kinds are planted in turn, so
+    that a long session plants every one of them."""
     w = _word(rng)
     makers: list[tuple[str, Callable[[], str]]] = [
         ("ticket", lambda: f"INC-{40000 + n}"),
@@ -211,14 +211,14 @@ def _user_turn(rng: random.Random, turn: int, n: int, session: Session) -> str:
         return rng.choice(("ok", "go on", "继续", "yes, do it"))
     if rng.random() > 0.3:
         return request
-    roll = rng.random()
-    if roll < 0.4:
+    draw = rng.random()
+    if draw < 0.4:
         value = rng.choice(_INSTRUCTIONS).format(n=n)
         path = f"config/prod-{n}.yaml"
         parts = (("path", path),) if path in value else ()
         session.said.append(Planted(turn, "instruction", value, parts))
         return f"{request} {value}" if rng.random() < 0.5 else f"{value}\n\n{request}"
-    if roll < 0.5:
+    if draw < 0.5:
         quoted = rng.choice(_ERRORS).format(n=n)
         value = quoted.strip('"「」').replace('\\"', '"')
         host = f"db-{n}.internal:5432"

@@ -2,8 +2,10 @@
 from its hash, so the same identifier reads the same in every summary and every roll.
 
 What is replaced: paths, URLs, e-mail addresses, ticket ids, hex ids and hashes,
-hosts, and names of functions and classes - everything that says who or where.
-Versions, numbers with units and quoted literals stay as written.
+hosts, and code names (functions, variables, declared classes) - everything that
+says who or where. Versions, numbers with units, quoted literals and a
+PascalCase word alone (a type or product name: ``ValueError``, ``PostgreSQL``)
+stay as written.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from domain.context.summary.identifiers import ANONYMIZED, PLACEHOLDER, find_identifiers
-
-_L = r"(?<![A-Za-z0-9_])"
-_R = r"(?![A-Za-z0-9_])"
+from domain.context.summary.identifiers import (
+    ANONYMIZED,
+    EDGE_AFTER,
+    EDGE_BEFORE,
+    PLACEHOLDER,
+    find_identifiers,
+)
 
 
 def placeholder(kind: str, value: str) -> str:
@@ -47,9 +52,11 @@ class Identifiers:
         self.anonymize = policy == "anonymize"
         self._kinds = {value: kind for value, kind in known.items() if kind in ANONYMIZED}
         # Longest first, so a path is replaced before a file name inside it.
-        values = sorted(self._kinds, key=lambda v: (-len(v), v))
+        values = sorted(self._kinds, key=lambda v: (-len(v), v)) if self.anonymize else []
         self._known = (
-            re.compile("|".join(_L + re.escape(v) + _R for v in values)) if values else None
+            re.compile("|".join(EDGE_BEFORE + re.escape(v) + EDGE_AFTER for v in values))
+            if values
+            else None
         )
 
     def __call__(self, text: str) -> str:

@@ -24,9 +24,9 @@ from domain.context.summary.patterns import BACKTICKED, CODE_LIKE, EXTENSIONS, P
 
 # Not part of an ASCII word on the left / right. Every pattern here is ASCII-only
 # (re.ASCII): \w and \d never take a Chinese character as part of an identifier.
-_L = r"(?<![A-Za-z0-9_])"
-_R = r"(?![A-Za-z0-9_])"
-# _L checked after a pattern's first character, not before it: a pattern that starts
+EDGE_BEFORE = r"(?<![A-Za-z0-9_])"
+EDGE_AFTER = r"(?![A-Za-z0-9_])"
+# EDGE_BEFORE checked after a pattern's first character, not before it: a pattern that starts
 # with a character class is searched for much faster than one that starts with a
 # lookbehind, which is tried at every position of the text.
 _AFTER_FIRST = r"(?<![A-Za-z0-9_].)"
@@ -45,14 +45,14 @@ _EMAIL = re.compile(
     r"[A-Za-z0-9._%+-]"
     + _AFTER_FIRST
     + r"[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
-    + _R,
+    + EDGE_AFTER,
     re.ASCII,
 )
 _UUID = re.compile(
     r"[0-9a-fA-F]"
     + _AFTER_FIRST
     + r"[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    + _R,
+    + EDGE_AFTER,
     re.ASCII,
 )
 # Hex ids in dashed groups (3f9a2c1d-77aa), with a digit; a UUID is one of them.
@@ -60,16 +60,20 @@ _DASHED_ID = re.compile(
     r"[0-9a-f](?<![A-Za-z0-9_<-].)[0-9a-f]{7}(?:-[0-9a-f]{4,})+(?![A-Za-z0-9_-])", re.ASCII
 )
 # Git short and long hashes, digests: hex with at least one digit and one letter.
-_HASH = re.compile(r"[0-9a-f]" + _AFTER_FIRST + r"[0-9a-f]{6,127}" + _R, re.ASCII)
-_DIGEST = re.compile(r"(?:sha1|sha256|sha512|md5):[0-9a-f]{7,128}" + _R, re.ASCII)
+_HASH = re.compile(r"[0-9a-f]" + _AFTER_FIRST + r"[0-9a-f]{6,127}" + EDGE_AFTER, re.ASCII)
+_DIGEST = re.compile(r"(?:sha1|sha256|sha512|md5):[0-9a-f]{7,128}" + EDGE_AFTER, re.ASCII)
 # INC-48213, JIRA-12, GH-123, CVE-2024-3094; #4711; owner/repo#12.
-_TICKET = re.compile(r"[A-Z]" + _AFTER_FIRST + r"[A-Z0-9]{1,11}(?:-\d+)+" + _R, re.ASCII)
-_ISSUE = re.compile(r"(?<![\w/.-])[\w.-]+/[\w.-]+#\d+" + _R + r"|(?<![\w&#])#\d+" + _R, re.ASCII)
+_TICKET = re.compile(r"[A-Z]" + _AFTER_FIRST + r"[A-Z0-9]{1,11}(?:-\d+)+" + EDGE_AFTER, re.ASCII)
+_ISSUE = re.compile(
+    r"(?<![\w/.-])[\w.-]+/[\w.-]+#\d+" + EDGE_AFTER + r"|(?<![\w&#])#\d+" + EDGE_AFTER, re.ASCII
+)
 # Letters and digits joined by a dash that are not ids.
 _NOT_TICKETS = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "IPV"})
-_IP = re.compile(_L + r"(?<!\.)\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?(?!\.?\d)" + _R, re.ASCII)
+_IP = re.compile(
+    EDGE_BEFORE + r"(?<!\.)\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?(?!\.?\d)" + EDGE_AFTER, re.ASCII
+)
 # host:port, found from its port: the host is read backwards from the colon.
-_PORT = re.compile(r":\d{2,5}" + _R, re.ASCII)
+_PORT = re.compile(r":\d{2,5}" + EDGE_AFTER, re.ASCII)
 # A directory path: rooted (/, ~/, ./, C:\) with two segments or more, or ending in "/".
 _DIRECTORY = re.compile(
     r"(?<![\w/\\.:-])(?:(?:~|\.{1,2})?/|[A-Za-z]:\\)(?:[A-Za-z0-9_.@+-]+[\\/])+[A-Za-z0-9_.@+-]*"
@@ -79,21 +83,21 @@ _DIRECTORY = re.compile(
 # 1.2.3, v1.2.3-rc.1, v1.2; pinned (requests==2.31.0, node@20.1); named (Python 3.12).
 _SEMVER = re.compile(
     r"(?<![A-Za-z0-9_.])v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
-    + _R
+    + EDGE_AFTER
     + r"|(?<![A-Za-z0-9_.])v\d+\.\d+"
-    + _R,
+    + EDGE_AFTER,
     re.ASCII,
 )
 _PINNED = re.compile(
     r"[A-Za-z]"
     + _AFTER_FIRST
     + r"[\w.-]*(?:==|>=|<=|~=|@)\d+(?:\.\d+)*(?:[-+][0-9A-Za-z.]+)?"
-    + _R,
+    + EDGE_AFTER,
     re.ASCII,
 )
 _NAMED_VERSION = re.compile(
     r"(?i:(?<![A-Za-z])(?:version|release|python|node|java|go|rust|postgres(?:ql)?)\s*)"
-    r"(\d+(?:\.\d+)+)" + _R,
+    r"(\d+(?:\.\d+)+)" + EDGE_AFTER,
     re.ASCII,
 )
 _UNITS = (
@@ -106,11 +110,13 @@ _UNITS = (
 _CJK_UNITS = "毫秒|秒钟|秒|分钟|小时|天|周|个月|年|元|美元|万|亿|次|条|行|个"
 _NUMBER = r"\d(?<![A-Za-z0-9_.,]\d)(?:\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d*(?:\.\d+)?)"
 _MONEY = re.compile(
-    r"(?<![A-Za-z0-9_.,])[$€£¥]\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKMB]|bn|million|billion))?" + _R,
+    r"(?<![A-Za-z0-9_.,])[$€£¥]\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKMB]|bn|million|billion))?"
+    + EDGE_AFTER,
     re.ASCII,
 )
 _QUANTITY = re.compile(
-    _NUMBER + r"(?:%|\s?(?:" + _UNITS + r")" + _R + r"|\s?(?:" + _CJK_UNITS + r"))", re.ASCII
+    _NUMBER + r"(?:%|\s?(?:" + _UNITS + r")" + EDGE_AFTER + r"|\s?(?:" + _CJK_UNITS + r"))",
+    re.ASCII,
 )
 # "def name(", "class Name:", "function name": a keyword-named word counts when followed
 # by code punctuation or shaped like code ("the type in" is prose).
@@ -122,15 +128,20 @@ _CALLED = re.compile(r"\(\)")
 # Code-shaped words: snake_case, SCREAMING_CASE, _private; camelCase.
 _SNAKE_WORD = re.compile(
     r"[A-Za-z_]" + _AFTER_FIRST + r"(?:(?<=[A-Za-z])[A-Za-z0-9]*(?:_[A-Za-z0-9]+)+"
-    r"|(?<=_)[A-Za-z0-9_]{2,})" + _R,
+    r"|(?<=_)[A-Za-z0-9_]{2,})" + EDGE_AFTER,
     re.ASCII,
 )
-_CAMEL_WORD = re.compile(r"[a-z]" + _AFTER_FIRST + r"[a-z]*[A-Z][A-Za-z0-9]*" + _R, re.ASCII)
+_CAMEL_WORD = re.compile(
+    r"[a-z]" + _AFTER_FIRST + r"[a-z]*[A-Z][A-Za-z0-9]*" + EDGE_AFTER, re.ASCII
+)
 # PascalCase with two humps or more: type and product names.
-_TYPE_WORD = re.compile(r"[A-Z]" + _AFTER_FIRST + r"[a-z0-9]+(?:[A-Z][a-z0-9]*)+" + _R, re.ASCII)
+_TYPE_WORD = re.compile(
+    r"[A-Z]" + _AFTER_FIRST + r"[a-z0-9]+(?:[A-Z][a-z0-9]*)+" + EDGE_AFTER, re.ASCII
+)
 # Dotted names: module.function, obj.method, host.example.com (each part two letters or more).
 _DOTTED = re.compile(
-    r"[A-Za-z_]" + _AFTER_FIRST + r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+" + _R, re.ASCII
+    r"[A-Za-z_]" + _AFTER_FIRST + r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+" + EDGE_AFTER,
+    re.ASCII,
 )
 _QUOTED = re.compile(
     r'"([^"\n]{2,80})"|“([^”\n]{2,80})”|「([^」\n]{2,80})」|『([^』\n]{2,80})』'

@@ -52,6 +52,9 @@ class Scale:
     # Group "engine": entries of the viewed session, and of the compacted one.
     engine_view_entries: int
     engine_compact_entries: int
+    # Group "fidelity": sessions (seeds) per figure, and their lengths in turns.
+    fidelity_seeds: int
+    fidelity_turns: tuple[int, ...]
 
 
 FULL = Scale(
@@ -77,6 +80,8 @@ FULL = Scale(
     peer_reps=5,
     engine_view_entries=10_000,
     engine_compact_entries=2_500,
+    fidelity_seeds=5,
+    fidelity_turns=(200, 500, 1_000),
 )
 
 QUICK = Scale(
@@ -102,6 +107,8 @@ QUICK = Scale(
     peer_reps=3,
     engine_view_entries=2_000,
     engine_compact_entries=500,
+    fidelity_seeds=2,
+    fidelity_turns=(200,),
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from domain.content import Entry
 from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
-from domain.context.summary import SummaryPrompt, prompt_hash
+from domain.context.summary import SummaryPrompt, prompt_hash, with_required_facts
 from services.adapters.litellm_loader import load_litellm
 from services.adapters.model_info import ModelMetadata, model_metadata
 from services.adapters.overflow import CONTEXT_WINDOW_EXCEEDED, OTHER, kind_of
@@ -119,8 +119,15 @@ class LiteLLMSummarizer:
         if not text.strip():
             raise SummarizerError("the summarising model returned no text", model=self.name)
         usage = getattr(response, "usage", None)
+        # A model may drop what the user said (an instruction, a ticket id): put it back.
+        text = with_required_facts(
+            with_notes(text.strip(), notes),
+            prompt_entries,
+            previous_summary,
+            identifier_policy=identifier_policy,
+        )
         return SummaryResult(
-            text=with_notes(text.strip(), notes),
+            text=text,
             model=str(getattr(response, "model", "") or self.name),
             prompt_hash=prompt_hash(prompt),
             input_tokens=getattr(usage, "prompt_tokens", None),

@@ -104,6 +104,8 @@ class _Run:
     retries: int
     backoff_seconds: float
     summary: str
+    # The most the summary may take (the model's max_tokens): the plan's summary budget.
+    max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS
     deadline: float = 0.0
     stage: str = "full"
     fallbacks: list[str] = field(default_factory=list)
@@ -114,7 +116,7 @@ class _Run:
     @property
     def budget_tokens(self) -> int:
         """What one request's prompt may count: the window less the output reserve."""
-        return self.summarizer.window_tokens - SUMMARIZATION_OVERHEAD_TOKENS
+        return self.summarizer.window_tokens - self.max_output_tokens
 
     def fell_back(self, stage: str) -> None:
         if stage not in self.fallbacks:
@@ -235,7 +237,7 @@ class _Run:
                     identifier_policy=self.identifier_policy,
                     identifier_instructions=self.identifier_instructions,
                     notes=notes,
-                    max_output_tokens=SUMMARIZATION_OVERHEAD_TOKENS,
+                    max_output_tokens=self.max_output_tokens,
                     timeout_seconds=remaining,
                     max_result_chars=limit,
                 )
@@ -299,6 +301,7 @@ def summarize_plan(
         retries,
         backoff_seconds,
         previous_summary,
+        min(SUMMARIZATION_OVERHEAD_TOKENS, plan.summary_budget_tokens),
     )
     started = clock()
     run.deadline = started + timeout_seconds

@@ -22,8 +22,13 @@ from services.adapters.summarizers.base import (
     SummaryResult,
     summary_request,
 )
+from services.adapters.tokenizers import tokenizer_for
 
 OFFLINE = "offline"
+# The summary is bounded in the tokenizer the store counts most models with (o200k),
+# so its count matches the one the compaction checks it against (characters / 4
+# would let a Chinese summary grow to several times its room).
+BOUNDING_MODEL = "gpt-4o"
 UNLIMITED_WINDOW_TOKENS = 10**9
 
 
@@ -73,7 +78,7 @@ class OfflineSummarizer:
             instructions=instructions,
             identifier_policy=identifier_policy,
             notes=notes,
-            count=_chars_over_four,
+            count=tokenizer_for(BOUNDING_MODEL).count_text,
             max_tokens=max_output_tokens,
         )
         elapsed = round((time.perf_counter() - started) * 1000)

@@ -24,7 +24,12 @@ from sessionstore_client.errors import SessionStoreError
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 # Views of long sessions are large; the server bounds what it sends.
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 << 20),
+    # Reconnect soon after a dropped connection, so a retry finds the server.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+]
 # Codes after which the same request may be sent again: nothing was done, or
 # the request is one whose repetition changes nothing.
 RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})

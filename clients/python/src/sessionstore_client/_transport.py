@@ -22,6 +22,9 @@ from sessionstore_client._proto import session_store_pb2 as pb
 from sessionstore_client.errors import SessionStoreError
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# Idempotency keys the client makes up begin with this, so a reader of the events
+# tells them from the keys callers chose.
+GENERATED_KEY_PREFIX = "auto-"
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 # Views of long sessions are large; the server bounds what it sends.
 CHANNEL_OPTIONS = [
@@ -184,7 +187,7 @@ def with_idempotency_key(request: Any) -> Any:
     """The request with a fresh idempotency key when it takes one and has none: every
     try of the call then sends the same key, so a retry never appends twice."""
     if getattr(request, "idempotency_key", None) == "":
-        return replace(request, idempotency_key=uuid.uuid4().hex)
+        return replace(request, idempotency_key=GENERATED_KEY_PREFIX + uuid.uuid4().hex)
     return request
 
 

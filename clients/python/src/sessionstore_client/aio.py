@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from sessionstore_client._convert import from_proto, to_proto
 from sessionstore_client._methods import AsyncMethods
 from sessionstore_client._transport import (
     CHANNEL_OPTIONS,
@@ -32,6 +31,7 @@ from sessionstore_client._transport import (
 )
 from sessionstore_client.client import DEFAULT_TIMEOUT, import_chunks
 from sessionstore_client.errors import from_rpc_error
+from sessionstore_client.protobuf import from_proto, to_proto
 from sessionstore_client.types import ImportHeader, ImportSessionResponse, SessionSettings
 
 _R = TypeVar("_R")

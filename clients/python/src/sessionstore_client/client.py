@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from sessionstore_client._convert import from_proto, to_proto
 from sessionstore_client._methods import SyncMethods
 from sessionstore_client._transport import (
     CHANNEL_OPTIONS,
+    GENERATED_KEY_PREFIX,
     TLS,
     Attempts,
     Connection,
@@ -38,12 +38,14 @@ from sessionstore_client._transport import (
     with_idempotency_key,
 )
 from sessionstore_client.errors import from_rpc_error
+from sessionstore_client.protobuf import from_proto, to_proto
 from sessionstore_client.types import (
     ImportHeader,
     ImportSessionResponse,
     SessionSettings,
 )
 
+__all__ = ["GENERATED_KEY_PREFIX", "Client"]
 _R = TypeVar("_R")
 DEFAULT_TIMEOUT = 30.0
 # A transcript goes to the server in chunks of this many bytes.

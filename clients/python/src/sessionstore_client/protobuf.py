@@ -1,6 +1,8 @@
 """Converting between the dataclasses of ``types`` and protocol buffer messages.
 
-Driven by the messages' descriptors, with the mapping the generator follows
+The clients do it for every call; code that also handles the API's messages
+itself (to print them in protobuf's JSON mapping, say) uses ``to_proto`` and
+``from_proto``. Driven by the messages' descriptors, with the mapping the generator follows
 (see clients/python/tools/generate.py): a conversion plan is worked out once
 per message type, then each conversion is a walk over it.
 """

@@ -1,5 +1,5 @@
-"""The channel to the server: plain or TLS (with a client certificate for mutual
-TLS), and the bearer token sent with every call."""
+"""Raw gRPC channels for tests that speak the API's messages themselves: plain or TLS
+(with a client certificate for mutual TLS), with a bearer token on every call."""
 
 from __future__ import annotations
 

@@ -9,9 +9,11 @@ from sessionstore_client import (
     CompactionRedone,
     CompactionUndone,
     EntriesAppended,
+    EntryRetracted,
     Erasure,
     OverflowReported,
     PruneRecorded,
+    SessionCleared,
     SessionEvent,
     SessionStarted,
     SettingsChanged,
@@ -119,4 +121,9 @@ def _event_summary(event: SessionEvent) -> tuple[str, str]:
             by = f" by {redone.requested_by}" if redone.requested_by else ""
             why = f" ({redone.reason})" if redone.reason else ""
             return "redone", f"undo #{redone.undo_version} taken back{by}{why}; in force: {again}"
+        case EntryRetracted(entry_id=entry_id, reason=reason):
+            return "retracted", output.short(entry_id) + (f" ({reason})" if reason else "")
+        case SessionCleared(entries_cleared=cleared, reason=reason):
+            why = f" ({reason})" if reason else ""
+            return "cleared", f"{output.count(cleared, 'entry')} out of the views{why}"
     return "unknown", "(an event this client does not know)"

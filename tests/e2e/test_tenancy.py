@@ -246,6 +246,12 @@ CASES: dict[str, Case] = {
     "AbandonToolCalls": lambda b, w: _hidden(
         lambda: b.AbandonToolCalls(pb.AbandonToolCallsRequest(session_id="a-1"))
     ),
+    "RetractEntry": lambda b, w: _hidden(
+        lambda: b.RetractEntry(pb.RetractEntryRequest(session_id="a-1"))
+    ),
+    "ClearSession": lambda b, w: _hidden(
+        lambda: b.ClearSession(pb.ClearSessionRequest(session_id="a-1"))
+    ),
     "ForkSession": _fork,
     "ImportSession": _import,
     "ExportSession": lambda b, w: _hidden(lambda: export(b, "a-1")),

@@ -20,6 +20,8 @@ from sessionstore_client.types import (
     AppendEntriesRequest,
     AppendEntriesResponse,
     AuditViewRequest,
+    ClearSessionRequest,
+    ClearSessionResponse,
     CompactRequest,
     CompactResponse,
     ContextReport,
@@ -55,6 +57,8 @@ from sessionstore_client.types import (
     RecordPruneRequest,
     RecordPruneResponse,
     ReportOverflowRequest,
+    RetractEntryRequest,
+    RetractEntryResponse,
     Session,
     SessionEvent,
     SessionSettings,
@@ -470,6 +474,54 @@ class SyncMethods:
                 expected_version=expected_version,
             ),
             AbandonToolCallsResponse,
+            timeout,
+        )
+
+    def retract_entry(
+        self,
+        session_id: str,
+        *,
+        entry_id: str = "",
+        reason: str = "",
+        expected_version: int | None = None,
+        timeout: float | None = None,
+    ) -> RetractEntryResponse:
+        """Takes the log's latest entry out of the views (a runtime's undo of its last
+        item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+        in the store, for audit and replay. Its tool calls close with it; the calls
+        its results answered are open again. entry_id, when set, must be that
+        entry. FAILED_PRECONDITION when the log holds no entry.
+        """
+        return self._unary(
+            "RetractEntry",
+            RetractEntryRequest(
+                session_id=session_id,
+                entry_id=entry_id,
+                reason=reason,
+                expected_version=expected_version,
+            ),
+            RetractEntryResponse,
+            timeout,
+        )
+
+    def clear_session(
+        self,
+        session_id: str,
+        *,
+        reason: str = "",
+        expected_version: int | None = None,
+        timeout: float | None = None,
+    ) -> ClearSessionResponse:
+        """Takes every entry, and the summary in force, out of the views: the log
+        starts empty (a runtime's clear_session). Recorded as an event: the entries
+        stay in the store, for audit and replay. The system prompt stays.
+        """
+        return self._unary(
+            "ClearSession",
+            ClearSessionRequest(
+                session_id=session_id, reason=reason, expected_version=expected_version
+            ),
+            ClearSessionResponse,
             timeout,
         )
 
@@ -1057,6 +1109,54 @@ class AsyncMethods:
                 expected_version=expected_version,
             ),
             AbandonToolCallsResponse,
+            timeout,
+        )
+
+    async def retract_entry(
+        self,
+        session_id: str,
+        *,
+        entry_id: str = "",
+        reason: str = "",
+        expected_version: int | None = None,
+        timeout: float | None = None,
+    ) -> RetractEntryResponse:
+        """Takes the log's latest entry out of the views (a runtime's undo of its last
+        item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+        in the store, for audit and replay. Its tool calls close with it; the calls
+        its results answered are open again. entry_id, when set, must be that
+        entry. FAILED_PRECONDITION when the log holds no entry.
+        """
+        return await self._unary(
+            "RetractEntry",
+            RetractEntryRequest(
+                session_id=session_id,
+                entry_id=entry_id,
+                reason=reason,
+                expected_version=expected_version,
+            ),
+            RetractEntryResponse,
+            timeout,
+        )
+
+    async def clear_session(
+        self,
+        session_id: str,
+        *,
+        reason: str = "",
+        expected_version: int | None = None,
+        timeout: float | None = None,
+    ) -> ClearSessionResponse:
+        """Takes every entry, and the summary in force, out of the views: the log
+        starts empty (a runtime's clear_session). Recorded as an event: the entries
+        stay in the store, for audit and replay. The system prompt stays.
+        """
+        return await self._unary(
+            "ClearSession",
+            ClearSessionRequest(
+                session_id=session_id, reason=reason, expected_version=expected_version
+            ),
+            ClearSessionResponse,
             timeout,
         )
 

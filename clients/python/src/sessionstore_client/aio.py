@@ -115,9 +115,11 @@ class AsyncClient(AsyncMethods):
                     metadata=self.connection.metadata,
                     wait_for_ready=False,
                 )
-                return from_proto(answer, response)
             except grpc.RpcError as error:
-                await asyncio.sleep(attempts.pause_after(from_rpc_error(error)))
+                failure = from_rpc_error(error)
+            else:
+                return from_proto(answer, response)
+            await asyncio.sleep(attempts.pause_after(failure))
 
     async def _server_stream(
         self, method: str, request: Any, response: type[_R], timeout: float | None
@@ -140,11 +142,11 @@ class AsyncClient(AsyncMethods):
                 return
             except grpc.RpcError as error:
                 failure = from_rpc_error(error)
-                if received:
-                    raise failure from None
-                await asyncio.sleep(attempts.pause_after(failure))
             finally:
                 stream.cancel()
+            if received:
+                raise failure  # retrying would repeat what was read
+            await asyncio.sleep(attempts.pause_after(failure))
 
     async def import_session(
         self,

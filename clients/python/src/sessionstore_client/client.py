@@ -136,9 +136,11 @@ class Client(SyncMethods):
                     # waiting out the deadline for a server that may never come.
                     wait_for_ready=False,
                 )
-                return from_proto(answer, response)
             except grpc.RpcError as error:
-                time.sleep(attempts.pause_after(from_rpc_error(error)))
+                failure = from_rpc_error(error)
+            else:
+                return from_proto(answer, response)
+            time.sleep(attempts.pause_after(failure))
 
     def _server_stream(
         self, method: str, request: Any, response: type[_R], timeout: float | None
@@ -161,11 +163,11 @@ class Client(SyncMethods):
                 return
             except grpc.RpcError as error:
                 failure = from_rpc_error(error)
-                if received:
-                    raise failure from None  # retrying would repeat what was read
-                time.sleep(attempts.pause_after(failure))
             finally:
                 stream.cancel()
+            if received:
+                raise failure  # retrying would repeat what was read
+            time.sleep(attempts.pause_after(failure))
 
     # -- by hand: the client-streaming RPC -----------------------------------------------
 

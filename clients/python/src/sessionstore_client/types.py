@@ -62,6 +62,8 @@ __all__ = [
     "AppendEntriesRequest",
     "AppendEntriesResponse",
     "AuditViewRequest",
+    "ClearSessionRequest",
+    "ClearSessionResponse",
     "CompactRequest",
     "CompactResponse",
     "Compaction",
@@ -78,6 +80,7 @@ __all__ = [
     "EngineAction",
     "EntriesAppended",
     "Entry",
+    "EntryRetracted",
     "EntryStatus",
     "EraseEntriesRequest",
     "EraseResponse",
@@ -124,8 +127,11 @@ __all__ = [
     "RecordPruneRequest",
     "RecordPruneResponse",
     "ReportOverflowRequest",
+    "RetractEntryRequest",
+    "RetractEntryResponse",
     "Role",
     "Session",
+    "SessionCleared",
     "SessionEvent",
     "SessionSettings",
     "SessionStarted",
@@ -178,9 +184,10 @@ class EntryStatus:
     role: str = ""
     #: The version whose event appended it.
     version: int = 0
-    #: "shown", "summarised", "pinned", "pruned" or "guarded".
+    #: "shown", "summarised", "pinned", "pruned", "guarded", "retracted" or "cleared".
     status: str = ""
-    #: Why: the compaction that summarised it, the prune or guard decision.
+    #: Why: the compaction that summarised it, the prune or guard decision, the
+    #: version that retracted or cleared it.
     detail: str = ""
 
 
@@ -948,6 +955,24 @@ class ToolCallsAbandoned:
 
 
 @dataclass(slots=True)
+class EntryRetracted:
+    """The log's latest entry taken out of the views; the entry stays in the store."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.EntryRetracted"
+    entry_id: str = ""
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class SessionCleared:
+    """Every entry taken out of the views; the entries stay in the store."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.SessionCleared"
+    entries_cleared: int = 0
+    reason: str = ""
+
+
+@dataclass(slots=True)
 class EntriesAppended:
     """The EntriesAppended message."""
 
@@ -1008,6 +1033,8 @@ class SessionEvent:
         | CompactionUndone
         | Erasure
         | CompactionRedone
+        | EntryRetracted
+        | SessionCleared
         | None
     ) = None
 
@@ -1090,6 +1117,54 @@ class AbandonToolCallsResponse:
     tool_call_ids: list[str] = field(default_factory=list)
     #: The tool entry holding the synthetic results.
     entry: Entry | None = None
+    #: The write's position (see Session.position).
+    position: int = 0
+
+
+@dataclass(slots=True)
+class RetractEntryRequest:
+    """The RetractEntryRequest message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.RetractEntryRequest"
+    session_id: str = ""
+    #: The entry expected to be the latest; empty: whichever is.
+    entry_id: str = ""
+    #: Why: kept in the event.
+    reason: str = ""
+    expected_version: int | None = None
+
+
+@dataclass(slots=True)
+class RetractEntryResponse:
+    """The RetractEntryResponse message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.RetractEntryResponse"
+    version: int = 0
+    #: The entry taken back, whole, as stored.
+    entry: Entry | None = None
+    #: The write's position (see Session.position).
+    position: int = 0
+
+
+@dataclass(slots=True)
+class ClearSessionRequest:
+    """The ClearSessionRequest message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ClearSessionRequest"
+    session_id: str = ""
+    #: Why: kept in the event.
+    reason: str = ""
+    expected_version: int | None = None
+
+
+@dataclass(slots=True)
+class ClearSessionResponse:
+    """The ClearSessionResponse message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ClearSessionResponse"
+    version: int = 0
+    #: The entries the log showed, now out of the views.
+    entries_cleared: int = 0
     #: The write's position (see Session.position).
     position: int = 0
 

@@ -17,9 +17,7 @@ turned into the plain items their blocks make.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from sessionstore_client.types import (
@@ -34,8 +32,6 @@ from sessionstore_client.types import (
 )
 
 ITEM_KEY = "openai.responses.item"
-# Between an item's call id and the suffix that makes a call id of the store's unique.
-_RENAMED = "~"
 _MESSAGE_ROLES = {
     "user": Role.USER,
     "assistant": Role.ASSISTANT,
@@ -112,41 +108,6 @@ def entry_items(entry: Entry, shown_results: Mapping[str, str]) -> list[Item]:
         if item.get("type") == "function_call_output" and shown not in (None, stored.get(call_id)):
             item["output"] = shown  # cut by the guard or a prune
     return items
-
-
-def with_new_call_ids(entries: Sequence[Entry]) -> list[Entry]:
-    """The entries with their tool calls (and the results among them that answer those
-    calls) under ids never used: the store keeps a call id for good, even one whose
-    entry was retracted, and the items keep theirs."""
-    renamed: dict[str, str] = {}
-    out = []
-    for entry in entries:
-        content: list[ContentBlock] = []
-        for block in entry.content:
-            if isinstance(block, ToolCallBlock):
-                renamed[block.id] = f"{block.id}{_RENAMED}{uuid.uuid4().hex[:12]}"
-                block = replace(block, id=renamed[block.id])
-            elif isinstance(block, ToolResultBlock) and block.tool_call_id in renamed:
-                block = replace(block, tool_call_id=renamed[block.tool_call_id])
-            content.append(block)
-        out.append(replace(entry, content=content))
-    return out
-
-
-def with_open_call_ids(entries: Sequence[Entry], open_call_ids: Sequence[str]) -> list[Entry]:
-    """The entries with each result answering the open call its item's call id was
-    renamed to (see ``with_new_call_ids``)."""
-    by_item = {c.split(_RENAMED, 1)[0]: c for c in open_call_ids if _RENAMED in c}
-    out = []
-    for entry in entries:
-        content: list[ContentBlock] = [
-            replace(b, tool_call_id=by_item.get(b.tool_call_id, b.tool_call_id))
-            if isinstance(b, ToolResultBlock)
-            else b
-            for b in entry.content
-        ]
-        out.append(replace(entry, content=content))
-    return out
 
 
 def _plain_items(entry: Entry, shown_results: Mapping[str, str]) -> list[Item]:

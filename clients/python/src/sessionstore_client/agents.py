@@ -30,12 +30,13 @@ from agents.memory import OpenAIResponsesCompactionArgs
 from agents.memory.session_settings import SessionSettings as AgentsSessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from sessionstore_client._responses_items import (
-    entry_items,
-    items_entries,
+from sessionstore_client._call_ids import (
+    needs_new_call_ids,
+    needs_open_call_ids,
     with_new_call_ids,
     with_open_call_ids,
 )
+from sessionstore_client._responses_items import entry_items, items_entries
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
 from sessionstore_client.types import DurableLog, Entry, PromptFormat, PromptView, SessionSettings
@@ -118,11 +119,11 @@ class SessionStoreSession:
             )
             return
         except AlreadyExists as refused:
-            if "tool call id" not in refused.message:
+            if not needs_new_call_ids(refused.message):
                 raise
             entries = with_new_call_ids(entries)
         except FailedPrecondition as refused:
-            if "not open" not in refused.message:
+            if not needs_open_call_ids(refused.message):
                 raise
             session = await self.client.get_session(self.session_id)
             entries = with_open_call_ids(entries, session.open_tool_call_ids)

@@ -185,7 +185,9 @@ def message_entry(message: Any) -> Entry:
         content, role = [ToolResultBlock(str(message.tool_call_id), text)], Role.TOOL
     else:
         role = {"human": Role.USER, "system": Role.SYSTEM}.get(kind, Role.USER)
-    return Entry(role=role, content=content or [TextBlock(" ")], metadata={MESSAGE_ID: message.id})
+    # The store wants some text; the checkpoint keeps the message as it is.
+    content = content or [TextBlock("(empty message)")]
+    return Entry(role=role, content=content, metadata={MESSAGE_ID: message.id})
 
 
 def _note(kind: str, text: str, data: Mapping[str, str]) -> Entry:

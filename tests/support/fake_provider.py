@@ -125,12 +125,14 @@ ANTHROPIC_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 
 @dataclass(frozen=True)
 class Behaviour:
-    """What to do with one request: reply (with ``text``, or the default summary),
-    after ``delay`` seconds, or fail with the provider's error ``error``."""
+    """What to do with one request: reply (with ``text``, or the default summary; or
+    with tool calls), after ``delay`` seconds, or fail with the provider's error ``error``."""
 
     text: str | None = None
     delay: float = 0.0
     error: str | None = None
+    # (call id, tool name, arguments) of each tool call the reply makes.
+    calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
 
 def reply(text: str) -> Behaviour:
@@ -139,6 +141,11 @@ def reply(text: str) -> Behaviour:
 
 def delay(seconds: float, text: str | None = None) -> Behaviour:
     return Behaviour(text=text, delay=seconds)
+
+
+def call(call_id: str, name: str, **arguments: Any) -> Behaviour:
+    """A reply that calls tool ``name`` with ``arguments`` (and no text)."""
+    return Behaviour(text="", calls=((call_id, name, arguments),))
 
 
 def fail(error: str) -> Behaviour:
@@ -249,11 +256,29 @@ class FakeProvider:
             _send(handler, status, error_body)
             return
         text = behaviour.text if behaviour.text is not None else default_summary(body)
-        output_tokens = math.ceil(len(text) / 4)
+        output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
         if anthropic:
-            _send(handler, 200, _anthropic_reply(body, text, received, output_tokens))
+            reply = _anthropic_reply(body, text, received, output_tokens)
+            reply["content"] = [b for b in reply["content"] if b["text"]] + [
+                {"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in behaviour.calls
+            ]
+            if behaviour.calls:
+                reply["stop_reason"] = "tool_use"
         else:
-            _send(handler, 200, _openai_reply(body, text, received, output_tokens))
+            reply = _openai_reply(body, text, received, output_tokens)
+            if behaviour.calls:
+                choice = reply["choices"][0]
+                choice["finish_reason"] = "tool_calls"
+                choice["message"]["content"] = text or None
+                choice["message"]["tool_calls"] = [
+                    {
+                        "id": i,
+                        "type": "function",
+                        "function": {"name": n, "arguments": json.dumps(a)},
+                    }
+                    for i, n, a in behaviour.calls
+                ]
+        _send(handler, 200, reply)
 
     def _over_window(self, received: Received, anthropic: bool) -> dict[str, Any] | None:
         if self.window_tokens is None:

@@ -145,6 +145,49 @@ class Connection:
         return self.tls.credentials() if self.tls is not None else None
 
 
+class Channels:
+    """What ``Client`` and ``AsyncClient`` share: their settings, the callables of the
+    RPCs on the channel each opens (``_open``) on first use, and the calls' timeouts."""
+
+    def __init__(
+        self,
+        address: str | None,
+        token: str | None,
+        tls: TLS | bool | None,
+        timeout: float | None,
+        retry: Retry | None,
+    ) -> None:
+        self.connection = Connection.resolve(address, token, tls, timeout, retry)
+        self._callables: dict[str, Any] = {}
+
+    @property
+    def address(self) -> str:
+        return self.connection.address
+
+    def _open(self) -> Any:
+        raise NotImplementedError
+
+    def _callable(self, method: str, kind: str) -> Any:
+        """The channel's callable of an RPC, of ``kind`` (say, "unary_unary")."""
+        found = self._callables.get(method)
+        if found is None:
+            request, response = message_classes(method)
+            found = getattr(self._open(), kind)(
+                method_path(method),
+                request_serializer=request.SerializeToString,
+                response_deserializer=response.FromString,
+            )
+            self._callables[method] = found
+        return found
+
+    def _timeout(self, timeout: float | None, request: Any = None) -> float | None:
+        if timeout is not None:
+            return timeout
+        if getattr(request, "follow", False):
+            return None  # a followed stream lasts until closed
+        return self.connection.timeout
+
+
 def method_path(method: str) -> str:
     return f"/{SERVICE.full_name}/{method}"
 

@@ -23,10 +23,9 @@ from sessionstore_client._transport import (
     CHANNEL_OPTIONS,
     TLS,
     Attempts,
-    Connection,
+    Channels,
     Retry,
     message_classes,
-    method_path,
     with_idempotency_key,
 )
 from sessionstore_client.client import DEFAULT_TIMEOUT, import_chunks
@@ -37,7 +36,7 @@ from sessionstore_client.types import ImportHeader, ImportSessionResponse, Sessi
 _R = TypeVar("_R")
 
 
-class AsyncClient(AsyncMethods):
+class AsyncClient(Channels, AsyncMethods):
     """As ``Client``, for asyncio: the same arguments, the same methods, awaited."""
 
     def __init__(
@@ -49,13 +48,8 @@ class AsyncClient(AsyncMethods):
         timeout: float | None = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
     ) -> None:
-        self.connection = Connection.resolve(address, token, tls, timeout, retry)
+        super().__init__(address, token, tls, timeout, retry)
         self._channel: grpc.aio.Channel | None = None
-        self._callables: dict[str, Any] = {}
-
-    @property
-    def address(self) -> str:
-        return self.connection.address
 
     async def close(self) -> None:
         if self._channel is not None:
@@ -81,25 +75,6 @@ class AsyncClient(AsyncMethods):
                 else grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
             )
         return self._channel
-
-    def _callable(self, method: str, kind: str) -> Any:
-        found = self._callables.get(method)
-        if found is None:
-            request, response = message_classes(method)
-            found = getattr(self._open(), kind)(
-                method_path(method),
-                request_serializer=request.SerializeToString,
-                response_deserializer=response.FromString,
-            )
-            self._callables[method] = found
-        return found
-
-    def _timeout(self, timeout: float | None, request: Any = None) -> float | None:
-        if timeout is not None:
-            return timeout
-        if getattr(request, "follow", False):
-            return None
-        return self.connection.timeout
 
     async def _unary(
         self, method: str, request: Any, response: type[_R], timeout: float | None

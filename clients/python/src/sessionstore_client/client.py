@@ -31,10 +31,9 @@ from sessionstore_client._transport import (
     GENERATED_KEY_PREFIX,
     TLS,
     Attempts,
-    Connection,
+    Channels,
     Retry,
     message_classes,
-    method_path,
     with_idempotency_key,
 )
 from sessionstore_client.errors import from_rpc_error
@@ -52,13 +51,15 @@ DEFAULT_TIMEOUT = 30.0
 IMPORT_CHUNK_BYTES = 1 << 20
 
 
-class Client(SyncMethods):
+class Client(Channels, SyncMethods):
     """A connection to a session store server (opened on the first call).
 
     ``address`` is host:port (default: ``SESSIONSTORE_ADDRESS``, else
     127.0.0.1:50051); ``token`` the bearer token (default: ``SESSIONSTORE_TOKEN``);
     ``tls`` a ``TLS`` (or True for TLS with the system's roots, False for none;
-    default: from ``SESSIONSTORE_CA_FILE``, ``_CERT_FILE`` and ``_KEY_FILE``).
+    default: from ``SESSIONSTORE_CA_FILE``, ``_CERT_FILE`` and ``_KEY_FILE``);
+    ``timeout`` the seconds a call may take, retries included (None: no limit);
+    ``retry`` how reads and appends are retried (``Retry``).
     """
 
     def __init__(
@@ -70,13 +71,8 @@ class Client(SyncMethods):
         timeout: float | None = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
     ) -> None:
-        self.connection = Connection.resolve(address, token, tls, timeout, retry)
+        super().__init__(address, token, tls, timeout, retry)
         self._channel: grpc.Channel | None = None
-        self._callables: dict[str, Any] = {}
-
-    @property
-    def address(self) -> str:
-        return self.connection.address
 
     def close(self) -> None:
         if self._channel is not None:
@@ -102,25 +98,6 @@ class Client(SyncMethods):
                 else grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
             )
         return self._channel
-
-    def _callable(self, method: str, kind: str) -> Any:
-        found = self._callables.get(method)
-        if found is None:
-            request, response = message_classes(method)
-            found = getattr(self._open(), kind)(
-                method_path(method),
-                request_serializer=request.SerializeToString,
-                response_deserializer=response.FromString,
-            )
-            self._callables[method] = found
-        return found
-
-    def _timeout(self, timeout: float | None, request: Any = None) -> float | None:
-        if timeout is not None:
-            return timeout
-        if getattr(request, "follow", False):
-            return None  # a followed stream lasts until closed
-        return self.connection.timeout
 
     def _unary(self, method: str, request: Any, response: type[_R], timeout: float | None) -> _R:
         message = to_proto(with_idempotency_key(request))

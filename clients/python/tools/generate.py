@@ -115,11 +115,10 @@ class Api:
                 f for f in message.field if f.HasField("oneof_index") and f.oneof_index == index
             ]
             if any(f.proto3_optional for f in members):
-                continue
+                continue  # a proto3 `optional` field: a oneof of its own
             types = [self.type_name(f.type_name) for f in members]
-            if all(f.type == F.TYPE_MESSAGE and f.type_name != TIMESTAMP for f in members) and len(
-                set(types)
-            ) == len(types):
+            messages = all(f.type == F.TYPE_MESSAGE and f.type_name != TIMESTAMP for f in members)
+            if messages and len(set(types)) == len(types):
                 unions[index] = types
         return unions
 

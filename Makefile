@@ -3,6 +3,10 @@ UV_VERSION := 0.13.8
 # uv from PATH if there is one, else a private copy installed on first use.
 UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 PROTO_SRC := proto/sessionstore/v1/session_store.proto
+CLIENT_PACKAGE := clients/python/src/sessionstore_client
+CLIENT_GENERATOR := clients/python/tools/generate.py
+CLIENT_GENERATED := types.py _methods.py _proto/session_store_pb2.py _proto/session_store_pb2.pyi \
+	_proto/rpc_status_pb2.py _proto/rpc_status_pb2.pyi
 
 # `make test` runs the PostgreSQL tests against this server (never skipped).
 SESSIONSTORE_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
@@ -30,9 +34,12 @@ export SESSIONSTORE_TEST_POSTGRES_URL
 setup: .venv/.synced-dev
 RUN := $(UV) run --frozen --no-sync
 
+# The server's stubs, and the client's (clients/python: its protobuf modules,
+# its dataclasses and its methods, one per RPC).
 proto: setup
 	$(RUN) python -m grpc_tools.protoc -I . \
 		--python_out=. --grpc_python_out=. --mypy_out=. --mypy_grpc_out=. $(PROTO_SRC)
+	$(RUN) python $(CLIENT_GENERATOR)
 
 # Fails when the committed generated code is not what `make proto` gives.
 proto-check: setup
@@ -42,6 +49,12 @@ proto-check: setup
 	for f in session_store_pb2.py session_store_pb2_grpc.py session_store_pb2.pyi session_store_pb2_grpc.pyi; do \
 		cmp -s $$tmp/proto/sessionstore/v1/$$f proto/sessionstore/v1/$$f || \
 		{ echo "proto/sessionstore/v1/$$f is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
+	done && \
+	mkdir -p $$tmp/client/sessionstore_client/_proto && \
+	$(RUN) python $(CLIENT_GENERATOR) $$tmp/client > /dev/null && \
+	for f in $(CLIENT_GENERATED); do \
+		cmp -s $$tmp/client/sessionstore_client/$$f $(CLIENT_PACKAGE)/$$f || \
+		{ echo "$(CLIENT_PACKAGE)/$$f is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
 	done; rm -rf $$tmp; echo "generated code is up to date"
 
 run: .venv/.synced-runtime
@@ -67,6 +80,8 @@ lint: setup proto-check
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	# The client as its users' code sees it: strict, and a user's script with it.
+	$(RUN) mypy --strict clients/python/src/sessionstore_client clients/python/examples
 	$(UV) lock --check
 
 bench: .venv/.synced-bench

@@ -62,6 +62,8 @@ from domain.errors import (
 )
 from domain.ids import IdLookup, UsedIds
 from domain.pruning import PruneAction, PruneDecision
+from domain.retraction import RetractionPlan
+from domain.retraction import check_reason as check_retraction_reason
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
 
@@ -369,8 +371,57 @@ class Session(BaseAggregate[str]):
             # The title is content too: erased with the rest (and kept out of snapshots).
             session.settings = replace(session.settings, title="")
 
+    @dataclass(frozen=True)
+    class EntryRetracted(Event):
+        """The log's latest entry taken back (a runtime's undo of its last item): the
+        views leave it out from now on; the event that appended it stays."""
+
+        entry_id: str
+        position: int
+        tokens: int
+        closed_calls: Sequence[str]
+        # (call id, position of the entry that made it) of each call open again.
+        reopened_calls: Sequence[Sequence[Any]]
+        last_entry_id: str
+        reason: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.prompt_tokens = max(0, session.prompt_tokens - self.tokens)
+            for call_id in self.closed_calls:
+                session.open_tool_calls.pop(call_id, None)
+            for call_id, position in self.reopened_calls:
+                session.open_tool_calls[call_id] = position
+            session.last_entry_id = self.last_entry_id or None
+            session.retracted_entries += 1
+            if session.system_entries and any(
+                p == self.position for p, _ in session.system_entries
+            ):
+                session.system_entries = None  # a cold read folds it all rather than pin it
+
+    @dataclass(frozen=True)
+    class SessionCleared(Event):
+        """Every entry taken out of the views (a runtime's fresh start): the log starts
+        empty at ``position``, the summary in force goes with the rest, the system
+        prompt stays. The events before it stay, for audit and replay."""
+
+        position: int
+        # Entries the log showed when it was cleared.
+        entries: int
+        reason: str = ""
+
+        def apply(self, session: Session) -> None:
+            session.prompt_tokens = 0
+            session.open_tool_calls = {}
+            session.last_entry_id = None
+            session.first_kept_position = self.position
+            session.entries_since_compaction = 0
+            session.overflow_attempts = 0
+            if session.system_entries is not None:
+                session.system_entries = ()  # none of them is pinned any more
+
     # State added after the first release: snapshots taken before it read
     # back with these class-level defaults.
+    retracted_entries = 0
     compaction_failures = 0
     overflow_attempts = 0
     # What the provider taught, per model (see domain.context.calibration): each
@@ -1095,6 +1146,27 @@ class Session(BaseAggregate[str]):
             self.SessionErased, erased_by=erased_by, reason=reason, erased_with=erased_with
         )
 
+    def retract_entry(self, plan: RetractionPlan, reason: str) -> None:
+        """Takes the log's latest entry out of the views, as the history planned it."""
+        check_retraction_reason(reason)
+        self.trigger_event(
+            self.EntryRetracted,
+            entry_id=plan.entry.id,
+            position=plan.position,
+            tokens=plan.tokens,
+            closed_calls=list(plan.closed_calls),
+            reopened_calls=[list(c) for c in plan.reopened_calls],
+            last_entry_id=plan.last_entry_id,
+            reason=reason,
+        )
+
+    def clear(self, entries_shown: int, reason: str) -> None:
+        """Takes every entry out of the views: the log starts empty after this."""
+        check_retraction_reason(reason)
+        self.trigger_event(
+            self.SessionCleared, position=self.entry_count, entries=entries_shown, reason=reason
+        )
+
     def set_system_prompt(self, system_prompt: SystemPrompt, fingerprint: str) -> None:
         """Stores the client's system prompt; the same prompt again records nothing."""
         validate_system_prompt(system_prompt)
@@ -1198,6 +1270,8 @@ SessionEvent = (
     | Session.EntriesErased
     | Session.SessionErased
     | Session.CompactionRedone
+    | Session.EntryRetracted
+    | Session.SessionCleared
 )
 
 

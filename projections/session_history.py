@@ -350,6 +350,10 @@ class SessionHistory:
         self._guarded: list[tuple[int, str, tuple[ToolResultDecision, ...], int]] = []
         self._failures: list[RecordedFailure] = []
         self._erasures: list[RecordedErasure] = []
+        # (version, position) of each retracted entry, and of each clear (where the log
+        # starts after it), oldest first: the views from then on leave them out.
+        self._retractions: list[tuple[int, int]] = []
+        self._clears: list[tuple[int, int]] = []
         self._overflows: list[Session.OverflowReported] = []
         # What the provider taught, as it changed: (version, model, limits after).
         self._learned: list[tuple[int, str, LearnedLimits]] = []
@@ -569,6 +573,12 @@ class SessionHistory:
                         event.erased_with,
                     )
                 )
+            case Session.EntryRetracted():
+                self._retractions.append((version, event.position))
+                # Its results answer nothing now (what a cut may separate).
+                self._answered_call_position.pop(event.position, None)
+            case Session.SessionCleared():
+                self._clears.append((version, event.position))
             case _:
                 assert_never(event)
 
@@ -719,17 +729,26 @@ class SessionHistory:
 
     def _durable_log(self, version: int, compaction: RecordedCompaction | None) -> DurableLog:
         end = bisect_right(self._entry_versions, version) + self._base
-        start = compaction.first_kept_position if compaction else 0
+        floor, cleared_at = self._floor(version)
+        if compaction is not None and compaction.version < cleared_at:
+            compaction = None  # cleared with everything before it
+        start = max(compaction.first_kept_position if compaction else 0, floor)
         summary_tokens = compaction.compaction.summary_tokens if compaction else 0
-        pinned = self._pinned_before(start)
+        hidden = self._retracted(version)
+        pinned = self._pinned_before(start, floor, hidden)
+        entries = self.entries[start - self._base : end - self._base]
+        versions = self._entry_versions[start - self._base : end - self._base]
+        if hidden:
+            shown = [i for i, p in enumerate(range(start, end)) if p not in hidden]
+            entries, versions = [entries[i] for i in shown], [versions[i] for i in shown]
         return DurableLog(
             session_id=self.session_id,
             version=version,
             compaction=compaction,
-            entries=self.entries[start - self._base : end - self._base],
-            entry_versions=self._entry_versions[start - self._base : end - self._base],
+            entries=entries,
+            entry_versions=versions,
             first_position=start,
-            total_tokens=self._log_tokens(start, end, summary_tokens),
+            total_tokens=self._log_tokens(start, end, summary_tokens, floor, hidden),
             pinned=[entry for entry, _ in pinned],
             pinned_versions=[version for _, version in pinned],
             erasures=tuple(self._erasures),
@@ -739,7 +758,10 @@ class SessionHistory:
         """The durable log's tokens now, were it compacted to keep ``position`` on."""
         if position < self._base:
             return self.whole().tokens_if_cut_at(position, summary_tokens)
-        return self._log_tokens(position, self._base + len(self.entries), summary_tokens)
+        floor, _ = self._floor(self.version)
+        end = self._base + len(self.entries)
+        hidden = self._retracted(self.version)
+        return self._log_tokens(max(position, floor), end, summary_tokens, floor, hidden)
 
     def prompt_tokens_if_cut_at(self, position: int, summary_tokens: int) -> int:
         """The prompt's message tokens now, were it compacted to keep ``position`` on:
@@ -767,19 +789,49 @@ class SessionHistory:
             tokens -= tokens_taken_out(entry, decision, guarded) - before
         return tokens
 
-    def _pinned_before(self, start: int) -> list[tuple[Entry, int]]:
+    def _pinned_before(
+        self, start: int, floor: int = 0, hidden: frozenset[int] = frozenset()
+    ) -> list[tuple[Entry, int]]:
         """The system entries a cut at ``start`` keeps ahead of the summary, with the
-        versions that appended them."""
-        early = [(entry, version) for _, entry, version in self._early_pinned]
+        versions that appended them (none from before a clear at ``floor``, and none of
+        the ``hidden`` positions, retracted)."""
+        early = [(e, v) for p, e, v in self._early_pinned if p >= floor and p not in hidden]
         return early + [
             (self._at(p), self._entry_versions[p - self._base])
             for p in self._system_positions[: bisect_left(self._system_positions, start)]
+            if p >= floor and p not in hidden
         ]
 
-    def _log_tokens(self, start: int, end: int, summary_tokens: int) -> int:
-        pinned = sum(entry.token_count for entry, _ in self._pinned_before(start))
+    def _log_tokens(
+        self, start: int, end: int, summary_tokens: int, floor: int, hidden: frozenset[int]
+    ) -> int:
+        pinned = sum(entry.token_count for entry, _ in self._pinned_before(start, floor, hidden))
         kept = self._token_prefix[end - self._base] - self._token_prefix[start - self._base]
+        kept -= sum(self._at(p).token_count for p in hidden if start <= p < end)
         return summary_tokens + pinned + kept
+
+    def _floor(self, version: int) -> tuple[int, int]:
+        """Where the log starts at ``version`` for the latest clear by then, and that
+        clear's version: (0, 0) when none."""
+        index = bisect_right(self._clears, version, key=lambda c: c[0])
+        return (self._clears[index - 1][1], self._clears[index - 1][0]) if index else (0, 0)
+
+    def _retracted(self, version: int) -> frozenset[int]:
+        """Positions of the entries retracted by ``version``."""
+        return frozenset(p for v, p in self._retractions if v <= version)
+
+    def withdrawn(self, version: int) -> dict[int, str]:
+        """Position -> how it left the views by ``version``: "retracted" or "cleared", with
+        the version that did it (for the audit of what the model saw)."""
+        left = {p: f"retracted at version {v}" for v, p in self._retractions if v <= version}
+        start = 0
+        for cleared_at, floor in self._clears:
+            if cleared_at > version:
+                break
+            for position in range(start, floor):
+                left.setdefault(position, f"cleared at version {cleared_at}")
+            start = max(start, floor)
+        return left
 
     def prompt_view(self, version: int | None = None) -> PromptView:
         version = self.resolve_version(version)
@@ -793,14 +845,16 @@ class SessionHistory:
         return whole._prompt_view(whole._durable_log(whole.version, compaction))
 
     def _prompt_view(self, log: DurableLog) -> PromptView:
-        end = log.first_position + len(log.entries)
+        end = bisect_right(self._entry_versions, log.version) + self._base
         in_log = range(log.first_position, end)
+        hidden = self._retracted(log.version)
         pruned: dict[str, PruneDecision] = {}
         for prune in self._prunes:
             if prune.version > log.version:
                 break
             for decision in prune.decisions:
-                if self._positions.get(decision.entry_id, -1) in in_log:
+                position = self._positions.get(decision.entry_id, -1)
+                if position in in_log and position not in hidden:
                     pruned[decision.entry_id] = decision
         settings_at = self._latest_settings(log.version)
         system_prompt = self.system_prompt(log.version)
@@ -810,6 +864,8 @@ class SessionHistory:
         for position, entry_id, decisions, saving in self._guarded[first:]:
             if position >= end:
                 break
+            if position in hidden:
+                continue
             guarded[entry_id] = decisions
             if entry_id not in pruned:
                 tokens -= saving

@@ -24,7 +24,7 @@ class EntryStatus:
     entry_id: str
     role: str
     version: int
-    # "shown", "summarised", "pinned", "pruned" or "guarded".
+    # "shown", "summarised", "pinned", "pruned", "guarded", "retracted" or "cleared".
     status: str
     # For summarised: the compaction's version; pruned: the prune's decision; guarded: the guard's.
     detail: str
@@ -59,9 +59,12 @@ def audit_view(history: SessionHistory, version: int | None = None) -> ViewAudit
     log = view.log
     compaction = log.compaction
     pinned = {e.id for e in log.pinned}
+    withdrawn = history.withdrawn(log.version)
     statuses = []
     for position, (entry, entry_version) in enumerate(history.entries_upto(log.version)):
-        if entry.id in pinned:
+        if position in withdrawn:
+            status, detail = withdrawn[position].split(" ", 1)
+        elif entry.id in pinned:
             status, detail = "pinned", "a system entry kept ahead of the summary"
         elif compaction is not None and position < log.first_position:
             status, detail = "summarised", f"by the compaction at version {compaction.version}"

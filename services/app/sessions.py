@@ -46,10 +46,12 @@ from domain.errors import (
     quoted,
 )
 from domain.pruning import PruneDecision
+from domain.retraction import RetractionPlan
 from domain.session import Session, SessionEvent, new_id, validate_session_id
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
+from projections.retraction import plan_retraction
 from projections.session_history import DurableLog, PromptView, SessionHistory, load_from_cut
 from projections.view_audit import ViewAudit, audit_view
 from services.adapters.event_store import EventStore
@@ -647,6 +649,33 @@ class SessionService:
                     e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
                 ),
             )
+
+        return self._write(session_id, expected_version, command)
+
+    def retract_entry(
+        self, session_id: str, entry_id: str, reason: str, expected_version: int | None = None
+    ) -> tuple[Session, RetractionPlan]:
+        """Takes the log's latest entry out of the views; answers the session and what was
+        retracted."""
+
+        def command(session: Session) -> RetractionPlan:
+            plan = plan_retraction(self._history(session_id), entry_id)
+            session.retract_entry(plan, reason)
+            return plan
+
+        return self._write(session_id, expected_version, command)
+
+    def clear_session(
+        self, session_id: str, reason: str, expected_version: int | None = None
+    ) -> tuple[Session, int]:
+        """Takes every entry out of the views; answers the session and how many the log
+        showed."""
+
+        def command(session: Session) -> int:
+            log = self._history(session_id).durable_log()
+            shown = len(log.entries) + len(log.pinned)
+            session.clear(shown, reason)
+            return shown
 
         return self._write(session_id, expected_version, command)
 

@@ -21,12 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import click
-import grpc
+from sessionstore_client.errors import SessionStoreError
 
 from services.cli.audit import COMMANDS as AUDIT_COMMANDS
-from services.cli.client import DEFAULT_ADDRESS, DEFAULT_TIMEOUT_SECONDS, Client, Refused, report
+from services.cli.client import (
+    DEFAULT_ADDRESS,
+    DEFAULT_TIMEOUT_SECONDS,
+    Client,
+    Refused,
+    Security,
+    report,
+)
 from services.cli.compaction import compact, overflow, prune
-from services.cli.connection import Security
 from services.cli.context import context, status, usage
 from services.cli.entries import append, show_entry
 from services.cli.erase import erase
@@ -65,7 +71,7 @@ class _Cli(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (grpc.RpcError, Refused, click.UsageError) as error:
+        except (SessionStoreError, Refused, click.UsageError) as error:
             client = ctx.obj if isinstance(ctx.obj, Client) else None
             as_json = bool(ctx.meta.get("json_asked") or (client and client.as_json))
             if not isinstance(error, click.UsageError):

@@ -7,37 +7,31 @@ read models' own upkeep, so that the CLI registers them all in one line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
 import click
-from google.protobuf.timestamp_pb2 import Timestamp
+from sessionstore_client import CompactionRecord, PruneAction
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.database import migrate, rebuild
 from services.cli.options import Moment
 
-ACTIONS = {"soft_trim": pb.PRUNE_ACTION_SOFT_TRIM, "hard_clear": pb.PRUNE_ACTION_HARD_CLEAR}
+ACTIONS = {"soft_trim": PruneAction.SOFT_TRIM, "hard_clear": PruneAction.HARD_CLEAR}
 
 
-def _timestamp(moment: datetime | None) -> Timestamp | None:
-    if moment is None:
-        return None
-    timestamp = Timestamp()
-    timestamp.FromDatetime(moment)
-    return timestamp
-
-
-def _pages(client: Client, method: Any, request: Any, field: str) -> Iterator[Any]:
+def _pages(list_page: Callable[[str], Any], field: str) -> Iterator[Any]:
+    """Every item of a paged list: ``list_page(page_token)`` answers one page."""
+    token = ""
     while True:
-        page = client.call(method, request)
+        page = list_page(token)
         yield from getattr(page, field)
-        if not page.next_page_token:
+        token = page.next_page_token
+        if not token:
             return
-        request.page_token = page.next_page_token
 
 
 @click.group()
@@ -63,16 +57,21 @@ def compactions(
     outcome: str | None,
 ) -> None:
     """List compactions (done and failed), undos and redos of SESSION, or of every session."""
-    request = pb.ListCompactionsRequest(
-        session_id=session,
-        since=_timestamp(since),
-        until=_timestamp(until),
-        trigger=trigger,
-        model=model,
-        outcome=outcome or "",
-        page_size=500,
+    records = list(
+        _pages(
+            lambda token: client.api.list_compactions(
+                session,
+                since=since,
+                until=until,
+                trigger=trigger,
+                model=model,
+                outcome=outcome or "",
+                page_size=500,
+                page_token=token,
+            ),
+            "compactions",
+        )
     )
-    records = list(_pages(client, client.stub.ListCompactions, request, "compactions"))
     if client.as_json:
         output.print_json([output.to_dict(r) for r in records])
         return
@@ -108,17 +107,15 @@ def compactions(
 @pass_client
 def compaction(client: Client, session: str, version: int) -> None:
     """Show one compaction: its receipt, its summary and the entries it replaced."""
-    found = client.call(
-        client.stub.GetCompaction, pb.GetCompactionRequest(session_id=session, version=version)
-    )
+    found = client.api.get_compaction(session, version=version)
     if client.as_json:
         output.print_json(found)
         return
-    record = found.record
+    record = found.record or CompactionRecord()
     fields = [(name, str(getattr(record, name))) for name in _RECEIPT_FIELDS]
     fields.insert(2, ("time", output.time(record.timestamp)))
     output.echo_fields([(k, v) for k, v in fields if v not in ("", "0")])
-    if found.HasField("compaction"):
+    if found.compaction is not None:
         click.echo("summary:")
         click.echo(found.compaction.summary)
     if record.outcome == "ok":
@@ -134,9 +131,9 @@ def compaction(client: Client, session: str, version: int) -> None:
 
 
 _RECEIPT_FIELDS = [
-    name
-    for name in pb.CompactionRecord.DESCRIPTOR.fields_by_name
-    if name not in ("timestamp", "instructions")
+    field.name
+    for field in dataclasses.fields(CompactionRecord)
+    if field.name not in ("timestamp", "instructions")
 ] + ["instructions"]
 
 
@@ -147,10 +144,7 @@ _RECEIPT_FIELDS = [
 def view(client: Client, session: str, at_version: int | None) -> None:
     """Every entry against what the model saw: shown, summarised, pinned, pruned or guarded,
     and each turn's prompt view replayed to check its hash."""
-    request = pb.AuditViewRequest(session_id=session)
-    if at_version is not None:
-        request.version = at_version
-    audited = client.call(client.stub.AuditView, request)
+    audited = client.api.audit_view(session, version=at_version)
     if client.as_json:
         output.print_json(audited)
         return
@@ -182,23 +176,28 @@ def prunes(
     action: str | None,
 ) -> None:
     """List pruned tool results of SESSION, or of every session."""
-    request = pb.ListPrunesRequest(
-        session_id=session,
-        since=_timestamp(since),
-        until=_timestamp(until),
-        action=ACTIONS[action] if action else pb.PRUNE_ACTION_UNSPECIFIED,
-        page_size=500,
+    records = list(
+        _pages(
+            lambda token: client.api.list_prunes(
+                session,
+                since=since,
+                until=until,
+                action=ACTIONS[action] if action else PruneAction.UNSPECIFIED,
+                page_size=500,
+                page_token=token,
+            ),
+            "prunes",
+        )
     )
-    records = list(_pages(client, client.stub.ListPrunes, request, "prunes"))
     if client.as_json:
         output.print_json([output.to_dict(r) for r in records])
         return
     rows = [["SESSION", "VERSION", "TIME", "ENTRY", "ACTION", "CHARS", "REASON"]]
     for r in records:
         # Prunes recorded before the store kept sizes have no "before".
-        before = f"{r.chars_before:,}" if r.HasField("chars_before") else "?"
-        after = f"{r.chars_after:,}" if r.HasField("chars_after") else "?"
-        name = "soft_trim" if r.action == pb.PRUNE_ACTION_SOFT_TRIM else "hard_clear"
+        before = f"{r.chars_before:,}" if r.chars_before is not None else "?"
+        after = f"{r.chars_after:,}" if r.chars_after is not None else "?"
+        name = "soft_trim" if r.action == PruneAction.SOFT_TRIM else "hard_clear"
         rows.append(
             [
                 r.session_id,

@@ -1,23 +1,26 @@
 """The connection to the server, short entry ids, and how failures are reported.
 
-Every command gets a `Client` (through `pass_client`). A failed call becomes
-one line on stderr (a JSON object with --json) and an exit code, never a
-traceback: 1 when the server (or the CLI, for an entry id it cannot resolve)
-refused the request, 2 when the server could not be reached.
+Every command gets a `Client` (through `pass_client`), whose `api` is the
+Python client package's `sessionstore_client.Client`: the CLI is one of its
+users. A failed call becomes one line on stderr (a JSON object with --json)
+and an exit code, never a traceback: 1 when the server (or the CLI, for an
+entry id it cannot resolve) refused the request, 2 when the server could not
+be reached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
 
 import click
 import grpc
+import sessionstore_client
+from sessionstore_client import TLS, EntriesAppended, Entry
+from sessionstore_client.errors import NotFound, SessionStoreError
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
-from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from services.cli.connection import Security, open_channel
 from services.cli.output import print_json
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -26,9 +29,6 @@ EXIT_REFUSED = 1
 EXIT_UNREACHABLE = 2
 # An ambiguous short id lists the ids it could mean, up to this many.
 _MOST_LISTED = 20
-
-Request = TypeVar("Request")
-Response = TypeVar("Response")
 
 
 class Refused(Exception):
@@ -40,6 +40,22 @@ class Refused(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class Security:
+    """How to reach a server: its token, and the TLS files (none: plain TCP)."""
+
+    token: str = ""
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @property
+    def tls(self) -> TLS | bool:
+        if self.ca_file is None and self.cert_file is None:
+            return False
+        return TLS(self.ca_file, self.cert_file, self.key_file)
+
+
 @dataclass
 class Client:
     """What every command needs: where the server is, and how to print."""
@@ -48,34 +64,23 @@ class Client:
     timeout: float
     as_json: bool
     security: Security = field(default_factory=Security, repr=False)
-    _channel: grpc.Channel | None = field(default=None, repr=False)
-    _stub: pb_grpc.SessionStoreStub | None = field(default=None, repr=False)
+    _api: sessionstore_client.Client | None = field(default=None, repr=False)
 
     @property
-    def stub(self) -> pb_grpc.SessionStoreStub:
+    def api(self) -> sessionstore_client.Client:
         # Connect on first use, so `--help` and usage errors never touch the network.
-        if self._stub is None:
-            self._channel = open_channel(self.address, self.security)
-            self._stub = pb_grpc.SessionStoreStub(self._channel)
-        return self._stub
-
-    def call(
-        self, method: grpc.UnaryUnaryMultiCallable[Request, Response], request: Request
-    ) -> Response:
-        """`method(request)` with the CLI's deadline: `client.call(client.stub.GetSession, ...)`."""
-        # wait_for_ready=False fails at once when nothing listens, instead of
-        # waiting out the deadline; the deadline covers a server that hangs.
-        return method(request, timeout=self.timeout, wait_for_ready=False)
-
-    def read_events(
-        self, request: pb.ReadEventsRequest, *, deadline: bool = True
-    ) -> grpc.CallIterator[pb.SessionEvent]:
-        timeout = self.timeout if deadline else None
-        return self.stub.ReadEvents(request, timeout=timeout, wait_for_ready=False)
+        if self._api is None:
+            self._api = sessionstore_client.Client(
+                self.address,
+                token=self.security.token,
+                tls=self.security.tls,
+                timeout=self.timeout,
+            )
+        return self._api
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
+        if self._api is not None:
+            self._api.close()
 
     def resolve_entry_ids(self, session: str, given: Sequence[str]) -> list[str]:
         """The entry ids meant by `given`: each an exact id or a unique prefix of one.
@@ -94,23 +99,19 @@ class Client:
     def resolve_entry_id(self, session: str, given: str) -> str:
         return self.resolve_entry_ids(session, [given])[0]
 
-    def entry(self, session: str, entry_id: str) -> pb.Entry | None:
+    def entry(self, session: str, entry_id: str) -> Entry | None:
         """The entry with exactly this id; None if the session has none."""
-        request = pb.GetEntryRequest(session_id=session, entry_id=entry_id)
         try:
-            return self.call(self.stub.GetEntry, request)
-        except grpc.RpcError as error:
-            if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.NOT_FOUND:
-                return None
-            raise
+            return self.api.get_entry(session, entry_id=entry_id)
+        except NotFound:
+            return None
 
     def _entry_ids(self, session: str) -> list[str]:
-        events = self.read_events(pb.ReadEventsRequest(session_id=session))
         return [
             entry.id
-            for event in events
-            if event.WhichOneof("event") == "entries_appended"
-            for entry in event.entries_appended.entries
+            for event in self.api.read_events(session)
+            if isinstance(event.event, EntriesAppended)
+            for entry in event.event.entries
         ]
 
 
@@ -136,14 +137,9 @@ def _by_prefix(session: str, prefix: str, known: Sequence[str]) -> str:
 pass_client = click.make_pass_decorator(Client)
 
 
-def report(error: grpc.RpcError | Refused, client: Client | None, as_json: bool) -> int:
+def report(error: SessionStoreError | Refused, client: Client | None, as_json: bool) -> int:
     """Prints why the request failed, on stderr; returns the exit code."""
-    if isinstance(error, Refused):
-        code, details = error.code, error.message
-    elif isinstance(error, grpc.Call):
-        code, details = error.code(), error.details() or str(error)
-    else:
-        code, details = grpc.StatusCode.UNKNOWN, str(error)
+    code, details = error.code, error.message
     address = client.address if client else "?"
     hint = ""
     exit_code = EXIT_REFUSED

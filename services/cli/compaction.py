@@ -7,8 +7,8 @@ All change only what the views show; every entry stays in the store whole.
 from __future__ import annotations
 
 import click
+from sessionstore_client import Compaction, CompactionPlan, PromptFormat, PruneAction, PrunedEntry
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import FORMATS, expected_version_option, format_option, read_text
@@ -65,17 +65,17 @@ def compact(
             "--instructions, --force and --dry-run are for the store's compaction; "
             "leave out --summary to use them"
         )
-    request = pb.RecordCompactionRequest(
-        session_id=session,
+    response = client.api.record_compaction(
+        session,
         summary=read_text(summary) or "",
         first_kept_entry_id=client.resolve_entry_id(session, first_kept),
         reason=reason,
         expected_version=expected_version,
     )
-    response = client.call(client.stub.RecordCompaction, request)
     if client.as_json:
         return output.print_json(response)
-    output.echo_compaction(response.compaction)
+    if response.compaction is not None:
+        output.echo_compaction(response.compaction)
 
 
 @click.command()
@@ -109,18 +109,15 @@ def prune(
         raise click.UsageError("--clear drops the whole result; --head/--tail are for trimming")
     resolved = client.resolve_entry_ids(session, entry_ids)
     if clear:
-        pruned = [pb.PrunedEntry(entry_id=e, action=pb.PRUNE_ACTION_HARD_CLEAR) for e in resolved]
+        pruned = [PrunedEntry(entry_id=e, action=PruneAction.HARD_CLEAR) for e in resolved]
     else:
         pruned = [
-            pb.PrunedEntry(
-                entry_id=e, action=pb.PRUNE_ACTION_SOFT_TRIM, head_chars=head, tail_chars=tail
-            )
+            PrunedEntry(entry_id=e, action=PruneAction.SOFT_TRIM, head_chars=head, tail_chars=tail)
             for e in resolved
         ]
-    request = pb.RecordPruneRequest(
-        session_id=session, entries=pruned, reason=reason, expected_version=expected_version
+    response = client.api.record_prune(
+        session, entries=pruned, reason=reason, expected_version=expected_version
     )
-    response = client.call(client.stub.RecordPrune, request)
     if client.as_json:
         return output.print_json(response)
     click.echo(f"pruned {output.count(len(pruned), 'entry')} at version {response.version}")
@@ -136,29 +133,28 @@ def _store_compact(
     dry_run: bool,
     expected_version: int | None,
 ) -> None:
-    request = pb.CompactRequest(
-        session_id=session,
+    response = client.api.compact(
+        session,
         instructions=instructions,
         force=force,
         dry_run=dry_run,
         expected_version=expected_version,
     )
-    response = client.call(client.stub.Compact, request)
     if client.as_json:
         return output.print_json(response)
-    if response.compacted:
+    if response.compacted and response.compaction is not None:
         return _echo_receipt(response.compaction)
-    if dry_run and response.HasField("plan"):
+    if dry_run and response.plan is not None:
         click.echo("dry run, nothing written; the plan:")
         _echo_plan(response.plan)
         return None
     click.echo(f"not compacted: {response.reason or 'nothing to compact'}")
-    if response.HasField("plan"):
+    if response.plan is not None:
         _echo_plan(response.plan)
     return None
 
 
-def _echo_plan(plan: pb.CompactionPlan) -> None:
+def _echo_plan(plan: CompactionPlan) -> None:
     covered = output.count(plan.entries_covered, "entry")
     if plan.first_covered_entry_id:
         first, last = plan.first_covered_entry_id, plan.last_covered_entry_id
@@ -189,7 +185,7 @@ def _echo_plan(plan: pb.CompactionPlan) -> None:
     )
 
 
-def _echo_receipt(compaction: pb.Compaction) -> None:
+def _echo_receipt(compaction: Compaction) -> None:
     output.echo_compaction(compaction)
     before = f"{compaction.tokens_before:,}"
     if compaction.tokens_before_source:
@@ -262,17 +258,15 @@ def overflow(
     \b
       overflow S --status 400 --error "$(cat error.json)" --view-version 12 --view-hash 3f2a...
     """
-    request = pb.ReportOverflowRequest(
-        session_id=session,
+    view = client.api.report_overflow(
+        session,
         error_text=read_text(error_text) or "",
         status_code=status_code,
         provider=provider,
         view_version=view_version,
         view_hash=view_hash,
+        format=FORMATS[prompt_format] if prompt_format is not None else PromptFormat.UNSPECIFIED,
     )
-    if prompt_format is not None:
-        request.format = FORMATS[prompt_format]
-    view = client.call(client.stub.ReportOverflow, request)
     if client.as_json:
         return output.print_json(view)
     click.echo(

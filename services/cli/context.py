@@ -10,8 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from sessionstore_client import (
+    ContextReport,
+    SystemPromptTokens,
+    Usage,
+    WindowGuardState,
+)
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import json_option
@@ -21,8 +26,8 @@ from services.cli.system_prompt import FILE_STATUSES, file_rows
 _MOST_SHOWN = 10
 
 
-def _report(client: Client, session: str) -> pb.ContextReport:
-    return client.call(client.stub.GetContextReport, pb.GetContextReportRequest(session_id=session))
+def _report(client: Client, session: str) -> ContextReport:
+    return client.api.get_context_report(session)
 
 
 def _share(tokens: int, window: int) -> str:
@@ -37,7 +42,7 @@ def status(client: Client, session: str) -> None:
     report = _report(client, session)
     if client.as_json:
         return output.print_json(report)
-    window = report.window
+    window = report.window or WindowGuardState()
     click.echo(f"{report.session_id} at version {report.version}, engine {report.engine}")
     provider = (
         f"{report.last_provider_input_tokens:,} last reported by the provider"
@@ -45,8 +50,8 @@ def status(client: Client, session: str) -> None:
         else "none reported by the provider yet"
     )
     latest = ""
-    if report.HasField("latest_compaction"):
-        compaction = report.latest_compaction
+    compaction = report.latest_compaction
+    if compaction is not None:
         latest = (
             f"#{compaction.version} ({compaction.reason}), {compaction.tokens_before:,} → "
             f"{compaction.tokens_after:,} tokens: "
@@ -148,13 +153,13 @@ def context_detail(client: Client, session: str) -> None:
             click.echo("  " + line)
 
 
-def _echo_parts(report: pb.ContextReport) -> None:
-    window = report.window.window_tokens
+def _echo_parts(report: ContextReport) -> None:
+    window = (report.window or WindowGuardState()).window_tokens
     click.echo(
         f"{report.session_id} at version {report.version}: {report.used_tokens:,} of "
         f"{window:,} tokens{_share(report.used_tokens, window)}"
     )
-    parts = report.system_prompt
+    parts = report.system_prompt or SystemPromptTokens()
     files = _file_counts(report.files)
     rows = [
         ["PART", "TOKENS", ""],
@@ -184,8 +189,8 @@ def _file_counts(files: Any) -> str:
     return text + (f" ({', '.join(flagged)})" if flagged else "")
 
 
-def _summary_note(report: pb.ContextReport) -> str:
-    if not report.HasField("latest_compaction"):
+def _summary_note(report: ContextReport) -> str:
+    if report.latest_compaction is None:
         return "never compacted"
     return f"compaction at version {report.latest_compaction.version}"
 
@@ -231,11 +236,11 @@ def usage(client: Client, session: str) -> None:
             [
                 f"#{turn.version}",
                 output.short(turn.entry_id),
-                *_usage_cells(turn.usage),
+                *_usage_cells(turn.usage or Usage()),
                 f"{turn.estimated_input_tokens:,}" if turn.estimated_input_tokens else "-",
             ]
         )
-    rows.append(["total", "", *_usage_cells(report.total_usage), ""])
+    rows.append(["total", "", *_usage_cells(report.total_usage or Usage()), ""])
     for line in output.table(rows, right={2, 3, 4, 5, 6}):
         click.echo(line)
     click.echo(
@@ -243,7 +248,7 @@ def usage(client: Client, session: str) -> None:
     )
 
 
-def _usage_cells(given: pb.Usage) -> list[str]:
+def _usage_cells(given: Usage) -> list[str]:
     return [
         f"{given.input_tokens:,}",
         f"{given.output_tokens:,}",

@@ -7,17 +7,25 @@ import json
 import uuid
 
 import click
+from sessionstore_client import (
+    Entry,
+    PromptRef,
+    Role,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import FORMATS, expected_version_option, read_text
 
 _ROLES = {
-    "user": pb.ROLE_USER,
-    "assistant": pb.ROLE_ASSISTANT,
-    "system": pb.ROLE_SYSTEM,
-    "custom": pb.ROLE_CUSTOM,
+    "user": Role.USER,
+    "assistant": Role.ASSISTANT,
+    "system": Role.SYSTEM,
+    "custom": Role.CUSTOM,
 }
 
 
@@ -92,19 +100,18 @@ def append(
     elif answers is not None:
         entry = _tool_result_entry(answers, _required_text(text), is_error)
     else:
-        entry = pb.Entry(role=_ROLES[role or "user"], content=[_text_block(_required_text(text))])
+        entry = Entry(role=_ROLES[role or "user"], content=[TextBlock(_required_text(text))])
     entry.id = entry_id
     entry.custom_type = custom_type
     if parent is not None:
         entry.parent_id = client.resolve_entry_id(session, parent)
     _add_usage(entry, prompt_ref, usage)
-    request = pb.AppendEntriesRequest(
-        session_id=session,
+    response = client.api.append_entries(
+        session,
         entries=[entry],
         expected_version=expected_version,
         idempotency_key=idempotency_key,
     )
-    response = client.call(client.stub.AppendEntries, request)
     if client.as_json:
         return output.print_json(response)
     click.echo(
@@ -141,19 +148,19 @@ def _check_append_options(
         raise click.UsageError("--custom-type goes with --role custom")
 
 
-def _add_usage(entry: pb.Entry, prompt_ref: str | None, usage: dict[str, int | None]) -> None:
+def _add_usage(entry: Entry, prompt_ref: str | None, usage: dict[str, int | None]) -> None:
     given = {k: v for k, v in usage.items() if v is not None}
-    if (given or prompt_ref is not None) and entry.role != pb.ROLE_ASSISTANT:
+    if (given or prompt_ref is not None) and entry.role != Role.ASSISTANT:
         raise click.UsageError(
             "usage and --prompt-ref go with assistant entries (--role assistant or --tool-call)"
         )
     if given:
-        entry.usage.CopyFrom(pb.Usage(**given))
+        entry.usage = Usage(**given)
     if prompt_ref is not None:
-        entry.prompt_ref.CopyFrom(parse_prompt_ref(prompt_ref))
+        entry.prompt_ref = parse_prompt_ref(prompt_ref)
 
 
-def parse_prompt_ref(text: str) -> pb.PromptRef:
+def parse_prompt_ref(text: str) -> PromptRef:
     """VERSION:FORMAT:HASH, as `prompt` prints it (e.g. 7:openai:3f2a...)."""
     version, _, rest = text.partition(":")
     name, _, digest = rest.partition(":")
@@ -162,7 +169,7 @@ def parse_prompt_ref(text: str) -> pb.PromptRef:
             f"{text!r} is not VERSION:FORMAT:HASH (FORMAT openai or anthropic)",
             param_hint="--prompt-ref",
         )
-    return pb.PromptRef(version=int(version), format=FORMATS[name], hash=digest)
+    return PromptRef(version=int(version), format=FORMATS[name], hash=digest)
 
 
 def _required_text(text: str | None) -> str:
@@ -180,11 +187,7 @@ def _call_id(session: str, idempotency_key: str) -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
-def _text_block(text: str) -> pb.ContentBlock:
-    return pb.ContentBlock(text=pb.TextBlock(text=text))
-
-
-def _tool_call_entry(name: str, arguments: str, call_id: str, text: str | None) -> pb.Entry:
+def _tool_call_entry(name: str, arguments: str, call_id: str, text: str | None) -> Entry:
     # Checked here too so a typo in the shell gets pointed at before the round trip.
     try:
         parsed = json.loads(arguments)
@@ -192,15 +195,13 @@ def _tool_call_entry(name: str, arguments: str, call_id: str, text: str | None) 
         raise click.BadParameter(f"not valid JSON ({error})", param_hint="--args") from None
     if not isinstance(parsed, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--args")
-    call = pb.ToolCallBlock(id=call_id, name=name, arguments_json=arguments)
-    content = [_text_block(text)] if text else []
-    content.append(pb.ContentBlock(tool_call=call))
-    return pb.Entry(role=pb.ROLE_ASSISTANT, content=content)
+    call = ToolCallBlock(id=call_id, name=name, arguments_json=arguments)
+    return Entry(role=Role.ASSISTANT, content=[*([TextBlock(text)] if text else []), call])
 
 
-def _tool_result_entry(call_id: str, output: str, is_error: bool) -> pb.Entry:
-    result = pb.ToolResultBlock(tool_call_id=call_id, content=output, is_error=is_error)
-    return pb.Entry(role=pb.ROLE_TOOL, content=[pb.ContentBlock(tool_result=result)])
+def _tool_result_entry(call_id: str, output: str, is_error: bool) -> Entry:
+    result = ToolResultBlock(tool_call_id=call_id, content=output, is_error=is_error)
+    return Entry(role=Role.TOOL, content=[result])
 
 
 @click.command("entry")
@@ -219,7 +220,7 @@ def show_entry(client: Client, session: str, entry_id: str) -> None:
     assert found is not None  # resolved ids exist, or resolving raised
     if client.as_json:
         return output.print_json(found)
-    usage = found.usage
+    usage, ref = found.usage, found.prompt_ref
     output.echo_fields(
         [
             ("entry", found.id),
@@ -232,14 +233,13 @@ def show_entry(client: Client, session: str, entry_id: str) -> None:
                 "usage",
                 f"in {usage.input_tokens:,}  out {usage.output_tokens:,}  "
                 f"cache read {usage.cache_read_tokens:,}  write {usage.cache_write_tokens:,}"
-                if found.HasField("usage")
+                if usage is not None
                 else "",
             ),
             (
                 "prompt ref",
-                f"{found.prompt_ref.version}:{output.format_name(found.prompt_ref.format)}:"
-                f"{found.prompt_ref.hash}"
-                if found.HasField("prompt_ref")
+                f"{ref.version}:{output.format_name(ref.format)}:{ref.hash}"
+                if ref is not None
                 else "",
             ),
             ("metadata", ", ".join(f"{k}={v}" for k, v in sorted(found.metadata.items()))),

@@ -8,8 +8,8 @@ in the session's events and audit.
 from __future__ import annotations
 
 import click
+from sessionstore_client import Erasure
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.undo import user_name
@@ -40,20 +40,14 @@ def erase(
     """
     by = erased_by if erased_by is not None else user_name()
     if entry_ids:
-        response = client.call(
-            client.stub.EraseEntries,
-            pb.EraseEntriesRequest(
-                session_id=session, entry_ids=list(entry_ids), reason=reason, erased_by=by
-            ),
+        response = client.api.erase_entries(
+            session, entry_ids=entry_ids, reason=reason, erased_by=by
         )
     else:
-        response = client.call(
-            client.stub.EraseSession,
-            pb.EraseSessionRequest(session_id=session, reason=reason, erased_by=by),
-        )
+        response = client.api.erase_session(session, reason=reason, erased_by=by)
     if client.as_json:
         return output.print_json(response)
-    erasure = response.erasure
+    erasure = response.erasure or Erasure()
     what = "the whole session" if erasure.whole_session else f"{len(erasure.entry_ids)} entries"
     click.echo(f"erased {what} (version {response.version})")
     if response.forks_erased:

@@ -8,13 +8,20 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import click
+from sessionstore_client import (
+    CompactionPolicy,
+    PromptFormat,
+    PruningPolicy,
+    SessionSettings,
+    SummarizerChain,
+    ToolResultGuardPolicy,
+)
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli.client import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMATS = {"openai": pb.PROMPT_FORMAT_OPENAI, "anthropic": pb.PROMPT_FORMAT_ANTHROPIC}
+FORMATS = {"openai": PromptFormat.OPENAI, "anthropic": PromptFormat.ANTHROPIC}
 
 
 def read_text(text: str | None) -> str | None:
@@ -63,17 +70,9 @@ def as_of_options(command: F) -> F:
     )(command)
 
 
-def set_as_of(
-    request: pb.GetViewRequest | pb.GetPromptViewRequest,
-    at_version: int | None,
-    at_time: datetime | None,
-) -> None:
+def check_as_of(at_version: int | None, at_time: datetime | None) -> None:
     if at_version is not None and at_time is not None:
         raise click.UsageError("give --at-version or --at-time, not both")
-    if at_version is not None:
-        request.version = at_version
-    elif at_time is not None:
-        request.time.FromDatetime(at_time)
 
 
 def format_option(command: F) -> F:
@@ -151,7 +150,7 @@ def context_setting_options(command: F) -> F:
 
 
 def apply_context_settings(
-    settings: pb.SessionSettings,
+    settings: SessionSettings,
     *,
     engine: str | None,
     compaction_mode: str | None,
@@ -166,7 +165,7 @@ def apply_context_settings(
     """Sets on `settings` what the user gave, leaving the rest unset (the server keeps it)."""
     if engine is not None:
         settings.engine = engine
-    compaction = pb.CompactionPolicy(
+    compaction = CompactionPolicy(
         mode=compaction_mode,
         threshold_ratio=threshold,
         keep_recent_tokens=keep_recent_tokens,
@@ -175,10 +174,12 @@ def apply_context_settings(
     )
     if summarizers is not None:
         steps = [step.strip() for step in summarizers.split(",") if step.strip()]
-        compaction.summarizers.CopyFrom(pb.SummarizerChain(steps=steps))
-    if compaction.ListFields():
-        settings.compaction.MergeFrom(compaction)
+        compaction.summarizers = SummarizerChain(steps=steps)
+    if compaction != CompactionPolicy():
+        settings.compaction = compaction
     if read_back_tool is not None:
+        settings.tool_result_guard = settings.tool_result_guard or ToolResultGuardPolicy()
         settings.tool_result_guard.read_back_tool = read_back_tool
     if pruning is not None:
+        settings.pruning = settings.pruning or PruningPolicy()
         settings.pruning.mode = pruning

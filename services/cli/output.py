@@ -2,24 +2,40 @@
 
 Text helpers clip and align what the API returns to fit the terminal; the JSON
 helpers print the API's responses in protobuf's JSON mapping, except that 64-bit
-integers stay numbers (the mapping prints them as strings).
+integers stay numbers (the mapping prints them as strings). The client answers
+dataclasses; they go back to messages for that mapping, so every JSON test of
+the CLI also checks that the client's conversion keeps everything.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterable, Sequence
-from datetime import UTC, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import click
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from proto.sessionstore.v1 import session_store_pb2 as pb
+from sessionstore_client import (
+    Compaction,
+    ContentBlock,
+    Entry,
+    GuardDecision,
+    ImageBlock,
+    PromptFormat,
+    PruneAction,
+    PrunedEntry,
+    SessionSettings,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from sessionstore_client.protobuf import to_proto
 
 # -- JSON ---------------------------------------------------------------------------
 
@@ -32,8 +48,10 @@ _INT64_TYPES = {
 }
 
 
-def to_dict(message: Message) -> dict[str, Any]:
-    """The message in protobuf's JSON mapping, with 64-bit integers as numbers."""
+def to_dict(value: Message | Any) -> dict[str, Any]:
+    """The message (or the client's dataclass of it) in protobuf's JSON mapping, with
+    64-bit integers as numbers."""
+    message = value if isinstance(value, Message) else to_proto(value)
     # Zero counts printed, not left out, so a script reading `entryCount` finds 0.
     data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
     _int64_to_numbers(cast(Descriptor, message.DESCRIPTOR), data)
@@ -65,7 +83,7 @@ def _converted(field: FieldDescriptor, value: Any) -> Any:
 
 
 def print_json(data: Message | Any, *, one_line: bool = False, err: bool = False) -> None:
-    if isinstance(data, Message):
+    if isinstance(data, Message) or dataclasses.is_dataclass(data):
         data = to_dict(data)
     click.echo(json.dumps(data, indent=None if one_line else 2, ensure_ascii=False), err=err)
 
@@ -112,11 +130,11 @@ def echo_fields(fields: Sequence[tuple[str, str]]) -> None:
         click.echo(line)
 
 
-def time(timestamp: Timestamp) -> str:
+def time(moment: datetime | None) -> str:
     """Local time, as a person at the terminal reads it, with its zone; --json keeps UTC."""
-    if not (timestamp.seconds or timestamp.nanos):
+    if moment is None or not moment.timestamp():
         return "-"
-    local = timestamp.ToDatetime(tzinfo=UTC).astimezone()
+    local = moment.astimezone()
     offset = local.utcoffset() or timedelta(0)
     if not offset:
         zone = "UTC"
@@ -138,39 +156,37 @@ def short(identifier: str) -> str:
     return identifier[:8]
 
 
-def role(entry: pb.Entry) -> str:
-    name = pb.Role.Name(entry.role).removeprefix("ROLE_").lower()
+def role(entry: Entry) -> str:
+    name = getattr(entry.role, "name", str(entry.role)).lower()
     return f"{name}:{entry.custom_type}" if entry.custom_type else name
 
 
-def format_name(prompt_format: pb.PromptFormat.ValueType) -> str:
-    return pb.PromptFormat.Name(prompt_format).removeprefix("PROMPT_FORMAT_").lower()
+def format_name(prompt_format: PromptFormat) -> str:
+    return getattr(prompt_format, "name", str(prompt_format)).lower()
 
 
-def block_summary(block: pb.ContentBlock, limit: int) -> str:
-    kind = block.WhichOneof("block")
-    if kind == "text":
-        return clip(block.text.text, limit)
-    if kind == "thinking":
-        return "(thinking) " + clip(block.thinking.thinking, limit - 11)
-    if kind == "tool_call":
-        call = block.tool_call
-        return clip(f"→ {call.name}({call.arguments_json})", limit)
-    if kind == "tool_result":
-        result = block.tool_result
-        prefix = f"← {result.tool_call_id}{' (error)' if result.is_error else ''}: "
-        return prefix + (clip(result.content, limit - len(prefix)) or "(empty)")
-    if kind == "image":
-        return clip(f"[image {block.image.uri}]", limit)
+def block_summary(block: ContentBlock, limit: int) -> str:
+    match block:
+        case TextBlock(text=text):
+            return clip(text, limit)
+        case ThinkingBlock(thinking=thinking):
+            return "(thinking) " + clip(thinking, limit - 11)
+        case ToolCallBlock(name=name, arguments_json=arguments):
+            return clip(f"→ {name}({arguments})", limit)
+        case ToolResultBlock(tool_call_id=call_id, content=content, is_error=is_error):
+            prefix = f"← {call_id}{' (error)' if is_error else ''}: "
+            return prefix + (clip(content, limit - len(prefix)) or "(empty)")
+        case ImageBlock(uri=uri):
+            return clip(f"[image {uri}]", limit)
     return "(empty block)"
 
 
-def entry_summary(entry: pb.Entry, limit: int) -> str:
+def entry_summary(entry: Entry, limit: int) -> str:
     parts = [block_summary(b, limit) for b in entry.content]
     return clip("  ".join(parts), limit) if len(parts) > 1 else "".join(parts)
 
 
-def entry_rows(entries: Sequence[pb.Entry]) -> list[list[str]]:
+def entry_rows(entries: Sequence[Entry]) -> list[list[str]]:
     """`#version  role  id  tokens  summary` rows; the summary gets what is left of the line."""
     columns = [[f"#{e.version}", role(e), short(e.id), f"{e.token_count:,}"] for e in entries]
     used = sum(max((len(row[i]) for row in columns), default=0) + 2 for i in range(4))
@@ -178,40 +194,39 @@ def entry_rows(entries: Sequence[pb.Entry]) -> list[list[str]]:
     return [[*row, entry_summary(e, limit)] for row, e in zip(columns, entries, strict=True)]
 
 
-def block_in_full(block: pb.ContentBlock) -> str:
-    kind = block.WhichOneof("block")
-    if kind == "text":
-        return block.text.text
-    if kind == "thinking":
-        return "(thinking)\n" + block.thinking.thinking
-    if kind == "tool_call":
-        call = block.tool_call
-        try:
-            arguments = pretty_json(call.arguments_json)
-        except ValueError:
-            arguments = call.arguments_json
-        return f"→ {call.name} (call {call.id})\n{arguments}"
-    if kind == "tool_result":
-        result = block.tool_result
-        error = " (error)" if result.is_error else ""
-        return f"← result of {result.tool_call_id}{error}\n{result.content}"
-    if kind == "image":
-        media = f" ({block.image.media_type})" if block.image.media_type else ""
-        return f"[image {block.image.uri}{media}]"
+def block_in_full(block: ContentBlock) -> str:
+    match block:
+        case TextBlock(text=text):
+            return text
+        case ThinkingBlock(thinking=thinking):
+            return "(thinking)\n" + thinking
+        case ToolCallBlock(id=call_id, name=name, arguments_json=arguments_json):
+            try:
+                arguments = pretty_json(arguments_json)
+            except ValueError:
+                arguments = arguments_json
+            return f"→ {name} (call {call_id})\n{arguments}"
+        case ToolResultBlock(tool_call_id=call_id, content=content, is_error=is_error):
+            error = " (error)" if is_error else ""
+            return f"← result of {call_id}{error}\n{content}"
+        case ImageBlock(uri=uri, media_type=media_type):
+            media = f" ({media_type})" if media_type else ""
+            return f"[image {uri}{media}]"
     return "(empty block)"
 
 
-def prune_verb(pruned: pb.PrunedEntry) -> str:
-    return "cleared" if pruned.action == pb.PRUNE_ACTION_HARD_CLEAR else "trimmed"
+def prune_verb(pruned: PrunedEntry) -> str:
+    return "cleared" if pruned.action == PruneAction.HARD_CLEAR else "trimmed"
 
 
-def prune_action(pruned: pb.PrunedEntry) -> str:
-    if pruned.action == pb.PRUNE_ACTION_HARD_CLEAR:
+def prune_action(pruned: PrunedEntry) -> str:
+    if pruned.action == PruneAction.HARD_CLEAR:
         return "cleared"
-    return f"trimmed to first {pruned.head_chars:,} and last {pruned.tail_chars:,} chars"
+    head, tail = pruned.head_chars or 0, pruned.tail_chars or 0
+    return f"trimmed to first {head:,} and last {tail:,} chars"
 
 
-def guard_action(decision: pb.GuardDecision) -> str:
+def guard_action(decision: GuardDecision) -> str:
     """How the tool-result guard shows a result it did not keep whole."""
     if decision.action == "replace":
         shown = f"replaced by a placeholder ({decision.original_chars:,} chars)"
@@ -223,7 +238,7 @@ def guard_action(decision: pb.GuardDecision) -> str:
     return shown + (f" ({decision.reason})" if decision.reason else "")
 
 
-def echo_compaction(compaction: pb.Compaction) -> None:
+def echo_compaction(compaction: Compaction) -> None:
     click.echo(
         f"compacted at version {compaction.version} ({compaction.reason}): entries before "
         f"{short(compaction.first_kept_entry_id)} summarised in "
@@ -244,8 +259,9 @@ def summary_line(summary: str) -> str:
     return first + ("…" if len(lines) > 1 else "")
 
 
-def settings_summary(settings: pb.SessionSettings) -> str:
-    parts = [f"model {settings.model}"]
+def settings_summary(settings: SessionSettings | None) -> str:
+    settings = settings or SessionSettings()
+    parts = [f"model {settings.model or ''}"]
     if settings.context_window_tokens:
         parts.append(f"window {settings.context_window_tokens:,}")
     if settings.title:

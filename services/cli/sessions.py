@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from sessionstore_client import (
+    CompactionPolicy,
+    ListSessionsResponse,
+    PruningPolicy,
+    Session,
+    SessionSettings,
+    Usage,
+)
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import (
@@ -36,20 +43,20 @@ def create(
     Settings left out take the server's defaults (see the README's "Context
     management" for them).
     """
-    settings = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
+    settings = SessionSettings(model=model, context_window_tokens=window, title=title)
     apply_context_settings(settings, **context)
-    request = pb.CreateSessionRequest(session_id=session_id, settings=settings)
-    session = client.call(client.stub.CreateSession, request)
+    session = client.api.create_session(session_id, settings=settings)
     if client.as_json:
         return output.print_json(session)
     click.echo(f"created {session.id} (version {session.version})")
     _echo_window(session)
-    click.echo(_context_line(session.settings))
+    click.echo(_context_line(session.settings or SessionSettings()))
 
 
-def _echo_window(session: pb.Session) -> None:
+def _echo_window(session: Session) -> None:
+    settings = session.settings or SessionSettings()
     click.echo(
-        f"model {session.settings.model}, window {session.settings.context_window_tokens:,} "
+        f"model {settings.model or ''}, window {settings.context_window_tokens or 0:,} "
         f"tokens (from {session.context_window_source})"
     )
 
@@ -59,12 +66,11 @@ def _echo_window(session: pb.Session) -> None:
 @pass_client
 def list_sessions(client: Client, limit: int | None) -> None:
     """List sessions, oldest first."""
-    found = pb.ListSessionsResponse()
+    found = ListSessionsResponse()
     token = ""
     while limit is None or len(found.sessions) < limit:
         # Page size 0 leaves it to the server; with --limit, ask for no more than needed.
-        request = pb.ListSessionsRequest(page_size=limit or 0, page_token=token)
-        page = client.call(client.stub.ListSessions, request)
+        page = client.api.list_sessions(page_size=limit or 0, page_token=token)
         found.sessions.extend(page.sessions)
         token = page.next_page_token
         if not token:
@@ -82,9 +88,9 @@ def list_sessions(client: Client, limit: int | None) -> None:
             str(s.version),
             str(s.entry_count),
             f"{s.total_tokens:,}",
-            s.settings.model,
+            (s.settings or SessionSettings()).model or "",
             output.time(s.updated_at),
-            s.settings.title,
+            (s.settings or SessionSettings()).title or "",
         ]
         for s in found.sessions
     ]
@@ -97,18 +103,19 @@ def list_sessions(client: Client, limit: int | None) -> None:
 @pass_client
 def show(client: Client, session: str) -> None:
     """Show a session's settings, version and totals."""
-    found = client.call(client.stub.GetSession, pb.GetSessionRequest(session_id=session))
+    found = client.api.get_session(session)
     if client.as_json:
         return output.print_json(found)
-    usage = found.total_usage
+    usage = found.total_usage or Usage()
+    settings = found.settings or SessionSettings()
     output.echo_fields(
         [
             ("session", found.id),
-            ("title", found.settings.title),
-            ("model", found.settings.model),
+            ("title", settings.title or ""),
+            ("model", settings.model or ""),
             (
                 "window",
-                f"{found.settings.context_window_tokens:,} tokens "
+                f"{settings.context_window_tokens or 0:,} tokens "
                 f"(from {found.context_window_source})",
             ),
             ("version", str(found.version)),
@@ -120,7 +127,7 @@ def show(client: Client, session: str) -> None:
                 f"cache read {usage.cache_read_tokens:,}  "
                 f"cache write {usage.cache_write_tokens:,}",
             ),
-            ("context", _context_line(found.settings)),
+            ("context", _context_line(settings)),
             ("compactions", str(found.compaction_count)),
             ("open tool calls", ", ".join(found.open_tool_call_ids) or "none"),
             ("last entry", found.last_entry_id),
@@ -156,37 +163,38 @@ def settings(
     **context: Any,
 ) -> None:
     """Change some settings; those not given keep their value."""
-    changes = pb.SessionSettings(model=model, context_window_tokens=window, title=title)
+    changes = SessionSettings(model=model, context_window_tokens=window, title=title)
     if trim_head is not None or trim_tail is not None:
-        changes.pruning.CopyFrom(
-            pb.PruningPolicy(soft_trim_head_chars=trim_head, soft_trim_tail_chars=trim_tail)
+        changes.pruning = PruningPolicy(
+            soft_trim_head_chars=trim_head, soft_trim_tail_chars=trim_tail
         )
     apply_context_settings(changes, **context)
-    request = pb.UpdateSettingsRequest(
-        session_id=session, settings=changes, expected_version=expected_version
+    updated = client.api.update_settings(
+        session, settings=changes, expected_version=expected_version
     )
-    updated = client.call(client.stub.UpdateSettings, request)
     if client.as_json:
         return output.print_json(updated)
     click.echo(f"updated {updated.id} (version {updated.version})")
     _echo_window(updated)
-    pruning = updated.settings.pruning
+    settings = updated.settings or SessionSettings()
+    pruning = settings.pruning or PruningPolicy()
     click.echo(
-        f"trims keep the first {pruning.soft_trim_head_chars:,} and last "
-        f"{pruning.soft_trim_tail_chars:,} chars"
+        f"trims keep the first {pruning.soft_trim_head_chars or 0:,} and last "
+        f"{pruning.soft_trim_tail_chars or 0:,} chars"
     )
-    click.echo(_context_line(updated.settings))
+    click.echo(_context_line(settings))
 
 
-def _context_line(settings: pb.SessionSettings) -> str:
-    compaction = settings.compaction
+def _context_line(settings: SessionSettings) -> str:
+    compaction = settings.compaction or CompactionPolicy()
+    pruning = settings.pruning or PruningPolicy()
     summarizer = compaction.summarizer_model or "offline"
     if compaction.summarizer_api_base:
         summarizer += f" at {compaction.summarizer_api_base}"
-    if compaction.summarizers.steps:
+    if compaction.summarizers and compaction.summarizers.steps:
         summarizer = "chain " + ", ".join(compaction.summarizers.steps)
     return (
-        f"engine {settings.engine}, compaction {compaction.mode} "
-        f"at {compaction.threshold_ratio:.0%} of the window (summariser {summarizer}), "
-        f"pruning {settings.pruning.mode}"
+        f"engine {settings.engine or ''}, compaction {compaction.mode or ''} "
+        f"at {compaction.threshold_ratio or 0:.0%} of the window (summariser {summarizer}), "
+        f"pruning {pruning.mode or ''}"
     )

@@ -12,16 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import click
+from sessionstore_client import (
+    FileStatus,
+    InjectedFile,
+    Skill,
+    SystemPrompt,
+    SystemPromptTokens,
+    Tool,
+)
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import expected_version_option, read_text
 
 FILE_STATUSES = {
-    pb.FILE_STATUS_OK: "OK",
-    pb.FILE_STATUS_TRUNCATED: "TRUNCATED",
-    pb.FILE_STATUS_MISSING: "MISSING",
+    FileStatus.OK: "OK",
+    FileStatus.TRUNCATED: "TRUNCATED",
+    FileStatus.MISSING: "MISSING",
 }
 
 
@@ -69,24 +76,23 @@ def system_prompt(
       system-prompt S --text "You are a careful coder." --file AGENTS.md
       system-prompt S --skill pdf:"Read PDF files" --tools tools.json
     """
-    prompt = pb.SystemPrompt(
+    prompt = SystemPrompt(
         text=read_text(text) or "",
         files=[_injected_file(path) for path in files],
         skills=[_skill(given) for given in skills],
         tools=_tools(tools_file) if tools_file is not None else [],
     )
-    request = pb.SetSystemPromptRequest(
-        session_id=session, system_prompt=prompt, expected_version=expected_version
+    response = client.api.set_system_prompt(
+        session, system_prompt=prompt, expected_version=expected_version
     )
-    response = client.call(client.stub.SetSystemPrompt, request)
     if client.as_json:
         return output.print_json(response)
-    stored = response.system_prompt
+    stored = response.system_prompt or SystemPrompt()
     if response.changed:
         click.echo(f"system prompt set at version {response.version}")
     else:
         click.echo(f"system prompt unchanged (version {response.version}): nothing recorded")
-    tokens = stored.tokens
+    tokens = stored.tokens or SystemPromptTokens()
     rows = [
         ["text", f"{len(stored.text):,} chars", f"{tokens.text:,} tokens"],
         ["files", output.count(len(stored.files), "file"), f"{tokens.files:,} tokens"],
@@ -115,22 +121,22 @@ def file_rows(files: Any) -> list[str]:
     return output.table(rows, right={2})
 
 
-def _injected_file(path: str) -> pb.InjectedFile:
+def _injected_file(path: str) -> InjectedFile:
     try:
         content = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return pb.InjectedFile(path=path, missing=True)
-    return pb.InjectedFile(path=path, content=content)
+        return InjectedFile(path=path, missing=True)
+    return InjectedFile(path=path, content=content)
 
 
-def _skill(given: str) -> pb.Skill:
+def _skill(given: str) -> Skill:
     name, _, description = given.partition(":")
     if not name.strip():
         raise click.BadParameter(f"{given!r} has no skill name", param_hint="--skill")
-    return pb.Skill(name=name.strip(), description=description.strip())
+    return Skill(name=name.strip(), description=description.strip())
 
 
-def _tools(path: Path) -> list[pb.Tool]:
+def _tools(path: Path) -> list[Tool]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -142,7 +148,7 @@ def _tools(path: Path) -> list[pb.Tool]:
     return [_tool(item, index, path) for index, item in enumerate(data)]
 
 
-def _tool(item: Any, index: int, path: Path) -> pb.Tool:
+def _tool(item: Any, index: int, path: Path) -> Tool:
     """A tool in OpenAI's shape ({"type": "function", "function": {...}} or the inner
     object, with `parameters`) or Anthropic's (with `input_schema`)."""
     if isinstance(item, dict) and isinstance(item.get("function"), dict):
@@ -160,7 +166,7 @@ def _tool(item: Any, index: int, path: Path) -> pb.Tool:
             f"tool {item['name']!r} in {path}: its parameters must be a JSON Schema object",
             param_hint="--tools",
         )
-    return pb.Tool(
+    return Tool(
         name=item["name"],
         description=str(item.get("description") or ""),
         parameters_json=json.dumps(schema, ensure_ascii=False),

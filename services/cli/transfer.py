@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from sessionstore_client import SessionSettings
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 
@@ -22,10 +22,7 @@ CHUNK_BYTES = 256 << 10
 FORMATS = ("auto", "pi", "openclaw", "claude-code", "openai")
 
 
-def _requests(
-    path: Path, header: pb.ImportHeader, progress: bool
-) -> Iterator[pb.ImportSessionRequest]:
-    yield pb.ImportSessionRequest(header=header)
+def _chunks(path: Path, progress: bool) -> Iterator[bytes]:
     total = path.stat().st_size
     sent = 0
     with path.open("rb") as file:
@@ -33,7 +30,7 @@ def _requests(
             sent += len(chunk)
             if progress:
                 click.echo(f"\rsent {sent:,} of {total:,} bytes", nl=False, err=True)
-            yield pb.ImportSessionRequest(chunk=chunk)
+            yield chunk
     if progress:
         click.echo(err=True)
 
@@ -58,23 +55,22 @@ def import_session(
 
     A pi file that branches becomes one session for the branch that ends the file
     and a fork of it for every other branch."""
-    header = pb.ImportHeader(
+    progress = not client.as_json and sys.stderr.isatty()
+    response = client.api.import_session(
+        _chunks(file, progress),
         format=file_format,
         session_id=session_id,
-        settings=pb.SessionSettings(model=model),
+        settings=SessionSettings(model=model),
         file_name=file.name,
-    )
-    progress = not client.as_json and sys.stderr.isatty()
-    response = client.stub.ImportSession(
-        _requests(file, header, progress),
         timeout=max(client.timeout, 300.0),
-        wait_for_ready=False,
     )
     if client.as_json:
         return output.print_json(response)
     click.echo(f"imported {response.bytes:,} bytes ({response.format})")
     for imported in response.sessions:
         session = imported.session
+        if session is None:
+            continue
         fork = (
             f", fork of {session.parent_session_id} at version {session.forked_at_version}"
             if session.parent_session_id
@@ -102,9 +98,8 @@ def import_session(
 @pass_client
 def export_session(client: Client, session: str, version: int | None, target: Path | None) -> None:
     """Export a session as a pi session file (JSONL, version 3)."""
-    request = pb.ExportSessionRequest(session_id=session, version=version or 0)
-    chunks = client.stub.ExportSession(
-        request, timeout=max(client.timeout, 300.0), wait_for_ready=False
+    chunks = client.api.export_session(
+        session, version=version or 0, timeout=max(client.timeout, 300.0)
     )
     written = 0
     if target is None:

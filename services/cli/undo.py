@@ -10,8 +10,8 @@ from __future__ import annotations
 import getpass
 
 import click
+from sessionstore_client import CompactionUndone
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
 from services.cli.options import expected_version_option
@@ -57,19 +57,18 @@ def undo_compaction(
     """
     if compaction_version and undo_version:
         raise click.UsageError("give --version or --undo-version, not both")
-    request = pb.UndoCompactionRequest(
-        session_id=session,
+    response = client.api.undo_compaction(
+        session,
         compaction_version=compaction_version or 0,
         undo_version=undo_version or 0,
         reason=reason,
         requested_by=requested_by if requested_by is not None else user_name(),
         expected_version=expected_version,
     )
-    response = client.call(client.stub.UndoCompaction, request)
     if client.as_json:
         return output.print_json(response)
-    if response.HasField("redone"):
-        redone = response.redone
+    redone = response.redone
+    if redone is not None:
         versions = ", ".join(str(v) for v in redone.compaction_versions)
         click.echo(
             f"took back the undo at version {redone.undo_version} (version {response.version})"
@@ -81,7 +80,7 @@ def undo_compaction(
         )
         click.echo(f"  prompt {redone.prompt_tokens:,} tokens (system prompt aside)")
         return None
-    undone = response.undone
+    undone = response.undone or CompactionUndone()
     if undone.restored_compaction_version:
         now = (
             f"the compaction at version {undone.restored_compaction_version} is in force "

@@ -11,11 +11,11 @@ import json
 from datetime import datetime
 
 import click
+from sessionstore_client import PromptFormat, PromptView
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.options import FORMATS, as_of_options, format_option, set_as_of
+from services.cli.options import FORMATS, as_of_options, check_as_of, format_option
 
 
 @click.command()
@@ -27,16 +27,15 @@ def log(client: Client, session: str, at_version: int | None, at_time: datetime 
 
     The latest compaction summary, if any, then the entries it kept.
     """
-    request = pb.GetViewRequest(session_id=session)
-    set_as_of(request, at_version, at_time)
-    found = client.call(client.stub.GetDurableLog, request)
+    check_as_of(at_version, at_time)
+    found = client.api.get_durable_log(session, version=at_version, time=at_time)
     if client.as_json:
         return output.print_json(found)
     click.echo(
         f"{found.session_id} at version {found.version}: "
         f"{output.count(len(found.entries), 'entry')}, {found.total_tokens:,} tokens"
     )
-    if found.HasField("compaction"):
+    if found.compaction is not None:
         output.echo_compaction(found.compaction)
     for line in output.table(output.entry_rows(found.entries), right={3}):
         click.echo(line)
@@ -76,9 +75,10 @@ def prompt(
       prompt S --messages | jq .
       prompt S --format anthropic --request
     """
-    request = _prompt_request(session, prompt_format)
-    set_as_of(request, at_version, at_time)
-    view = client.call(client.stub.GetPromptView, request)
+    check_as_of(at_version, at_time)
+    view = client.api.get_prompt_view(
+        session, version=at_version, time=at_time, format=_format(prompt_format)
+    )
     if bare is not None:
         return _print_bare(view, bare)
     if client.as_json:
@@ -89,15 +89,12 @@ def prompt(
     _echo_prompt(view)
 
 
-def _prompt_request(session: str, prompt_format: str | None) -> pb.GetPromptViewRequest:
-    request = pb.GetPromptViewRequest(session_id=session)
+def _format(prompt_format: str | None) -> PromptFormat:
     # Left unset, the format is the server's default; the view says which it was.
-    if prompt_format is not None:
-        request.format = FORMATS[prompt_format]
-    return request
+    return FORMATS[prompt_format] if prompt_format is not None else PromptFormat.UNSPECIFIED
 
 
-def _print_bare(view: pb.PromptView, bare: str) -> None:
+def _print_bare(view: PromptView, bare: str) -> None:
     messages = json.loads(view.messages_json)
     if bare == "messages":
         return output.print_json(messages)
@@ -110,7 +107,7 @@ def _print_bare(view: pb.PromptView, bare: str) -> None:
     output.print_json({**body, "messages": messages})
 
 
-def echo_view_summary(view: pb.PromptView) -> None:
+def echo_view_summary(view: PromptView) -> None:
     """How full the view is, the guard's verdict, and what the engine did to serve it."""
     window = view.context_window_tokens
     share = f" ({view.estimated_tokens / window:.1%})" if window else ""
@@ -118,7 +115,7 @@ def echo_view_summary(view: pb.PromptView) -> None:
     engine = f", engine {view.engine}" if view.engine else ""
     click.echo(f"estimated {view.estimated_tokens:,} of {window:,} tokens{share}{budget}{engine}")
     guard = view.guard
-    if guard.level and guard.level != "ok":
+    if guard is not None and guard.level and guard.level != "ok":
         click.echo(f"guard {guard.level}: {guard.message}")
     for action in view.actions:
         at = f" at version {action.version}" if action.version else " (nothing recorded)"
@@ -134,7 +131,7 @@ def echo_view_summary(view: pb.PromptView) -> None:
         )
 
 
-def _echo_prompt(view: pb.PromptView) -> None:
+def _echo_prompt(view: PromptView) -> None:
     echo_view_summary(view)
     if view.system_json:
         click.echo("system:")
@@ -153,12 +150,10 @@ def _echo_prompt(view: pb.PromptView) -> None:
 @pass_client
 def replay(client: Client, session: str, version: int, prompt_format: str | None) -> None:
     """Show the prompt view as it was at VERSION."""
-    request = _prompt_request(session, prompt_format)
-    request.version = version
-    view = client.call(client.stub.GetPromptView, request)
+    view = client.api.get_prompt_view(session, version=version, format=_format(prompt_format))
     if client.as_json:
         return output.print_json(view)
-    current = client.call(client.stub.GetSession, pb.GetSessionRequest(session_id=session))
+    current = client.api.get_session(session)
     click.echo(
         f"{view.session_id} as of version {view.version} of {current.version}, "
         f"{output.format_name(view.format)} format"

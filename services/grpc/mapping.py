@@ -618,6 +618,14 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.erasure.CopyFrom(erasure_event_to_pb(event))
         case Session.CompactionRedone():
             message.compaction_redone.CopyFrom(compaction_redone_to_pb(event))
+        case Session.EntryRetracted():
+            message.entry_retracted.CopyFrom(
+                pb.EntryRetracted(entry_id=event.entry_id, reason=event.reason)
+            )
+        case Session.SessionCleared():
+            message.session_cleared.CopyFrom(
+                pb.SessionCleared(entries_cleared=event.entries, reason=event.reason)
+            )
         case _:
             assert_never(event)
     return message

@@ -33,6 +33,8 @@ METHOD_PERMISSIONS: dict[str, Permission] = {
     "ReportOverflow": WRITE,
     "GetContextReport": READ,
     "AbandonToolCalls": WRITE,
+    "RetractEntry": WRITE,
+    "ClearSession": WRITE,
     "ForkSession": WRITE,
     "ImportSession": WRITE,
     "ExportSession": READ,

@@ -445,6 +445,30 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             position=self.service.written_position(),
         )
 
+    def RetractEntry(
+        self, request: pb.RetractEntryRequest, context: grpc.ServicerContext
+    ) -> pb.RetractEntryResponse:
+        session, plan = self.service.retract_entry(
+            _session_id(request), request.entry_id, request.reason, _expected_version(request)
+        )
+        return pb.RetractEntryResponse(
+            version=session.version,
+            entry=mapping.entry_to_pb(plan.entry, plan.appended_at),
+            position=self.service.written_position(),
+        )
+
+    def ClearSession(
+        self, request: pb.ClearSessionRequest, context: grpc.ServicerContext
+    ) -> pb.ClearSessionResponse:
+        session, cleared = self.service.clear_session(
+            _session_id(request), request.reason, _expected_version(request)
+        )
+        return pb.ClearSessionResponse(
+            version=session.version,
+            entries_cleared=cleared,
+            position=self.service.written_position(),
+        )
+
     def ForkSession(
         self, request: pb.ForkSessionRequest, context: grpc.ServicerContext
     ) -> pb.Session:

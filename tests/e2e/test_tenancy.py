@@ -23,11 +23,11 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.authentication import new_token, token_entry_toml
 from services.app.tenancy import Role
-from services.cli.connection import Security, open_channel
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import _three_turns, append, refused, text, user
 from tests.e2e.test_transfer import export, import_bytes
+from tests.support.channels import Security, open_channel
 
 Stub = pb_grpc.SessionStoreStub
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -245,6 +245,12 @@ CASES: dict[str, Case] = {
     ),
     "AbandonToolCalls": lambda b, w: _hidden(
         lambda: b.AbandonToolCalls(pb.AbandonToolCallsRequest(session_id="a-1"))
+    ),
+    "RetractEntry": lambda b, w: _hidden(
+        lambda: b.RetractEntry(pb.RetractEntryRequest(session_id="a-1"))
+    ),
+    "ClearSession": lambda b, w: _hidden(
+        lambda: b.ClearSession(pb.ClearSessionRequest(session_id="a-1"))
     ),
     "ForkSession": _fork,
     "ImportSession": _import,

@@ -30,11 +30,11 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.authentication import new_token, token_entry_toml
 from services.app.tenancy import Role
 from services.cli import cli
-from services.cli.connection import Security, open_channel
 from services.config import Config
 from services.grpc.security import InsecureAddress
 from services.grpc.server import RunningServer, start
 from tests.e2e.test_server_process import _free_port, _wait_until_serving
+from tests.support.channels import Security, open_channel
 
 Stub = pb_grpc.SessionStoreStub
 

@@ -3,7 +3,8 @@
 No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
-server) and ``POST /v1/messages`` (Anthropic) with the providers' own response
+server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
+``POST /v1/messages`` (Anthropic) with the providers' own response
 and error bodies, so litellm's real client and error mapping run end to end.
 
 Every request is recorded. Behaviour is scripted per request, in order
@@ -25,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 OPENAI_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 
 # The providers' error bodies, as their APIs send them.
@@ -125,12 +127,14 @@ ANTHROPIC_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 
 @dataclass(frozen=True)
 class Behaviour:
-    """What to do with one request: reply (with ``text``, or the default summary),
-    after ``delay`` seconds, or fail with the provider's error ``error``."""
+    """What to do with one request: reply (with ``text``, or the default summary; or
+    with tool calls), after ``delay`` seconds, or fail with the provider's error ``error``."""
 
     text: str | None = None
     delay: float = 0.0
     error: str | None = None
+    # (call id, tool name, arguments) of each tool call the reply makes.
+    calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
 
 def reply(text: str) -> Behaviour:
@@ -139,6 +143,11 @@ def reply(text: str) -> Behaviour:
 
 def delay(seconds: float, text: str | None = None) -> Behaviour:
     return Behaviour(text=text, delay=seconds)
+
+
+def call(call_id: str, name: str, **arguments: Any) -> Behaviour:
+    """A reply that calls tool ``name`` with ``arguments`` (and no text)."""
+    return Behaviour(text="", calls=((call_id, name, arguments),))
 
 
 def fail(error: str) -> Behaviour:
@@ -230,7 +239,7 @@ class FakeProvider:
         received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
         with self._lock:
             self.requests.append(received)
-        if path not in (OPENAI_PATH, ANTHROPIC_PATH):
+        if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH):
             _send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
         anthropic = path == ANTHROPIC_PATH
@@ -249,11 +258,32 @@ class FakeProvider:
             _send(handler, status, error_body)
             return
         text = behaviour.text if behaviour.text is not None else default_summary(body)
-        output_tokens = math.ceil(len(text) / 4)
+        output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
+        if path == RESPONSES_PATH:
+            _send(handler, 200, _responses_reply(body, text, received, output_tokens))
+            return
         if anthropic:
-            _send(handler, 200, _anthropic_reply(body, text, received, output_tokens))
+            reply = _anthropic_reply(body, text, received, output_tokens)
+            reply["content"] = [b for b in reply["content"] if b["text"]] + [
+                {"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in behaviour.calls
+            ]
+            if behaviour.calls:
+                reply["stop_reason"] = "tool_use"
         else:
-            _send(handler, 200, _openai_reply(body, text, received, output_tokens))
+            reply = _openai_reply(body, text, received, output_tokens)
+            if behaviour.calls:
+                choice = reply["choices"][0]
+                choice["finish_reason"] = "tool_calls"
+                choice["message"]["content"] = text or None
+                choice["message"]["tool_calls"] = [
+                    {
+                        "id": i,
+                        "type": "function",
+                        "function": {"name": n, "arguments": json.dumps(a)},
+                    }
+                    for i, n, a in behaviour.calls
+                ]
+        _send(handler, 200, reply)
 
     def _over_window(self, received: Received, anthropic: bool) -> dict[str, Any] | None:
         if self.window_tokens is None:
@@ -307,8 +337,11 @@ def _content_text(content: Any) -> str:
 
 
 def _request_text(body: dict[str, Any]) -> str:
-    parts = [_content_text(body.get("system", ""))]
+    parts = [_content_text(body.get("system", "")), _content_text(body.get("instructions"))]
     parts += [_content_text(m.get("content")) for m in body.get("messages", [])]
+    given = body.get("input")
+    items = [{"content": given}] if isinstance(given, str) else given or []
+    parts += [_content_text(i.get("content")) for i in items if isinstance(i, dict)]
     return "\n".join(p for p in parts if p)
 
 
@@ -350,6 +383,37 @@ def _openai_reply(
             "prompt_tokens": received.estimated_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": received.estimated_tokens + output_tokens,
+        },
+    }
+
+
+def _responses_reply(
+    body: dict[str, Any], text: str, received: Received, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": f"resp_fake{len(text)}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": body.get("model", ""),
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_fake{len(text)}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": received.estimated_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": received.estimated_tokens + output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
         },
     }
 

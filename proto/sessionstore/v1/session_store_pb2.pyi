@@ -155,9 +155,11 @@ class EntryStatus(_message.Message):
     version: _builtins.int
     """The version whose event appended it."""
     status: _builtins.str
-    """"shown", "summarised", "pinned", "pruned" or "guarded"."""
+    """"shown", "summarised", "pinned", "pruned", "guarded", "retracted" or "cleared"."""
     detail: _builtins.str
-    """Why: the compaction that summarised it, the prune or guard decision."""
+    """Why: the compaction that summarised it, the prune or guard decision, the
+    version that retracted or cleared it.
+    """
     def __init__(
         self,
         *,
@@ -2563,6 +2565,54 @@ class TokenLesson(_message.Message):
 Global___TokenLesson: _TypeAlias = TokenLesson  # noqa: Y015
 
 @_typing.final
+class EntryRetracted(_message.Message):
+    """The log's latest entry taken out of the views; the entry stays in the store."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_id", b"entry_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntryRetracted: _TypeAlias = EntryRetracted  # noqa: Y015
+
+@_typing.final
+class SessionCleared(_message.Message):
+    """Every entry taken out of the views; the entries stay in the store."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_CLEARED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    entries_cleared: _builtins.int
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        entries_cleared: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries_cleared", b"entries_cleared", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionCleared: _TypeAlias = SessionCleared  # noqa: Y015
+
+@_typing.final
 class EntriesAppended(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2706,6 +2756,8 @@ class SessionEvent(_message.Message):
     COMPACTION_UNDONE_FIELD_NUMBER: _builtins.int
     ERASURE_FIELD_NUMBER: _builtins.int
     COMPACTION_REDONE_FIELD_NUMBER: _builtins.int
+    ENTRY_RETRACTED_FIELD_NUMBER: _builtins.int
+    SESSION_CLEARED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -2734,6 +2786,10 @@ class SessionEvent(_message.Message):
     def erasure(self) -> Global___Erasure: ...
     @_builtins.property
     def compaction_redone(self) -> Global___CompactionRedone: ...
+    @_builtins.property
+    def entry_retracted(self) -> Global___EntryRetracted: ...
+    @_builtins.property
+    def session_cleared(self) -> Global___SessionCleared: ...
     def __init__(
         self,
         *,
@@ -2752,12 +2808,14 @@ class SessionEvent(_message.Message):
         compaction_undone: Global___CompactionUndone | None = ...,
         erasure: Global___Erasure | None = ...,
         compaction_redone: Global___CompactionRedone | None = ...,
+        entry_retracted: Global___EntryRetracted | None = ...,
+        session_cleared: Global___SessionCleared | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure", "compaction_redone"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure", "compaction_redone", "entry_retracted", "session_cleared"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -2977,6 +3035,122 @@ class AbandonToolCallsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AbandonToolCallsResponse: _TypeAlias = AbandonToolCallsResponse  # noqa: Y015
+
+@_typing.final
+class RetractEntryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    entry_id: _builtins.str
+    """The entry expected to be the latest; empty: whichever is."""
+    reason: _builtins.str
+    """Why: kept in the event."""
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        entry_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entry_id", b"entry_id", "expected_version", b"expected_version", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___RetractEntryRequest: _TypeAlias = RetractEntryRequest  # noqa: Y015
+
+@_typing.final
+class RetractEntryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    ENTRY_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    position: _builtins.int
+    """The write's position (see Session.position)."""
+    @_builtins.property
+    def entry(self) -> Global___Entry:
+        """The entry taken back, whole, as stored."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        entry: Global___Entry | None = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "position", b"position", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetractEntryResponse: _TypeAlias = RetractEntryResponse  # noqa: Y015
+
+@_typing.final
+class ClearSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    reason: _builtins.str
+    """Why: kept in the event."""
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___ClearSessionRequest: _TypeAlias = ClearSessionRequest  # noqa: Y015
+
+@_typing.final
+class ClearSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    ENTRIES_CLEARED_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    entries_cleared: _builtins.int
+    """The entries the log showed, now out of the views."""
+    position: _builtins.int
+    """The write's position (see Session.position)."""
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        entries_cleared: _builtins.int = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries_cleared", b"entries_cleared", "position", b"position", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearSessionResponse: _TypeAlias = ClearSessionResponse  # noqa: Y015
 
 @_typing.final
 class ForkSessionRequest(_message.Message):

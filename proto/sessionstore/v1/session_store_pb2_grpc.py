@@ -119,6 +119,16 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.FromString,
                 _registered_method=True)
+        self.RetractEntry = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/RetractEntry',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryResponse.FromString,
+                _registered_method=True)
+        self.ClearSession = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/ClearSession',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionResponse.FromString,
+                _registered_method=True)
         self.ForkSession = channel.unary_unary(
                 '/sessionstore.v1.SessionStore/ForkSession',
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ForkSessionRequest.SerializeToString,
@@ -314,6 +324,26 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetractEntry(self, request, context):
+        """Takes the log's latest entry out of the views (a runtime's undo of its last
+        item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+        in the store, for audit and replay. Its tool calls close with it; the calls
+        its results answered are open again. entry_id, when set, must be that
+        entry. FAILED_PRECONDITION when the log holds no entry.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearSession(self, request, context):
+        """Takes every entry, and the summary in force, out of the views: the log
+        starts empty (a runtime's clear_session). Recorded as an event: the entries
+        stay in the store, for audit and replay. The system prompt stays.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ForkSession(self, request, context):
         """A new session whose history is the parent's up to a version (or up to the
         entry entry_id): the same entries, ids, times, compactions and prunes, so
@@ -474,6 +504,16 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.AbandonToolCalls,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.SerializeToString,
+            ),
+            'RetractEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetractEntry,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryResponse.SerializeToString,
+            ),
+            'ClearSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearSession,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionResponse.SerializeToString,
             ),
             'ForkSession': grpc.unary_unary_rpc_method_handler(
                     servicer.ForkSession,
@@ -980,6 +1020,60 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/AbandonToolCalls',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.AbandonToolCallsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetractEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/RetractEntry',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RetractEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/ClearSession',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ClearSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

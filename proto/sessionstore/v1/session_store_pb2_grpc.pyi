@@ -106,6 +106,18 @@ class SessionStoreStub:
     tool_call_ids is empty) with a synthetic error result each, so appends
     may go on. FAILED_PRECONDITION when a named call is not open.
     """
+    RetractEntry: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RetractEntryRequest, _session_store_pb2.RetractEntryResponse]
+    """Takes the log's latest entry out of the views (a runtime's undo of its last
+    item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+    in the store, for audit and replay. Its tool calls close with it; the calls
+    its results answered are open again. entry_id, when set, must be that
+    entry. FAILED_PRECONDITION when the log holds no entry.
+    """
+    ClearSession: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ClearSessionRequest, _session_store_pb2.ClearSessionResponse]
+    """Takes every entry, and the summary in force, out of the views: the log
+    starts empty (a runtime's clear_session). Recorded as an event: the entries
+    stay in the store, for audit and replay. The system prompt stays.
+    """
     ForkSession: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ForkSessionRequest, _session_store_pb2.Session]
     """A new session whose history is the parent's up to a version (or up to the
     entry entry_id): the same entries, ids, times, compactions and prunes, so
@@ -212,6 +224,18 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """Closes open tool calls that will never be answered (all open ones when
     tool_call_ids is empty) with a synthetic error result each, so appends
     may go on. FAILED_PRECONDITION when a named call is not open.
+    """
+    RetractEntry: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RetractEntryRequest, _session_store_pb2.RetractEntryResponse]  # type: ignore[assignment]
+    """Takes the log's latest entry out of the views (a runtime's undo of its last
+    item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+    in the store, for audit and replay. Its tool calls close with it; the calls
+    its results answered are open again. entry_id, when set, must be that
+    entry. FAILED_PRECONDITION when the log holds no entry.
+    """
+    ClearSession: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ClearSessionRequest, _session_store_pb2.ClearSessionResponse]  # type: ignore[assignment]
+    """Takes every entry, and the summary in force, out of the views: the log
+    starts empty (a runtime's clear_session). Recorded as an event: the entries
+    stay in the store, for audit and replay. The system prompt stays.
     """
     ForkSession: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ForkSessionRequest, _session_store_pb2.Session]  # type: ignore[assignment]
     """A new session whose history is the parent's up to a version (or up to the
@@ -418,6 +442,30 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """Closes open tool calls that will never be answered (all open ones when
         tool_call_ids is empty) with a synthetic error result each, so appends
         may go on. FAILED_PRECONDITION when a named call is not open.
+        """
+
+    @_abc_1.abstractmethod
+    def RetractEntry(
+        self,
+        request: _session_store_pb2.RetractEntryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.RetractEntryResponse, _abc.Awaitable[_session_store_pb2.RetractEntryResponse]]:
+        """Takes the log's latest entry out of the views (a runtime's undo of its last
+        item, e.g. the Agents SDK's pop_item). Recorded as an event: the entry stays
+        in the store, for audit and replay. Its tool calls close with it; the calls
+        its results answered are open again. entry_id, when set, must be that
+        entry. FAILED_PRECONDITION when the log holds no entry.
+        """
+
+    @_abc_1.abstractmethod
+    def ClearSession(
+        self,
+        request: _session_store_pb2.ClearSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ClearSessionResponse, _abc.Awaitable[_session_store_pb2.ClearSessionResponse]]:
+        """Takes every entry, and the summary in force, out of the views: the log
+        starts empty (a runtime's clear_session). Recorded as an event: the entries
+        stay in the store, for audit and replay. The system prompt stays.
         """
 
     @_abc_1.abstractmethod

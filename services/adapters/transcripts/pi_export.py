@@ -69,10 +69,13 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
     """The session's records, one JSON text per line (without newlines).
 
     A pi file cannot take a compaction back: compactions undone by the last
-    event are left out, so the file's latest compaction is the one in force."""
+    event are left out, so the file's latest compaction is the one in force. A
+    retracted entry becomes a branch of its own: what follows it hangs from the
+    entry before it."""
     events = list(events)
     undone = _undone_compactions(events)
     parent: str | None = None
+    parents: dict[str, str | None] = {}
     for event in events:
         match event:
             case Session.Started():
@@ -80,8 +83,11 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
             case Session.EntriesAppended():
                 for entry in event.entries:
                     for record in _entry_records(entry, parent):
+                        parents[record["id"]] = parent
                         parent = record["id"]
                         yield dumps(record)
+            case Session.EntryRetracted():
+                parent = parents.get(event.entry_id, parent)
             case Session.ToolCallsAbandoned():
                 for record in _abandoned_records(event, parent):
                     parent = record["id"]

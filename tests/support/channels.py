@@ -1,14 +1,17 @@
-"""The channel to the server: plain or TLS (with a client certificate for mutual
-TLS), and the bearer token sent with every call."""
+"""Raw gRPC channels for tests that speak the API's messages themselves: plain or TLS
+(with a client certificate for mutual TLS), with a bearer token on every call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+
+from services.cli.client import Security
+
+PLAIN = Security()
 
 
 class _ClientCallDetails(grpc.ClientCallDetails):
@@ -49,21 +52,8 @@ class BearerToken(
     intercept_stream_stream = _call  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
-class Security:
-    """How to reach a server: its token, and the TLS files (none: plain TCP)."""
-
-    token: str = ""
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
-
-    @property
-    def tls(self) -> bool:
-        return self.ca_file is not None or self.cert_file is not None
-
-
-def open_channel(address: str, security: Security = Security()) -> grpc.Channel:
+def open_channel(address: str, security: Security = PLAIN) -> grpc.Channel:
+    """A channel as the CLI's ``Security`` (its token and TLS files) describes it."""
     if security.tls:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=_read(security.ca_file),

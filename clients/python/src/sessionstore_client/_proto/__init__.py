@@ -1,0 +1,1 @@
+"""Protocol buffer modules compiled from the API's .proto by `make proto`."""

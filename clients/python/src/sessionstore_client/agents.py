@@ -1,0 +1,174 @@
+"""An OpenAI Agents SDK session kept in the session store (extra ``[agents]``).
+
+    from agents import Agent, Runner
+    from sessionstore_client.agents import SessionStoreSession
+
+    session = SessionStoreSession("support-42", model="gpt-4o")
+    result = await Runner.run(agent, "Where is my order?", session=session)
+
+``get_items`` answers the store's prompt view, as Responses input items: what the
+model should see, with the store's context management applied (compaction when
+the window fills, the tool-result guard, pruning), in order; ``limit`` is the
+latest N. Items come back as they were added. ``pop_item`` and ``clear_session``
+are recorded as events (an entry retracted, the session cleared): the history
+keeps what they took out of the views, for audit and replay. ``run_compaction``
+makes the store compact (the runner calls it after each turn).
+
+The session id is the store's. Keyword ``settings`` (``model``,
+``context_window_tokens``, ``compaction``, ... as in ``SessionSettings``) are
+those of a session created here, on first use, when the store has none by that id.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from typing import Any, cast
+
+from agents.items import TResponseInputItem
+from agents.memory import OpenAIResponsesCompactionArgs
+from agents.memory.session_settings import SessionSettings as AgentsSessionSettings
+from agents.memory.session_settings import resolve_session_limit
+
+from sessionstore_client._call_ids import (
+    needs_new_call_ids,
+    needs_open_call_ids,
+    with_new_call_ids,
+    with_open_call_ids,
+)
+from sessionstore_client._responses_items import entry_items, items_entries
+from sessionstore_client.aio import AsyncClient
+from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
+from sessionstore_client.types import DurableLog, Entry, PromptFormat, PromptView, SessionSettings
+
+__all__ = ["SessionStoreSession"]
+
+
+class SessionStoreSession:
+    """The Agents SDK ``Session`` protocol (and its compaction-aware variant) over the
+    session store."""
+
+    def __init__(
+        self,
+        session_id: str,
+        client: AsyncClient | None = None,
+        *,
+        session_settings: AgentsSessionSettings | None = None,
+        **settings: Any,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self.client = client or AsyncClient()
+        self._settings = SessionSettings(**settings)
+        self._exists = False
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The prompt view as Responses input items, oldest first; the latest ``limit``."""
+        if not await self._found():
+            return []
+        view = await self.client.get_prompt_view(self.session_id, format=PromptFormat.OPENAI)
+        items = _view_items(view, await self._log(view.version))
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None:
+            items = items[-limit:] if limit > 0 else []
+        return cast(list[TResponseInputItem], items)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Appends the items, in order, as one write (an idempotent one: retried, never
+        written twice)."""
+        if not items:
+            return
+        await self._ensure()
+        await self._append(items_entries([cast(dict[str, Any], item) for item in items]))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Takes the latest item back out of the views and answers it (None when the log
+        holds none). The store records the retraction; the item stays in its history."""
+        if not await self._found():
+            return None
+        try:
+            answer = await self.client.retract_entry(self.session_id, reason="pop_item")
+        except FailedPrecondition:
+            return None  # nothing to take back
+        assert answer.entry is not None
+        items = entry_items(answer.entry, {})
+        if len(items) > 1:
+            # Function calls made together are one entry: the others go back in.
+            await self._append(items_entries(items[:-1]), expected_version=answer.version)
+        return cast(TResponseInputItem, items[-1])
+
+    async def clear_session(self) -> None:
+        """Takes every item out of the views; the store records it and keeps them."""
+        if await self._found():
+            await self.client.clear_session(self.session_id, reason="clear_session")
+
+    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
+        """Compacts with the store's engine: when the prompt is past the session's
+        threshold, or whatever its size with ``force``."""
+        if await self._found():
+            force = bool(args.get("force", False)) if args else False
+            await self.client.compact(self.session_id, force=force)
+
+    async def _append(self, entries: list[Entry], expected_version: int | None = None) -> None:
+        """Appends the entries. Items added again after a pop carry tool call ids the store
+        has seen (it never reuses one): their calls get ids of their own in the store, and
+        results find their call by the id the item gives."""
+        try:
+            await self.client.append_entries(
+                self.session_id, entries=entries, expected_version=expected_version
+            )
+            return
+        except AlreadyExists as refused:
+            if not needs_new_call_ids(refused.message):
+                raise
+            entries = with_new_call_ids(entries)
+        except FailedPrecondition as refused:
+            if not needs_open_call_ids(refused.message):
+                raise
+            session = await self.client.get_session(self.session_id)
+            entries = with_open_call_ids(entries, session.open_tool_call_ids)
+        await self.client.append_entries(
+            self.session_id, entries=entries, expected_version=expected_version
+        )
+
+    async def _log(self, version: int) -> DurableLog:
+        """The durable log at ``version``, every page of it."""
+        log = await self.client.get_durable_log(self.session_id, version=version)
+        token = log.next_page_token
+        while token:
+            page = await self.client.get_durable_log(self.session_id, page_token=token)
+            log.entries.extend(page.entries)
+            token = page.next_page_token
+        return log
+
+    async def _found(self) -> bool:
+        if not self._exists:
+            try:
+                await self.client.get_session(self.session_id)
+            except NotFound:
+                return False
+            self._exists = True
+        return True
+
+    async def _ensure(self) -> None:
+        if self._exists:
+            return
+        with suppress(AlreadyExists):  # made before, or by another task just now
+            await self.client.create_session(self.session_id, settings=self._settings)
+        self._exists = True
+
+
+def _view_items(view: PromptView, log: DurableLog) -> list[dict[str, Any]]:
+    """The view's messages as the items they were made from."""
+    messages: list[dict[str, Any]] = json.loads(view.messages_json)
+    shown = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
+    items: list[dict[str, Any]] = []
+    for entry in log.pinned:
+        items += entry_items(entry, shown)
+    if log.compaction is not None:
+        # The summary, as the view words it: the first message after the system ones.
+        summary = next(m for m in messages if m.get("role") != "system")
+        items.append({"role": summary["role"], "content": summary["content"]})
+    for entry in log.entries:
+        items += entry_items(entry, shown)
+    return items

@@ -1,0 +1,154 @@
+"""The asyncio client: the synchronous client's methods, awaited.
+
+    async with AsyncClient() as client:
+        session = await client.create_session()
+        async for event in client.read_events(session.id):
+            ...
+
+Timeouts, retries, idempotency keys and errors work as in ``Client``. The channel
+is opened on the first call, in the event loop that makes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from sessionstore_client._methods import AsyncMethods
+from sessionstore_client._transport import (
+    CHANNEL_OPTIONS,
+    TLS,
+    Attempts,
+    Channels,
+    Retry,
+    message_classes,
+    with_idempotency_key,
+)
+from sessionstore_client.client import DEFAULT_TIMEOUT, import_chunks
+from sessionstore_client.errors import from_rpc_error
+from sessionstore_client.protobuf import from_proto, to_proto
+from sessionstore_client.types import ImportHeader, ImportSessionResponse, SessionSettings
+
+_R = TypeVar("_R")
+
+
+class AsyncClient(Channels, AsyncMethods):
+    """As ``Client``, for asyncio: the same arguments, the same methods, awaited."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        tls: TLS | bool | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        retry: Retry | None = None,
+    ) -> None:
+        super().__init__(address, token, tls, timeout, retry)
+        self._channel: grpc.aio.Channel | None = None
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close(None)
+            self._channel = None
+            self._callables.clear()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _open(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            credentials = self.connection.credentials()
+            address = self.connection.address
+            self._channel = (
+                grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+                if credentials is not None
+                else grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            )
+        return self._channel
+
+    async def _unary(
+        self, method: str, request: Any, response: type[_R], timeout: float | None
+    ) -> _R:
+        message = to_proto(with_idempotency_key(request))
+        call = self._callable(method, "unary_unary")
+        attempts = Attempts(method, self.connection.retry, self._timeout(timeout))
+        while True:
+            try:
+                answer = await call(
+                    message,
+                    timeout=attempts.remaining(),
+                    metadata=self.connection.metadata,
+                    wait_for_ready=False,
+                )
+            except grpc.RpcError as error:
+                failure = from_rpc_error(error)
+            else:
+                return from_proto(answer, response)
+            await asyncio.sleep(attempts.pause_after(failure))
+
+    async def _server_stream(
+        self, method: str, request: Any, response: type[_R], timeout: float | None
+    ) -> AsyncIterator[_R]:
+        message = to_proto(request)
+        call = self._callable(method, "unary_stream")
+        attempts = Attempts(method, self.connection.retry, self._timeout(timeout, request))
+        while True:
+            stream = call(
+                message,
+                timeout=attempts.remaining(),
+                metadata=self.connection.metadata,
+                wait_for_ready=False,
+            )
+            received = False
+            try:
+                async for answer in stream:
+                    received = True
+                    yield from_proto(answer, response)
+                return
+            except grpc.RpcError as error:
+                failure = from_rpc_error(error)
+            finally:
+                stream.cancel()
+            if received:
+                raise failure  # retrying would repeat what was read
+            await asyncio.sleep(attempts.pause_after(failure))
+
+    async def import_session(
+        self,
+        data: bytes | Iterable[bytes] | Path,
+        *,
+        format: str = "",
+        session_id: str = "",
+        settings: SessionSettings | None = None,
+        file_name: str = "",
+        timeout: float | None = None,
+    ) -> ImportSessionResponse:
+        """As ``Client.import_session``."""
+        if isinstance(data, Path):
+            file_name = file_name or data.name
+        request_class, _ = message_classes("ImportSession")
+        header = request_class(
+            header=to_proto(ImportHeader(format, session_id, settings, file_name))
+        )
+        requests = [header, *(request_class(chunk=chunk) for chunk in import_chunks(data))]
+        call = self._callable("ImportSession", "stream_unary")
+        try:
+            answer = await call(
+                iter(requests),
+                timeout=self._timeout(timeout),
+                metadata=self.connection.metadata,
+                wait_for_ready=False,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return from_proto(answer, ImportSessionResponse)

@@ -1,0 +1,187 @@
+"""A whole model turn with litellm, on the session store's prompt view (extra ``[litellm]``).
+
+    from sessionstore_client import Client
+    from sessionstore_client.litellm import complete_turn
+
+    turn = complete_turn(client, session_id, model="openai/gpt-4o")
+    for call in turn.tool_calls:
+        ...  # run it, append its result, then complete_turn again
+
+``complete_turn`` reads the prompt view (what the store's context management
+makes of the session: compacted, guarded, pruned), in OpenAI's chat format,
+which litellm takes for every provider and translates to the provider's own;
+the session's stored tools go with it unless ``tools`` is given. It calls
+``litellm.completion`` and appends the answer (text, thinking with its signature,
+tool calls) with the provider's usage and a reference to the view it answered,
+so the store calibrates its counts and an audit can replay the request. When the
+provider refuses the prompt as too long, it reports that to the store
+(ReportOverflow: the store truncates and compacts) and tries the new view, at
+most 3 times; then it raises ``ContextOverflow``. ``acomplete_turn`` is the same
+with ``litellm.acompletion`` and an ``AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# litellm fetches its model price map over the network at import unless told not to;
+# the copy it ships serves here.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm
+from litellm.exceptions import ContextWindowExceededError
+
+from sessionstore_client.aio import AsyncClient
+from sessionstore_client.client import Client
+from sessionstore_client.types import (
+    ContentBlock,
+    Entry,
+    PromptFormat,
+    PromptRef,
+    PromptView,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    Usage,
+)
+
+__all__ = ["ContextOverflow", "Turn", "acomplete_turn", "complete_turn"]
+
+# Overflow reports (and tries after them) per turn.
+MAX_RETRIES = 3
+
+
+class ContextOverflow(Exception):
+    """The provider refused the prompt as too long even after the store compacted it
+    MAX_RETRIES times: raise the model's window (or lower the session's budget)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The model's answer, as appended: the entry, the session's version after it, the
+    provider's response, the view it answered, and the tries it took."""
+
+    entry: Entry
+    version: int
+    response: Any
+    view: PromptView
+    attempts: int
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.entry.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        return [b for b in self.entry.content if isinstance(b, ToolCallBlock)]
+
+
+def complete_turn(client: Client, session_id: str, *, model: str, **litellm_kwargs: Any) -> Turn:
+    """One model turn on the session's prompt view; see the module's documentation."""
+    view = client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
+    for attempt in range(1, MAX_RETRIES + 2):
+        try:
+            response = litellm.completion(**_request(model, view, litellm_kwargs))
+        except ContextWindowExceededError as refused:
+            if attempt > MAX_RETRIES:
+                raise _gave_up(session_id, refused) from refused
+            view = client.report_overflow(session_id, **_report(model, view, refused))
+            continue
+        entry = _answer_entry(model, view, response)
+        answer = client.append_entries(session_id, entries=[entry])
+        return Turn(_stored(entry, answer.entry_ids), answer.version, response, view, attempt)
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+async def acomplete_turn(
+    client: AsyncClient, session_id: str, *, model: str, **litellm_kwargs: Any
+) -> Turn:
+    """``complete_turn`` for asyncio."""
+    view = await client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
+    for attempt in range(1, MAX_RETRIES + 2):
+        try:
+            response = await litellm.acompletion(**_request(model, view, litellm_kwargs))
+        except ContextWindowExceededError as refused:
+            if attempt > MAX_RETRIES:
+                raise _gave_up(session_id, refused) from refused
+            view = await client.report_overflow(session_id, **_report(model, view, refused))
+            continue
+        entry = _answer_entry(model, view, response)
+        answer = await client.append_entries(session_id, entries=[entry])
+        return Turn(_stored(entry, answer.entry_ids), answer.version, response, view, attempt)
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _request(model: str, view: PromptView, given: dict[str, Any]) -> dict[str, Any]:
+    request = {"model": model, "messages": json.loads(view.messages_json), **given}
+    tools = json.loads(view.tools_json or "[]")
+    if tools and "tools" not in given:
+        request["tools"] = tools
+    return request
+
+
+def _report(model: str, view: PromptView, refused: Exception) -> dict[str, Any]:
+    return {
+        "error_text": str(refused),
+        "status_code": int(getattr(refused, "status_code", 0) or 400),
+        "provider": _provider(model),
+        "view_version": view.version,
+        "view_hash": view.request_hash,
+        "format": PromptFormat.OPENAI,
+    }
+
+
+def _gave_up(session_id: str, refused: Exception) -> ContextOverflow:
+    return ContextOverflow(
+        f"the provider refused session {session_id!r}'s prompt as too long after the store "
+        f"compacted it {MAX_RETRIES} times ({refused}); use a model with a larger window"
+    )
+
+
+def _provider(model: str) -> str:
+    try:
+        return str(litellm.get_llm_provider(model)[1])
+    except Exception:  # a name litellm does not know: the store works it out
+        return ""
+
+
+def _answer_entry(model: str, view: PromptView, response: Any) -> Entry:
+    choice = response.choices[0]
+    message = choice.message
+    content: list[ContentBlock] = [
+        ThinkingBlock(str(b.get("thinking", "")), str(b.get("signature", "")))
+        for b in getattr(message, "thinking_blocks", None) or []
+        if b.get("type") == "thinking"
+    ]
+    if message.content:
+        content.append(TextBlock(str(message.content)))
+    content += [
+        ToolCallBlock(str(c.id), str(c.function.name), c.function.arguments or "{}")
+        for c in message.tool_calls or []
+    ]
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Entry(
+        role=Role.ASSISTANT,
+        content=content or [TextBlock("")],
+        usage=Usage(
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+        ),
+        prompt_ref=PromptRef(view.version, PromptFormat.OPENAI, view.request_hash),
+        metadata={
+            "model": str(response.model or model),
+            "provider": _provider(model),
+            "finish_reason": str(choice.finish_reason or ""),
+        },
+    )
+
+
+def _stored(entry: Entry, entry_ids: list[str]) -> Entry:
+    entry.id = entry_ids[0]
+    return entry

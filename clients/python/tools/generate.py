@@ -1,0 +1,464 @@
+"""Writes the client's generated modules from the API's .proto: `make proto` runs it.
+
+* ``sessionstore_client/types.py``: one dataclass per message and one IntEnum
+  per enum, with the .proto's comments as their documentation;
+* ``sessionstore_client/_methods.py``: one method per RPC, for the synchronous
+  client and for the asyncio one, taking the request's fields as arguments;
+* ``sessionstore_client/_proto/``: the protobuf modules the client sends and
+  reads, compiled from the same .proto (and from the client's own
+  ``rpc_status.proto``).
+
+Run from the repository's root: ``python clients/python/tools/generate.py [OUT]``
+writes under OUT (default: the client's ``src``), so a check can compare a
+fresh run with what is committed.
+
+How messages map to Python: scalars to int, float, str, bool and bytes; an enum
+field to its IntEnum; google.protobuf.Timestamp to an aware datetime; a message
+field (and a proto3 ``optional`` scalar) to ``X | None``; repeated fields to
+lists and maps to dicts. A oneof whose members are messages of distinct types
+is one field typed as their union, named for the oneof; a message that is only
+such a oneof (ContentBlock) is the union itself. Other oneofs are a field per
+member, at most one of them set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
+PROTO = Path("proto/sessionstore/v1/session_store.proto")
+CLIENT_SRC = Path("clients/python/src")
+STATUS_PROTO = Path("sessionstore_client/_proto/rpc_status.proto")
+PACKAGE = "sessionstore.v1"
+TIMESTAMP = ".google.protobuf.Timestamp"
+HEADER = (
+    "# Generated from {} by clients/python/tools/generate.py.\n"
+    "# DO NOT EDIT: `make proto` writes it.\n"
+)
+# RPCs whose session_id may be left empty (generated, or "all sessions").
+SESSION_ID_OPTIONAL = {"CreateSession", "ListCompactions", "ListPrunes"}
+
+_SCALARS = {
+    F.TYPE_STRING: ("str", '""'),
+    F.TYPE_BYTES: ("bytes", 'b""'),
+    F.TYPE_BOOL: ("bool", "False"),
+    F.TYPE_DOUBLE: ("float", "0.0"),
+    F.TYPE_FLOAT: ("float", "0.0"),
+}
+_INTEGERS = {
+    F.TYPE_INT32,
+    F.TYPE_INT64,
+    F.TYPE_UINT32,
+    F.TYPE_UINT64,
+    F.TYPE_SINT32,
+    F.TYPE_SINT64,
+    F.TYPE_FIXED32,
+    F.TYPE_FIXED64,
+    F.TYPE_SFIXED32,
+    F.TYPE_SFIXED64,
+}
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One attribute of a generated dataclass."""
+
+    name: str
+    annotation: str
+    default: str
+    comment: str
+
+
+class Api:
+    """The parsed .proto: its messages, enums and service, with their comments."""
+
+    def __init__(self, file: descriptor_pb2.FileDescriptorProto) -> None:
+        self.file = file
+        self.comments = {
+            tuple(location.path): _uncommented(location.leading_comments)
+            for location in file.source_code_info.location
+            if location.leading_comments.strip()
+        }
+        self.messages = {m.name: m for m in file.message_type}
+        self.enums = {e.name: e for e in file.enum_type}
+
+    def type_name(self, reference: str) -> str:
+        return reference.removeprefix(f".{PACKAGE}.")
+
+    def map_entry(
+        self, field: descriptor_pb2.FieldDescriptorProto
+    ) -> descriptor_pb2.DescriptorProto | None:
+        if field.type != F.TYPE_MESSAGE or field.label != F.LABEL_REPEATED:
+            return None
+        owner, _, nested = self.type_name(field.type_name).rpartition(".")
+        if not owner:
+            return None
+        for candidate in self.messages[owner].nested_type:
+            if candidate.name == nested and candidate.options.map_entry:
+                return candidate
+        return None
+
+    def union_oneofs(self, message: descriptor_pb2.DescriptorProto) -> dict[int, list[str]]:
+        """Oneof index -> member type names, for the oneofs shown as one union field."""
+        unions = {}
+        for index in range(len(message.oneof_decl)):
+            members = [
+                f for f in message.field if f.HasField("oneof_index") and f.oneof_index == index
+            ]
+            if any(f.proto3_optional for f in members):
+                continue  # a proto3 `optional` field: a oneof of its own
+            types = [self.type_name(f.type_name) for f in members]
+            messages = all(f.type == F.TYPE_MESSAGE and f.type_name != TIMESTAMP for f in members)
+            if messages and len(set(types)) == len(types):
+                unions[index] = types
+        return unions
+
+    def alias(self, message: descriptor_pb2.DescriptorProto) -> list[str] | None:
+        """The member types when the message is nothing but one union oneof."""
+        unions = self.union_oneofs(message)
+        if len(unions) == 1 and all(f.HasField("oneof_index") for f in message.field):
+            return next(iter(unions.values()))
+        return None
+
+    def python_type(self, field: descriptor_pb2.FieldDescriptorProto) -> str:
+        if field.type == F.TYPE_MESSAGE:
+            if field.type_name == TIMESTAMP:
+                return "datetime"
+            return self.type_name(field.type_name)
+        if field.type == F.TYPE_ENUM:
+            return self.type_name(field.type_name)
+        if field.type in _INTEGERS:
+            return "int"
+        return _SCALARS[field.type][0]
+
+    def attributes(self, index: int) -> Iterator[Attribute]:
+        message = self.file.message_type[index]
+        unions = self.union_oneofs(message)
+        done: set[int] = set()
+        for number, field in enumerate(message.field):
+            comment = self.comments.get((4, index, 2, number), "")
+            in_union = field.HasField("oneof_index") and field.oneof_index in unions
+            if in_union:
+                if field.oneof_index in done:
+                    continue
+                done.add(field.oneof_index)
+                name = message.oneof_decl[field.oneof_index].name
+                members = " | ".join(unions[field.oneof_index])
+                oneof_comment = self.comments.get((4, index, 8, field.oneof_index), "")
+                yield Attribute(name, f"{members} | None", "None", oneof_comment)
+                continue
+            entry = self.map_entry(field)
+            python = self.python_type(field)
+            if entry is not None:
+                key, value = (self.python_type(f) for f in entry.field)
+                yield Attribute(
+                    field.name, f"dict[{key}, {value}]", "field(default_factory=dict)", comment
+                )
+            elif field.label == F.LABEL_REPEATED:
+                yield Attribute(
+                    field.name, f"list[{python}]", "field(default_factory=list)", comment
+                )
+            elif (
+                field.type == F.TYPE_MESSAGE
+                or field.proto3_optional
+                or field.HasField("oneof_index")
+            ):
+                yield Attribute(field.name, f"{python} | None", "None", comment)
+            elif field.type == F.TYPE_ENUM:
+                zero = self.enums[python].value[0].name
+                yield Attribute(
+                    field.name, python, f"{python}.{self.enum_member(python, zero)}", comment
+                )
+            else:
+                yield Attribute(
+                    field.name, python, _SCALARS.get(field.type, ("int", "0"))[1], comment
+                )
+
+    def enum_member(self, enum: str, value: str) -> str:
+        return value.removeprefix(_enum_prefix(enum))
+
+
+def _uncommented(text: str) -> str:
+    """A comment's text without the space each line has after the slashes."""
+    return "\n".join(line.removeprefix(" ") for line in text.strip("\n").splitlines()).strip()
+
+
+def _enum_prefix(name: str) -> str:
+    """ROLE_ for Role, PROMPT_FORMAT_ for PromptFormat: what every value name begins with."""
+    snake = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
+    return snake + "_"
+
+
+def _docstring(text: str, indent: str) -> list[str]:
+    if not text:
+        return []
+    body = text.replace("\\", "\\\\").replace('"""', "'''")
+    lines = body.splitlines()
+    if len(lines) == 1:
+        return [f'{indent}"""{lines[0]}"""']
+    return [
+        f'{indent}"""{lines[0]}',
+        *(f"{indent}{line}".rstrip() for line in lines[1:]),
+        f'{indent}"""',
+    ]
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    return [f"{indent}#: {line}".rstrip() for line in text.splitlines()]
+
+
+def write_types(api: Api) -> str:
+    out = [
+        HEADER.format(PROTO),
+        '"""The API\'s messages and enums as plain Python values.',
+        "",
+        "Every message of the .proto is a dataclass here, every enum an IntEnum; the",
+        "documentation is the .proto's. Build requests from them and read answers as",
+        "them: the client converts to and from protocol buffers.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import enum",
+        "from dataclasses import dataclass, field",
+        "from datetime import datetime",
+        "from typing import ClassVar, TypeAlias",
+        "",
+    ]
+    for index, enum in enumerate(api.file.enum_type):
+        out += ["", f"class {enum.name}(enum.IntEnum):"]
+        out += _docstring(api.comments.get((5, index), f"The API's {enum.name} values."), "    ")
+        for number, value in enumerate(enum.value):
+            out += _comment(api.comments.get((5, index, 2, number), ""), "    ")
+            out.append(f"    {api.enum_member(enum.name, value.name)} = {value.number}")
+        out.append("")
+    names = [e.name for e in api.file.enum_type] + [m.name for m in api.file.message_type]
+    out += ["", "__all__ = [", *(f'    "{name}",' for name in sorted(names)), "]", ""]
+    aliases: list[str] = []
+    for index, message in enumerate(api.file.message_type):
+        members = api.alias(message)
+        if members is not None:
+            doc = api.comments.get((4, index), "")
+            aliases += [
+                "",
+                *_comment(doc, ""),
+                f"{message.name}: TypeAlias = {' | '.join(members)}",
+            ]
+            aliases.append(f'"""One of the content block types; the {message.name} message."""')
+            continue
+        out += ["", "@dataclass(slots=True)", f"class {message.name}:"]
+        out += _docstring(api.comments.get((4, index), f"The {message.name} message."), "    ")
+        out += ["", f'    PROTO: ClassVar[str] = "{PACKAGE}.{message.name}"']
+        for attribute in api.attributes(index):
+            out += _comment(attribute.comment, "    ")
+            out.append(f"    {attribute.name}: {attribute.annotation} = {attribute.default}")
+        out.append("")
+    out += aliases
+    return "\n".join(out).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class Rpc:
+    name: str
+    snake: str
+    request: str
+    response: str
+    client_streaming: bool
+    server_streaming: bool
+    comment: str
+
+
+def rpcs(api: Api) -> list[Rpc]:
+    service = api.file.service[0]
+    found = []
+    for number, method in enumerate(service.method):
+        snake = "".join(
+            f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(method.name)
+        )
+        found.append(
+            Rpc(
+                method.name,
+                snake,
+                api.type_name(method.input_type),
+                api.type_name(method.output_type),
+                method.client_streaming,
+                method.server_streaming,
+                api.comments.get((6, 0, 2, number), ""),
+            )
+        )
+    return found
+
+
+def _parameters(api: Api, rpc: Rpc) -> tuple[list[str], list[str]]:
+    """The method's parameters and the request's keyword arguments built from them."""
+    index = [m.name for m in api.file.message_type].index(rpc.request)
+    parameters, arguments = [], []
+    for attribute in api.attributes(index):
+        if attribute.name == "session_id" and rpc.name not in SESSION_ID_OPTIONAL:
+            parameters.insert(0, "session_id: str")
+        else:
+            annotation, default, argument = attribute.annotation, attribute.default, attribute.name
+            if annotation.startswith(("list[", "dict[")):  # None stands for empty
+                container = "Sequence" if annotation.startswith("list[") else "Mapping"
+                annotation, default = f"{container}[{annotation[5:]} | None", "None"
+                argument = f"{attribute.annotation[:4]}({attribute.name} or ())"
+            parameters.append(f"{attribute.name}: {annotation} = {default}")
+            arguments.append(f"{attribute.name}={argument}")
+            continue
+        arguments.append("session_id=session_id")
+    if rpc.name in SESSION_ID_OPTIONAL and "session_id=session_id" in arguments:
+        position = next(i for i, p in enumerate(parameters) if p.startswith("session_id"))
+        parameters.insert(0, parameters.pop(position))
+    return parameters, arguments
+
+
+def _signature(parameters: list[str]) -> str:
+    positional = [p for p in parameters if p.startswith("session_id")]
+    keyword = [p for p in parameters if not p.startswith("session_id")]
+    parts = ["self", *positional, "*", *keyword, "timeout: float | None = None"]
+    if not keyword and not positional:
+        parts.remove("*")
+    return ", ".join(parts)
+
+
+def write_methods(api: Api) -> str:
+    emitted = [r for r in rpcs(api) if not r.client_streaming]
+    requests = {r.request for r in emitted} | {r.response for r in emitted}
+    out = [
+        HEADER.format(PROTO),
+        '"""One method per RPC, for the synchronous client and for the asyncio one.',
+        "",
+        "Each takes the request's fields as arguments and answers the response as the",
+        "dataclass of sessionstore_client.types. The transport (deadline, retries,",
+        "errors) is the client's: see sessionstore_client.client and .aio.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import AsyncIterator, Iterator, Mapping, Sequence",
+        "from datetime import datetime",
+        "from typing import Any, TypeVar",
+        "",
+        "from sessionstore_client.types import (",
+        *(f"    {name}," for name in sorted(requests | _referenced(api, emitted))),
+        ")",
+        "",
+        '_R = TypeVar("_R")',
+        "",
+    ]
+    for kind in ("sync", "async"):
+        out += _methods_class(api, kind)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _referenced(api: Api, found: list[Rpc]) -> set[str]:
+    names = set()
+    for rpc in found:
+        parameters, _ = _parameters(api, rpc)
+        for parameter in parameters:
+            annotation = parameter.split(":", 1)[1].split("=")[0]
+            for word in annotation.replace("[", " ").replace("]", " ").replace("|", " ").split():
+                if word in api.messages or word in api.enums:
+                    names.add(word)
+    return names
+
+
+def _methods_class(api: Api, kind: str) -> list[str]:
+    sync = kind == "sync"
+    name = "SyncMethods" if sync else "AsyncMethods"
+    out = [
+        "",
+        f"class {name}:",
+        f'    """The RPCs as methods of the {"synchronous" if sync else "asyncio"} client."""',
+        "",
+    ]
+    awaited = "" if sync else "await "
+    call_def = "def" if sync else "async def"
+    stream_type = "Iterator" if sync else "AsyncIterator"
+    out += [
+        f"    {call_def} _unary(",
+        "        self, method: str, request: Any, response: type[_R], timeout: float | None",
+        "    ) -> _R:",
+        "        raise NotImplementedError",
+        "",
+        "    def _server_stream(",
+        "        self, method: str, request: Any, response: type[_R], timeout: float | None",
+        f"    ) -> {stream_type}[_R]:",
+        "        raise NotImplementedError",
+        "",
+    ]
+    for rpc in rpcs(api):
+        if rpc.client_streaming:
+            continue  # written by hand in the client, over its own arguments
+        parameters, arguments = _parameters(api, rpc)
+        build = ", ".join(arguments)
+        request = f"{rpc.request}({build})"
+        if rpc.server_streaming:
+            out.append(
+                f"    def {rpc.snake}({_signature(parameters)}) -> {stream_type}[{rpc.response}]:"
+            )
+            out += _docstring(rpc.comment, "        ")
+            call = f'self._server_stream("{rpc.name}", {request}, {rpc.response}, timeout)'
+            out.append(f"        return {call}")
+        else:
+            out.append(f"    {call_def} {rpc.snake}({_signature(parameters)}) -> {rpc.response}:")
+            out += _docstring(rpc.comment, "        ")
+            call = f'self._unary("{rpc.name}", {request}, {rpc.response}, timeout)'
+            out.append(f"        return {awaited}{call}")
+        out.append("")
+    return out
+
+
+def _described(proto: Path, include: Path) -> descriptor_pb2.FileDescriptorProto:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "set.bin"
+        _protoc(
+            ["-I", str(include), "--include_source_info", f"--descriptor_set_out={out}", str(proto)]
+        )
+        files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    return files.file[0]
+
+
+def _protoc(arguments: list[str]) -> None:
+    # The mypy plugin (protoc-gen-mypy) is a script beside this interpreter.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    command = [sys.executable, "-m", "grpc_tools.protoc", *arguments]
+    subprocess.run(command, check=True, env={**os.environ, "PATH": path})
+
+
+def _formatted(path: Path) -> None:
+    command = [sys.executable, "-m", "ruff", "format", "--quiet", "--config", "pyproject.toml"]
+    subprocess.run([*command, str(path)], check=True)
+
+
+def main() -> None:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else CLIENT_SRC
+    package = out / "sessionstore_client"
+    api = Api(_described(PROTO, Path(".")))
+    (package / "types.py").write_text(write_types(api))
+    (package / "_methods.py").write_text(write_methods(api))
+    for name in ("types.py", "_methods.py"):
+        _formatted(package / name)
+    generated = package / "_proto"
+    generated.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        _protoc(["-I", ".", f"--python_out={tmp}", f"--mypy_out={tmp}", str(PROTO)])
+        for suffix in (".py", ".pyi"):
+            source = Path(tmp) / PROTO.with_name(PROTO.stem + "_pb2" + suffix)
+            shutil.copyfile(source, generated / source.name)
+    if not (out / STATUS_PROTO).exists():
+        shutil.copyfile(CLIENT_SRC / STATUS_PROTO, out / STATUS_PROTO)
+    _protoc(["-I", str(out), f"--python_out={out}", f"--mypy_out={out}", str(out / STATUS_PROTO)])
+
+
+if __name__ == "__main__":
+    main()

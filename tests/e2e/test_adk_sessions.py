@@ -1,0 +1,174 @@
+"""The Google ADK session service on a running store: create, get (recent events, after a
+time), list by app and user, delete, state deltas, the stale-session error; and ADK's
+Runner with an LlmAgent and a tool, driven by a scripted model written against ADK's
+BaseLlm, for turns through a window small enough that the store compacts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.errors import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.genai import types
+from pydantic import Field
+from sessionstore_client import AsyncClient, Client, CompactionPolicy
+from sessionstore_client.adk import SessionStoreSessionService
+
+from services.grpc.server import RunningServer
+
+FILE_CHARS = 15_000
+
+
+@pytest.fixture
+def address(server: RunningServer) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+def said(text: str, author: str = "user") -> Event:
+    role = "user" if author == "user" else "model"
+    return Event(author=author, content=types.Content(role=role, parts=[types.Part(text=text)]))
+
+
+def test_sessions_events_and_state(address: str) -> None:
+    async def run() -> None:
+        service = SessionStoreSessionService(AsyncClient(address))
+        made = await service.create_session(
+            app_name="shop", user_id="ann", state={"cart": []}, session_id="adk-basics"
+        )
+        assert made.state == {"cart": []}
+        await service.create_session(app_name="shop", user_id="bob", session_id="adk-bob")
+        await service.create_session(app_name="blog", user_id="ann", session_id="adk-blog")
+        for n in range(4):
+            event = said(f"message {n}")
+            event.actions = EventActions(state_delta={"last": n})
+            await service.append_event(made, event)
+        found = await service.get_session(app_name="shop", user_id="ann", session_id="adk-basics")
+        assert found is not None and found.state == {"cart": [], "last": 3}
+        texts = [e.content.parts[0].text for e in found.events if e.content and e.content.parts]
+        assert texts == [f"message {n}" for n in range(4)]
+        recent = await service.get_session(
+            app_name="shop",
+            user_id="ann",
+            session_id="adk-basics",
+            config=GetSessionConfig(num_recent_events=2),
+        )
+        assert recent is not None and [e.id for e in recent.events] == [
+            e.id for e in found.events[-2:]
+        ]
+        after = await service.get_session(
+            app_name="shop",
+            user_id="ann",
+            session_id="adk-basics",
+            config=GetSessionConfig(after_timestamp=found.events[-1].timestamp),
+        )
+        assert after is not None and [e.id for e in after.events] == [found.events[-1].id]
+        assert (
+            await service.get_session(app_name="blog", user_id="ann", session_id="adk-basics")
+            is None
+        )
+        shop = await service.list_sessions(app_name="shop")
+        assert {s.id for s in shop.sessions} == {"adk-basics", "adk-bob"}
+        anns = await service.list_sessions(app_name="shop", user_id="ann")
+        assert [s.id for s in anns.sessions] == ["adk-basics"]
+
+        # Two readers of one session: the second to write read it before the first wrote.
+        first = await service.get_session(app_name="shop", user_id="ann", session_id="adk-basics")
+        second = await service.get_session(app_name="shop", user_id="ann", session_id="adk-basics")
+        assert first is not None and second is not None
+        await service.append_event(first, said("from the first"))
+        with pytest.raises(StaleSessionError):
+            await service.append_event(second, said("from the second"))
+
+        await service.delete_session(app_name="shop", user_id="bob", session_id="adk-bob")
+        assert (
+            await service.get_session(app_name="shop", user_id="bob", session_id="adk-bob") is None
+        )
+
+    asyncio.run(run())
+
+
+def read_file(path: str) -> str:
+    """Reads a file of the project."""
+    return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))
+
+
+def checked(contents: list[types.Content]) -> list[types.Content]:
+    """The request, after checking the model takes it: each call answered in the content
+    right after the one that makes it, no response without its call. (ADK sends calls
+    without their ids, which are its own: they pair by name.)"""
+    waiting: list[str] = []
+    for content in contents:
+        parts = content.parts or []
+        responses = sorted(str(p.function_response.name) for p in parts if p.function_response)
+        assert responses == sorted(waiting), f"calls {waiting} answered by {responses}"
+        waiting = [str(p.function_call.name) for p in parts if p.function_call]
+    return contents
+
+
+class ScriptedModel(BaseLlm):
+    """A model that asks for the file, then says it read it; every request checked."""
+
+    model: str = "scripted"
+    requests: list[list[types.Content]] = Field(default_factory=list)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        contents = checked(list(llm_request.contents))
+        self.requests.append(contents)
+        last = contents[-1].parts or []
+        if any(p.function_response for p in last):
+            answer = types.Part(text=f"read it ({len(self.requests)})")
+        else:
+            call = types.FunctionCall(name="read_file", args={"path": "a.py"})
+            answer = types.Part(function_call=call)
+        yield LlmResponse(content=types.Content(role="model", parts=[answer]))
+
+
+def test_the_adk_runner_runs_turns_with_a_tool_while_the_store_compacts(address: str) -> None:
+    model = ScriptedModel()
+    agent = LlmAgent(
+        name="coder", model=model, instruction="Read what is asked.", tools=[read_file]
+    )
+    service = SessionStoreSessionService(
+        AsyncClient(address),
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=CompactionPolicy(keep_recent_tokens=4_000, threshold_ratio=0.3),
+    )
+    runner = Runner(app_name="coding", agent=agent, session_service=service)
+
+    async def run() -> list[str]:
+        await service.create_session(app_name="coding", user_id="ann", session_id="adk-run")
+        answers = []
+        for turn in range(8):
+            message = types.Content(role="user", parts=[types.Part(text=f"read file {turn}")])
+            final: Any = None
+            async for event in runner.run_async(
+                user_id="ann", session_id="adk-run", new_message=message
+            ):
+                if event.content and event.content.parts and event.content.parts[0].text:
+                    final = event.content.parts[0].text
+            answers.append(final)
+        return answers
+
+    answers = asyncio.run(run())
+    assert answers == [f"read it ({2 * t + 2})" for t in range(8)]
+    with Client(address) as client:
+        assert client.list_compactions("adk-run", min_position=0).compactions, (
+            "the store never compacted"
+        )
+    later = model.requests[-1]
+    first_text = later[0].parts[0].text if later[0].parts else ""
+    assert "compacted into the following summary" in str(first_text)
+    assert sum(len(str(c.model_dump())) for c in later) < 4 * FILE_CHARS

@@ -1,0 +1,234 @@
+"""The Python client against a running server, on SQLite and PostgreSQL: values in and
+out as dataclasses, turns in one call, retries that never append twice, typed errors
+with the server's ErrorInfo, and the address, tokens and TLS as a user sets them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+import pytest
+from sessionstore_client import (
+    TLS,
+    Client,
+    CompactionPolicy,
+    EntriesAppended,
+    Entry,
+    ImageBlock,
+    PromptFormat,
+    PruningPolicy,
+    Retry,
+    Role,
+    SessionSettings,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolFilter,
+    ToolResultBlock,
+    Usage,
+    ViewAfterAppend,
+    errors,
+)
+
+from services.app.authentication import new_token, token_entry_toml
+from services.app.tenancy import Role as TenantRole
+from services.grpc.server import RunningServer
+from tests.conftest import start_server
+from tests.e2e.test_tls import Pki, _serve, pki  # noqa: F401  (the module's PKI fixture)
+from tests.support.cutting_proxy import cutting_proxy
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[Client]:
+    with Client(f"127.0.0.1:{server.port}") as client:
+        yield client
+
+
+def user(text: str) -> Entry:
+    return Entry(role=Role.USER, content=[TextBlock(text)])
+
+
+def test_settings_and_entries_come_back_as_they_were_sent(client: Client) -> None:
+    settings = SessionSettings(
+        model="gpt-4o",
+        context_window_tokens=64_000,
+        title="triage",
+        labels={"team": "infra", "ticket": "42"},
+        pruning=PruningPolicy(mode="cache-ttl", ttl_seconds=60, tools=ToolFilter(deny=["bash"])),
+        compaction=CompactionPolicy(threshold_ratio=0.7, keep_recent_tokens=4_000),
+    )
+    session = client.create_session("client-round-trip", settings=settings)
+    assert session.settings is not None
+    assert session.settings.labels == settings.labels
+    assert session.settings.pruning is not None and session.settings.pruning.tools is not None
+    assert session.settings.pruning.tools.deny == ["bash"]
+    assert session.settings.compaction is not None
+    assert session.settings.compaction.threshold_ratio == pytest.approx(0.7)
+    moment = datetime(2026, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
+    sent = [
+        Entry(
+            id="q",
+            timestamp=moment,
+            role=Role.USER,
+            content=[TextBlock("what is here?"), ImageBlock("https://x.test/a.png", "image/png")],
+            metadata={"source": "test"},
+        ),
+        Entry(
+            id="a",
+            role=Role.ASSISTANT,
+            content=[
+                ThinkingBlock("look first", signature="sig=="),
+                ToolCallBlock("call_1", "ls", '{"path": "."}'),
+            ],
+            usage=Usage(input_tokens=120, output_tokens=30, cache_read_tokens=100),
+        ),
+        Entry(id="r", role=Role.TOOL, content=[ToolResultBlock("call_1", "a.png", is_error=True)]),
+    ]
+    appended = client.append_entries(session.id, entries=sent)
+    assert appended.entry_ids == ["q", "a", "r"]
+    for original in sent:
+        stored = client.get_entry(session.id, entry_id=original.id)
+        assert stored.content == original.content
+        assert stored.role is original.role
+        assert stored.metadata == original.metadata
+        assert stored.usage == (original.usage or None)
+        assert stored.version == appended.version
+        assert stored.token_count > 0
+    assert client.get_entry(session.id, entry_id="q").timestamp == moment
+    assert client.get_session(session.id).open_tool_call_ids == []
+
+
+def test_a_turn_in_one_call_answers_the_view_after_the_append(client: Client) -> None:
+    session = client.create_session()
+    answer = client.append_entries(
+        session.id,
+        entries=[user("hello")],
+        view_after_append=ViewAfterAppend(format=PromptFormat.ANTHROPIC),
+    )
+    view = answer.view_after_append
+    assert view is not None and view.version == answer.version
+    assert view.format is PromptFormat.ANTHROPIC
+    assert json.loads(view.messages_json) == [
+        {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+    ]
+
+
+def test_a_retried_append_reuses_its_key_and_is_written_once(server: RunningServer) -> None:
+    with cutting_proxy(server.port) as proxy, Client(f"127.0.0.1:{proxy.port}") as client:
+        session = client.create_session()
+        proxy.cut_next_answer()
+        answer = client.append_entries(session.id, entries=[user("only once")])
+        assert proxy.cuts == 1  # the first try's answer was lost
+        assert answer.replayed  # the retry was answered from the first append
+        appends = [
+            e for e in client.read_events(session.id) if isinstance(e.event, EntriesAppended)
+        ]
+        assert len(appends) == 1
+        assert client.get_session(session.id).entry_count == 1
+
+
+def test_a_call_a_retry_could_repeat_is_not_retried(server: RunningServer) -> None:
+    with cutting_proxy(server.port) as proxy, Client(f"127.0.0.1:{proxy.port}") as client:
+        client.list_sessions()  # connected
+        proxy.cut_next_answer()
+        with pytest.raises(errors.Unavailable):
+            client.create_session("made-once")
+        # The server made it: a second try would have answered ALREADY_EXISTS.
+        assert client.get_session("made-once").version == 1
+
+
+def test_each_refusal_is_its_own_exception_with_the_servers_error_info(client: Client) -> None:
+    session = client.create_session("typed-errors")
+    client.append_entries(session.id, entries=[user("hi")])
+    cases: list[tuple[type[errors.SessionStoreError], grpc.StatusCode, object]] = [
+        (errors.NotFound, grpc.StatusCode.NOT_FOUND, lambda: client.get_session("missing")),
+        (
+            errors.AlreadyExists,
+            grpc.StatusCode.ALREADY_EXISTS,
+            lambda: client.create_session(session.id),
+        ),
+        (
+            errors.InvalidArgument,
+            grpc.StatusCode.INVALID_ARGUMENT,
+            lambda: client.append_entries(session.id, entries=[Entry(content=[TextBlock("?")])]),
+        ),
+        (
+            errors.VersionConflict,
+            grpc.StatusCode.ABORTED,
+            lambda: client.append_entries(session.id, entries=[user("x")], expected_version=1),
+        ),
+        (
+            errors.FailedPrecondition,
+            grpc.StatusCode.FAILED_PRECONDITION,
+            lambda: client.abandon_tool_calls(session.id, tool_call_ids=["nope"]),
+        ),
+    ]
+    for kind, code, call in cases:
+        with pytest.raises(kind) as raised:
+            call()  # type: ignore[operator]
+        assert isinstance(raised.value, errors.SessionStoreError)
+        assert raised.value.code is code
+        assert raised.value.message
+    small = client.create_session(settings=SessionSettings(context_window_tokens=8_000))
+    client.append_entries(small.id, entries=[user("hi")])
+    with pytest.raises(errors.WindowTooSmall) as refused:
+        client.get_prompt_view(small.id)
+    assert isinstance(refused.value, errors.FailedPrecondition)
+    assert refused.value.reason == "CONTEXT_WINDOW_TOO_SMALL"
+    assert refused.value.metadata["window_tokens"] == "8000"
+    assert refused.value.metadata["minimum_tokens"] == "16000"
+
+
+def test_an_unreachable_server_is_unavailable_after_the_retries(tmp_path: Path) -> None:
+    server = start_server(f"sqlite:///{tmp_path}/gone.db")
+    address = f"127.0.0.1:{server.port}"
+    server.stop(0)
+    retry = Retry(attempts=3, backoff=0.05)
+    with Client(address, timeout=5, retry=retry) as client, pytest.raises(errors.Unavailable):
+        client.get_session("anything")
+
+
+def test_the_address_and_token_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = new_token()
+    tokens_file = tmp_path / "tokens.toml"
+    tokens_file.write_text(
+        token_entry_toml("ci", "acme", TenantRole.TENANT, token)
+        + token_entry_toml("reader", "acme", TenantRole.AUDITOR, (reader := new_token()))
+    )
+    server = start_server(f"sqlite:///{tmp_path}/s.db", tokens_file=tokens_file)
+    try:
+        monkeypatch.setenv("SESSIONSTORE_ADDRESS", f"127.0.0.1:{server.port}")
+        with Client(token="") as anonymous, pytest.raises(errors.Unauthenticated):
+            anonymous.list_sessions()
+        monkeypatch.setenv("SESSIONSTORE_TOKEN", token)
+        with Client() as client:
+            assert client.address == f"127.0.0.1:{server.port}"
+            session = client.create_session()
+        with Client(token=reader) as auditor:
+            assert auditor.get_session(session.id).id == session.id
+            with pytest.raises(errors.PermissionDenied):
+                auditor.append_entries(session.id, entries=[user("no")])
+    finally:
+        server.stop(0)
+
+
+def test_tls_and_mutual_tls(tmp_path: Path, pki: Pki) -> None:  # noqa: F811
+    server = _serve(tmp_path, pki, tls_client_ca_file=pki.ca)
+    address = f"localhost:{server.port}"
+    try:
+        tls = TLS(ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key)
+        with Client(address, tls=tls) as client:
+            assert client.create_session().version == 1
+        stranger = TLS(ca_file=pki.ca, cert_file=pki.stranger_cert, key_file=pki.stranger_key)
+        with (
+            Client(address, tls=stranger, retry=Retry(attempts=1)) as client,
+            pytest.raises(errors.Unavailable),
+        ):
+            client.list_sessions()
+    finally:
+        server.stop(0)

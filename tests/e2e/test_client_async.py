@@ -1,0 +1,44 @@
+"""The asyncio client: the same methods awaited, the same errors, and a followed stream."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sessionstore_client import AsyncClient, EntriesAppended, Entry, Role, TextBlock, errors
+
+from services.grpc.server import RunningServer
+
+
+def user(text: str) -> Entry:
+    return Entry(role=Role.USER, content=[TextBlock(text)])
+
+
+def test_appends_from_many_tasks_all_land_and_a_follower_sees_them(server: RunningServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(f"127.0.0.1:{server.port}") as client:
+            session = await client.create_session()
+            seen: list[str] = []
+
+            async def follow() -> None:
+                async for event in client.read_events(session.id, follow=True):
+                    if isinstance(event.event, EntriesAppended):
+                        seen.extend(e.id for e in event.event.entries)
+                        if len(seen) == 10:
+                            return
+
+            follower = asyncio.create_task(follow())
+            answers = await asyncio.gather(
+                *(client.append_entries(session.id, entries=[user(f"m{i}")]) for i in range(10))
+            )
+            await asyncio.wait_for(follower, 10)
+            assert sorted(a.version for a in answers) == list(range(2, 12))
+            assert sorted(seen) == sorted(i for a in answers for i in a.entry_ids)
+            log = await client.get_durable_log(session.id)
+            assert len(log.entries) == 10
+            with pytest.raises(errors.VersionConflict):
+                await client.append_entries(session.id, entries=[user("x")], expected_version=3)
+            with pytest.raises(errors.NotFound):
+                await client.get_prompt_view("missing")
+
+    asyncio.run(run())

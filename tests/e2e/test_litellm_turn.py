@@ -1,0 +1,154 @@
+"""complete_turn against a running store and the loopback provider, which speaks OpenAI's
+and Anthropic's real protocols to litellm's real client: turns with a tool through a
+window small enough that the store compacts, every request checked; a provider's
+overflow reported and retried, at most 3 times; the same in Anthropic's protocol and
+with asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sessionstore_client import (
+    AsyncClient,
+    Client,
+    CompactionPolicy,
+    Entry,
+    OverflowReported,
+    Role,
+    SessionSettings,
+    SystemPrompt,
+    TextBlock,
+    Tool,
+    ToolResultBlock,
+)
+from sessionstore_client.litellm import ContextOverflow, acomplete_turn, complete_turn
+
+from services.grpc.server import RunningServer
+from tests.support.fake_provider import FakeProvider, Received, call, fail, reply
+
+FILE_CHARS = 15_000
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[Client]:
+    with Client(f"127.0.0.1:{server.port}") as client:
+        yield client
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+def user(text: str) -> Entry:
+    return Entry(role=Role.USER, content=[TextBlock(text)])
+
+
+def file_text(path: str) -> str:
+    return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))
+
+
+def checked(received: Received) -> list[dict[str, Any]]:
+    """An OpenAI request's messages, after checking the provider takes them."""
+    waiting: set[str] = set()
+    for message in received.messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in waiting, f"a result without its call: {message}"
+            waiting.discard(message["tool_call_id"])
+            continue
+        assert not waiting, f"calls {waiting} unanswered before {message}"
+        waiting = {c["id"] for c in message.get("tool_calls") or ()}
+    return received.messages
+
+
+def test_turns_with_a_tool_run_while_the_store_compacts(
+    client: Client, provider: FakeProvider
+) -> None:
+    session = client.create_session(
+        settings=SessionSettings(
+            model="gpt-4o",
+            context_window_tokens=40_000,
+            compaction=CompactionPolicy(keep_recent_tokens=4_000, threshold_ratio=0.3),
+        )
+    )
+    options = {"api_base": provider.openai_base, "api_key": "sk-test"}
+    for turn in range(8):
+        provider.script(call(f"call_{turn}", "read_file", path=f"f{turn}.py"), reply("read it"))
+        client.append_entries(session.id, entries=[user(f"read file {turn}")])
+        asked = complete_turn(client, session.id, model="openai/gpt-4o", **options)
+        (tool_call,) = asked.tool_calls
+        assert json.loads(tool_call.arguments_json) == {"path": f"f{turn}.py"}
+        result = ToolResultBlock(tool_call.id, file_text(f"f{turn}.py"))
+        client.append_entries(session.id, entries=[Entry(role=Role.TOOL, content=[result])])
+        answered = complete_turn(client, session.id, model="openai/gpt-4o", **options)
+        assert answered.text == "read it" and answered.attempts == 1
+    for received in provider.requests:
+        checked(received)
+    assert client.list_compactions(session.id, min_position=0).compactions, (
+        "the store never compacted"
+    )
+    last = provider.requests[-1].messages
+    assert "compacted into the following summary" in last[0]["content"]
+    # The answers carry the provider's usage and the view they answered.
+    stored = client.get_entry(session.id, entry_id=answered.entry.id)
+    assert stored.usage is not None and stored.usage.input_tokens > 0
+    assert stored.prompt_ref is not None
+    assert stored.prompt_ref.hash == answered.view.request_hash
+
+
+def test_an_overflow_is_reported_and_retried_at_most_three_times(
+    client: Client, provider: FakeProvider
+) -> None:
+    session = client.create_session(settings=SessionSettings(model="gpt-4o"))
+    client.append_entries(session.id, entries=[user("hello")])
+    options = {"api_base": provider.openai_base, "api_key": "sk-test"}
+    provider.script(fail("overflow"), reply("hi"))
+    turn = complete_turn(client, session.id, model="openai/gpt-4o", **options)
+    assert turn.text == "hi" and turn.attempts == 2
+    reports = [e for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)]
+    assert len(reports) == 1
+
+    client.append_entries(session.id, entries=[user("again")])
+    provider.script(*[fail("overflow")] * 4)
+    with pytest.raises(ContextOverflow, match="3 times"):
+        complete_turn(client, session.id, model="openai/gpt-4o", **options)
+    reports = [e for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)]
+    assert len(reports) == 1 + 3
+    assert len(provider.requests) == 2 + 4
+
+
+def test_anthropic_protocol_and_asyncio(server: RunningServer, provider: FakeProvider) -> None:
+    async def run() -> None:
+        async with AsyncClient(f"127.0.0.1:{server.port}") as client:
+            model = "anthropic/claude-sonnet-4-5"
+            session = await client.create_session(settings=SessionSettings(model=model))
+            # The stored tools go with every turn (Anthropic's API wants them with calls).
+            ls = Tool("ls", "Lists files.", json.dumps({"type": "object", "properties": {}}))
+            await client.set_system_prompt(
+                session.id, system_prompt=SystemPrompt(text="Be brief.", tools=[ls])
+            )
+            await client.append_entries(session.id, entries=[user("list the files")])
+            options = {"api_base": provider.url, "api_key": "sk-ant-test"}
+            provider.script(call("toolu_1", "ls", path="."), reply("two files"))
+            asked = await acomplete_turn(client, session.id, model=model, **options)
+            (tool_call,) = asked.tool_calls
+            result = ToolResultBlock(tool_call.id, "a.py\nb.py")
+            await client.append_entries(
+                session.id, entries=[Entry(role=Role.TOOL, content=[result])]
+            )
+            answered = await acomplete_turn(client, session.id, model=model, **options)
+            assert answered.text == "two files"
+        last = provider.requests[-1]
+        assert last.path == "/v1/messages"
+        assert [t["name"] for t in last.body["tools"]] == ["ls"]
+        kinds = [
+            b["type"] for m in last.messages if isinstance(m["content"], list) for b in m["content"]
+        ]
+        assert "tool_use" in kinds and "tool_result" in kinds
+
+    asyncio.run(run())

@@ -127,7 +127,7 @@ class CompactionPolicy:
     timeout_seconds: int = 300
     max_attempts: int = 3
     max_history_share: float = 0.8
-    # What a summary may take; 0: min(4,096, window / 10).
+    # What a summary may take; 0: min(4,096, window / 5).
     summary_max_tokens: int = 0
     # The summarisers tried in order until one writes a summary that fits (see
     # domain.context.chain); empty: summarizer_model if set, then offline, then the

@@ -16,7 +16,8 @@ window is not compacted at a few tens of thousands of tokens:
 * ``reserve_tokens`` (room for the answer): min(16,384, window / 8)
 * ``reserve_floor_tokens`` (free after a compaction): min(20,000, window / 4)
 * ``keep_recent_tokens`` (newest entries a compaction keeps): window / 10
-* ``summary_max_tokens`` (what a summary may take): min(4,096, window / 10)
+* ``summary_max_tokens`` (what a summary may take): min(4,096, window / 5), so a
+  small window's summaries still hold what the user said
 
 The prompt may hold ``window - reserve`` (the budget); a compaction starts in
 the background once it holds more than ``threshold_ratio x window`` (the
@@ -48,7 +49,7 @@ def derived_keep_recent(window_tokens: int) -> int:
 
 
 def derived_summary_max(window_tokens: int) -> int:
-    return min(MAX_SUMMARY_TOKENS, window_tokens // 10)
+    return min(MAX_SUMMARY_TOKENS, window_tokens // 5)
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,8 +114,18 @@ _MONEY = re.compile(
     + EDGE_AFTER,
     re.ASCII,
 )
+# A measure named by its percentile (p99 420 ms) keeps the name: 420 ms alone says less.
+_PERCENTILE = r"(?:(?<![A-Za-z0-9_])[pP]\d{2,3}(?:\.\d+)?\s+)?"
 _QUANTITY = re.compile(
-    _NUMBER + r"(?:%|\s?(?:" + _UNITS + r")" + EDGE_AFTER + r"|\s?(?:" + _CJK_UNITS + r"))",
+    _PERCENTILE
+    + _NUMBER
+    + r"(?:%|\s?(?:"
+    + _UNITS
+    + r")"
+    + EDGE_AFTER
+    + r"|\s?(?:"
+    + _CJK_UNITS
+    + r"))",
     re.ASCII,
 )
 # "def name(", "class Name:", "function name": a keyword-named word counts when followed

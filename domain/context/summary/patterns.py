@@ -90,8 +90,10 @@ _QUOTED_TEXT = re.compile(
 _STATED_ERROR = re.compile(
     # TypeError: ..., java.io.IOException: ...
     r"(?<![A-Za-z0-9_])[A-Za-z_.]*(?:Error|Exception)\b\s*[:(]"
-    # error: ..., psql: error: ..., error[E0308]: ..., error TS2345: ..., fatal: ...
-    r"|(?<![A-Za-z0-9_])(?:[A-Za-z][\w.-]*:\s)?(?i:error|fatal|panic)(?:\[\w+\]|\s+[A-Z]+\d+)?\s*:"
+    # error: ..., psql: error: ..., error[E0308]: ..., error TS2345: ..., fatal: ...,
+    # and MySQL's ERROR 1213 (40001): ...
+    r"|(?<![A-Za-z0-9_])(?:[A-Za-z][\w.-]*:\s)?(?i:error|fatal|panic)"
+    r"(?:\[\w+\]|\s+[A-Z]*\d+(?:\s*\(\w+\))?)?\s*:"
     r"|(?<![A-Za-z])E(?:NOENT|ACCES|PERM|CONNREFUSED|CONNRESET|ADDRINUSE|TIMEDOUT|EXIST|"
     r"NOTDIR|ISDIR|NOSPC|PIPE|AGAIN|NOTFOUND)(?![A-Za-z])",
     re.ASCII,

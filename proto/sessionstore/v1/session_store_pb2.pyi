@@ -780,7 +780,7 @@ class CompactionPolicy(_message.Message):
     max_history_share: _builtins.float
     """Without a summariser: keep the newest messages that fit this share of the window."""
     summary_max_tokens: _builtins.int
-    """What a summary may take; 0: min(4,096, W / 10)."""
+    """What a summary may take; 0: min(4,096, W / 5)."""
     step_timeout_seconds: _builtins.int
     """One step of the chain (its retries included) gives up after this long."""
     @_builtins.property

@@ -38,6 +38,7 @@ IDENTIFIERS = [
     ("version", "requests==2.31.0"),
     ("version", "1.2.3"),
     ("quantity", "420 ms"),
+    ("quantity", "p99 420 ms"),
     ("quantity", "3.5 GB"),
     ("quantity", "99.9%"),
     ("quantity", "12 req/s"),
@@ -141,6 +142,10 @@ def test_an_instruction_that_introduces_a_list_keeps_the_list() -> None:
         ("it keeps saying 「连接超时：节点7没有响应」", "连接超时：节点7没有响应"),
         ('and then "connection refused" in the log', "connection refused"),
         ("报错ValueError: bad value，怎么办", "ValueError: bad value"),
+        (
+            "The nightly job failed with: ERROR 1213 (40001): Deadlock found on table orders",
+            "ERROR 1213 (40001): Deadlock found on table orders",
+        ),
     ],
 )
 def test_an_error_the_user_states_is_kept_as_written(text: str, error: str) -> None:

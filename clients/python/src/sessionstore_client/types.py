@@ -409,7 +409,7 @@ class CompactionPolicy:
     max_attempts: int | None = None
     #: Without a summariser: keep the newest messages that fit this share of the window.
     max_history_share: float | None = None
-    #: What a summary may take; 0: min(4,096, W / 10).
+    #: What a summary may take; 0: min(4,096, W / 5).
     summary_max_tokens: int | None = None
     summarizers: SummarizerChain | None = None
     #: One step of the chain (its retries included) gives up after this long.

@@ -30,6 +30,7 @@ from domain.errors import DomainError, InvalidRequest, quoted
 from domain.ids import UsedIds
 from domain.session import Session, validate_session_id
 from domain.settings import SessionSettings
+from domain.storable import check_tree
 from projections.session_history import SessionHistory
 from services.adapters.tokenizers import Tokenizer, tokenizer_for
 from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
@@ -214,10 +215,6 @@ class ImportService:
             main_id = new_id()
         validate_session_id(main_id)
         paths = _branches(transcript)
-        needed = max(
-            (r.entry.content_bytes() for r in transcript.records if r.entry is not None),
-            default=0,
-        )
 
         def settings_for(defaults: SessionSettings) -> SessionSettings:
             labels = {**defaults.labels, **transcript.labels}
@@ -229,6 +226,11 @@ class ImportService:
             return choose(from_file)
 
         settings, window, limit = self.sessions.new_session_settings(settings_for)
+        _check_strings(transcript, limit)
+        needed = max(
+            (r.entry.content_bytes() for r in transcript.records if r.entry is not None),
+            default=0,
+        )
         if needed > settings.max_entry_bytes:
             if needed > limit:
                 line = next(
@@ -315,6 +317,23 @@ class ImportService:
                 buffer, size = [], 0
         if buffer:
             yield b"".join(buffer)
+
+
+def _check_strings(transcript: Transcript, content_chars: int) -> None:
+    """The file's strings, checked as a request's are: what no store can hold is
+    refused with its line."""
+    try:
+        for name in ("model", "title", "labels"):
+            check_tree(getattr(transcript, name), name, content_chars, name)
+    except InvalidRequest as error:
+        raise TranscriptError(0, f"the session's {error}") from None
+    for record in transcript.records:
+        try:
+            check_tree(record.entry or record.compaction, "", content_chars)
+            check_tree(record.id, "id", content_chars, "id")
+            check_tree(record.abandoned_reason or "", "reason", content_chars, "abandoned_reason")
+        except InvalidRequest as error:
+            raise TranscriptError(record.line, str(error)) from None
 
 
 def _labels(labels: dict[str, str]) -> dict[str, str]:

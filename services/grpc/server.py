@@ -32,17 +32,19 @@ from services.adapters import sealing
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
-from services.app.sessions import SessionService
+from services.app.sessions import MESSAGE_ENVELOPE_BYTES, SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
+from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
+SERVICE_NAME = SERVICE.full_name
 GRACE_SECONDS = 10
 MONITOR_INTERVAL_SECONDS = 0.5
 KEY_EXPIRY_INTERVAL_SECONDS = 60.0
@@ -263,7 +265,11 @@ async def _serve(
     # Authentication innermost but for the deadline: the error interceptor
     # answers its refusals like any other, and nothing runs for a caller it
     # refuses.
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(), DeadlineInterceptor()]
+    strings = RequestStrings(content_chars=max_message - MESSAGE_ENVELOPE_BYTES)
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        ErrorInterceptor(SERVICE, strings),
+        DeadlineInterceptor(),
+    ]
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     server = grpc.aio.server(

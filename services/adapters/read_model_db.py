@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from eventsourcing.persistence import InterfaceError, OperationalError
+from psycopg_pool import PoolTimeout
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
@@ -44,6 +47,32 @@ class ReadModelDatabase:
     def dispose(self) -> None:
         self.writer.dispose()
         self.reader.dispose()
+
+
+# What a database that is down, restarting, locked or busy raises, to any of the
+# layers in between: retried later, never taken for an event that cannot be applied.
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    Unavailable,
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+    OperationalError,
+    InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    PoolTimeout,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` comes from the database's state (retry later) rather than
+    from what was asked of it."""
+    return isinstance(error, _TRANSIENT) or (
+        error.__cause__ is not None and isinstance(error.__cause__, _TRANSIENT)
+    )
 
 
 @contextmanager

@@ -99,3 +99,17 @@ prunes = Table(
     Column("chars_after", BigInteger),
     Column("reason", Text, nullable=False),
 )
+
+quarantine = Table(
+    "read_model_quarantine",
+    metadata,
+    # An event a read model could not apply: skipped, so the model went on, and
+    # kept here until `sessionstore readmodels retry` applies it.
+    Column("model", String(64), primary_key=True),
+    Column("position", BigInteger, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("recorded_us", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False),
+)

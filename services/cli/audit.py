@@ -1,7 +1,7 @@
 """`audit`: compactions and prunes from the server's audit read models, and what the
 model saw at a version (`audit view`).
 
-COMMANDS also carries `migrate` and `rebuild` (services.cli.database), the
+COMMANDS also carries `migrate`, `rebuild` and `readmodels` (services.cli.database), the
 read models' own upkeep, so that the CLI registers them all in one line.
 """
 
@@ -17,7 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.database import migrate, rebuild
+from services.cli.database import migrate, readmodels, rebuild
 from services.cli.options import Moment
 
 ACTIONS = {"soft_trim": pb.PRUNE_ACTION_SOFT_TRIM, "hard_clear": pb.PRUNE_ACTION_HARD_CLEAR}
@@ -214,4 +214,4 @@ def prunes(
         click.echo(output.clip(line, output.width()))
 
 
-COMMANDS = [audit, migrate, rebuild]
+COMMANDS = [audit, migrate, rebuild, readmodels]

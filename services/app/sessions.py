@@ -816,7 +816,7 @@ class SessionService:
                 if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
                     raise
             pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
-            time.sleep(deadline.bounded(pause))
+            deadline.pause(pause)
             deadline.check("writing to a session other servers were writing to")
 
     @contextlib.contextmanager

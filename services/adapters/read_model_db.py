@@ -31,6 +31,7 @@ from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 MIGRATE_LOCK = "sessionstore.read_models.migrate"
+WRITER_LOCK_TIMEOUT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,12 @@ def open_database(database_url: str) -> ReadModelDatabase:
         # No ping before each batch of the projection: a batch that finds its
         # connection dead fails whole and is applied again at the next tick. A
         # query for a client is answered on a connection that was pinged.
-        writer = create_engine(url_pg, **options)
+        # A writer waits at most this long for a lock (a row another projector
+        # holds, a table someone locked): then its model backs off and retries,
+        # and the other models, applied in turn by the same runner, go on.
+        writer = create_engine(
+            url_pg, connect_args={"options": f"-c lock_timeout={WRITER_LOCK_TIMEOUT_MS}"}, **options
+        )
         reader = create_engine(url_pg, pool_pre_ping=True, **options)
         if schema:
             translate = {None: schema}
@@ -142,6 +148,8 @@ def migrate(database: ReadModelDatabase) -> None:
         if database.postgres:
             if database.schema:
                 connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{database.schema}"')
+            # Replicas starting together wait for the one migrating, however long.
+            connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
             connection.exec_driver_sql(
                 "SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
                 {"key": f"{database.schema}.{MIGRATE_LOCK}"},

@@ -83,7 +83,8 @@ def _action(action: int) -> str:
 
 
 class AuditRpcs:
-    """ListCompactions, GetCompaction and ListPrunes, mixed into the servicer."""
+    """ListCompactions, GetCompaction, ListPrunes and GetReadModelStatus, mixed into the
+    servicer."""
 
     audit: AuditService
 
@@ -146,3 +147,31 @@ class AuditRpcs:
         return pb.ListPrunesResponse(
             prunes=[prune_record(r) for r in rows], next_page_token=token, position=position
         )
+
+    def GetReadModelStatus(
+        self, request: pb.GetReadModelStatusRequest, context: grpc.ServicerContext
+    ) -> pb.ReadModelStatus:
+        head, statuses, quarantined = self.audit.read_model_status()
+        response = pb.ReadModelStatus(head=head, projections=self.audit.sessions.config.projections)
+        for status in statuses:
+            state = response.models.add(
+                name=status.name,
+                position=status.position,
+                lag=status.lag,
+                quarantined=status.quarantined,
+                error=status.error,
+                retry_in_seconds=status.retry_in_seconds,
+            )
+            if status.failing_since is not None:
+                state.failing_since.FromMicroseconds(int(status.failing_since * 1_000_000))
+        for event in quarantined:
+            response.quarantined.add(
+                model=event.model,
+                position=event.position,
+                session_id=event.session_id,
+                topic=event.topic,
+                error=event.error,
+                quarantined_at=_timestamp(event.recorded_us),
+                attempts=event.attempts,
+            )
+        return response

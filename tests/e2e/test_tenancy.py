@@ -181,6 +181,16 @@ def _prompt_view(b: Stub, w: World) -> None:
     _hidden(lambda: b.GetPromptView(pb.GetPromptViewRequest(session_id="a-1", version=2)))
 
 
+def _read_model_status(b: Stub, w: World) -> None:
+    # Every tenant's quarantined events are the operator's to see.
+    refused(
+        lambda: b.GetReadModelStatus(pb.GetReadModelStatusRequest()),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    status = w.stubs["root"].GetReadModelStatus(pb.GetReadModelStatusRequest())
+    assert {m.name for m in status.models} == {"catalog", "compactions", "prunes"}
+
+
 CASES: dict[str, Case] = {
     "CreateSession": _create,
     "GetSession": lambda b, w: _hidden(
@@ -257,6 +267,7 @@ CASES: dict[str, Case] = {
     ),
     "ListPrunes": _list_prunes,
     "AuditView": lambda b, w: _hidden(lambda: b.AuditView(pb.AuditViewRequest(session_id="a-1"))),
+    "GetReadModelStatus": _read_model_status,
     "EraseSession": lambda b, w: _hidden(
         lambda: b.EraseSession(pb.EraseSessionRequest(session_id="a-1", reason="by B"))
     ),

@@ -159,7 +159,9 @@ class ReadModels:
         if self.runner is not None:
             self.runner.start()
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 1.0) -> None:
+        """Stops the projection, waiting at most ``timeout`` for a batch in flight (one
+        stuck on the database is rolled back with its connection)."""
         if self.runner is not None:
             self.runner.stop(timeout)
         self.database.dispose()

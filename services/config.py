@@ -96,6 +96,11 @@ class Config(BaseSettings):
         "reaches the port reads and writes every session): only behind a gateway that "
         "authenticates",
     )
+    allow_tokens_without_tls: bool = Field(
+        False,
+        description="accept bearer tokens on an address other than loopback without TLS "
+        "(anyone on the path reads them): only where a proxy in front terminates TLS",
+    )
     reflection: bool = Field(True, description="serve gRPC server reflection")
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")

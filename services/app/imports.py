@@ -28,7 +28,7 @@ from domain.compaction import Compaction
 from domain.content import Entry, Role
 from domain.errors import DomainError, InvalidRequest, quoted
 from domain.ids import UsedIds
-from domain.session import Session, validate_session_id
+from domain.session import Session, new_id, validate_stream_id
 from domain.settings import SessionSettings
 from domain.storable import check_tree
 from projections.session_history import SessionHistory
@@ -36,7 +36,6 @@ from services.adapters.tokenizers import Tokenizer, tokenizer_for
 from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
 from services.adapters.transcripts.ir import Record
 from services.adapters.transcripts.pi_export import export_lines
-from services.app import tenancy
 from services.app.sessions import SessionService
 
 UNANSWERED = "the transcript has no result for this call"
@@ -208,12 +207,12 @@ class ImportService:
         transcript = read_transcript(data, file_format, file_name)
         if not transcript.records:
             raise TranscriptError(0, "the file holds no entries to import")
-        main_id = session_id or transcript.session_id
-        if not main_id:
-            from domain.session import new_id
-
-            main_id = new_id()
-        validate_session_id(main_id)
+        # The session's stream: the one asked for, else the file's id, else a new one,
+        # in the caller's tenant; its forks' are in the same tenant.
+        ids = self.sessions.ids
+        main_id = session_id or ids.stream(transcript.session_id or new_id())
+        validate_stream_id(main_id)
+        tenant, own_id = ids.tenant_and_id(main_id)
         paths = _branches(transcript)
 
         def settings_for(defaults: SessionSettings) -> SessionSettings:
@@ -244,7 +243,6 @@ class ImportService:
             raised = -(-needed // ENTRY_BYTES_STEP) * ENTRY_BYTES_STEP
             settings = replace(settings, max_entry_bytes=min(raised, limit))
         tokenizer = tokenizer_for(settings.model)
-        tenant = tenancy.caller().tenant  # the sessions are the importer's
         now = datetime.now(UTC)
         main_path = paths[0]
         started = _start_time(transcript, main_path, now)
@@ -277,7 +275,7 @@ class ImportService:
             leaf = path[-1]
             split = max((i for i, r in enumerate(path) if r.id in on_main), default=-1)
             fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
-            fork_id = _fork_id(main_id, leaf.id)
+            fork_id = ids.in_tenant(tenant, _fork_id(own_id, leaf.id))
             fork = Session.fork(fork_id, main_events[:fork_version], tenant)  # type: ignore[arg-type]
             builder = _Builder(fork, tokenizer, now)
             builder.version_of.update(
@@ -308,7 +306,7 @@ class ImportService:
         events = self.sessions.events_upto(session_id, version)
         buffer: list[bytes] = []
         size = 0
-        for line in export_lines(session_id, events):
+        for line in export_lines(self.sessions.ids.client(session_id), events):
             encoded = line.encode() + b"\n"
             buffer.append(encoded)
             size += len(encoded)

@@ -88,11 +88,20 @@ class AuditRpcs:
 
     audit: AuditService
 
+    def _stream_or_all(self, session_id: str) -> str:
+        """The stream of the session a filter names ("": every session)."""
+        return self.audit.sessions.ids.stream(session_id) if session_id else ""
+
+    def _record_shown(self, record: Any) -> Any:
+        """The record with its session named as the caller names it."""
+        record.session_id = self.audit.sessions.ids.client(record.session_id)
+        return record
+
     def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.ServicerContext
     ) -> pb.ListCompactionsResponse:
         where = AuditFilter(
-            session_id=request.session_id,
+            session_id=self._stream_or_all(request.session_id),
             since_us=_micros(request, "since"),
             until_us=_micros(request, "until"),
             trigger=request.trigger,
@@ -103,7 +112,7 @@ class AuditRpcs:
             where, request.page_size, request.page_token, request.min_position, deadline(context)
         )
         return pb.ListCompactionsResponse(
-            compactions=[compaction_record(r) for r in rows],
+            compactions=[self._record_shown(compaction_record(r)) for r in rows],
             next_page_token=token,
             position=position,
         )
@@ -114,13 +123,16 @@ class AuditRpcs:
         if not request.session_id or request.version < 1:
             raise InvalidRequest("session_id and a version of 1 or more are required")
         detail = self.audit.get_compaction(
-            request.session_id, request.version, request.min_position, deadline(context)
+            self._stream_or_all(request.session_id),
+            request.version,
+            request.min_position,
+            deadline(context),
         )
         response = pb.GetCompactionResponse(
-            record=compaction_record(detail.row),
+            record=self._record_shown(compaction_record(detail.row)),
             replaced_entries=[mapping.entry_to_pb(e, v) for e, v in detail.replaced],
             in_force=detail.in_force,
-            changes=[compaction_record(r) for r in detail.changes],
+            changes=[self._record_shown(compaction_record(r)) for r in detail.changes],
         )
         if detail.compaction is not None:
             response.compaction.CopyFrom(
@@ -136,7 +148,7 @@ class AuditRpcs:
         self, request: pb.ListPrunesRequest, context: grpc.ServicerContext
     ) -> pb.ListPrunesResponse:
         where = AuditFilter(
-            session_id=request.session_id,
+            session_id=self._stream_or_all(request.session_id),
             since_us=_micros(request, "since"),
             until_us=_micros(request, "until"),
             action=_action(request.action),
@@ -145,7 +157,9 @@ class AuditRpcs:
             where, request.page_size, request.page_token, request.min_position, deadline(context)
         )
         return pb.ListPrunesResponse(
-            prunes=[prune_record(r) for r in rows], next_page_token=token, position=position
+            prunes=[self._record_shown(prune_record(r)) for r in rows],
+            next_page_token=token,
+            position=position,
         )
 
     def GetReadModelStatus(
@@ -168,7 +182,7 @@ class AuditRpcs:
             response.quarantined.add(
                 model=event.model,
                 position=event.position,
-                session_id=event.session_id,
+                session_id=self.audit.sessions.ids.client(event.session_id),
                 topic=event.topic,
                 error=event.error,
                 quarantined_at=_timestamp(event.recorded_us),

@@ -31,6 +31,7 @@ from psycopg import sql
 
 from domain.session import Session
 from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters import legacy_tenants
 from services.adapters.read_model_db import open_database
 from services.bootstrap import build_service
 from services.cli import cli
@@ -46,16 +47,21 @@ COMPACTION_TOPIC = get_topic(Session.CompactionRecorded)
 
 
 def raw_sql(database_url: str, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    """Runs SQL on the events' database, bypassing the store ("{events}" names the
-    events table)."""
+    """Runs SQL on the events' database, bypassing the store: "{events}" names the
+    events table, "{legacy_tenants}" the list of pre-scoping tenants' sessions."""
+    tables = {"events": "events", "legacy_tenants": "events" + legacy_tenants.TABLE_SUFFIX}
     if database_url.startswith("sqlite"):
         with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-            query = statement.replace("{events}", "stored_events").replace("%s", "?")
+            names = {k: f"stored_{v}" for k, v in tables.items()}
+            query = statement.format(**names).replace("%s", "?")
             return conn.execute(query, params).fetchall()
     base, schema = database_url.split("?schema=")
     with psycopg.connect(base, autocommit=True) as conn:
-        table = sql.Identifier(schema, "sessionstore_events").as_string(conn)
-        cursor = conn.execute(statement.replace("{events}", table).encode(), params)
+        names = {
+            k: sql.Identifier(schema, f"sessionstore_{v}").as_string(conn)
+            for k, v in tables.items()
+        }
+        cursor = conn.execute(statement.format(**names).encode(), params)
         return cursor.fetchall() if cursor.description else []
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from tests.bench import coldwrite, engine, memory, peers, tokencount, views, workloads
+from tests.bench import coldwrite, engine, hostile, memory, peers, tokencount, views, workloads
 from tests.bench.config import FULL, QUICK, Context
 from tests.bench.plot import write_png
 from tests.bench.report import PARTIAL_DIR, RESULTS_DIR, Report
@@ -36,6 +36,8 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "memory": memory.memory,
     "peers": peers.peers,
     "engine": engine.engine,
+    "large": hostile.large,
+    "fuzz": hostile.fuzz,
 }
 PACKAGES = (
     "eventsourcing",

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from domain.session import Session
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, is_transient, reading
-from services.adapters.read_model_writers import ReadModel
+from services.adapters.read_model_writers import ReadModel, storable
 
 MAX_ERROR_CHARS = 2_000
 ERASURES = (Session.EntriesErased, Session.SessionErased)
@@ -157,7 +157,8 @@ class ReadModelStore:
             for position, event, error in failed
         ]
         if rows:
-            connection.execute(insert(t.quarantine), [asdict(row) for row in rows])
+            # An error may quote the very value no column could hold.
+            connection.execute(insert(t.quarantine), [storable(asdict(row)) for row in rows])
         return rows
 
     def reproject(self, name: str, session_id: str, events: Batch) -> list[Quarantined]:

@@ -28,7 +28,7 @@ from domain.compaction import Compaction
 from domain.content import Entry, Role
 from domain.errors import DomainError, InvalidRequest, quoted
 from domain.ids import UsedIds
-from domain.session import Session, new_id, validate_stream_id
+from domain.session import Session, new_id
 from domain.settings import SessionSettings
 from domain.storable import check_tree
 from projections.session_history import SessionHistory
@@ -211,7 +211,6 @@ class ImportService:
         # in the caller's tenant; its forks' are in the same tenant.
         ids = self.sessions.ids
         main_id = session_id or ids.stream(transcript.session_id or new_id())
-        validate_stream_id(main_id)
         tenant, own_id = ids.tenant_and_id(main_id)
         paths = _branches(transcript)
 

@@ -44,7 +44,7 @@ from domain.errors import (
     quoted,
 )
 from domain.pruning import PruneDecision
-from domain.session import Session, SessionEvent, new_id, validate_stream_id
+from domain.session import Session, SessionEvent, new_id
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
@@ -177,7 +177,6 @@ class SessionService:
         """A new session with the server's defaults, changed as ``choose`` says, in the
         stream ``session_id`` (the caller's, from SessionIds; a new id when empty)."""
         session_id = session_id or self.ids.stream(new_id())
-        validate_stream_id(session_id)
         settings = choose(self.config.new_session_settings())
         self._check_engine(settings)
         settings = replace(settings, model=settings.model or self.config.default_model)
@@ -660,7 +659,6 @@ class SessionService:
             version = history.entry_version(position)
         version = history.resolve_version(version)
         fork_id = new_session_id or self.ids.stream(new_id())
-        validate_stream_id(fork_id)
         self.check_new_session_id(fork_id)
         events = self.store.session_events(session_id, upto=version)
         fork = Session.fork(fork_id, events, tenant=self.ids.tenant_and_id(fork_id)[0])

@@ -82,7 +82,7 @@ FULL = Scale(
     engine_view_entries=10_000,
     engine_compact_entries=2_500,
     fuzz_examples=100,
-    fuzz_passes=2,
+    fuzz_passes=3,
     fuzz_cap_mb=64,
 )
 

@@ -98,6 +98,35 @@ class ReadModelStore:
         applied = self.apply(name, batch, start, reached)
         return applied.events, applied.position
 
+    def apply_together(
+        self, names: Sequence[str], batch: Batch, start: int, reached: int
+    ) -> dict[str, Applied] | None:
+        """The batch applied to several models at ``start`` in one transaction: what a
+        healthy projection does, a transaction per batch rather than per model. None
+        when that fails for any reason (nothing is written then): ``apply`` each model
+        on its own, which tells the failures apart."""
+        models = [self.model(name) for name in names]
+        todo = {m.name: [(p, e) for p, e in batch if p > start and _reads(m, e)] for m in models}
+        if any(isinstance(e, Unreadable) for events in todo.values() for _, e in events):
+            return None
+        try:
+            with self.database.writer.begin() as connection:
+                positions = self._locked_positions(connection, list(names))
+                if any(position != start for position in positions.values()):
+                    return None
+                for model in models:
+                    model.write_batch(connection, todo[model.name])
+                if reached > start:
+                    connection.execute(
+                        update(t.tracking)
+                        .where(t.tracking.c.name.in_(list(names)))
+                        .values(position=reached)
+                    )
+        except Exception:
+            return None
+        self._wipe_after_erasures(batch)
+        return {name: Applied(len(todo[name]), max(reached, start)) for name in names}
+
     def apply(self, name: str, batch: Batch, start: int, reached: int) -> Applied:
         """Applies the batch fetched after ``start`` (and reaching ``reached``) to one
         model, quarantining what it cannot apply."""

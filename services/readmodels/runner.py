@@ -7,8 +7,9 @@ Stopping it at any moment loses nothing: a batch commits with its position,
 or not at all.
 
 Each model moves on by itself: models at the same position share one read
-of the events, and each applies it in a transaction of its own. A model
-whose database is down or busy waits out an exponential backoff with jitter
+of the events and, while none fails, one transaction; when that fails, each
+applies the batch in a transaction of its own. A model whose database is
+down or busy waits out an exponential backoff with jitter
 (logged once when it starts failing, once when it recovers) while the others
 go on; an event it cannot apply is quarantined by the store, and it goes on
 past it.
@@ -175,12 +176,16 @@ class ReadModelRunner:
                 for name in names:
                     self._failed(name, error)
                 continue
+            together = self.models.apply_together(names, batch, start, reached)
             for name in names:
-                try:
-                    result = self.models.apply(name, batch, start, reached)
-                except Exception as error:
-                    self._failed(name, error)
-                    continue
+                if together is not None:
+                    result = together[name]
+                else:
+                    try:
+                        result = self.models.apply(name, batch, start, reached)
+                    except Exception as error:
+                        self._failed(name, error)
+                        continue
                 self._applied(name, result)
                 applied += result.events
                 more = more or result.moved or result.position < head

@@ -58,7 +58,7 @@ def test_start_records_settings_and_window() -> None:
 @pytest.mark.parametrize("session_id", ["", "has space", "a/", "x" * 129, "ü", "a b/c"])
 def test_start_refuses_bad_session_id(session_id: str) -> None:
     """Session ids are 1-128 characters from a small safe alphabet."""
-    with pytest.raises(InvalidRequest, match="session id|tenant"):
+    with pytest.raises(InvalidRequest, match=r"session id|tenant"):
         Session.start(session_id, SessionSettings(), (200_000, "default"))
 
 

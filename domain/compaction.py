@@ -26,6 +26,21 @@ class Trigger(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class SummarizerAttempt:
+    """One step of a compaction's summariser chain, and what became of it."""
+
+    summarizer: str
+    # "used" (it wrote the summary), "failed", "timed-out" or "too-large" (its summary
+    # and what the cut keeps did not fit the budget).
+    outcome: str
+    reason: str = ""
+    duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
 class Compaction:
     """A compaction and its receipt: what was covered, how, by whom, at what cost."""
 
@@ -55,6 +70,8 @@ class Compaction:
     duration_ms: int = 0
     engine: str = ""
     instructions: str = ""
+    # Every summariser the chain tried, in order (empty for a client's summary).
+    attempts: tuple[SummarizerAttempt, ...] = ()
 
     def validate(self) -> None:
         if not self.summary.strip():
@@ -64,6 +81,9 @@ class Compaction:
         validate_id(self.first_kept_entry_id, "first_kept_entry_id")
         if self.tokens_before < 0 or self.tokens_after < 0:
             raise InvalidRequest("tokens_before and tokens_after must not be negative")
+
+    def check_shrinks(self) -> None:
+        """Refuses a compaction whose figures say it does not shrink the context."""
         if self.tokens_before and self.tokens_after >= self.tokens_before:
             raise InvalidRequest(
                 f"tokens_after ({self.tokens_after}) is not below tokens_before "
@@ -74,12 +94,19 @@ class Compaction:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["details"] = dict(self.details)
+        data["attempts"] = [attempt.to_dict() for attempt in self.attempts]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
         # Receipts stored before a field existed read back with its default.
-        return cls(**{**data, "details": MappingProxyType(dict(data.get("details", {})))})
+        return cls(
+            **{
+                **data,
+                "details": MappingProxyType(dict(data.get("details", {}))),
+                "attempts": tuple(SummarizerAttempt(**a) for a in data.get("attempts", ())),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)

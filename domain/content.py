@@ -85,6 +85,13 @@ class Usage:
             self.cache_write_tokens + other.cache_write_tokens,
         )
 
+    def prompt_total(self, provider_format: str) -> int:
+        """Every prompt token the provider counted. Anthropic reports cached tokens apart
+        from ``input_tokens``; OpenAI's ``prompt_tokens`` already holds its cached ones."""
+        if provider_format == "anthropic":
+            return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return self.input_tokens
+
     def is_empty(self) -> bool:
         return not (
             self.input_tokens

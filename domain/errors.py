@@ -115,6 +115,21 @@ class PromptOverBudget(PreconditionFailed):
         }
 
 
+class TooLargeForWindow(PreconditionFailed):
+    """Something the prompt must hold whole (a message, a summary, the system prompt) would
+    not fit it even alone: no compaction could ever serve a view holding it."""
+
+    reason = "too_large_for_window"
+
+    def __init__(self, message: str, what: str, tokens: int, budget_tokens: int) -> None:
+        super().__init__(message)
+        self.metadata = {
+            "what": what,
+            "tokens": str(tokens),
+            "budget_tokens": str(budget_tokens),
+        }
+
+
 class VersionConflict(DomainError):
     """Optimistic concurrency: the caller saw an older (or newer) version."""
 

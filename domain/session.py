@@ -37,7 +37,8 @@ from domain.content import (
     validate_entry,
     validate_entry_ids,
 )
-from domain.context.compaction_planner import should_compact
+from domain.context.budget import ContextBudget, context_budget
+from domain.context.calibration import LearnedLimits, TokenLesson, WindowLesson, learn_tokens
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
 from domain.erasure import (
@@ -52,6 +53,7 @@ from domain.errors import (
     InvalidCutPoint,
     InvalidPrune,
     InvalidRequest,
+    TooLargeForWindow,
     ToolCallsOpen,
     UnknownToolCall,
     VersionConflict,
@@ -75,8 +77,8 @@ MAX_CUTS_KEPT = 64
 MAX_SYSTEM_ENTRIES_KEPT = 64
 MAX_UNDO_REASON_CHARS = 2_000
 MAX_PROVIDER_MESSAGE_CHARS = 4_000
-# A provider's count more than 4x off the estimate is a mistake, not a calibration.
-MAX_CALIBRATION = 4.0
+# The models whose lessons a session keeps (a session rarely changes model).
+MAX_MODELS_LEARNED = 8
 # The tenant of sessions made without authentication, and of those stored before tenants.
 DEFAULT_TENANT = "default"
 
@@ -156,11 +158,16 @@ class Session(BaseAggregate[str]):
         # How the tool-result guard shows the results it did not keep whole, decided
         # with the window in force then, so every later view shows them the same way.
         guarded: Sequence[ToolResultDecision] = ()
+        # What the provider's usage on these entries taught (None in events stored
+        # before lessons were recorded: those teach nothing).
+        lessons: Sequence[TokenLesson] | None = None
 
         def apply(self, session: Session) -> None:
             if any(entry.role is Role.USER for entry in self.entries):
                 session.overflow_attempts = 0  # a new turn
-            session.calibrate(self.entries, self.originator_version)
+            for lesson in self.lessons or ():
+                learned = session.learned_for(lesson.model)
+                session.learn(lesson.model, learned.after_tokens(lesson, accepted=True))
             session.prompt_tokens += sum(e.token_count for e in self.entries) - _guard_savings(
                 self.entries, self.guarded
             )
@@ -214,6 +221,9 @@ class Session(BaseAggregate[str]):
         # read starts there; 0 in events stored before it (a cold read then
         # folds the whole session).
         first_kept_version: int = 0
+        # The session's learned limits when it was recorded (Session.limits), so a
+        # read starting at this cut knows what the provider taught before it.
+        limits: Sequence[Sequence[Any]] = ()
 
         def apply(self, session: Session) -> None:
             session.prompt_tokens = (
@@ -306,9 +316,20 @@ class Session(BaseAggregate[str]):
         kind: str
         view_version: int
         view_hash: str = ""
+        # What the provider's error stated: its window (and the answer's room), and
+        # its count of the refused prompt against the store's estimate of it.
+        window: WindowLesson | None = None
+        lesson: TokenLesson | None = None
 
         def apply(self, session: Session) -> None:
             session.overflow_attempts += 1
+            if self.window is not None:
+                model = self.window.model
+                session.learn(model, session.learned_for(model).after_window(self.window))
+            if self.lesson is not None:
+                model = self.lesson.model
+                learned = session.learned_for(model).after_tokens(self.lesson, accepted=False)
+                session.learn(model, learned)
 
     @dataclass(frozen=True)
     class SystemPromptSet(Event):
@@ -327,6 +348,13 @@ class Session(BaseAggregate[str]):
         # Per decision, [characters of the entry's tool output as stored,
         # characters of it the prune keeps]; empty in events stored before.
         chars: Sequence[Sequence[int]] = ()
+        # The prompt's tokens right after (as the guard and every prune show them),
+        # counted by the store; -1 in events stored before it.
+        prompt_tokens: int = -1
+
+        def apply(self, session: Session) -> None:
+            if self.prompt_tokens >= 0:
+                session.prompt_tokens = self.prompt_tokens
 
     @dataclass(frozen=True)
     class SettingsChanged(Event):
@@ -378,12 +406,12 @@ class Session(BaseAggregate[str]):
     # back with these class-level defaults.
     compaction_failures = 0
     overflow_attempts = 0
-    # Provider-reported prompt tokens per estimated token (SPEC 5: the provider's
-    # count is the ground truth), a moving average; 1.0 until a turn reports usage.
-    calibration = 1.0
-    # Tokens of the prompt view's messages (the system prompt aside), kept as
-    # events land, so deciding whether to compact needs no read. Prunes are
-    # not subtracted: the estimate errs high, and the read side has the exact one.
+    # What the provider taught, per model (see domain.context.calibration): each
+    # [model, *LearnedLimits.to_list()], oldest first, at most MAX_MODELS_LEARNED.
+    limits: Sequence[Sequence[Any]] = ()
+    # Tokens of the prompt view's messages (the system prompt aside), kept exact
+    # as events land (guard decisions, prunes, compactions and undos say what they
+    # leave), so deciding whether to compact needs no read.
     prompt_tokens = 0
     system_prompt_tokens = 0
     system_prompt_fingerprint = ""
@@ -577,13 +605,17 @@ class Session(BaseAggregate[str]):
         fingerprint: str = "",
         timestamp: datetime | None = None,
         measure: Callable[[Entry], Entry] | None = None,
+        estimate_at: Callable[[int], int | None] | None = None,
     ) -> list[Entry]:
         """Appends one turn. Fills in ids, parents and timestamps left empty.
 
         ``timestamp`` is the event's time: now, unless the turn is imported with
         the time it had. ``measure``, if given, completes each entry once it is
         known to be valid (the store counts its tokens there), so nothing invalid
-        is measured.
+        is measured, and an entry that could never fit the prompt even alone is
+        refused. ``estimate_at(version)`` is the store's estimate of the prompt
+        view at an earlier version, for usage that answered one (the aggregate
+        knows only the latest).
         """
         if not entries:
             raise InvalidRequest("an append needs at least one entry")
@@ -618,15 +650,70 @@ class Session(BaseAggregate[str]):
             batch_ids.add(entry.id)
             parent = entry.id
             final.append(measure(entry) if measure else entry)
+        guarded = self._guarded(final)
+        if measure is not None:
+            self._check_fits_alone(final, guarded, labels)
         self.trigger_event(
             self.EntriesAppended,
             entries=final,
             idempotency_key=idempotency_key,
             fingerprint=fingerprint,
-            guarded=self._guarded(final),
+            guarded=guarded,
             timestamp=timestamp,
+            lessons=self._lessons(final, estimate_at),
         )
         return final
+
+    def _check_fits_alone(
+        self,
+        entries: Sequence[Entry],
+        guarded: Sequence[ToolResultDecision],
+        labels: Sequence[str],
+    ) -> None:
+        """Refuses an entry that, as the prompt would show it and beside the system
+        prompt, is over the budget. Tool results never are (the guard caps them, and
+        pruning can clear them); a message may be."""
+        for label, entry in zip(labels, entries, strict=True):
+            shown = entry.token_count - _guard_savings((entry,), guarded)
+            self.check_fits(
+                f"{label} ({entry.role.value})",
+                "entry",
+                shown,
+                "split it into smaller messages, send large content as a tool result (which "
+                "the guard trims), or use a model with a larger window",
+            )
+
+    def check_fits(
+        self,
+        what: str,
+        kind: str,
+        tokens: int,
+        remedy: str,
+        *,
+        beside: int | None = None,
+        budget: ContextBudget | None = None,
+        settings: SessionSettings | None = None,
+    ) -> None:
+        """Refuses ``tokens`` of something the prompt must hold whole, were it over the
+        budget beside the system prompt (``beside``, ``budget`` and ``settings``: what it
+        would be beside and under, by default the session's). Only sessions whose engine
+        keeps the prompt within the window (compaction ``auto``) promise a view that
+        fits; the others are served as they are."""
+        budget = budget or self.budget()
+        if (settings or self.settings).compaction.mode != "auto":
+            return  # the client keeps the prompt within its window; views are served as is
+        system = self.system_prompt_tokens if beside is None else beside
+        if system + tokens <= budget.budget_estimate:
+            return
+        besides = f", and the system prompt takes {system:,}" if system else ""
+        raise TooLargeForWindow(
+            f"{what} needs ~{budget.provider_tokens(tokens):,} tokens of the prompt, but the "
+            f"prompt holds at most {budget.describe()}{besides}; no compaction could ever fit "
+            f"it: {remedy}",
+            kind,
+            budget.provider_tokens(tokens),
+            budget.budget_tokens,
+        )
 
     def abandon_tool_calls(
         self,
@@ -683,7 +770,7 @@ class Session(BaseAggregate[str]):
         return [
             decision
             for entry in entries
-            for decision in guard_entry(entry, self.context_window_tokens, policy)
+            for decision in guard_entry(entry, self.window_tokens, policy)
             if decision.action is not GuardAction.KEEP
         ]
 
@@ -733,34 +820,84 @@ class Session(BaseAggregate[str]):
 
     @property
     def calibrated_prompt_tokens(self) -> int:
-        return round(self.estimated_prompt_tokens * self.calibration)
+        return self.budget().provider_tokens(self.estimated_prompt_tokens)
 
-    def calibrate(self, entries: Sequence[Entry], version: int) -> None:
-        """Learns from an assistant turn that answered the view just before it: its
-        provider-reported input tokens against the store's estimate of that view."""
-        estimate = self.estimated_prompt_tokens
-        for entry in entries:
-            ref, usage = entry.prompt_ref, entry.usage
-            if ref is None or usage is None or usage.input_tokens <= 0 or estimate <= 0:
-                continue
-            if ref.version != version - 1:
-                continue  # something landed in between: the estimate is not that view's
-            ratio = min(MAX_CALIBRATION, max(1 / MAX_CALIBRATION, usage.input_tokens / estimate))
-            self.calibration = round((self.calibration + ratio) / 2, 4)
+    # -- what the provider taught ------------------------------------------------
+
+    def learned_for(self, model: str) -> LearnedLimits:
+        stored = next((row for row in self.limits if row[0] == model), None)
+        return LearnedLimits.from_list(list(stored[1:])) if stored else LearnedLimits()
+
+    def learn(self, model: str, limits: LearnedLimits) -> None:
+        kept = [row for row in self.limits if row[0] != model][-(MAX_MODELS_LEARNED - 1) :]
+        self.limits = (*kept, (model, *limits.to_list()))
+
+    @property
+    def learned(self) -> LearnedLimits:
+        """What the provider taught about the session's model."""
+        return self.learned_for(self.settings.model)
+
+    @property
+    def calibration(self) -> float:
+        """Provider tokens per estimated token for the session's model (1.0 untaught)."""
+        return self.learned.calibration or 1.0
+
+    @property
+    def window_tokens(self) -> int:
+        """The window in force: the resolved one, or the provider's when it said less."""
+        return self.learned.window(self.context_window_tokens)
+
+    def budget(self, asked_tokens: int | None = None) -> ContextBudget:
+        """What the prompt may hold now (see domain.context.budget)."""
+        return self._budget_under(self.settings, self.context_window_tokens, asked_tokens)
+
+    def _budget_under(
+        self, settings: SessionSettings, window_tokens: int, asked_tokens: int | None = None
+    ) -> ContextBudget:
+        learned = self.learned_for(settings.model)
+        return context_budget(
+            learned.window(window_tokens),
+            settings.compaction,
+            calibration=learned.calibration or 1.0,
+            learned_reserve_tokens=learned.output_tokens,
+            asked_tokens=asked_tokens,
+        )
 
     def crossed_threshold(self) -> bool:
-        """Whether automatic compaction should start: the estimate is over the threshold
-        or eats into the reserve."""
-        policy = self.settings.compaction
-        return (
-            policy.mode == "auto"
-            and should_compact(
-                self.calibrated_prompt_tokens,
-                self.context_window_tokens,
-                policy,
-                reserve_floor_tokens=policy.reserve_floor_tokens,
-            ).needed
+        """Whether automatic compaction should start: the calibrated estimate is over
+        the threshold (which the reserve caps)."""
+        return self.settings.compaction.mode == "auto" and self.budget().over_threshold(
+            self.estimated_prompt_tokens
         )
+
+    def _lessons(
+        self, entries: Sequence[Entry], estimate_at: Callable[[int], int | None] | None
+    ) -> list[TokenLesson]:
+        """What the provider's usage on these entries teaches: each assistant entry that
+        names the view it answered, its reported prompt tokens against the store's
+        estimate of that view."""
+        lessons: list[TokenLesson] = []
+        current = self.learned.calibration
+        for entry in entries:
+            ref, usage = entry.prompt_ref, entry.usage
+            if ref is None or usage is None or not 0 < ref.version <= self.version:
+                continue
+            estimate = self.estimated_prompt_tokens if ref.version == self.version else None
+            if estimate is None and estimate_at is not None:
+                estimate = estimate_at(ref.version)
+            if estimate is None:
+                continue
+            lesson = learn_tokens(
+                current,
+                self.settings.model,
+                estimate,
+                usage.prompt_total(ref.format),
+                f"usage of entry {entry.id} (view at version {ref.version})",
+            )
+            if lesson is not None:
+                lessons.append(lesson)
+                current = lesson.calibration
+        return lessons
 
     def record_compaction(
         self,
@@ -773,23 +910,29 @@ class Session(BaseAggregate[str]):
         compaction.validate()
         if self.entry_count == 0:
             raise InvalidCutPoint("the session has no entries to compact")
-        if self.compaction_count and not self.entries_since_compaction:
-            raise InvalidCutPoint(
-                "nothing was appended since the last compaction; a compaction cannot "
-                "directly follow another"
-            )
+        self.check_fits("the summary", "summary", compaction.summary_tokens, "write a shorter one")
         position = check_cut_point(
             compaction.first_kept_entry_id,
             history,
             self.open_tool_calls,
             self.first_kept_position,
         )
+        stale = self.compaction_count and not self.entries_since_compaction
+        if stale and position <= self.first_kept_position:
+            # Nothing new would be summarised: the cut must move forward.
+            raise InvalidCutPoint(
+                f"nothing was appended since the last compaction, and first_kept_entry_id "
+                f"{quoted(compaction.first_kept_entry_id)} is where it already cuts; a "
+                "compaction that directly follows another must cut later"
+            )
+        compaction.check_shrinks()
         self.trigger_event(
             self.CompactionRecorded,
             compaction=compaction,
             first_kept_position=position,
             prompt_tokens=prompt_tokens,
             first_kept_version=history.entry_version(position),
+            limits=[list(row) for row in self.limits],
             timestamp=timestamp,
         )
 
@@ -856,8 +999,14 @@ class Session(BaseAggregate[str]):
         )
 
     def record_prune(
-        self, decisions: Sequence[PruneDecision], reason: str, history: History
+        self,
+        decisions: Sequence[PruneDecision],
+        reason: str,
+        history: History,
+        prompt_tokens_after: Callable[[Sequence[PruneDecision]], int] | None = None,
     ) -> None:
+        """Records prunes of tool results in the prompt view; ``prompt_tokens_after``
+        counts the prompt's tokens with them, so the running estimate stays exact."""
         if not decisions:
             raise InvalidRequest("a prune needs at least one entry")
         seen: set[str] = set()
@@ -885,7 +1034,13 @@ class Session(BaseAggregate[str]):
             d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
         ]
         chars = [_prune_chars(history.entry(d.entry_id), d) for d in sized]
-        self.trigger_event(self.PruneRecorded, decisions=sized, reason=reason, chars=chars)
+        self.trigger_event(
+            self.PruneRecorded,
+            decisions=sized,
+            reason=reason,
+            chars=chars,
+            prompt_tokens=prompt_tokens_after(sized) if prompt_tokens_after else -1,
+        )
 
     def record_compaction_failure(self, failure: CompactionFailure) -> None:
         self.trigger_event(self.CompactionFailed, failure=failure)
@@ -899,12 +1054,36 @@ class Session(BaseAggregate[str]):
         kind: str,
         view_version: int,
         view_hash: str,
+        stated: tuple[int, int, int] = (0, 0, 0),
+        view_estimate: int | None = None,
     ) -> None:
-        """Records the provider's refusal; ``overflow_attempts`` counts them per turn."""
+        """Records the provider's refusal; ``overflow_attempts`` counts them per turn.
+
+        ``stated`` is what the provider's error said: (window, its count of the
+        refused prompt, the answer's room asked for), 0 where it said nothing;
+        ``view_estimate`` the store's estimate of the refused view. Both are lessons:
+        the window in force and the calibration learn from them."""
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
                 f"view_version {view_version} is not a version of this session (1 to "
                 f"{self.version}); send the version of the prompt view the provider refused"
+            )
+        window_tokens, prompt_tokens, output_tokens = stated
+        quoted_error = message[:200]
+        model = self.settings.model
+        window = None
+        if window_tokens or output_tokens:
+            window = WindowLesson(
+                model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
+            )
+        lesson = None
+        if prompt_tokens and view_estimate:
+            lesson = learn_tokens(
+                self.learned.calibration,
+                model,
+                view_estimate,
+                prompt_tokens,
+                f"{provider} overflow (view at version {view_version}): {quoted_error}",
             )
         self.trigger_event(
             self.OverflowReported,
@@ -914,6 +1093,8 @@ class Session(BaseAggregate[str]):
             kind=kind,
             view_version=view_version,
             view_hash=view_hash,
+            window=window,
+            lesson=lesson,
         )
 
     def erase_entries(
@@ -952,6 +1133,14 @@ class Session(BaseAggregate[str]):
         validate_system_prompt(system_prompt)
         if fingerprint == self.system_prompt_fingerprint:
             return
+        self.check_fits(
+            "the system prompt",
+            "system_prompt",
+            system_prompt.tokens.total,
+            "shorten it (fewer or smaller injected files, fewer tools), or use a model with a "
+            "larger window",
+            beside=0,
+        )
         self.trigger_event(
             self.SystemPromptSet, system_prompt=system_prompt, fingerprint=fingerprint
         )
@@ -962,8 +1151,13 @@ class Session(BaseAggregate[str]):
         context_window: tuple[int, str],
         *,
         max_entry_bytes_limit: int | None = None,
+        largest_message_tokens: int = 0,
     ) -> None:
-        """Records new settings; settings equal to the current ones record nothing."""
+        """Records new settings; settings equal to the current ones record nothing.
+
+        Refused when the prompt could no longer be served under them: the system prompt,
+        or ``largest_message_tokens`` (the largest message the prompt keeps, which no
+        compaction may shorten while its turn goes on), over the new budget."""
         settings.validate(max_entry_bytes_limit)
         window_tokens, window_source = context_window
         if (settings, window_tokens, window_source) == (
@@ -972,6 +1166,25 @@ class Session(BaseAggregate[str]):
             self.context_window_source,
         ):
             return
+        budget = self._budget_under(settings, window_tokens)
+        remedy = "choose a larger window, or a model that has one"
+        self.check_fits(
+            "the system prompt",
+            "system_prompt",
+            self.system_prompt_tokens,
+            remedy,
+            beside=0,
+            budget=budget,
+            settings=settings,
+        )
+        self.check_fits(
+            "the largest message the prompt keeps",
+            "entry",
+            largest_message_tokens,
+            remedy,
+            budget=budget,
+            settings=settings,
+        )
         self.trigger_event(
             self.SettingsChanged,
             settings=settings,

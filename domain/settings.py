@@ -16,6 +16,11 @@ from domain.errors import InvalidSettings, quoted
 
 DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
+MAX_TOOL_NAME_CHARS = 128
+MAX_SUMMARIZER_STEPS = 8
+# Settings are stored with this format number. Format 1 (no number) stored every
+# budget as a fixed figure; format 2 stores 0 for "derived from the window".
+SETTINGS_FORMAT = 2
 
 
 PRUNING_MODES = ("off", "cache-ttl", "recent-n")
@@ -37,20 +42,36 @@ class WindowGuardPolicy:
 
 @dataclass(frozen=True, slots=True)
 class ToolResultGuardPolicy:
-    """SPEC 3.2: how large one tool result may show in the prompt."""
+    """SPEC 3.2: how large one tool result may show in the prompt, in tokens."""
 
     enabled: bool = True
-    live_cap_chars: int = 16_000
+    # 0: no cap in characters; the cap in tokens (live_cap_tokens) applies.
+    live_cap_chars: int = 0
+    # A result never shows more than this share of the window.
     max_window_share: float = 0.3
     min_keep_chars: int = 2_000
     tail_share: float = 0.3
     max_tail_chars: int = 4_000
-    placeholder_window_share: float = 0.5
+    # 0: never; else a result over this share of the window is left out whole.
+    placeholder_window_share: float = 0.0
+    # 0: derived from the window, max(4,000, window / 20) (and max_window_share).
+    live_cap_tokens: int = 0
+    # The tool the agent's runtime offers to read an entry back, named in the notice.
+    read_back_tool: str = ""
 
     def validate(self) -> None:
-        for name in ("max_window_share", "tail_share", "placeholder_window_share"):
+        for name in ("max_window_share", "tail_share"):
             _require_ratio(self, "tool_result_guard", name)
+        if not 0 <= self.placeholder_window_share <= 1:
+            raise InvalidSettings(
+                "tool_result_guard.placeholder_window_share must be in [0, 1] (0: never), not "
+                f"{self.placeholder_window_share}"
+            )
         _require_non_negative(self, "tool_result_guard")
+        if len(self.read_back_tool) > MAX_TOOL_NAME_CHARS:
+            raise InvalidSettings(
+                f"tool_result_guard.read_back_tool is over {MAX_TOOL_NAME_CHARS} characters"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +103,22 @@ class PruningPolicy:
 
 @dataclass(frozen=True, slots=True)
 class CompactionPolicy:
-    """SPEC 3.3: when to compact, what to keep, and who writes the summary."""
+    """SPEC 3.3: when to compact, what to keep, and who writes the summary.
+
+    Token figures left at 0 are derived from the window (domain.context.budget)."""
 
     threshold_ratio: float = 0.8
-    reserve_tokens: int = 16_384
-    keep_recent_tokens: int = 20_000
+    # Room for the model's answer; 0: min(16,384, window / 8).
+    reserve_tokens: int = 0
+    # The newest entries a compaction keeps; 0: window / 10.
+    keep_recent_tokens: int = 0
     # Empty: the offline summariser, which needs no model, key or network.
     summarizer_model: str = ""
     identifier_policy: str = "preserve"
     # auto: on threshold, overflow and request; manual: on overflow and request; off: never.
     mode: str = "auto"
-    reserve_floor_tokens: int = 20_000
+    # Free after a compaction, at least; 0: min(20,000, window / 4).
+    reserve_floor_tokens: int = 0
     summarizer_api_base: str = ""
     # 0: resolved from the summariser model's metadata.
     summarizer_window_tokens: int = 0
@@ -101,7 +127,14 @@ class CompactionPolicy:
     timeout_seconds: int = 300
     max_attempts: int = 3
     max_history_share: float = 0.8
-    summary_max_tokens: int = 4_096
+    # What a summary may take; 0: min(4,096, window / 10).
+    summary_max_tokens: int = 0
+    # The summarisers tried in order until one writes a summary that fits (see
+    # domain.context.chain); empty: summarizer_model if set, then offline, then the
+    # hard drop, which always lands and ends every chain.
+    summarizers: tuple[str, ...] = ()
+    # One step of the chain (retries included) gives up after this long.
+    step_timeout_seconds: int = 60
 
     def validate(self) -> None:
         _require_ratio(self, "compaction", "threshold_ratio")
@@ -111,6 +144,20 @@ class CompactionPolicy:
         _require_non_negative(self, "compaction")
         if self.max_attempts < 1:
             raise InvalidSettings("compaction.max_attempts must be at least 1")
+        if self.step_timeout_seconds < 1:
+            raise InvalidSettings("compaction.step_timeout_seconds must be at least 1")
+        if len(self.summarizers) > MAX_SUMMARIZER_STEPS:
+            raise InvalidSettings(
+                f"compaction.summarizers lists {len(self.summarizers)} steps; at most "
+                f"{MAX_SUMMARIZER_STEPS}"
+            )
+        for step in self.summarizers:
+            if not step.strip() or len(step) > 256:
+                raise InvalidSettings(
+                    f"compaction.summarizers: {quoted(step)} is not a summariser; name a "
+                    "model (e.g. openai/gpt-4o-mini or openai/gpt-4o-mini@local), "
+                    "'conversation', 'offline' or 'hard-drop'"
+                )
 
 
 _POLICIES: dict[str, type] = {
@@ -171,11 +218,15 @@ class SessionSettings:
         data["labels"] = dict(self.labels)
         for name in _POLICIES:
             data[name] = dataclasses.asdict(getattr(self, name))
+        data["format"] = SETTINGS_FORMAT
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionSettings:
         """Settings from their stored form; fields an older version did not store get defaults."""
+        data = dict(data)
+        if data.pop("format", 1) < SETTINGS_FORMAT:
+            data = _derived_where_fixed(data)
         return cls(
             **{k: v for k, v in data.items() if k != "labels" and k not in _POLICIES},
             labels=MappingProxyType(dict(data.get("labels", {}))),
@@ -184,6 +235,29 @@ class SessionSettings:
                 for name, kind in _POLICIES.items()
             },
         )
+
+
+# Format 1 stored these built-in figures for every session; they were never a
+# choice, so they read as "derived from the window", which format 2 stores as 0.
+_FORMAT_1_DEFAULTS: dict[str, dict[str, object]] = {
+    "compaction": {
+        "reserve_tokens": 16_384,
+        "keep_recent_tokens": 20_000,
+        "reserve_floor_tokens": 20_000,
+        "summary_max_tokens": 4_096,
+    },
+    "tool_result_guard": {"live_cap_chars": 16_000, "placeholder_window_share": 0.5},
+}
+
+
+def _derived_where_fixed(data: dict[str, Any]) -> dict[str, Any]:
+    for policy, defaults in _FORMAT_1_DEFAULTS.items():
+        stored = data.get(policy)
+        if isinstance(stored, Mapping):
+            data[policy] = {
+                key: (0 if defaults.get(key) == value else value) for key, value in stored.items()
+            }
+    return data
 
 
 def _policy_from_dict(kind: type, data: Mapping[str, Any]) -> Any:

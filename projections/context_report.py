@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.content import Entry, Role, Usage
-from domain.context.compaction_planner import prompt_budget
+from domain.context.budget import ContextBudget
 from domain.context.pruning_planner import tool_names
 from domain.context.window_guard import WindowVerdict
 from domain.session import Session
@@ -53,9 +53,9 @@ class ContextReport:
     summary_tokens: int
     pinned_tokens: int
     messages_tokens: int
-    calibration_ratio: float
     last_provider_input_tokens: int
-    budget_tokens: int
+    # What the prompt may hold: the one calibrated figure's budget (domain.context.budget).
+    budget: ContextBudget
     system_prompt: SystemPrompt
     top_tools: Sequence[Tool]
     largest_tool_results: Sequence[ToolResultSize]
@@ -75,8 +75,12 @@ class ContextReport:
         )
 
     @property
+    def calibration_ratio(self) -> float:
+        return self.budget.calibration
+
+    @property
     def calibrated_tokens(self) -> int:
-        return round(self.used_tokens * self.calibration_ratio)
+        return self.budget.provider_tokens(self.used_tokens)
 
     @property
     def files(self) -> Sequence[InjectedFile]:
@@ -106,11 +110,10 @@ def build_context_report(
         summary_tokens=summary_tokens,
         pinned_tokens=pinned_tokens,
         messages_tokens=messages_tokens,
-        calibration_ratio=session.calibration,
         last_provider_input_tokens=next(
             (t.usage.input_tokens for t in reversed(turns) if t.usage.input_tokens), 0
         ),
-        budget_tokens=prompt_budget(view.context_window_tokens, view.settings.compaction),
+        budget=view.budget(),
         system_prompt=view.system_prompt,
         top_tools=tools_by_schema_size(view.system_prompt.tools)[:TOP],
         largest_tool_results=_largest_results(view),

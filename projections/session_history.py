@@ -26,6 +26,8 @@ from typing import assert_never
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role, ToolResult, block_texts
 from domain.context import shown
+from domain.context.budget import ContextBudget, context_budget
+from domain.context.calibration import LearnedLimits
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.errors import (
@@ -142,6 +144,37 @@ class PromptView:
     guarded: dict[str, tuple[ToolResultDecision, ...]] = field(default_factory=dict)
     # Where the window came from: session, modelsConfig, model or default.
     context_window_source: str = "default"
+    # What the provider taught about the model by this version.
+    learned: LearnedLimits = field(default_factory=LearnedLimits)
+
+    @property
+    def window_tokens(self) -> int:
+        """The window in force: the resolved one, or the provider's when it said less."""
+        return self.learned.window(self.context_window_tokens)
+
+    @property
+    def window_source(self) -> str:
+        learned = self.window_tokens != self.context_window_tokens
+        return "learned" if learned else self.context_window_source
+
+    @property
+    def calibration(self) -> float:
+        return self.learned.calibration or 1.0
+
+    def budget(self, asked_tokens: int | None = None) -> ContextBudget:
+        """What this view may hold (see domain.context.budget)."""
+        return context_budget(
+            self.window_tokens,
+            self.settings.compaction,
+            calibration=self.calibration,
+            learned_reserve_tokens=self.learned.output_tokens,
+            asked_tokens=asked_tokens,
+        )
+
+    @property
+    def calibrated_tokens(self) -> int:
+        """The estimate in the provider's tokens: the figure every budget compares."""
+        return self.budget().provider_tokens(self.estimated_tokens)
 
     def as_shown(self) -> list[Entry]:
         """The pinned and kept entries, each counted as the model sees it (guarded or
@@ -154,6 +187,27 @@ class PromptView:
                 entry = replace(entry, token_count=entry.token_count - saved)
             shown.append(entry)
         return shown
+
+    def as_sent(self) -> list[Entry]:
+        """The pinned and kept entries as the model sees them: counted as shown, and their
+        tool results holding the text shown. What a summariser is given."""
+        sent = []
+        for entry in self.as_shown():
+            if entry.id in self.pruned or entry.id in self.guarded:
+                content = tuple(
+                    replace(b, content=self.shown_result(entry.id, b))
+                    if isinstance(b, ToolResult)
+                    else b
+                    for b in entry.content
+                )
+                entry = replace(entry, content=content)
+            sent.append(entry)
+        return sent
+
+    def tokens_shown_if(self, entry: Entry, decision: PruneDecision) -> int:
+        """The tokens ``entry`` (as stored) would show were ``decision`` its prune."""
+        guarded = self.guarded.get(entry.id, ())
+        return entry.token_count - tokens_taken_out(entry, decision, guarded)
 
     def shown_result(self, entry_id: str, result: ToolResult) -> str:
         """A tool result as the model sees it in this view."""
@@ -297,6 +351,8 @@ class SessionHistory:
         self._failures: list[RecordedFailure] = []
         self._erasures: list[RecordedErasure] = []
         self._overflows: list[Session.OverflowReported] = []
+        # What the provider taught, as it changed: (version, model, limits after).
+        self._learned: list[tuple[int, str, LearnedLimits]] = []
         self._abandonments: list[Session.ToolCallsAbandoned] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
@@ -406,6 +462,11 @@ class SessionHistory:
         match event:
             case Session.EntriesAppended():
                 self._apply_entries(event.entries, event.guarded, version)
+                for lesson in event.lessons or ():
+                    learned = self.learned(version, lesson.model).after_tokens(
+                        lesson, accepted=True
+                    )
+                    self._learned.append((version, lesson.model, learned))
             case Session.ToolCallsAbandoned():
                 # The synthetic results are entries of the log like any other,
                 # flagged in their metadata; the guard never trims them.
@@ -418,6 +479,8 @@ class SessionHistory:
                 self._compactions.append(recorded)
                 self._stack.append(recorded)
                 self._cuts.append((version, recorded))
+                for model, *limits in event.limits:
+                    self._learned.append((version, model, LearnedLimits.from_list(limits)))
             case Session.CompactionUndone():
                 while self._stack and self._stack[-1].version >= event.compaction_version:
                     self._stack.pop()
@@ -470,6 +533,16 @@ class SessionHistory:
                 self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
             case Session.OverflowReported():
                 self._overflows.append(event)
+                if event.window is not None:
+                    model = event.window.model
+                    learned = self.learned(version, model).after_window(event.window)
+                    self._learned.append((version, model, learned))
+                if event.lesson is not None:
+                    model = event.lesson.model
+                    learned = self.learned(version, model).after_tokens(
+                        event.lesson, accepted=False
+                    )
+                    self._learned.append((version, model, learned))
             case Session.EntriesErased():
                 # The content is gone from the store; a server holding it in
                 # memory folds the session again (services.app.sessions).
@@ -498,6 +571,13 @@ class SessionHistory:
                 )
             case _:
                 assert_never(event)
+
+    def learned(self, version: int, model: str) -> LearnedLimits:
+        """What the provider taught about ``model`` by ``version``."""
+        for at, learned_model, limits in reversed(self._learned):
+            if at <= version and learned_model == model:
+                return limits
+        return LearnedLimits()
 
     def _held_cut(self, cut: RecordedCompaction | None) -> RecordedCompaction | None:
         """``cut``, or UNKNOWN_CUT when this history (loaded from a cut) does not hold
@@ -673,6 +753,20 @@ class SessionHistory:
         )
         return summary_tokens + kept
 
+    def prompt_tokens_if_pruned(self, decisions: Sequence[PruneDecision]) -> int:
+        """The prompt's message tokens now (the system prompt aside), were ``decisions``
+        recorded: each replaces the entry's current prune."""
+        view = self.prompt_view()
+        tokens = view.estimated_tokens - view.system_prompt.tokens.total
+        for decision in decisions:
+            if decision.entry_id not in {e.id for e in view.log.entries}:
+                continue
+            entry = self.entry(decision.entry_id)
+            guarded = view.guarded.get(decision.entry_id, ())
+            before = tokens_taken_out(entry, view.pruned.get(decision.entry_id), guarded)
+            tokens -= tokens_taken_out(entry, decision, guarded) - before
+        return tokens
+
     def _pinned_before(self, start: int) -> list[tuple[Entry, int]]:
         """The system entries a cut at ``start`` keeps ahead of the summary, with the
         versions that appended them."""
@@ -734,6 +828,7 @@ class SessionHistory:
             system_prompt,
             guarded,
             settings_at[3],
+            self.learned(log.version, settings_at[1].model),
         )
 
     def system_prompt(self, version: int | None = None) -> SystemPrompt:

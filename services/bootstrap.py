@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.adapters.event_store import EventStore
+from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
 from services.app.context import ContextService
 from services.app.sessions import SessionService
@@ -51,16 +52,13 @@ def build_service(config: Config) -> SessionService:
 
 
 def build_application(config: Config) -> Application:
+    providers = load_providers(config.providers_file)
     sessions = SessionService(config, build_event_store(config))
     runner = CompactionRunner(config.compaction_workers)
     engines = EngineRegistry(
         EngineContext(
             port=sessions,
-            summarizers=lambda policy: build_summarizer(
-                policy.summarizer_model,
-                policy.summarizer_api_base,
-                policy.summarizer_window_tokens,
-            ),
+            summarizers=lambda step: build_summarizer(step, providers),
             runner=runner,
         )
     )

@@ -101,6 +101,12 @@ class Config(BaseSettings):
         description="accept bearer tokens on an address other than loopback without TLS "
         "(anyone on the path reads them): only where a proxy in front terminates TLS",
     )
+    providers_file: Path | None = Field(
+        None,
+        description="TOML file naming the providers summarising models are reached through "
+        "(api base, and the variable or file holding the key), referred to by name in "
+        "sessions' compaction.summarizers (model@name); keys never enter settings or events",
+    )
     reflection: bool = Field(True, description="serve gRPC server reflection")
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")

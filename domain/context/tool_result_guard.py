@@ -1,40 +1,49 @@
 """The tool result guard: how one tool result is shown in the prompt.
 
 SPEC 3.2 (seed 000, 13.4, OpenClaw's ``tool-result-context-guard.ts``). A tool
-result larger than the live cap is truncated for the prompt: its head is kept
-(and its tail, when the tail looks important), followed by a notice naming the
-entry and how to read it whole. A single result larger than half the window is
-replaced by a placeholder. Nothing is lost: the stored entry keeps the full
-output and ``GetEntry`` reads it back.
+result larger than the live cap is trimmed for the prompt: its head is kept,
+and its tail when the tail looks important (an error, a total, closing JSON),
+both within the cap, followed by a neutral notice naming the entry that holds
+the whole output and, when the runtime offers one, the tool that reads it
+back. Nothing is lost: the stored entry keeps the full output.
 
-The guard returns a decision, not text: the decision can be recorded in an
-event and re-applied to the stored text with :meth:`ToolResultDecision.apply`,
-so the prompt view at any version is reproduced exactly.
+The cap is in tokens: ``live_cap_tokens`` (derived from the window when 0:
+max(4,000, window / 20)), never more than ``max_window_share`` of the window.
+Characters convert to tokens at the entry's own rate (its token count, taken
+at ingest, over its characters), so 16,000 characters of Chinese weigh what
+they cost, not 4,000 tokens.
 
-Sizes are in characters; the window is converted at 4 characters per token, as
-the anchors do.
+The guard returns a decision, not text: the decision is recorded in the event
+and re-applied to the stored text with :meth:`ToolResultDecision.apply`, so the
+prompt view at any version is reproduced exactly. Decisions recorded before
+the notice changed (``style`` 1) keep their old wording for that reason.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.content import Entry
+from domain.content import Entry, block_texts
 from domain.settings import ToolResultGuardPolicy
 
+# The anchors' rate, for entries not counted (imported without counts).
 CHARS_PER_TOKEN = 4
-# The defaults (16,000 chars, 30% of the window, keep 2,000, tail min(30%,
-# 4,000), placeholder over 50%) are ToolResultGuardPolicy's.
+MIN_CAP_TOKENS = 4_000
+CAP_WINDOW_DIVISOR = 20
 DEFAULTS = ToolResultGuardPolicy()
 # How much of the end of a result the tail heuristic looks at.
 TAIL_PROBE_CHARS = 2_000
-
+# What the notice itself costs, in characters, kept out of the cap.
+NOTICE_CHARS = 300
+# The wording of decisions recorded before the guard counted tokens (style 1).
 TRUNCATION_NOTICE = "[truncated: output exceeded context limit]"
 COMPACTED_PLACEHOLDER = "[compacted: tool output removed to free context]"
+STYLE = 2
 
 # The tail of an output matters when it reports how things ended. Matched in the
 # last TAIL_PROBE_CHARS characters, case-insensitively:
@@ -43,7 +52,8 @@ COMPACTED_PLACEHOLDER = "[compacted: tool output removed to free context]"
 _IMPORTANT_TAIL = re.compile(
     r"\b(?:error|errors|exception|traceback|failed|failure|fatal|panic|"
     r"exit (?:code|status)|total|totals|summary|passed|results?)\b"
-    r"|\b\d+ (?:tests?|errors?|warnings?|rows?|files? changed)\b",
+    r"|\b\d+ (?:tests?|errors?|warnings?|rows?|files? changed)\b"
+    r"|错误|失败|异常|总计|合计",
     re.IGNORECASE,
 )
 
@@ -65,21 +75,53 @@ class ToolResultDecision:
     tail_chars: int
     original_chars: int
     reason: str
+    # The notice's wording (1: before the guard counted tokens) and the tool it names.
+    style: int = STYLE
+    read_back_tool: str = ""
 
     def apply(self, text: str) -> str:
         """The text the model sees instead of ``text`` (the stored tool output)."""
         if self.action is GuardAction.KEEP:
             return text
+        if self.style == 1:
+            return self._apply_style_1(text)
         if self.action is GuardAction.REPLACE:
-            return f"{COMPACTED_PLACEHOLDER}\n{self._notice(len(text))}"
+            return (
+                f"[output omitted: all {len(text):,} characters were left out to fit the "
+                f"context window. {self._where()}]"
+            )
+        if len(text) <= self.head_chars + self.tail_chars:
+            return text
+        head = text[: self.head_chars]
+        tail = text[len(text) - self.tail_chars :] if self.tail_chars else ""
+        if tail:
+            kept = (
+                f"the first {self.head_chars:,} and the last {self.tail_chars:,} of "
+                f"{len(text):,} characters"
+            )
+            middle = f"\n...\n{tail}"
+        else:
+            kept = f"the first {self.head_chars:,} of {len(text):,} characters"
+            middle = "\n..."
+        return f"{head}{middle}\n\n[output trimmed: showing {kept}. {self._where()}]"
+
+    def _where(self) -> str:
+        where = f"The full output is kept as entry {self.entry_id}"
+        if not self.read_back_tool:
+            return f"{where}."
+        return f'{where}: read it with the {self.read_back_tool} tool (entry_id "{self.entry_id}").'
+
+    def _apply_style_1(self, text: str) -> str:
+        if self.action is GuardAction.REPLACE:
+            return f"{COMPACTED_PLACEHOLDER}\n{self._notice_style_1(len(text))}"
         if len(text) <= self.head_chars + self.tail_chars:
             return text
         head = text[: self.head_chars]
         tail = text[len(text) - self.tail_chars :] if self.tail_chars else ""
         middle = f"\n...\n{tail}" if tail else "\n..."
-        return f"{head}{middle}\n\n{TRUNCATION_NOTICE} {self._notice(len(text))}"
+        return f"{head}{middle}\n\n{TRUNCATION_NOTICE} {self._notice_style_1(len(text))}"
 
-    def _notice(self, total: int) -> str:
+    def _notice_style_1(self, total: int) -> str:
         if self.action is GuardAction.REPLACE:
             kept = f"all {total:,} chars of this tool result were left out of the prompt."
         elif self.tail_chars:
@@ -102,6 +144,8 @@ class ToolResultDecision:
             "tail_chars": self.tail_chars,
             "original_chars": self.original_chars,
             "reason": self.reason,
+            "style": self.style,
+            "read_back_tool": self.read_back_tool,
         }
 
     @classmethod
@@ -114,14 +158,16 @@ class ToolResultDecision:
             data["tail_chars"],
             data["original_chars"],
             data["reason"],
+            data.get("style", 1),
+            data.get("read_back_tool", ""),
         )
 
 
-def live_cap_chars(window_tokens: int, policy: ToolResultGuardPolicy = DEFAULTS) -> int:
-    """The most characters one result may show: 16,000, or 30% of the window if smaller."""
-    return min(
-        policy.live_cap_chars, int(window_tokens * CHARS_PER_TOKEN * policy.max_window_share)
-    )
+def live_cap_tokens(window_tokens: int, policy: ToolResultGuardPolicy = DEFAULTS) -> int:
+    """The most tokens one result may show: the policy's cap, or max(4,000, window / 20),
+    never more than ``max_window_share`` of the window."""
+    cap = policy.live_cap_tokens or max(MIN_CAP_TOKENS, window_tokens // CAP_WINDOW_DIVISOR)
+    return max(1, min(cap, int(window_tokens * policy.max_window_share)))
 
 
 def tail_looks_important(text: str, *, is_error: bool = False) -> bool:
@@ -148,12 +194,15 @@ def decide_tool_result(
     tool_call_id: str = "",
     is_error: bool = False,
     policy: ToolResultGuardPolicy = DEFAULTS,
+    tokens_per_char: float = 1 / CHARS_PER_TOKEN,
 ) -> ToolResultDecision:
-    """Keep, truncate or replace one tool result, for a window of ``window_tokens``."""
+    """Keep or trim one tool result (or leave it out, when the policy asks for that),
+    for a window of ``window_tokens``; ``tokens_per_char`` is the result's own rate."""
     total = len(text)
-    window_chars = window_tokens * CHARS_PER_TOKEN
-    cap = live_cap_chars(window_tokens, policy)
-    if total > window_chars * policy.placeholder_window_share:
+    rate = tokens_per_char if tokens_per_char > 0 else 1 / CHARS_PER_TOKEN
+    tokens = math.ceil(total * rate)
+    placeholder_tokens = int(window_tokens * policy.placeholder_window_share)
+    if policy.placeholder_window_share and tokens > placeholder_tokens:
         return ToolResultDecision(
             entry_id,
             tool_call_id,
@@ -161,19 +210,23 @@ def decide_tool_result(
             0,
             0,
             total,
-            f"{total:,} chars exceed {policy.placeholder_window_share:.0%} of the window "
-            f"({int(window_chars * policy.placeholder_window_share):,} of "
-            f"{window_chars:,} chars)",
+            f"~{tokens:,} tokens exceed {policy.placeholder_window_share:.0%} of the window "
+            f"({placeholder_tokens:,} tokens)",
+            read_back_tool=policy.read_back_tool,
         )
+    cap_tokens = live_cap_tokens(window_tokens, policy)
+    cap = math.floor(cap_tokens / rate)
+    if policy.live_cap_chars:
+        cap = min(cap, policy.live_cap_chars)
     if total <= cap:
         return ToolResultDecision(
             entry_id, tool_call_id, GuardAction.KEEP, total, 0, total, "within the live cap"
         )
-    budget = max(cap, policy.min_keep_chars)
+    budget = max(cap - NOTICE_CHARS, min(policy.min_keep_chars, cap))
     tail = 0
     if tail_looks_important(text, is_error=is_error):
         tail = _snap_tail(text, min(int(budget * policy.tail_share), policy.max_tail_chars))
-    head = _snap_head(text, max(policy.min_keep_chars, budget - tail))
+    head = _snap_head(text, max(0, budget - tail))
     kept = "head and tail" if tail else "head"
     return ToolResultDecision(
         entry_id,
@@ -182,7 +235,8 @@ def decide_tool_result(
         head,
         tail,
         total,
-        f"{total:,} chars exceed the live cap of {cap:,}; kept the {kept}",
+        f"~{tokens:,} tokens exceed the live cap of {cap_tokens:,}; kept the {kept}",
+        read_back_tool=policy.read_back_tool,
     )
 
 
@@ -190,6 +244,11 @@ def guard_entry(
     entry: Entry, window_tokens: int, policy: ToolResultGuardPolicy = DEFAULTS
 ) -> tuple[ToolResultDecision, ...]:
     """A decision for each tool result in ``entry`` (none for other entries)."""
+    results = entry.tool_results
+    if not results:
+        return ()
+    chars = sum(len(text) for text in block_texts(entry.content))
+    rate = entry.token_count / chars if entry.token_count and chars else 1 / CHARS_PER_TOKEN
     return tuple(
         decide_tool_result(
             entry.id,
@@ -198,8 +257,9 @@ def guard_entry(
             tool_call_id=result.tool_call_id,
             is_error=result.is_error,
             policy=policy,
+            tokens_per_char=rate,
         )
-        for result in entry.tool_results
+        for result in results
     )
 
 

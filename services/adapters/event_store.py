@@ -31,6 +31,7 @@ from psycopg import sql
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
+from domain.context.calibration import TokenLesson, WindowLesson
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
 from domain.errors import Unavailable
@@ -245,6 +246,16 @@ class SystemPromptAsDict(_AsDict):
 class CompactionFailureAsDict(_AsDict):
     type = CompactionFailure
     name = "compaction_failure"
+
+
+class TokenLessonAsDict(_AsDict):
+    type = TokenLesson
+    name = "token_lesson"
+
+
+class WindowLessonAsDict(_AsDict):
+    type = WindowLesson
+    name = "window_lesson"
 
 
 class UsageAsList(Transcoding):
@@ -464,6 +475,8 @@ class EventStore(Application[str]):
             GuardDecisionAsDict(),
             SystemPromptAsDict(),
             CompactionFailureAsDict(),
+            TokenLessonAsDict(),
+            WindowLessonAsDict(),
             UsageAsList(),
             MappingAsDict(),
         ):

@@ -16,6 +16,7 @@ own list of overflow phrasings, plus llama.cpp's, which litellm lacks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,79 @@ class OverflowVerdict:
     # "context_window_exceeded", "rate_limit", "server_error" or "other".
     kind: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatedLimits:
+    """The figures an overflow error states, 0 where it states none: the provider's
+    window, its count of the refused prompt, and the answer's room the request asked."""
+
+    window_tokens: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return self.window_tokens, self.prompt_tokens, self.output_tokens
+
+
+_N = r"(\d[\d,]*)"
+# Each provider's phrasing, as its API words it (and litellm passes it on), with the
+# figure each group holds. The first match of each figure wins.
+_STATED = (
+    # OpenAI, vLLM, LM Studio: "This model's maximum context length is 32768 tokens.
+    # However, you requested 33000 tokens (32000 in the messages, 1000 in the
+    # completion)" / "...your messages resulted in 130000 tokens" / "...your request
+    # has 5000 input tokens".
+    (re.compile(rf"maximum context length is {_N} tokens", re.I), ("window",)),
+    (re.compile(rf"{_N} in the messages, {_N} in the completion", re.I), ("prompt", "output")),
+    (re.compile(rf"messages resulted in {_N} tokens", re.I), ("prompt",)),
+    (re.compile(rf"request has {_N} input tokens", re.I), ("prompt",)),
+    (re.compile(rf"configured limit of {_N} tokens", re.I), ("window",)),
+    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum" and "input length
+    # and `max_tokens` exceed context limit: 188240 + 21333 > 200000".
+    (re.compile(rf"prompt is too long: {_N} tokens > {_N} maximum", re.I), ("prompt", "window")),
+    (
+        re.compile(rf"exceed context limit: {_N} \+ {_N} > {_N}", re.I),
+        ("prompt", "output", "window"),
+    ),
+    # Gemini: "The input token count (1234567) exceeds the maximum number of tokens
+    # allowed (1048576)."
+    (
+        re.compile(
+            rf"input token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)",
+            re.I,
+        ),
+        ("prompt", "window"),
+    ),
+    # llama.cpp server: "request (40000 tokens) exceeds the available context size
+    # (32768 tokens)", and its body's n_prompt_tokens / n_ctx.
+    (
+        re.compile(
+            rf"request \({_N} tokens\) exceeds the available context size \({_N} tokens\)", re.I
+        ),
+        ("prompt", "window"),
+    ),
+    (re.compile(rf'"n_prompt_tokens"\s*:\s*{_N}'), ("prompt",)),
+    (re.compile(rf'"n_ctx"\s*:\s*{_N}'), ("window",)),
+    # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model
+    # with 32768 maximum context length".
+    (
+        re.compile(rf"prompt contains {_N} tokens.*?model with {_N} maximum context length", re.I),
+        ("prompt", "window"),
+    ),
+)
+
+
+def stated_limits(error_text: str) -> StatedLimits:
+    """The window, prompt count and answer's room an overflow error states."""
+    found: dict[str, int] = {}
+    for pattern, names in _STATED:
+        match = pattern.search(error_text)
+        if match is None:
+            continue
+        for name, value in zip(names, match.groups(), strict=True):
+            found.setdefault(name, int(value.replace(",", "")))
+    return StatedLimits(found.get("window", 0), found.get("prompt", 0), found.get("output", 0))
 
 
 def kind_of(error: BaseException) -> str:
@@ -86,8 +160,13 @@ def classify_provider_error(
 
     ``provider`` is litellm's provider name ("openai", "anthropic",
     "hosted_vllm", ...); one litellm does not know is treated as
-    OpenAI-compatible, which is what local servers speak.
+    OpenAI-compatible, which is what local servers speak. An error stating an
+    overflow's figures in a provider's own words is one without asking litellm,
+    whose import costs seconds the first time.
     """
+    stated = stated_limits(error_text)
+    if status_code in (400, 413) and (stated.window_tokens or stated.prompt_tokens):
+        return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
     mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
     kind = kind_of(mapped)
     if kind == OTHER and status_code == 400 and mentions_overflow(error_text):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from domain.compaction import Trigger
 from domain.content import Role
-from domain.context.compaction_planner import prompt_budget
+from domain.context.budget import ContextBudget
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
@@ -21,7 +21,7 @@ from projections.context_report import ContextReport, build_context_report
 from projections.prompt_formats import RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
-from services.adapters.overflow import classify_provider_error
+from services.adapters.overflow import classify_provider_error, stated_limits
 from services.app.sessions import AsOf, SessionService
 from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
 from services.engine.registry import EngineRegistry
@@ -35,7 +35,7 @@ class ServedView:
     view: PromptView
     rendered: RenderedPrompt
     verdict: WindowVerdict
-    budget_tokens: int
+    budget: ContextBudget
     engine: str
     actions: tuple[EngineAction, ...] = field(default_factory=tuple)
     # Set when the client's view is still the beginning of this one: only the
@@ -76,8 +76,9 @@ class ContextService:
         with self.sessions.one_read(session_id, written):
             if as_of.version is not None or as_of.time is not None:
                 view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
-                budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
-                return ServedView(view, rendered, _verdict(view), budget, view.settings.engine)
+                return ServedView(
+                    view, rendered, _verdict(view), view.budget(), view.settings.engine
+                )
             name = self.sessions.recent(session_id).settings.engine
             engine = self.engines.get(name)
             assembly = engine.assemble(session_id, token_budget, deadline)
@@ -86,7 +87,7 @@ class ContextService:
                 assembly.view,
                 rendered,
                 assembly.verdict,
-                assembly.budget_tokens,
+                assembly.budget,
                 name,
                 tuple(assembly.actions),
             )
@@ -160,6 +161,7 @@ class ContextService:
                 "with other instructions, or switch to a model with a larger window",
                 session.overflow_attempts,
             )
+        stated = stated_limits(error_text)
         session = self.sessions.report_overflow(
             session_id,
             provider=provider,
@@ -168,23 +170,32 @@ class ContextService:
             kind=verdict.kind,
             view_version=view_version,
             view_hash=view_hash,
+            stated=stated.as_tuple(),
         )
         engine = self.engines.get(session.settings.engine)
-        # The provider counted more than the estimate says: aim well below it.
-        refused_tokens = self.sessions.history(session_id).prompt_view().estimated_tokens
-        request = CompactionRequest(
-            Trigger.OVERFLOW,
-            force=True,
-            attempt=session.overflow_attempts,
-            budget_tokens=int(refused_tokens * OVERFLOW_TARGET_SHARE),
-        )
+        if stated.window_tokens or stated.prompt_tokens:
+            # What it stated is learned: the session's own budget now fits the provider.
+            request = CompactionRequest(
+                Trigger.OVERFLOW, force=True, attempt=session.overflow_attempts
+            )
+        else:
+            # It stated nothing: trim the largest results first, then aim well below the
+            # refused prompt.
+            refused = self.sessions.history(session_id).prompt_view()
+            request = CompactionRequest(
+                Trigger.OVERFLOW,
+                force=True,
+                attempt=session.overflow_attempts,
+                budget_tokens=int(refused.calibrated_tokens * OVERFLOW_TARGET_SHARE),
+                truncate_first=True,
+            )
         actions = [engine.compact(session_id, request).action()]
         served = self.prompt_view(session_id, AsOf(), provider_format, deadline)
         return ServedView(
             served.view,
             served.rendered,
             served.verdict,
-            served.budget_tokens,
+            served.budget,
             served.engine,
             (*actions, *served.actions),
         )
@@ -218,8 +229,8 @@ def _verdict(view: PromptView) -> WindowVerdict:
     """The guard's verdict for reading: replays and reports show a refusal, never raise it."""
     policy = view.settings.window_guard
     return check_context_window(
-        view.context_window_tokens,
-        view.context_window_source,
+        view.window_tokens,
+        view.window_source,
         hard_min_tokens=policy.hard_min_tokens,
         warn_below_tokens=policy.warn_below_tokens,
     )

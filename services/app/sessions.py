@@ -19,13 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import TypeVar, cast
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.content import Entry
+from domain.content import Entry, Role
+from domain.context.chain import provider_names
 from domain.context.window import resolve_context_window
 from domain.erasure import SessionWasErased
 from domain.errors import (
@@ -54,6 +56,7 @@ from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
 from services.adapters.model_info import model_metadata
+from services.adapters.providers import load_providers
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app import deadline, tenancy
 from services.app.cache import WeightedLRU
@@ -226,10 +229,15 @@ class SessionService:
         def command(session: Session) -> None:
             settings = change(session.settings)
             self._check_engine(settings)
+            largest = 0
+            if session.entry_count:
+                kept = self._history(session_id).prompt_view().as_shown()
+                largest = max((e.token_count for e in kept if e.role is not Role.TOOL), default=0)
             session.change_settings(
                 settings,
                 self._context_window(settings),
                 max_entry_bytes_limit=self._max_entry_bytes_limit,
+                largest_message_tokens=largest,
             )
 
         return self._write(session_id, expected_version, command)[0]
@@ -261,6 +269,9 @@ class SessionService:
                 measure=lambda e: replace(
                     e, token_count=tokenizer.count_entry(e), tokenizer=tokenizer.name
                 ),
+                estimate_at=lambda version: (
+                    self._history(session_id).prompt_view(version).estimated_tokens
+                ),
             )
             return AppendResult(session.version, entries)
 
@@ -271,36 +282,45 @@ class SessionService:
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None = None
     ) -> Session.CompactionRecorded:
-        """Records a compaction, the client's or the engine's; figures left at 0 are the
-        store's own counts, and the receipt says which."""
+        """Records a compaction, the client's or the engine's. The token figures of the
+        receipt are the store's own counts; figures a client sent are kept beside them as
+        its claims (details ``claimed_tokens_before`` / ``claimed_tokens_after``)."""
 
         def command(session: Session) -> Session.CompactionRecorded:
+            compaction.validate()
+            compaction.check_shrinks()  # claims that contradict themselves are refused
             tokenizer = tokenizer_for(session.settings.model)
             history = self._history(session_id)
+            claims = {
+                f"claimed_{name}": str(value)
+                for name, value in (
+                    ("tokens_before", compaction.tokens_before),
+                    ("tokens_after", compaction.tokens_after),
+                )
+                if value
+            }
             counted = replace(
                 compaction,
                 summary_tokens=tokenizer.count_text(compaction.summary),
                 tokenizer=tokenizer.name,
+                tokens_before=0,
+                tokens_after=0,
+                details=MappingProxyType({**compaction.details, **claims}),
             )
             position = history.position_of(compaction.first_kept_entry_id)
             prompt_tokens = -1
             if position is not None:
+                # The prompt's messages as the model sees them, before and after.
                 prompt_tokens = history.prompt_tokens_if_cut_at(position, counted.summary_tokens)
-                if not (compaction.tokens_before or compaction.tokens_after):
-                    # The prompt's messages as the model sees them, before and after.
-                    view = history.prompt_view()
-                    source = f"tokenizer:{tokenizer.name}"
-                    counted = replace(
-                        counted,
-                        tokens_before=view.estimated_tokens - view.system_prompt.tokens.total,
-                        tokens_after=prompt_tokens,
-                        tokens_before_source=source,
-                        tokens_after_source=source,
-                    )
-                else:
-                    counted = replace(
-                        counted, tokens_before_source="client", tokens_after_source="client"
-                    )
+                view = history.prompt_view()
+                source = f"tokenizer:{tokenizer.name}"
+                counted = replace(
+                    counted,
+                    tokens_before=view.estimated_tokens - view.system_prompt.tokens.total,
+                    tokens_after=prompt_tokens,
+                    tokens_before_source=source,
+                    tokens_after_source=source,
+                )
             session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
             recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.CompactionRecorded)
@@ -540,7 +560,8 @@ class SessionService:
         expected_version: int | None = None,
     ) -> Session.PruneRecorded:
         def command(session: Session) -> Session.PruneRecorded:
-            session.record_prune(decisions, reason, self._history(session_id))
+            history = self._history(session_id)
+            session.record_prune(decisions, reason, history, history.prompt_tokens_if_pruned)
             recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.PruneRecorded)
             return recorded
@@ -565,10 +586,16 @@ class SessionService:
         kind: str,
         view_version: int,
         view_hash: str,
+        stated: tuple[int, int, int] = (0, 0, 0),
     ) -> Session:
-        """Records the provider's refusal; the session counts the attempts of its turn."""
+        """Records the provider's refusal; the session counts the attempts of its turn and
+        learns what the error ``stated`` (window, the prompt's tokens, the answer's room)."""
 
         def command(session: Session) -> None:
+            estimate = None
+            if stated[1] and 1 <= view_version <= session.version:
+                # The store's estimate of the refused view, against the provider's count.
+                estimate = self._history(session_id).prompt_view(view_version).estimated_tokens
             session.report_overflow(
                 provider=provider,
                 status_code=status_code,
@@ -576,6 +603,8 @@ class SessionService:
                 kind=kind,
                 view_version=view_version,
                 view_hash=view_hash,
+                stated=stated,
+                view_estimate=estimate,
             )
 
         return self._write(session_id, None, command)[0]
@@ -901,11 +930,13 @@ class SessionService:
     # -- internals ----------------------------------------------------------------
 
     def _check_engine(self, settings: SessionSettings) -> None:
+        """Refuses settings naming an engine or a summariser provider this server lacks."""
         if self.engine_names and settings.engine not in self.engine_names:
             raise InvalidSettings(
                 f"engine {quoted(settings.engine)} is not installed on this server; choose one of "
                 + ", ".join(sorted(self.engine_names))
             )
+        load_providers(self.config.providers_file).check(provider_names(settings.compaction))
 
     @property
     def _max_entry_bytes_limit(self) -> int:

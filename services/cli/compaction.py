@@ -209,6 +209,14 @@ def _echo_receipt(compaction: pb.Compaction) -> None:
             ("  covers", covered),
             ("  tokens", f"{before} → {after}"),
             ("  summariser", compaction.summarizer_model or "offline"),
+            (
+                "  tried",
+                "; ".join(
+                    f"{a.summarizer} {a.outcome}" + (f" ({a.reason[:80]})" if a.reason else "")
+                    for a in compaction.attempts
+                    if a.outcome != "used"
+                ),
+            ),
             ("  chunks", str(compaction.chunks) if compaction.chunks else ""),
             ("  fallback", compaction.fallback_stage),
             ("  attempt", str(compaction.attempt) if compaction.attempt > 1 else ""),

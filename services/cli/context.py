@@ -68,8 +68,10 @@ def status(client: Client, session: str) -> None:
             ("provider", provider),
             (
                 "budget",
-                f"{report.threshold_tokens:,} tokens (compaction threshold, reserve applied)",
+                f"{report.budget_tokens:,} tokens (the window less {report.reserve_tokens:,} "
+                "for the answer)",
             ),
+            ("threshold", f"{report.threshold_tokens:,} tokens (compaction starts beyond)"),
             (
                 "entries",
                 f"{report.entries:,} ({report.entries_in_prompt:,} in the prompt)",

@@ -127,6 +127,19 @@ def context_setting_options(command: F) -> F:
             help="Base URL of an OpenAI-compatible server for the summariser.",
         ),
         click.option(
+            "--summarizers",
+            metavar="CHAIN",
+            help="The summariser chain, tried in order, comma-separated: conversation, a "
+            "model, model@provider (the server's providers file), offline, hard-drop. "
+            '"" for the default chain.',
+        ),
+        click.option(
+            "--read-back-tool",
+            metavar="TOOL",
+            help="The tool your runtime offers to read an entry back, named in the notice "
+            "of a trimmed tool result.",
+        ),
+        click.option(
             "--pruning",
             type=click.Choice(["off", "cache-ttl", "recent-n"]),
             help="How tool results are pruned from the prompt view.",
@@ -146,6 +159,8 @@ def apply_context_settings(
     keep_recent_tokens: int | None,
     summarizer: str | None,
     summarizer_api_base: str | None,
+    summarizers: str | None,
+    read_back_tool: str | None,
     pruning: str | None,
 ) -> None:
     """Sets on `settings` what the user gave, leaving the rest unset (the server keeps it)."""
@@ -158,7 +173,12 @@ def apply_context_settings(
         summarizer_model=summarizer,
         summarizer_api_base=summarizer_api_base,
     )
+    if summarizers is not None:
+        steps = [step.strip() for step in summarizers.split(",") if step.strip()]
+        compaction.summarizers.CopyFrom(pb.SummarizerChain(steps=steps))
     if compaction.ListFields():
         settings.compaction.MergeFrom(compaction)
+    if read_back_tool is not None:
+        settings.tool_result_guard.read_back_tool = read_back_tool
     if pruning is not None:
         settings.pruning.mode = pruning

@@ -183,6 +183,8 @@ def _context_line(settings: pb.SessionSettings) -> str:
     summarizer = compaction.summarizer_model or "offline"
     if compaction.summarizer_api_base:
         summarizer += f" at {compaction.summarizer_api_base}"
+    if compaction.summarizers.steps:
+        summarizer = "chain " + ", ".join(compaction.summarizers.steps)
     return (
         f"engine {settings.engine}, compaction {compaction.mode} "
         f"at {compaction.threshold_ratio:.0%} of the window (summariser {summarizer}), "

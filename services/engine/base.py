@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from domain.compaction import Compaction, CompactionFailure, Trigger
+from domain.context.budget import ContextBudget
+from domain.context.chain import SummarizerStep
 from domain.context.window_guard import WindowVerdict
 from domain.pruning import PruneDecision
 from domain.session import Session
-from domain.settings import CompactionPolicy
 from projections.session_history import PromptView, SessionHistory
 from services.adapters.summarizers.base import Summarizer
 from services.engine.runner import CompactionRunner
@@ -48,7 +49,7 @@ class Assembly:
 
     view: PromptView
     verdict: WindowVerdict
-    budget_tokens: int
+    budget: ContextBudget
     actions: Sequence[EngineAction] = ()
 
 
@@ -60,8 +61,11 @@ class CompactionRequest:
     force: bool = False
     dry_run: bool = False
     attempt: int = 0
-    # The prompt must fit this many tokens afterwards (None: the policy's budget).
+    # The prompt must fit this many of the provider's tokens afterwards (None: the
+    # session's budget).
     budget_tokens: int | None = None
+    # An overflow whose error stated no figures: first trim the largest tool results.
+    truncate_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,8 +118,8 @@ class SessionPort(Protocol):
     ) -> Session.PruneRecorded: ...
 
 
-# Builds the summariser a compaction policy names (model, endpoint, window).
-SummarizerFactory = Callable[[CompactionPolicy], Summarizer]
+# Builds the summariser one step of a compaction's chain names (model, provider, window).
+SummarizerFactory = Callable[[SummarizerStep], Summarizer]
 
 
 class ContextEngine(Protocol):

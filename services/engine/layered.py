@@ -4,11 +4,15 @@
    switch models); a small one carries a warning.
 2. Tool-result guard: decided at append by the aggregate (see Session.append)
    and recorded with the entries; nothing to do here.
-3. Compaction: in the background as soon as an append crosses the threshold;
-   a view over the budget waits for it; overflow reports and Compact requests
-   run it too. Summaries come from the session's summariser in staged,
-   rolling calls; when that fails, the oldest messages are dropped instead.
+3. Compaction: in the background as soon as an append takes the prompt over
+   its threshold; a view over its budget waits for it, then, if that was not
+   enough, for the steps that always land (services.engine.fit); overflow
+   reports and Compact requests run it too. Summaries come from the session's
+   summariser chain (services.engine.compaction).
 4. Pruning: cache-ttl (SPEC 3.4) or recent-n byte caps, before a view is served.
+
+Every figure compared is the session's one calibrated estimate against the
+budget its window gives (domain.context.budget).
 """
 
 from __future__ import annotations
@@ -18,14 +22,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 
-from domain.compaction import Compaction, CompactionFailure, Trigger
+from domain.compaction import Trigger
 from domain.content import Role
-from domain.context.compaction_planner import (
-    CompactionRefused,
-    plan_compaction,
-    prompt_budget,
-    should_compact,
-)
 from domain.context.pruning_planner import (
     PrunePlan,
     ToolFilter,
@@ -36,12 +34,10 @@ from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import (
     CompactionDeadlineExceeded,
     ContextWindowTooSmall,
-    DomainError,
     PromptOverBudget,
 )
 from domain.pruning import PruneAction, PruneDecision
 from projections.session_history import PromptView
-from services.adapters.summarizers.base import SummarizerError
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
@@ -51,8 +47,15 @@ from services.engine.base import (
     EngineContext,
     EngineInfo,
 )
-from services.engine.hard_drop import hard_drop
-from services.engine.staged_summary import CompactionStepFailed, summarize_plan
+from services.engine.compaction import compact_with_chain
+from services.engine.fit import fit
+
+# A view over its budget after the compaction runs the fitting steps at most this often
+# (each one lands; more rounds only follow a calibration that moved meanwhile).
+FIT_ROUNDS = 3
+# A view over its budget waits this long for a summarising compaction; past it the
+# steps that always land make it fit, and the summary lands when the model is done.
+VIEW_WAIT_SECONDS = 1.0
 
 
 class LayeredEngine(CompactsInTheBackground):
@@ -60,7 +63,7 @@ class LayeredEngine(CompactsInTheBackground):
         "layered",
         owns_compaction=True,
         description="window guard, tool-result guard, compaction with a summariser "
-        "(threshold, overflow, manual), pruning",
+        "chain (threshold, overflow, manual), pruning",
     )
 
     def __init__(self, context: EngineContext) -> None:
@@ -79,40 +82,49 @@ class LayeredEngine(CompactsInTheBackground):
         if pruned is not None:
             actions.append(pruned)
             view = self.port.history(session_id).prompt_view()
-        policy = view.settings.compaction
-        budget = prompt_budget(view.context_window_tokens, policy)
-        if token_budget is not None:
-            budget = min(budget, token_budget)
-        # The provider's own counts, when turns reported them, correct the estimate.
-        calibration = self.port.recent(session_id).calibration
-
-        def fits() -> bool:
-            return round(view.estimated_tokens * calibration) <= budget
-
-        if fits() or policy.mode != "auto":
+        budget = view.budget(token_budget)
+        if budget.fits(view.estimated_tokens) or view.settings.compaction.mode != "auto":
             return Assembly(view, verdict, budget, actions)
         running = self.runner.running(session_id)
         asked = token_budget is not None
-        request = CompactionRequest(Trigger.THRESHOLD, force=asked, budget_tokens=budget)
-        outcome = self._wait(self._start(session_id, request, join=not asked), deadline)
-        kind = "waited_for_compaction" if running is not None and not asked else "compacted"
-        actions.append(outcome.action(kind))
-        view = self.port.history(session_id).prompt_view()
-        if not fits():
-            # What the summariser kept still does not fit: drop the oldest.
-            request = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=budget)
-            dropped = self._wait(self._start(session_id, request, hard=True), deadline)
-            actions.append(dropped.action())
-            view = self.port.history(session_id).prompt_view()
-        if not fits():
-            raise PromptOverBudget(
-                f"the prompt needs ~{view.estimated_tokens:,} tokens but its budget is "
-                f"{budget:,}, even after compaction: the newest turn alone is too large for "
-                "this window; use a model with a larger window or shorten the turn",
-                view.estimated_tokens,
-                budget,
+        request = CompactionRequest(Trigger.THRESHOLD, force=asked, budget_tokens=token_budget)
+        started = self._start(session_id, request, join=not asked)
+        outcome = self._wait(started, deadline, at_most=VIEW_WAIT_SECONDS)
+        if outcome is None:
+            # A model is still summarising: its compaction lands when done (cutting
+            # later than what the next steps drop), and this view need not wait for it.
+            actions.append(
+                EngineAction(
+                    "compaction_running",
+                    f"still summarising after {VIEW_WAIT_SECONDS:g} s; it goes on in the "
+                    "background",
+                )
             )
-        return Assembly(view, verdict, budget, actions)
+        else:
+            kind = "waited_for_compaction" if running is not None and not asked else "compacted"
+            actions.append(outcome.action(kind))
+        for _ in range(FIT_ROUNDS):
+            view = self.port.history(session_id).prompt_view()
+            budget = view.budget(token_budget)
+            if budget.fits(view.estimated_tokens):
+                return Assembly(view, verdict, budget, actions)
+            # What the summary kept still does not fit: drop and trim until it does.
+            to_fit = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=token_budget)
+            fitted = self._wait(self._start(session_id, to_fit, join=False, fitting=True), deadline)
+            assert fitted is not None  # no bound but the deadline, which raises
+            outcome = fitted
+            actions.append(outcome.action())
+            if outcome.recorded is None and outcome.pruned is None and outcome.failure is None:
+                raise PromptOverBudget(
+                    f"the prompt needs ~{budget.provider_tokens(view.estimated_tokens):,} "
+                    f"tokens but may hold {budget.describe()}, and nothing more can be left "
+                    f"out: {outcome.reason}. Use a model with a larger window, or abandon "
+                    "this turn (AbandonToolCalls, then a new user message)",
+                    budget.provider_tokens(view.estimated_tokens),
+                    budget.budget_tokens,
+                )
+        view = self.port.history(session_id).prompt_view()
+        return Assembly(view, verdict, view.budget(token_budget), actions)
 
     def compact(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         if request.dry_run:
@@ -120,115 +132,62 @@ class LayeredEngine(CompactsInTheBackground):
         # A manual request queues behind a running compaction (it has its own
         # instructions); any other trigger joins it.
         future = self._start(session_id, request, join=request.trigger != Trigger.MANUAL)
-        outcome: CompactionOutcome = future.result()
-        return outcome
+        if request.trigger != Trigger.OVERFLOW:
+            outcome: CompactionOutcome = future.result()
+            return outcome
+        # The view that follows an overflow report makes itself fit (see assemble):
+        # a model still summarising after a short wait lands in the background.
+        waited = self._wait(future, None, at_most=VIEW_WAIT_SECONDS)
+        if waited is None:
+            return CompactionOutcome(False, "a model is summarising in the background")
+        return waited
 
     # -- compaction ------------------------------------------------------------------
 
     def _start(
-        self, session_id: str, request: CompactionRequest, *, join: bool = True, hard: bool = False
+        self,
+        session_id: str,
+        request: CompactionRequest,
+        *,
+        join: bool = True,
+        fitting: bool = False,
     ) -> Future[CompactionOutcome]:
         def job() -> CompactionOutcome:
-            if hard:
-                return hard_drop(self.port, session_id, request, self.info.name)
+            if fitting:
+                return fit(self.port, session_id, request, self.info.name)
             return self._compact_now(session_id, request)
 
-        return self.runner.run(session_id, job, join=join)
+        lane = "fit" if fitting else "compaction"
+        return self.runner.run(session_id, job, join=join, lane=lane)
 
-    def _wait(self, future: Future[CompactionOutcome], deadline: float | None) -> CompactionOutcome:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    def _wait(
+        self,
+        future: Future[CompactionOutcome],
+        deadline: float | None,
+        at_most: float | None = None,
+    ) -> CompactionOutcome | None:
+        """The job's outcome; None when ``at_most`` seconds passed first (the job goes on);
+        refused when the client's deadline passes first."""
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        bounded = remaining is not None and (at_most is None or remaining <= at_most)
+        timeout = remaining if bounded else at_most
         try:
             return future.result(timeout=timeout)
         except FutureTimeout:
+            if not bounded:
+                return None
             raise CompactionDeadlineExceeded(
                 "the prompt is over its budget and the compaction that brings it back is "
                 "still running; it goes on in the background: ask again, with a longer deadline"
             ) from None
 
     def _compact_now(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
-        started = time.monotonic()
-        view = self.port.history(session_id).prompt_view()
-        session = self.port.aggregate(session_id)
-        if request.trigger == Trigger.OVERFLOW and request.attempt <= 1:
+        if request.truncate_first and request.attempt <= 1:
+            view = self.port.history(session_id).prompt_view()
             truncated = self._truncate_oversized(session_id, view)
             if truncated is not None:
                 return truncated
-        policy = view.settings.compaction
-        window = view.context_window_tokens
-        if request.trigger == Trigger.THRESHOLD and not request.force:
-            need = should_compact(
-                view.estimated_tokens,
-                window,
-                policy,
-                reserve_floor_tokens=policy.reserve_floor_tokens,
-            )
-            if not need.needed:
-                return CompactionOutcome(False, "the prompt is within its threshold")
-        summarizer = self.summarizers(policy)
-        previous = view.log.compaction.compaction if view.log.compaction else None
-        entries = view.as_shown()
-        plan = plan_compaction(
-            entries,
-            window,
-            policy,
-            summariser_window_tokens=summarizer.window_tokens,
-            previous_summary_tokens=previous.summary_tokens if previous else 0,
-            summary_budget_tokens=policy.summary_max_tokens,
-            open_call_ids=tuple(session.open_tool_calls),
-            entries_since_last_compaction=(
-                session.entries_since_compaction if session.compaction_count else None
-            ),
-            reserve_floor_tokens=policy.reserve_floor_tokens,
-        )
-        if isinstance(plan, CompactionRefused):
-            if request.trigger in (Trigger.THRESHOLD, Trigger.OVERFLOW) and not request.dry_run:
-                return hard_drop(self.port, session_id, request, self.info.name)
-            return CompactionOutcome(False, plan.reason)
-        planned = {**plan.to_dict(), "summarizer_model": summarizer.name}
-        if request.dry_run:
-            return CompactionOutcome(False, "dry run: nothing written", planned)
-        try:
-            staged = summarize_plan(
-                plan,
-                {e.id: e for e in entries},
-                summarizer,
-                previous_summary=previous.summary if previous else "",
-                instructions=request.instructions,
-                identifier_policy=policy.identifier_policy,
-                identifier_instructions=policy.identifier_instructions,
-                timeout_seconds=policy.timeout_seconds,
-            )
-            compaction = Compaction(
-                summary=staged.text,
-                first_kept_entry_id=plan.first_kept_entry_id,
-                reason=request.trigger,
-                summarizer_model=staged.model,
-                first_covered_entry_id=plan.summarised.first_id,
-                last_covered_entry_id=plan.summarised.last_id,
-                entries_covered=plan.summarised.count,
-                prompt_hash=staged.prompt_hash,
-                chunks=staged.calls,
-                fallback_stage=staged.stage,
-                attempt=request.attempt,
-                duration_ms=int((time.monotonic() - started) * 1000),
-                engine=self.info.name,
-                instructions=request.instructions,
-            )
-            recorded = self.port.record_compaction(session_id, compaction)
-        except (CompactionStepFailed, SummarizerError, DomainError) as error:
-            failure = CompactionFailure(
-                trigger=request.trigger,
-                stage=_stage_of(error),
-                reason=str(error),
-                attempt=request.attempt,
-                summarizer_model=summarizer.name,
-                duration_ms=int((time.monotonic() - started) * 1000),
-            )
-            self.port.record_compaction_failure(session_id, failure)
-            if request.trigger in (Trigger.THRESHOLD, Trigger.OVERFLOW):
-                return hard_drop(self.port, session_id, request, self.info.name)
-            return CompactionOutcome(False, failure.reason, planned, failure=failure)
-        return CompactionOutcome(True, plan.reason, planned, recorded)
+        return compact_with_chain(self.port, self.summarizers, session_id, request, self.info.name)
 
     def _truncate_oversized(self, session_id: str, view: PromptView) -> CompactionOutcome | None:
         """An overflow's first step: soft-trim every tool result over the soft-trim size."""
@@ -264,7 +223,7 @@ class LayeredEngine(CompactsInTheBackground):
         if policy.mode == "cache-ttl":
             plan = plan_cache_ttl_prune(
                 entries,
-                view.context_window_tokens,
+                view.window_tokens,
                 policy,
                 now=datetime.now(UTC),
                 last_cache_touch=_last_cache_touch(view),
@@ -275,7 +234,7 @@ class LayeredEngine(CompactsInTheBackground):
         else:
             plan = plan_recent_n_prune(
                 entries,
-                view.context_window_tokens,
+                view.window_tokens,
                 recent_n=policy.recent_n,
                 recent_max_bytes=policy.recent_max_bytes,
                 old_max_bytes=policy.old_max_bytes,
@@ -295,9 +254,9 @@ class LayeredEngine(CompactsInTheBackground):
 def guard_window(view: PromptView) -> WindowVerdict:
     """SPEC 3.1: the window's verdict; a window below the minimum refuses the view."""
     policy = view.settings.window_guard
-    source = view.context_window_source
+    source = view.window_source
     verdict = check_context_window(
-        view.context_window_tokens,
+        view.window_tokens,
         source,
         hard_min_tokens=policy.hard_min_tokens,
         warn_below_tokens=policy.warn_below_tokens,
@@ -315,11 +274,3 @@ def _last_cache_touch(view: PromptView) -> datetime | None:
         if entry.role is Role.ASSISTANT:
             return entry.timestamp
     return None
-
-
-def _stage_of(error: Exception) -> str:
-    if isinstance(error, CompactionStepFailed):
-        return error.stage
-    if isinstance(error, SummarizerError):
-        return "summarise"
-    return "verify"

@@ -7,6 +7,10 @@ session there is at most one compaction running; a caller either joins it
 (a threshold crossing, an overflow report: any compaction will do) or queues
 behind it (a manual request with its own instructions). Jobs of different
 sessions run in parallel on a small pool.
+
+A session has lanes: the summarising compactions run in one, the steps that
+make a view fit (seconds faster than a model) in another, so a view need not
+queue behind a model's minutes. The jobs of one lane run one at a time.
 """
 
 from __future__ import annotations
@@ -21,39 +25,43 @@ class CompactionRunner:
     def __init__(self, workers: int = 4) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compaction")
         self._lock = threading.Lock()
-        # Session id -> the newest job submitted for it (running or queued).
-        self._latest: dict[str, Future[Any]] = {}
-        # Held while a session's job runs, so queued jobs run one after another.
-        self._session_locks: dict[str, threading.Lock] = {}
+        # (Session id, lane) -> the newest job submitted for it (running or queued).
+        self._latest: dict[tuple[str, str], Future[Any]] = {}
+        # Held while a lane's job runs, so queued jobs run one after another.
+        self._lane_locks: dict[tuple[str, str], threading.Lock] = {}
 
-    def run(self, session_id: str, job: Callable[[], Any], *, join: bool) -> Future[Any]:
-        """Starts ``job`` for the session, or, with ``join``, answers the one not yet done."""
+    def run(
+        self, session_id: str, job: Callable[[], Any], *, join: bool, lane: str = "compaction"
+    ) -> Future[Any]:
+        """Starts ``job`` in the session's ``lane``, or, with ``join``, answers the one
+        not yet done there."""
+        key = (session_id, lane)
         with self._lock:
-            latest = self._latest.get(session_id)
+            latest = self._latest.get(key)
             if join and latest is not None and not latest.done():
                 return latest
-            session_lock = self._session_locks.setdefault(session_id, threading.Lock())
+            lane_lock = self._lane_locks.setdefault(key, threading.Lock())
 
             def one_at_a_time() -> Any:
-                with session_lock:
+                with lane_lock:
                     return job()
 
             future = self._pool.submit(one_at_a_time)
-            self._latest[session_id] = future
+            self._latest[key] = future
         # Outside the lock: a job already done runs the callback right here.
-        future.add_done_callback(lambda done: self._forget(session_id, done))
+        future.add_done_callback(lambda done: self._forget(key, done))
         return future
 
-    def running(self, session_id: str) -> Future[Any] | None:
+    def running(self, session_id: str, lane: str = "compaction") -> Future[Any] | None:
         with self._lock:
-            latest = self._latest.get(session_id)
+            latest = self._latest.get((session_id, lane))
             return latest if latest is not None and not latest.done() else None
 
-    def _forget(self, session_id: str, done: Future[Any]) -> None:
+    def _forget(self, key: tuple[str, str], done: Future[Any]) -> None:
         with self._lock:
-            if self._latest.get(session_id) is done:
-                del self._latest[session_id]
-                self._session_locks.pop(session_id, None)
+            if self._latest.get(key) is done:
+                del self._latest[key]
+                self._lane_locks.pop(key, None)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -12,7 +12,6 @@ import time
 from concurrent.futures import Future
 
 from domain.compaction import Trigger
-from domain.context.compaction_planner import prompt_budget
 from domain.errors import PromptOverBudget
 from services.engine.base import (
     Assembly,
@@ -22,7 +21,7 @@ from services.engine.base import (
     EngineAction,
     EngineInfo,
 )
-from services.engine.hard_drop import hard_drop
+from services.engine.fit import fit
 from services.engine.layered import guard_window
 
 
@@ -38,28 +37,28 @@ class SlidingWindowEngine(CompactsInTheBackground):
     ) -> Assembly:
         view = self.port.history(session_id).prompt_view()
         verdict = guard_window(view)
-        budget = prompt_budget(view.context_window_tokens, view.settings.compaction)
-        if token_budget is not None:
-            budget = min(budget, token_budget)
-        if view.estimated_tokens <= budget or view.settings.compaction.mode != "auto":
+        budget = view.budget(token_budget)
+        if budget.fits(view.estimated_tokens) or view.settings.compaction.mode != "auto":
             return Assembly(view, verdict, budget)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        request = CompactionRequest(Trigger.THRESHOLD, budget_tokens=budget)
+        request = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=token_budget)
         outcome = self._start(session_id, request, join=token_budget is None).result(timeout)
         view = self.port.history(session_id).prompt_view()
-        if view.estimated_tokens > budget:
+        budget = view.budget(token_budget)
+        if not budget.fits(view.estimated_tokens):
             raise PromptOverBudget(
-                f"the newest messages alone need ~{view.estimated_tokens:,} tokens, over the "
-                f"budget of {budget:,}; use a model with a larger window",
-                view.estimated_tokens,
-                budget,
+                f"the newest messages alone need "
+                f"~{budget.provider_tokens(view.estimated_tokens):,} tokens, over the budget of "
+                f"{budget.describe()}: {outcome.reason}; use a model with a larger window",
+                budget.provider_tokens(view.estimated_tokens),
+                budget.budget_tokens,
             )
         version = outcome.recorded.originator_version if outcome.recorded else 0
         return Assembly(view, verdict, budget, [EngineAction("compacted", outcome.reason, version)])
 
     def compact(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         if request.dry_run:
-            return hard_drop(self.port, session_id, request, self.info.name)
+            return fit(self.port, session_id, request, self.info.name)
         outcome: CompactionOutcome = self._start(
             session_id, request, join=request.trigger != Trigger.MANUAL
         ).result()
@@ -69,5 +68,5 @@ class SlidingWindowEngine(CompactsInTheBackground):
         self, session_id: str, request: CompactionRequest, *, join: bool = True
     ) -> Future[CompactionOutcome]:
         return self.runner.run(
-            session_id, lambda: hard_drop(self.port, session_id, request, self.info.name), join=join
+            session_id, lambda: fit(self.port, session_id, request, self.info.name), join=join
         )

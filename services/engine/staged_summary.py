@@ -5,9 +5,10 @@ summarising model; this module asks the model for the summary in stages, each
 call given the summary so far, so no call carries more than one chunk.
 
 It also holds the line the planner can only estimate: before each call the
-request is counted conservatively (the larger of the entries' own token
-counts x 1.2 and characters / 3), and a request that would not fit the
-summariser's window is never sent. The fallbacks, most lossy last:
+request is built and counted exactly as it will be sent (the summariser's own
+count of its messages), and a request that would not fit the summariser's
+window, less the room for its answer, is never sent. The fallbacks, most lossy
+last:
 
 * ``full`` - every chunk summarised whole;
 * ``split`` - a chunk did not fit (or the model said it overflowed), so it was
@@ -32,12 +33,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from domain.content import Entry, TextBlock, ToolCall, ToolResult
+from domain.content import Entry
 from domain.context.compaction_planner import (
     SUMMARIZATION_OVERHEAD_TOKENS,
     CompactionPlan,
     OversizedEntry,
-    counted,
 )
 from services.adapters.summarizers.base import (
     Summarizer,
@@ -45,17 +45,16 @@ from services.adapters.summarizers.base import (
     SummarizerOverflow,
     SummarizerUnavailable,
     SummaryResult,
+    summary_request,
     with_notes,
 )
+from services.adapters.summarizers.offline import UNLIMITED_WINDOW_TOKENS
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
-# Fewer characters per token than any tokenizer gives English or code: safe side.
-CHARS_PER_TOKEN = 3
-# The summary prompt's fixed text, its tags and each entry's framing, in characters.
-PROMPT_FRAME_CHARS = 3_000
-ENTRY_FRAME_CHARS = 120
 # A tool result is never clipped shorter than this: below it, leave the entry out.
 MIN_RESULT_CHARS = 500
+# Each try at clipping a result keeps this share of the previous try.
+CLIP_SHRINK = 0.7
 STAGES = ("full", "split", "clipped", "oversized-omitted")
 
 
@@ -105,6 +104,8 @@ class _Run:
     retries: int
     backoff_seconds: float
     summary: str
+    # The most the summary may take (the model's max_tokens): the plan's summary budget.
+    max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS
     deadline: float = 0.0
     stage: str = "full"
     fallbacks: list[str] = field(default_factory=list)
@@ -115,7 +116,7 @@ class _Run:
     @property
     def budget_tokens(self) -> int:
         """What one request's prompt may count: the window less the output reserve."""
-        return self.summarizer.window_tokens - SUMMARIZATION_OVERHEAD_TOKENS
+        return self.summarizer.window_tokens - self.max_output_tokens
 
     def fell_back(self, stage: str) -> None:
         if stage not in self.fallbacks:
@@ -125,29 +126,44 @@ class _Run:
 
     # -- sizing ------------------------------------------------------------------------
 
-    def estimate(self, entries: Sequence[Entry], max_result_chars: int | None = None) -> int:
-        """The request's prompt tokens, counted on the safe side."""
-        fixed = PROMPT_FRAME_CHARS + len(self.summary) + len(self.instructions)
-        fixed += len(self.identifier_instructions)
-        tokens = math.ceil(fixed / CHARS_PER_TOKEN)
-        for entry in entries:
-            full = _chars(entry, None)
-            chars = _chars(entry, max_result_chars)
-            by_count = math.ceil(counted(entry.token_count) * chars / full) if full else 0
-            tokens += max(by_count, math.ceil(chars / CHARS_PER_TOKEN))
-        return tokens
+    def estimate(
+        self,
+        entries: Sequence[Entry],
+        max_result_chars: int | None = None,
+        notes: Sequence[str] = (),
+    ) -> int:
+        """The request's prompt tokens, counted on exactly what would be sent."""
+        prompt = summary_request(
+            entries,
+            previous_summary=self.summary,
+            instructions=self.instructions,
+            identifier_policy=self.identifier_policy,
+            identifier_instructions=self.identifier_instructions,
+            notes=notes,
+            max_result_chars=max_result_chars,
+        )
+        return self.summarizer.count_tokens(prompt)
 
-    def fits(self, entries: Sequence[Entry], max_result_chars: int | None = None) -> bool:
-        return self.estimate(entries, max_result_chars) <= self.budget_tokens
+    def fits(
+        self,
+        entries: Sequence[Entry],
+        max_result_chars: int | None = None,
+        notes: Sequence[str] = (),
+    ) -> bool:
+        if self.summarizer.window_tokens >= UNLIMITED_WINDOW_TOKENS:
+            return True  # the offline writer reads entries; no request is sent
+        return self.estimate(entries, max_result_chars, notes) <= self.budget_tokens
 
-    def clip_limit(self, entry: Entry) -> int:
-        """The longest tool result (in characters) that lets ``entry`` fit one request."""
+    def clip_limit(self, entry: Entry, notes: Sequence[str]) -> int:
+        """About the longest tool result (in characters) that lets ``entry`` fit one
+        request, at the entry's own characters per token; ``fits`` has the last word."""
         results = entry.tool_results
         if not results:
             return 0
-        room = self.budget_tokens - self.estimate([], None)
-        other = _chars(entry, 0)
-        return max(0, (room * CHARS_PER_TOKEN - other) // len(results) - 100)
+        room = self.budget_tokens - self.estimate([entry], 0, notes)
+        chars = sum(len(r.content) for r in results)
+        per_token = chars / max(1, entry.token_count)
+        return max(0, math.floor(room * per_token) // len(results))
 
     # -- summarising -------------------------------------------------------------------
 
@@ -161,7 +177,7 @@ class _Run:
         if len(entries) == 1:
             self.summarise_one(entries[0], notes)
             return
-        if self.fits(entries):
+        if self.fits(entries, None, notes):
             try:
                 self.call(entries, notes, None)
                 return
@@ -174,10 +190,10 @@ class _Run:
 
     def summarise_one(self, entry: Entry, notes: Sequence[str]) -> None:
         limit: int | None = None
-        if not self.fits([entry]):
-            limit = self.clip_limit(entry)
+        if not self.fits([entry], None, notes):
+            limit = self._clipped_to_fit(entry, notes, self.clip_limit(entry, notes))
         for _ in range(3):
-            if limit is not None and (limit < MIN_RESULT_CHARS or not self.fits([entry], limit)):
+            if limit is not None and limit < MIN_RESULT_CHARS:
                 self.omit(entry)
                 return
             if limit is not None:
@@ -190,10 +206,17 @@ class _Run:
                     raise CompactionStepFailed(
                         self.stage, f"entry {entry.id} alone overflows the summariser: {overflow}"
                     ) from overflow
-                limit = self.clip_limit(entry) if limit is None else limit // 4
+                start = self.clip_limit(entry, notes) if limit is None else limit // 4
+                limit = self._clipped_to_fit(entry, notes, start)
         raise CompactionStepFailed(
             self.stage, f"entry {entry.id} overflows the summariser even with clipped results"
         )
+
+    def _clipped_to_fit(self, entry: Entry, notes: Sequence[str], limit: int) -> int:
+        """The longest clip from ``limit`` down whose request fits (below the minimum: 0)."""
+        while limit >= MIN_RESULT_CHARS and not self.fits([entry], limit, notes):
+            limit = math.floor(limit * CLIP_SHRINK)
+        return limit if limit >= MIN_RESULT_CHARS else 0
 
     def omit(self, entry: Entry) -> None:
         self.fell_back("oversized-omitted")
@@ -214,7 +237,7 @@ class _Run:
                     identifier_policy=self.identifier_policy,
                     identifier_instructions=self.identifier_instructions,
                     notes=notes,
-                    max_output_tokens=SUMMARIZATION_OVERHEAD_TOKENS,
+                    max_output_tokens=self.max_output_tokens,
                     timeout_seconds=remaining,
                     max_result_chars=limit,
                 )
@@ -278,6 +301,7 @@ def summarize_plan(
         retries,
         backoff_seconds,
         previous_summary,
+        min(SUMMARIZATION_OVERHEAD_TOKENS, plan.summary_budget_tokens),
     )
     started = clock()
     run.deadline = started + timeout_seconds
@@ -312,22 +336,3 @@ def _entries(ids: Sequence[str], entries_by_id: Mapping[str, Entry]) -> list[Ent
     if missing:
         raise CompactionStepFailed("full", f"the plan names entries not given: {missing[:5]}")
     return [entries_by_id[i] for i in ids]
-
-
-def _chars(entry: Entry, max_result_chars: int | None) -> int:
-    """The characters ``entry`` adds to a prompt, tool results clipped to the limit."""
-    chars = ENTRY_FRAME_CHARS
-    for block in entry.content:
-        match block:
-            case TextBlock(text=text):
-                chars += len(text)
-            case ToolCall(name=name, arguments_json=arguments):
-                chars += len(name) + len(arguments) + 40
-            case ToolResult(content=content):
-                size = len(content)
-                if max_result_chars is not None and size > max_result_chars:
-                    size = max_result_chars + 60
-                chars += size + 60
-            case _:
-                chars += 40
-    return chars

@@ -38,8 +38,10 @@ def served_view_to_pb(served: ServedView) -> pb.PromptView:
         appended=served.appended_messages_json is not None,
         base_version=served.base_version,
         system_json=rendered.system_json,
-        estimated_tokens=rendered.estimated_tokens,
-        context_window_tokens=view.context_window_tokens,
+        estimated_tokens=served.budget.provider_tokens(rendered.estimated_tokens),
+        uncalibrated_tokens=rendered.estimated_tokens,
+        calibration=served.budget.calibration,
+        context_window_tokens=view.window_tokens,
         pruned=[prune_decision_to_pb(d) for d in view.pruned.values()],
         tools_json=rendered.tools_json,
         request_hash=rendered.request_hash,
@@ -49,7 +51,9 @@ def served_view_to_pb(served: ServedView) -> pb.PromptView:
             pb.EngineAction(kind=a.kind, detail=a.detail, version=a.version) for a in served.actions
         ],
         engine=served.engine,
-        budget_tokens=served.budget_tokens,
+        budget_tokens=served.budget.budget_tokens,
+        threshold_tokens=served.budget.threshold_tokens,
+        reserve_tokens=served.budget.reserve_tokens,
     )
 
 
@@ -103,7 +107,9 @@ def context_report_to_pb(report: ContextReport) -> pb.ContextReport:
         calibrated_tokens=report.calibrated_tokens,
         calibration_ratio=report.calibration_ratio,
         last_provider_input_tokens=report.last_provider_input_tokens,
-        threshold_tokens=report.budget_tokens,
+        threshold_tokens=report.budget.threshold_tokens,
+        budget_tokens=report.budget.budget_tokens,
+        reserve_tokens=report.budget.reserve_tokens,
         system_prompt=system_prompt_tokens_to_pb(report.system_prompt.tokens),
         files=[
             pb.FileReport(

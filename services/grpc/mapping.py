@@ -27,13 +27,14 @@ from domain.content import (
     ToolResult,
     Usage,
 )
+from domain.context.calibration import TokenLesson
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.context.window_guard import WindowVerdict
 from domain.erasure import is_erased
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session, SessionEvent
-from domain.settings import SessionSettings
+from domain.settings import CompactionPolicy, SessionSettings
 from domain.system_prompt import (
     FileStatus,
     InjectedFile,
@@ -250,6 +251,9 @@ def _policy_from_pb(message: Message, base: Any) -> Any:
     tools = fields.pop("tools", None)
     if tools is not None:  # the pruning policy's tool filter, set as a whole
         fields["allow_tools"], fields["deny_tools"] = tuple(tools.allow), tuple(tools.deny)
+    chain = fields.pop("summarizers", None)
+    if chain is not None:  # the compaction policy's summariser chain, set as a whole
+        fields["summarizers"] = tuple(step.strip() for step in chain.steps)
     return dataclasses.replace(base, **fields)
 
 
@@ -264,7 +268,7 @@ def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.
         title=settings.title,
         labels=dict(settings.labels),
         pruning=pb.PruningPolicy(**pruning, tools=tools),
-        compaction=pb.CompactionPolicy(**dataclasses.asdict(settings.compaction)),
+        compaction=_compaction_policy_to_pb(settings.compaction),
         engine=settings.engine,
         window_guard=pb.WindowGuardPolicy(**dataclasses.asdict(settings.window_guard)),
         tool_result_guard=pb.ToolResultGuardPolicy(
@@ -272,6 +276,12 @@ def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.
         ),
         max_system_file_chars=settings.max_system_file_chars,
     )
+
+
+def _compaction_policy_to_pb(policy: CompactionPolicy) -> pb.CompactionPolicy:
+    fields = dataclasses.asdict(policy)
+    steps = fields.pop("summarizers")
+    return pb.CompactionPolicy(**fields, summarizers=pb.SummarizerChain(steps=steps))
 
 
 def session_to_pb(session: Session) -> pb.Session:
@@ -353,6 +363,7 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
     # The receipt's fields carry the same names in both.
     receipt = compaction.to_dict()
     receipt["details"] = dict(compaction.details)
+    receipt["attempts"] = [pb.SummarizerAttempt(**a) for a in receipt["attempts"]]
     return pb.Compaction(
         **receipt,
         version=version,
@@ -370,7 +381,13 @@ def failure_to_pb(
 
 
 def guard_decision_to_pb(decision: ToolResultDecision) -> pb.GuardDecision:
-    return pb.GuardDecision(**decision.to_dict())
+    fields = decision.to_dict()
+    del fields["style"], fields["read_back_tool"]  # how the notice reads: in the text itself
+    return pb.GuardDecision(**fields)
+
+
+def token_lesson_to_pb(lesson: TokenLesson) -> pb.TokenLesson:
+    return pb.TokenLesson(**lesson.to_dict())
 
 
 def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:
@@ -561,6 +578,9 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
             message.entries_appended.idempotency_key = event.idempotency_key
             message.entries_appended.guarded.extend(guard_decision_to_pb(d) for d in event.guarded)
+            message.entries_appended.lessons.extend(
+                token_lesson_to_pb(lesson) for lesson in event.lessons or ()
+            )
         case Session.CompactionRecorded():
             message.compaction_recorded.CopyFrom(
                 compaction_to_pb(event.compaction, version, event.timestamp)
@@ -585,6 +605,9 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
                     kind=event.kind,
                     view_version=event.view_version,
                     view_hash=event.view_hash,
+                    learned_window_tokens=event.window.window_tokens if event.window else 0,
+                    learned_output_tokens=event.window.output_tokens if event.window else 0,
+                    lesson=token_lesson_to_pb(event.lesson) if event.lesson else None,
                 )
             )
         case Session.SystemPromptSet():

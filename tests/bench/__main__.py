@@ -19,7 +19,17 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from tests.bench import coldwrite, engine, hostile, memory, peers, tokencount, views, workloads
+from tests.bench import (
+    coldwrite,
+    engine,
+    fidelity,
+    hostile,
+    memory,
+    peers,
+    tokencount,
+    views,
+    workloads,
+)
 from tests.bench.config import FULL, QUICK, Context
 from tests.bench.plot import write_png
 from tests.bench.report import PARTIAL_DIR, RESULTS_DIR, Report
@@ -36,6 +46,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "memory": memory.memory,
     "peers": peers.peers,
     "engine": engine.engine,
+    "fidelity": fidelity.fidelity,
     "large": hostile.large,
     "fuzz": hostile.fuzz,
 }

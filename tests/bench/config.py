@@ -56,6 +56,9 @@ class Scale:
     fuzz_examples: int
     fuzz_passes: int
     fuzz_cap_mb: int
+    # Group "fidelity": sessions (seeds) per figure, and their lengths in turns.
+    fidelity_seeds: int
+    fidelity_turns: tuple[int, ...]
 
 
 FULL = Scale(
@@ -84,6 +87,8 @@ FULL = Scale(
     fuzz_examples=100,
     fuzz_passes=3,
     fuzz_cap_mb=64,
+    fidelity_seeds=5,
+    fidelity_turns=(200, 500, 1_000),
 )
 
 QUICK = Scale(
@@ -112,6 +117,8 @@ QUICK = Scale(
     fuzz_examples=15,
     fuzz_passes=2,
     fuzz_cap_mb=32,
+    fidelity_seeds=2,
+    fidelity_turns=(200,),
 )
 
 

@@ -120,7 +120,7 @@ def test_create_and_settings_set_only_the_context_options_given(address: str) ->
     assert shown["engine"] == "layered"
     assert shown["compaction"]["mode"] == "manual"
     assert shown["compaction"]["keepRecentTokens"] == 5000
-    assert shown["compaction"]["reserveTokens"] == 16384  # untouched
+    assert shown["compaction"]["reserveTokens"] == 0  # untouched: derived from the window
     assert shown["pruning"]["softTrimHeadChars"] == 1500  # untouched
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -50,6 +51,16 @@ def turn(store: Stub, session_id: str, n: int, output_chars: int) -> None:
     output = f"# file_{n}.py\n" + "".join(f"line {i}: value = {i * n}\n" for i in range(99_999))
     append(store, session_id, tool_result(f"call_{n}", output[:output_chars]))
     append(store, session_id, text(pb.ROLE_ASSISTANT, f"file_{n}.py holds {n} values."))
+
+
+def eventually(check: Callable[[], object], within: float = 30) -> bool:
+    """Whether ``check`` holds within ``within`` seconds (background compactions)."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
@@ -96,9 +107,9 @@ def test_a_large_tool_output_is_truncated_in_the_view_and_kept_whole(store: Stub
     (decision,) = served.guarded
     assert decision.entry_id == result_id and decision.action == "truncate"
     shown = json.loads(served.messages_json)[-1]["content"]
-    assert len(shown) < 20_000 < len(output)
+    assert len(shown) < len(output) // 5
     assert "FAILED test_x: 1 error" in shown  # an important tail is kept
-    assert f'GetEntry(entry_id="{result_id}")' in shown
+    assert f"kept as entry {result_id}" in shown and "GetEntry" not in shown
     whole = store.GetEntry(pb.GetEntryRequest(session_id=session.id, entry_id=result_id))
     assert whole.content[0].tool_result.content == output
     # A later, tighter setting does not change how that version showed it.
@@ -162,7 +173,13 @@ OPENAI_OVERFLOW = json.dumps(
 )
 
 
-def test_an_overflow_truncates_then_compacts_then_gives_up(store: Stub) -> None:
+# Anthropic's words when it states no figures.
+ANTHROPIC_OVERFLOW = json.dumps(
+    {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}}
+)
+
+
+def test_an_overflow_without_figures_truncates_then_compacts_then_gives_up(store: Stub) -> None:
     session = create(store, model="gpt-4o", compaction=pb.CompactionPolicy(keep_recent_tokens=500))
     for n in range(4):
         turn(store, session.id, n, output_chars=12_000)
@@ -171,9 +188,9 @@ def test_an_overflow_truncates_then_compacts_then_gives_up(store: Stub) -> None:
         return store.ReportOverflow(
             pb.ReportOverflowRequest(
                 session_id=session.id,
-                error_text=OPENAI_OVERFLOW,
+                error_text=ANTHROPIC_OVERFLOW,
                 status_code=400,
-                provider="openai",
+                provider="anthropic",
                 view_version=current.version,
                 view_hash=current.request_hash,
             )
@@ -194,6 +211,56 @@ def test_an_overflow_truncates_then_compacts_then_gives_up(store: Stub) -> None:
     # A new turn starts a new count.
     append(store, session.id, user("next question"))
     report(view(store, session.id))
+
+
+def test_an_overflow_teaches_the_window_and_the_count_and_views_keep_to_them(
+    store: Stub,
+) -> None:
+    """The model's metadata says 128k, the provider serves 32k and counts 1.2x the store:
+    one overflow report, and every view after it fits what the provider really takes."""
+    session = create(store, model="gpt-4o")
+    for n in range(12):
+        turn(store, session.id, n, output_chars=12_000)
+    refused = view(store, session.id)
+    assert refused.context_window_tokens == 128_000
+    assert refused.estimated_tokens > 32_768
+    counted = int(refused.uncalibrated_tokens * 1.2)
+    error = json.dumps(
+        {
+            "error": {
+                "message": "This model's maximum context length is 32768 tokens. However, "
+                f"your messages resulted in {counted} tokens. Please reduce the length of "
+                "the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    )
+    served = store.ReportOverflow(
+        pb.ReportOverflowRequest(
+            session_id=session.id,
+            error_text=error,
+            status_code=400,
+            view_version=refused.version,
+            view_hash=refused.request_hash,
+        )
+    )
+    assert served.context_window_tokens == 32_768
+    assert served.guard.source == "learned"
+    assert served.calibration == pytest.approx(1.2, abs=0.01)
+    assert served.budget_tokens == 32_768 - 4_096
+    assert served.estimated_tokens <= served.budget_tokens
+    (reported,) = of_kind(store, session.id, "overflow_reported")
+    lesson = reported.overflow_reported
+    assert lesson.learned_window_tokens == 32_768
+    assert lesson.lesson.provider_tokens == counted
+    assert lesson.lesson.estimated_tokens == refused.uncalibrated_tokens
+    # Turns go on with no more reports: every view keeps to the learned window.
+    for n in range(12, 18):
+        turn(store, session.id, n, output_chars=12_000)
+        current = view(store, session.id)
+        assert current.estimated_tokens <= current.budget_tokens == 28_672
 
 
 def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
@@ -260,8 +327,8 @@ def test_a_dry_run_plans_and_a_manual_compaction_follows_instructions(store: Stu
 
 
 @pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+def provider() -> Iterator[FakeProvider]:
+    """A local OpenAI-compatible server: it takes no key, and the server needs none."""
     with FakeProvider() as fake:
         yield fake
 
@@ -274,6 +341,7 @@ def test_appends_and_views_during_a_slow_summariser_lose_nothing(
         model="gpt-4o",
         context_window_tokens=40_000,
         compaction=pb.CompactionPolicy(
+            threshold_ratio=0.3,
             keep_recent_tokens=4_000,
             summarizer_model="openai/fake-summarizer",
             summarizer_api_base=provider.openai_base,
@@ -302,6 +370,7 @@ def test_appends_and_views_during_a_slow_summariser_lose_nothing(
             errors.append(error)
 
     turn(store, session.id, 2, output_chars=15_000)  # crosses the threshold
+    # The compaction runs in the background: under the budget, views do not wait for it.
     threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
     threads.append(threading.Thread(target=reader))
     for thread in threads:
@@ -313,13 +382,13 @@ def test_appends_and_views_during_a_slow_summariser_lose_nothing(
     assert final.estimated_tokens <= final.budget_tokens
     stored = store.GetSession(pb.GetSessionRequest(session_id=session.id))
     assert stored.entry_count == 3 * 4 + 3 * 5 * 2
-    assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+    assert eventually(lambda: len(of_kind(store, session.id, "compaction_recorded")) == 1)
     assert provider.requests, "the summariser was never called"
     receipt = of_kind(store, session.id, "compaction_recorded")[0].compaction_recorded
     assert receipt.summarizer_model == "openai/fake-summarizer"
 
 
-def test_a_failing_summariser_is_recorded_and_the_oldest_are_dropped_instead(
+def test_a_failing_summariser_is_recorded_and_the_next_in_the_chain_summarises(
     store: Stub, provider: FakeProvider
 ) -> None:
     session = create(
@@ -327,6 +396,7 @@ def test_a_failing_summariser_is_recorded_and_the_oldest_are_dropped_instead(
         model="gpt-4o",
         context_window_tokens=40_000,
         compaction=pb.CompactionPolicy(
+            threshold_ratio=0.3,
             keep_recent_tokens=4_000,
             summarizer_model="openai/fake-summarizer",
             summarizer_api_base=provider.openai_base,
@@ -338,18 +408,37 @@ def test_a_failing_summariser_is_recorded_and_the_oldest_are_dropped_instead(
         turn(store, session.id, n, output_chars=15_000)
     current = view(store, session.id)
     assert current.estimated_tokens <= current.budget_tokens
+    assert eventually(lambda: of_kind(store, session.id, "compaction_recorded"))
     (failed,) = of_kind(store, session.id, "compaction_failed")
     assert failed.compaction_failed.trigger == "threshold"
     assert failed.compaction_failed.summarizer_model == "openai/fake-summarizer"
-    dropped = of_kind(store, session.id, "compaction_recorded")[0].compaction_recorded
-    assert dropped.fallback_stage == "hard-drop"
-    # A manual compaction that fails says so and changes nothing.
+    receipt = of_kind(store, session.id, "compaction_recorded")[0].compaction_recorded
+    # The default chain: the session's summariser, then offline, then the hard drop.
+    assert receipt.summarizer_model == "offline" and receipt.fallback_stage == "full"
+    assert [(a.summarizer, a.outcome) for a in receipt.attempts] == [
+        ("openai/fake-summarizer", "failed"),
+        ("offline", "used"),
+    ]
+    assert "unavailable" in receipt.attempts[0].reason
+    # A chain of the model and the hard drop alone: the oldest entries are dropped.
+    store.UpdateSettings(
+        pb.UpdateSettingsRequest(
+            session_id=session.id,
+            settings=pb.SessionSettings(
+                compaction=pb.CompactionPolicy(
+                    summarizers=pb.SummarizerChain(steps=["openai/fake-summarizer", "hard-drop"])
+                )
+            ),
+        )
+    )
     provider.script(fail("auth"))
     turn(store, session.id, 9, output_chars=2_000)
-    before = store.GetSession(pb.GetSessionRequest(session_id=session.id)).compaction_count
     outcome = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
-    assert not outcome.compacted and outcome.reason
-    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).compaction_count == before
+    assert outcome.compacted and outcome.compaction.fallback_stage == "hard-drop"
+    assert [(a.summarizer, a.outcome) for a in outcome.compaction.attempts] == [
+        ("openai/fake-summarizer", "failed"),
+        ("hard-drop", "used"),
+    ]
 
 
 # -- 7. pruning ------------------------------------------------------------------------
@@ -463,21 +552,51 @@ def test_provider_usage_calibrates_the_estimate(store: Stub) -> None:
             version=served.version, format=pb.PROMPT_FORMAT_OPENAI, hash=served.request_hash
         ),
     )
+    (appended,) = of_kind(store, session.id, "entries_appended")[-1:]
     append(store, session.id, answer)
     report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
-    assert report.calibration_ratio == pytest.approx(1.5)
+    # The first report sets the ratio; each later one moves it halfway.
+    assert report.calibration_ratio == pytest.approx(2.0)
     assert report.last_provider_input_tokens == served.estimated_tokens * 2
     (turn_usage,) = report.turns
     assert turn_usage.estimated_input_tokens == served.estimated_tokens
+    (lesson,) = of_kind(store, session.id, "entries_appended")[-1].entries_appended.lessons
+    assert (lesson.estimated_tokens, lesson.provider_tokens) == (
+        served.estimated_tokens,
+        served.estimated_tokens * 2,
+    )
+    assert appended.entries_appended.lessons == []
+    # The view's figure is calibrated: the next one counts what the provider will.
+    append(store, session.id, user("and again " * 100))
+    calibrated = view(store, session.id)
+    assert calibrated.calibration == pytest.approx(2.0)
+    assert calibrated.estimated_tokens == calibrated.uncalibrated_tokens * 2
+    append(
+        store,
+        session.id,
+        text(
+            pb.ROLE_ASSISTANT,
+            "ok",
+            usage=pb.Usage(input_tokens=calibrated.uncalibrated_tokens, output_tokens=1),
+            prompt_ref=pb.PromptRef(
+                version=calibrated.version,
+                format=pb.PROMPT_FORMAT_OPENAI,
+                hash=calibrated.request_hash,
+            ),
+        ),
+    )
+    report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+    assert report.calibration_ratio == pytest.approx(1.5)
 
 
 def test_a_sliding_window_session_drops_the_oldest_without_a_model(store: Stub) -> None:
     session = create(store, model="gpt-4o", context_window_tokens=40_000, engine="sliding-window")
-    for n in range(8):
+    for n in range(10):
         turn(store, session.id, n, output_chars=15_000)
         current = view(store, session.id)
         assert current.estimated_tokens <= current.budget_tokens
         assert current.engine == "sliding-window"
+    assert eventually(lambda: of_kind(store, session.id, "compaction_recorded"))
     receipts = [e.compaction_recorded for e in of_kind(store, session.id, "compaction_recorded")]
     assert receipts and all(r.fallback_stage == "hard-drop" for r in receipts)
     assert all(r.engine == "sliding-window" for r in receipts)

@@ -439,8 +439,9 @@ def test_invalid_cut_points_are_refused(store: Stub, session: pb.Session) -> Non
     assert "tool result" in refused(lambda: compact(ids[2]), grpc.StatusCode.FAILED_PRECONDITION)
     assert "not in this session" in refused(lambda: compact("nope"), grpc.StatusCode.NOT_FOUND)
     compact(ids[1])
-    message = refused(lambda: compact(ids[4]), grpc.StatusCode.FAILED_PRECONDITION)
-    assert "directly follow" in message
+    message = refused(lambda: compact(ids[1]), grpc.StatusCode.FAILED_PRECONDITION)
+    assert "directly follows" in message
+    compact(ids[4])  # directly after another, but cutting later: drops more
     append(store, session.id, tool_call("c2", "read", {"path": "b.txt"}))
     (note,) = append(store, session.id, text(pb.ROLE_CUSTOM, "tool running")).entry_ids
     message = refused(lambda: compact(note), grpc.StatusCode.FAILED_PRECONDITION)

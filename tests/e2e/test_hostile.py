@@ -137,22 +137,26 @@ def test_tool_schemas_that_cannot_be_rendered_are_refused(store: Stub, schema: s
 
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
 def test_long_runs_of_one_character_are_counted(store: Stub, model: str) -> None:
-    session = new_session(store, model=model)
+    session = new_session(store, model=model, context_window_tokens=100_000)
     message = refused(lambda: append(store, session.id, user(" " * 1_000_000)), INVALID)
     assert "empty" in message
-    counted = append(store, session.id, user("x" * 1_000_000), user("ab " * 300_000))
+    # Too large for the model's window: refused as such at append, not failed.
+    message = refused(
+        lambda: append(store, session.id, user("x" * 1_000_000)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert "no compaction could ever fit it" in message
+    roomy = new_session(store, model=model, context_window_tokens=2_000_000)
+    counted = append(store, roomy.id, user("x" * 1_000_000), user("ab " * 300_000))
     assert all(count > 1_000 for count in counted.token_counts)
     prompt = pb.SystemPrompt(
         text="y" * 1_000_000, files=[pb.InjectedFile(path="a", content="\n" * 200_000)]
     )
-    store.SetSystemPrompt(pb.SetSystemPromptRequest(session_id=session.id, system_prompt=prompt))
-    store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
-    store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
-    # Too large for the model's window: refused as such, not failed.
-    refused(
-        lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id)),
-        grpc.StatusCode.FAILED_PRECONDITION,
-    )
+    store.SetSystemPrompt(pb.SetSystemPromptRequest(session_id=roomy.id, system_prompt=prompt))
+    store.GetDurableLog(pb.GetViewRequest(session_id=roomy.id))
+    store.GetContextReport(pb.GetContextReportRequest(session_id=roomy.id))
+    served = store.GetPromptView(pb.GetPromptViewRequest(session_id=roomy.id))
+    assert served.estimated_tokens <= served.budget_tokens
 
 
 # -- times, enums, tokens ----------------------------------------------------------------

@@ -21,7 +21,8 @@ def test_the_audit_says_what_became_of_each_entry_and_proves_what_the_model_saw(
     (system,) = append(store, sid, text(pb.ROLE_SYSTEM, "Be brief.")).entry_ids
     (first,) = append(store, sid, user("read the log")).entry_ids
     append(store, sid, tool_call("c1", "read", {"path": "build.log"}))
-    (log_result,) = append(store, sid, tool_result("c1", "x" * 30_000)).entry_ids
+    log = "".join(f"step {i}: compiled module_{i}.c\n" for i in range(3_000))
+    (log_result,) = append(store, sid, tool_result("c1", log)).entry_ids
     served = store.GetPromptView(pb.GetPromptViewRequest(session_id=sid))
     answer = text(
         pb.ROLE_ASSISTANT,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.adapters.overflow import classify_provider_error
+from services.adapters.overflow import classify_provider_error, stated_limits
 
 
 def _openai(message: str, code: str | None, kind: str = "invalid_request_error") -> str:
@@ -158,3 +158,66 @@ def test_provider_errors_are_classified(
     assert verdict.kind == kind
     assert verdict.is_overflow == (kind == "context_window_exceeded")
     assert verdict.message
+
+
+STATED = [
+    # OpenAI, as the API words it.
+    (
+        "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 130000 tokens. Please reduce the length of the messages.",
+        (128_000, 130_000, 0),
+    ),
+    # vLLM (and OpenAI's older wording): the messages and the completion apart.
+    (
+        "This model's maximum context length is 32768 tokens. However, you requested 33000 "
+        "tokens (32000 in the messages, 1000 in the completion). Please reduce the length.",
+        (32_768, 32_000, 1_000),
+    ),
+    ("prompt is too long: 208310 tokens > 200000 maximum", (200_000, 208_310, 0)),
+    (
+        "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease "
+        "input length or `max_tokens` and try again",
+        (200_000, 188_240, 21_333),
+    ),
+    (
+        "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576).",
+        (1_048_576, 1_234_567, 0),
+    ),
+    (
+        json.dumps(
+            {
+                "error": {
+                    "code": 400,
+                    "message": "request (40000 tokens) exceeds the available context size "
+                    "(32768 tokens), try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 40000,
+                    "n_ctx": 32768,
+                }
+            }
+        ),
+        (32_768, 40_000, 0),
+    ),
+    (
+        "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 "
+        "maximum context length",
+        (32_768, 40_000, 0),
+    ),
+    # litellm passes the provider's words on inside its own.
+    (
+        "litellm.ContextWindowExceededError: litellm.BadRequestError: AnthropicException - "
+        "prompt is too long: 40,000 tokens > 32,768 maximum",
+        (32_768, 40_000, 0),
+    ),
+    ("Input is too long for requested model.", (0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize(("text", "figures"), STATED)
+def test_the_figures_an_overflow_error_states_are_read(
+    text: str, figures: tuple[int, int, int]
+) -> None:
+    assert stated_limits(text).as_tuple() == figures
+    if any(figures):
+        # An overflow in a provider's own words needs no classification by litellm.
+        assert classify_provider_error(text, 400, "openai").is_overflow

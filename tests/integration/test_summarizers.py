@@ -11,14 +11,20 @@ import itertools
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from domain.content import Entry
+from domain.context.budget import context_budget
+from domain.context.chain import SummarizerStep
 from domain.context.compaction_planner import CompactionPlan, plan_compaction
-from domain.context.summary import SECTIONS, prompt_hash
+from domain.context.summary import SECTIONS, parse_summary, prompt_hash
+from domain.errors import InvalidSettings
 from domain.settings import CompactionPolicy
+from services.adapters.providers import load_providers
 from services.adapters.summarizers import (
+    NO_KEY,
     LiteLLMSummarizer,
     OfflineSummarizer,
     SummarizerError,
@@ -35,6 +41,7 @@ from tests.support.fake_provider import (
     default_summary,
     delay,
     fail,
+    reply,
 )
 from tests.unit.support import assistant, call, tool, user
 
@@ -84,8 +91,7 @@ def _history(turns: int, chars: int = 4_000) -> list[Entry]:
 def _plan(entries: list[Entry], summariser_window: int) -> CompactionPlan:
     plan = plan_compaction(
         entries,
-        200_000,
-        CompactionPolicy(keep_recent_tokens=2_000),
+        context_budget(200_000, CompactionPolicy(keep_recent_tokens=2_000)),
         summariser_window_tokens=summariser_window,
     )
     assert isinstance(plan, CompactionPlan), plan
@@ -135,6 +141,41 @@ def test_model_and_offline_receipts_hash_the_same_prompt(provider: FakeProvider)
     assert model.prompt_hash == offline.prompt_hash == prompt_hash(expected)
     # The model was told to keep the note; it is kept even though this one did not.
     assert notes[0] in model.text and notes[0] in offline.text
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_what_the_user_said_is_asked_for_and_put_back_when_the_model_drops_it(
+    provider: FakeProvider, protocol: str
+) -> None:
+    make, _ = PROTOCOLS[protocol]
+    entries = [
+        user(
+            'Deploy INC-48213 fails after 420 ms with "psql: error: connection refused". '
+            "Never deploy on Fridays.",
+            id="u1",
+        ),
+        *_turn(1, 400),
+    ]
+    previous = "## Constraints\n- User instruction (entry u0): Remember the rota."
+    forgetful = "## Goal\n- Fix the deploy.\n\n## Critical Context\n- (none)\n"
+    provider.script(reply(forgetful))
+    summary = make(provider).summarize(entries, previous_summary=previous)
+
+    (request,) = provider.requests
+    asked = request.text()
+    assert "User instruction (entry <id>)" in asked
+    assert "Named by the user" in asked
+    assert "numbers with their units (420 ms" in asked
+    sections = parse_summary(summary.text)
+    assert sections["Goal"] == ["Fix the deploy."]
+    assert sections["Constraints"] == [
+        "User instruction (entry u0): Remember the rota.",
+        "User instruction (entry u1): Never deploy on Fridays.",
+    ]
+    assert sections["Critical Context"] == [
+        "Named by the user: `INC-48213`, `420 ms`, `src/module_1.py`",
+        "Error reported by the user (entry u1): psql: error: connection refused",
+    ]
 
 
 def test_keys_come_from_the_environment_as_litellm_reads_them(
@@ -198,14 +239,47 @@ def test_no_server_is_unavailable() -> None:
 
 
 def test_the_configured_model_picks_the_summariser() -> None:
-    assert isinstance(build_summarizer(""), OfflineSummarizer)
-    assert isinstance(build_summarizer("offline"), OfflineSummarizer)
-    known = build_summarizer("openai/gpt-4o-mini")
+    assert isinstance(build_summarizer(SummarizerStep("offline", "offline")), OfflineSummarizer)
+    known = build_summarizer(SummarizerStep("openai/gpt-4o-mini", "openai/gpt-4o-mini"))
     assert isinstance(known, LiteLLMSummarizer)
     assert known.window_tokens == 128_000  # from litellm's model map
-    local = build_summarizer("openai/my-local-model", "http://127.0.0.1:1/v1", 8_192)
+    local = build_summarizer(
+        SummarizerStep(
+            "openai/my-local-model",
+            "openai/my-local-model",
+            api_base="http://127.0.0.1:1/v1",
+            window_tokens=8_192,
+        )
+    )
     assert isinstance(local, LiteLLMSummarizer)
     assert (local.window_tokens, local.api_base) == (8_192, "http://127.0.0.1:1/v1")
+
+
+def test_a_providers_file_names_where_a_model_is_served_and_with_which_key(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    """The key comes from a secret file the providers file names; the session names only
+    the provider. A provider with no key (a local server) needs no OPENAI_API_KEY."""
+    secret = tmp_path / "key"
+    secret.write_text("sk-from-a-secret-file\n")
+    providers_file = tmp_path / "providers.toml"
+    providers_file.write_text(
+        f'[hosted]\napi_base = "{provider.openai_base}"\napi_key_file = "{secret}"\n'
+        "window_tokens = 64000\n\n"
+        f'[local]\napi_base = "{provider.openai_base}"\n'
+    )
+    providers = load_providers(providers_file)
+    hosted = build_summarizer(
+        SummarizerStep("openai/qwen@hosted", "openai/qwen", "hosted"), providers
+    )
+    assert hosted.window_tokens == 64_000
+    hosted.summarize(_turn(1, 100))
+    assert provider.requests[-1].headers["authorization"] == "Bearer sk-from-a-secret-file"
+    local = build_summarizer(SummarizerStep("openai/qwen@local", "openai/qwen", "local"), providers)
+    local.summarize(_turn(2, 100))
+    assert provider.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
+    with pytest.raises(InvalidSettings, match="not in this server's providers file"):
+        providers.check({"elsewhere"})
 
 
 # -- a whole plan ------------------------------------------------------------------------
@@ -234,10 +308,15 @@ def test_no_call_exceeds_the_summarisers_window(protocol: str) -> None:
     assert staged.calls == len(requests) == len(plan.chunks) == staged.chunks_summarised
     assert len(staged.prompt_hashes) == staged.calls
     assert staged.input_tokens == sum(r.estimated_tokens for r in requests)
-    # Rolling: each call carries the summary the previous one returned.
+    # Rolling: each call carries the summary the previous one returned, with the paths
+    # the user named (which the model left out) put back.
     for before, after in itertools.pairwise(requests):
-        answer = default_summary(before.body)
-        assert f"<previous-summary>\n{answer}\n</previous-summary>" in after.text()
+        answer = default_summary(before.body).splitlines()
+        carried = after.text().split("<previous-summary>\n", 1)[1]
+        carried = carried.split("\n</previous-summary>", 1)[0].splitlines()
+        written = [line for line in answer if line != "- (none)"]
+        assert written == [line for line in carried if line in written]
+        assert any(line.startswith("- Named by the user: `src/module_") for line in carried)
     assert staged.text.startswith("## Goal")
 
 

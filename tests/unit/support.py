@@ -111,7 +111,15 @@ class Tracked:
         return stored
 
     def compact(self, first_kept_id: str, summary: str = "summary", **fields: Any) -> None:
-        self.session.record_compaction(Compaction(summary, first_kept_id, **fields), self.history)
+        """Records a compaction as the service does: with the prompt's tokens after it."""
+        compaction = Compaction(summary, first_kept_id, **fields)
+        position = self.history.position_of(first_kept_id)
+        prompt_tokens = -1
+        if position is not None:
+            prompt_tokens = self.history.prompt_tokens_if_cut_at(
+                position, compaction.summary_tokens
+            )
+        self.session.record_compaction(compaction, self.history, prompt_tokens=prompt_tokens)
         self.sync()
 
     def undo(self, compaction_version: int = 0, reason: str = "test") -> None:
@@ -139,7 +147,10 @@ class Tracked:
         self.sync()
 
     def prune(self, *decisions: PruneDecision, reason: str = "test") -> None:
-        self.session.record_prune(list(decisions), reason, self.history)
+        """Records prunes as the service does: with the prompt's tokens after them."""
+        self.session.record_prune(
+            list(decisions), reason, self.history, self.history.prompt_tokens_if_pruned
+        )
         self.sync()
 
     def change_settings(self, settings: SessionSettings, window: tuple[int, str] = WINDOW) -> None:

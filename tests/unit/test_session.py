@@ -9,7 +9,16 @@ from types import MappingProxyType
 import pytest
 
 from domain.compaction import Compaction
-from domain.content import Entry, ImageRef, Role, TextBlock, ToolCall, ToolResult, Usage
+from domain.content import (
+    Entry,
+    ImageRef,
+    PromptRef,
+    Role,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from domain.errors import (
     DuplicateEntry,
     EntryNotFound,
@@ -425,15 +434,18 @@ def test_compaction_cannot_cut_after_an_open_call() -> None:
     assert tracked.session.first_kept_position == 1
 
 
-def test_compaction_cannot_directly_follow_a_compaction() -> None:
-    """A second compaction needs an append in between."""
+def test_compaction_cannot_directly_follow_a_compaction_at_the_same_cut() -> None:
+    """A second compaction needs an append in between, or a later cut: the engine may
+    drop more when a summary and what it kept still do not fit."""
     tracked = _tool_turns()
-    tracked.compact("a2")
-    with pytest.raises(InvalidCutPoint, match="directly follow"):
-        tracked.compact("u2")
-    tracked.append(user("more", id="u3"))
     tracked.compact("u2")
+    with pytest.raises(InvalidCutPoint, match="directly follows"):
+        tracked.compact("u2")
+    tracked.compact("a3")
     assert tracked.session.compaction_count == 2
+    tracked.append(user("more", id="u3"))
+    tracked.compact("a3")
+    assert tracked.session.compaction_count == 3
 
 
 def test_compaction_cannot_move_the_cut_backwards() -> None:
@@ -597,3 +609,54 @@ def test_max_entry_bytes_cannot_exceed_what_the_server_can_take() -> None:
         tracked.session.change_settings(
             SessionSettings(max_entry_bytes=17 << 20), WINDOW, max_entry_bytes_limit=16 << 20
         )
+
+
+# -- one token figure ---------------------------------------------------------------------
+
+
+def test_a_prune_lowers_the_running_estimate_to_what_the_view_shows() -> None:
+    """The aggregate's figure (what the threshold and calibration use) stays the read
+    side's exact one through guard decisions, prunes and compactions."""
+    tracked = Tracked()
+    tracked.append(user("read both", id="u", tokens=10))
+    tracked.append(assistant(id="a", calls=[call("c1"), call("c2")], tokens=10))
+    tracked.append(tool("c1", "x" * 40_000, id="t1", tokens=10_000))
+    tracked.append(tool("c2", "y" * 40_000, id="t2", tokens=10_000))
+
+    def agree() -> None:
+        view = tracked.history.prompt_view()
+        assert tracked.session.estimated_prompt_tokens == view.estimated_tokens
+
+    agree()
+    tracked.prune(trim("t1", 1_000, 1_000))
+    agree()
+    assert tracked.session.estimated_prompt_tokens < 12_000
+    tracked.prune(clear("t1"), trim("t2"))
+    agree()
+    tracked.append(assistant("both read", id="a2", tokens=10))
+    tracked.compact("a2")
+    agree()
+
+
+def test_usage_after_a_prune_calibrates_against_what_was_shown() -> None:
+    """The provider counted the pruned view: the lesson is 1.0, not the estimate's error."""
+    tracked = Tracked()
+    tracked.append(user("go", id="u", tokens=1_000))
+    tracked.append(assistant(id="a", calls=[call("c1")], tokens=10))
+    tracked.append(tool("c1", "z" * 40_000, id="t1", tokens=10_000))
+    tracked.prune(trim("t1", 2_000, 2_000))
+    shown = tracked.history.prompt_view().estimated_tokens
+    answered = Entry(
+        "a2",
+        None,
+        None,
+        Role.ASSISTANT,
+        (TextBlock("done"),),
+        usage=Usage(input_tokens=shown),
+        token_count=5,
+        prompt_ref=PromptRef(tracked.version, "openai", "h"),
+    )
+    tracked.append(answered)
+    assert tracked.session.calibration == 1.0
+    (lesson,) = tracked.events[-1].lessons  # type: ignore[attr-defined]
+    assert lesson.estimated_tokens == shown == lesson.provider_tokens

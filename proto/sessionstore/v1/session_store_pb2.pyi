@@ -691,7 +691,40 @@ class PruningPolicy(_message.Message):
 Global___PruningPolicy: _TypeAlias = PruningPolicy  # noqa: Y015
 
 @_typing.final
+class SummarizerChain(_message.Message):
+    """The summarisers a compaction tries, in order, until one writes a summary that
+    fits: "conversation" (the session's own model), a litellm model name
+    ("openai/gpt-4o-mini"), a model with the name of a provider entry of the
+    server's providers file ("openai/qwen2.5@local": its API base and key),
+    "offline" (no model) or "hard-drop" (the oldest entries dropped to fit, which
+    always lands and ends every chain). Set: replaces the list (empty: the
+    default, summarizer_model if set, then offline, then hard-drop).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        steps: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizerChain: _TypeAlias = SummarizerChain  # noqa: Y015
+
+@_typing.final
 class CompactionPolicy(_message.Message):
+    """Token figures left at 0 are derived from the window W in force (the resolved
+    one, or the provider's when its overflow errors said less).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THRESHOLD_RATIO_FIELD_NUMBER: _builtins.int
@@ -708,10 +741,18 @@ class CompactionPolicy(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
     MAX_HISTORY_SHARE_FIELD_NUMBER: _builtins.int
     SUMMARY_MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARIZERS_FIELD_NUMBER: _builtins.int
+    STEP_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     threshold_ratio: _builtins.float
-    """Compact when estimated tokens exceed this share of the window."""
+    """Start compacting (in the background) when the calibrated estimate exceeds
+    this share of the window.
+    """
     reserve_tokens: _builtins.int
+    """Room kept for the answer; 0: min(16,384, W / 8). The view never holds more
+    than W - reserve.
+    """
     keep_recent_tokens: _builtins.int
+    """The newest entries a compaction keeps; 0: W / 10."""
     summarizer_model: _builtins.str
     """Model that writes summaries, any litellm name (e.g. "openai/gpt-4o-mini");
     empty: the offline summariser, which needs no model, key or network.
@@ -723,7 +764,7 @@ class CompactionPolicy(_message.Message):
     and request; "off": never.
     """
     reserve_floor_tokens: _builtins.int
-    """At least this many tokens free after a compaction."""
+    """At least this many tokens free after a compaction; 0: min(20,000, W / 4)."""
     summarizer_api_base: _builtins.str
     """For local OpenAI-compatible servers, e.g. http://127.0.0.1:8000/v1."""
     summarizer_window_tokens: _builtins.int
@@ -737,7 +778,11 @@ class CompactionPolicy(_message.Message):
     max_history_share: _builtins.float
     """Without a summariser: keep the newest messages that fit this share of the window."""
     summary_max_tokens: _builtins.int
-    """Tokens reserved for the summary itself."""
+    """What a summary may take; 0: min(4,096, W / 10)."""
+    step_timeout_seconds: _builtins.int
+    """One step of the chain (its retries included) gives up after this long."""
+    @_builtins.property
+    def summarizers(self) -> Global___SummarizerChain: ...
     def __init__(
         self,
         *,
@@ -755,10 +800,12 @@ class CompactionPolicy(_message.Message):
         max_attempts: _builtins.int | None = ...,
         max_history_share: _builtins.float | None = ...,
         summary_max_tokens: _builtins.int | None = ...,
+        summarizers: Global___SummarizerChain | None = ...,
+        step_timeout_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_step_timeout_seconds", b"_step_timeout_seconds", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "step_timeout_seconds", b"step_timeout_seconds", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summarizers", b"summarizers", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions", "_identifier_policy", b"_identifier_policy", "_keep_recent_tokens", b"_keep_recent_tokens", "_max_attempts", b"_max_attempts", "_max_history_share", b"_max_history_share", "_mode", b"_mode", "_reserve_floor_tokens", b"_reserve_floor_tokens", "_reserve_tokens", b"_reserve_tokens", "_step_timeout_seconds", b"_step_timeout_seconds", "_summarizer_api_base", b"_summarizer_api_base", "_summarizer_model", b"_summarizer_model", "_summarizer_window_tokens", b"_summarizer_window_tokens", "_summary_max_tokens", b"_summary_max_tokens", "_threshold_ratio", b"_threshold_ratio", "_timeout_seconds", b"_timeout_seconds", "identifier_instructions", b"identifier_instructions", "identifier_policy", b"identifier_policy", "keep_recent_tokens", b"keep_recent_tokens", "max_attempts", b"max_attempts", "max_history_share", b"max_history_share", "mode", b"mode", "reserve_floor_tokens", b"reserve_floor_tokens", "reserve_tokens", b"reserve_tokens", "step_timeout_seconds", b"step_timeout_seconds", "summarizer_api_base", b"summarizer_api_base", "summarizer_model", b"summarizer_model", "summarizer_window_tokens", b"summarizer_window_tokens", "summarizers", b"summarizers", "summary_max_tokens", b"summary_max_tokens", "threshold_ratio", b"threshold_ratio", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__identifier_instructions: _TypeAlias = _typing.Literal["identifier_instructions"]  # noqa: Y015
     _WhichOneofArgType__identifier_instructions: _TypeAlias = _typing.Literal["_identifier_instructions", b"_identifier_instructions"]  # noqa: Y015
@@ -776,6 +823,8 @@ class CompactionPolicy(_message.Message):
     _WhichOneofArgType__reserve_floor_tokens: _TypeAlias = _typing.Literal["_reserve_floor_tokens", b"_reserve_floor_tokens"]  # noqa: Y015
     _WhichOneofReturnType__reserve_tokens: _TypeAlias = _typing.Literal["reserve_tokens"]  # noqa: Y015
     _WhichOneofArgType__reserve_tokens: _TypeAlias = _typing.Literal["_reserve_tokens", b"_reserve_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__step_timeout_seconds: _TypeAlias = _typing.Literal["step_timeout_seconds"]  # noqa: Y015
+    _WhichOneofArgType__step_timeout_seconds: _TypeAlias = _typing.Literal["_step_timeout_seconds", b"_step_timeout_seconds"]  # noqa: Y015
     _WhichOneofReturnType__summarizer_api_base: _TypeAlias = _typing.Literal["summarizer_api_base"]  # noqa: Y015
     _WhichOneofArgType__summarizer_api_base: _TypeAlias = _typing.Literal["_summarizer_api_base", b"_summarizer_api_base"]  # noqa: Y015
     _WhichOneofReturnType__summarizer_model: _TypeAlias = _typing.Literal["summarizer_model"]  # noqa: Y015
@@ -804,6 +853,8 @@ class CompactionPolicy(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reserve_floor_tokens) -> _WhichOneofReturnType__reserve_floor_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reserve_tokens) -> _WhichOneofReturnType__reserve_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__step_timeout_seconds) -> _WhichOneofReturnType__step_timeout_seconds | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__summarizer_api_base) -> _WhichOneofReturnType__summarizer_api_base | None: ...
     @_typing.overload
@@ -868,15 +919,26 @@ class ToolResultGuardPolicy(_message.Message):
     TAIL_SHARE_FIELD_NUMBER: _builtins.int
     MAX_TAIL_CHARS_FIELD_NUMBER: _builtins.int
     PLACEHOLDER_WINDOW_SHARE_FIELD_NUMBER: _builtins.int
+    LIVE_CAP_TOKENS_FIELD_NUMBER: _builtins.int
+    READ_BACK_TOOL_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     live_cap_chars: _builtins.int
-    """A result over min(live_cap_chars, max_window_share of the window) is truncated."""
+    """A cap in characters besides the cap in tokens; 0 (default): none."""
     max_window_share: _builtins.float
+    """A result never shows more than this share of the window."""
     min_keep_chars: _builtins.int
     tail_share: _builtins.float
     max_tail_chars: _builtins.int
     placeholder_window_share: _builtins.float
-    """A result over this share of the window is replaced by a placeholder."""
+    """0 (default): never; else a result over this share of the window is left out whole."""
+    live_cap_tokens: _builtins.int
+    """A result over this many tokens shows its head (and its tail, when that looks
+    like an error, a total or closing JSON) within it; 0: max(4,000, W / 20).
+    """
+    read_back_tool: _builtins.str
+    """The tool the agent's runtime offers to read an entry back, named in the
+    notice of a trimmed result (empty: the notice names the entry only).
+    """
     def __init__(
         self,
         *,
@@ -887,15 +949,19 @@ class ToolResultGuardPolicy(_message.Message):
         tail_share: _builtins.float | None = ...,
         max_tail_chars: _builtins.int | None = ...,
         placeholder_window_share: _builtins.float | None = ...,
+        live_cap_tokens: _builtins.int | None = ...,
+        read_back_tool: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "tail_share", b"tail_share"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_live_cap_tokens", b"_live_cap_tokens", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_read_back_tool", b"_read_back_tool", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "live_cap_tokens", b"live_cap_tokens", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "read_back_tool", b"read_back_tool", "tail_share", b"tail_share"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "tail_share", b"tail_share"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_live_cap_chars", b"_live_cap_chars", "_live_cap_tokens", b"_live_cap_tokens", "_max_tail_chars", b"_max_tail_chars", "_max_window_share", b"_max_window_share", "_min_keep_chars", b"_min_keep_chars", "_placeholder_window_share", b"_placeholder_window_share", "_read_back_tool", b"_read_back_tool", "_tail_share", b"_tail_share", "enabled", b"enabled", "live_cap_chars", b"live_cap_chars", "live_cap_tokens", b"live_cap_tokens", "max_tail_chars", b"max_tail_chars", "max_window_share", b"max_window_share", "min_keep_chars", b"min_keep_chars", "placeholder_window_share", b"placeholder_window_share", "read_back_tool", b"read_back_tool", "tail_share", b"tail_share"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
     _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
     _WhichOneofReturnType__live_cap_chars: _TypeAlias = _typing.Literal["live_cap_chars"]  # noqa: Y015
     _WhichOneofArgType__live_cap_chars: _TypeAlias = _typing.Literal["_live_cap_chars", b"_live_cap_chars"]  # noqa: Y015
+    _WhichOneofReturnType__live_cap_tokens: _TypeAlias = _typing.Literal["live_cap_tokens"]  # noqa: Y015
+    _WhichOneofArgType__live_cap_tokens: _TypeAlias = _typing.Literal["_live_cap_tokens", b"_live_cap_tokens"]  # noqa: Y015
     _WhichOneofReturnType__max_tail_chars: _TypeAlias = _typing.Literal["max_tail_chars"]  # noqa: Y015
     _WhichOneofArgType__max_tail_chars: _TypeAlias = _typing.Literal["_max_tail_chars", b"_max_tail_chars"]  # noqa: Y015
     _WhichOneofReturnType__max_window_share: _TypeAlias = _typing.Literal["max_window_share"]  # noqa: Y015
@@ -904,12 +970,16 @@ class ToolResultGuardPolicy(_message.Message):
     _WhichOneofArgType__min_keep_chars: _TypeAlias = _typing.Literal["_min_keep_chars", b"_min_keep_chars"]  # noqa: Y015
     _WhichOneofReturnType__placeholder_window_share: _TypeAlias = _typing.Literal["placeholder_window_share"]  # noqa: Y015
     _WhichOneofArgType__placeholder_window_share: _TypeAlias = _typing.Literal["_placeholder_window_share", b"_placeholder_window_share"]  # noqa: Y015
+    _WhichOneofReturnType__read_back_tool: _TypeAlias = _typing.Literal["read_back_tool"]  # noqa: Y015
+    _WhichOneofArgType__read_back_tool: _TypeAlias = _typing.Literal["_read_back_tool", b"_read_back_tool"]  # noqa: Y015
     _WhichOneofReturnType__tail_share: _TypeAlias = _typing.Literal["tail_share"]  # noqa: Y015
     _WhichOneofArgType__tail_share: _TypeAlias = _typing.Literal["_tail_share", b"_tail_share"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__live_cap_chars) -> _WhichOneofReturnType__live_cap_chars | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__live_cap_tokens) -> _WhichOneofReturnType__live_cap_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tail_chars) -> _WhichOneofReturnType__max_tail_chars | None: ...
     @_typing.overload
@@ -918,6 +988,8 @@ class ToolResultGuardPolicy(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_keep_chars) -> _WhichOneofReturnType__min_keep_chars | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__placeholder_window_share) -> _WhichOneofReturnType__placeholder_window_share | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__read_back_tool) -> _WhichOneofReturnType__read_back_tool | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tail_share) -> _WhichOneofReturnType__tail_share | None: ...
 
@@ -1819,6 +1891,7 @@ class Compaction(_message.Message):
     ENGINE_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     TAINTED_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
@@ -1856,6 +1929,10 @@ class Compaction(_message.Message):
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___SummarizerAttempt]:
+        """Every summariser the chain tried, in order, and what became of it."""
+
     def __init__(
         self,
         *,
@@ -1883,14 +1960,49 @@ class Compaction(_message.Message):
         engine: _builtins.str = ...,
         instructions: _builtins.str = ...,
         tainted: _builtins.bool = ...,
+        attempts: _abc.Iterable[Global___SummarizerAttempt] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "attempts", b"attempts", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Compaction: _TypeAlias = Compaction  # noqa: Y015
+
+@_typing.final
+class SummarizerAttempt(_message.Message):
+    """One step of a compaction's summariser chain."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUMMARIZER_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DURATION_MS_FIELD_NUMBER: _builtins.int
+    summarizer: _builtins.str
+    """The step as the chain names it ("openai/gpt-4o-mini@local", "offline", ...)."""
+    outcome: _builtins.str
+    """"used" (it wrote the summary), "failed", "timed-out" or "too-large" (its
+    summary and what the cut keeps did not fit the budget).
+    """
+    reason: _builtins.str
+    duration_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        summarizer: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        duration_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration_ms", b"duration_ms", "outcome", b"outcome", "reason", b"reason", "summarizer", b"summarizer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizerAttempt: _TypeAlias = SummarizerAttempt  # noqa: Y015
 
 @_typing.final
 class CompactionFailure(_message.Message):
@@ -2223,6 +2335,10 @@ class PromptView(_message.Message):
     BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     APPENDED_FIELD_NUMBER: _builtins.int
     BASE_VERSION_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
+    UNCALIBRATED_TOKENS_FIELD_NUMBER: _builtins.int
+    THRESHOLD_TOKENS_FIELD_NUMBER: _builtins.int
+    RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
@@ -2248,6 +2364,16 @@ class PromptView(_message.Message):
     request_hash is the whole view's.
     """
     base_version: _builtins.int
+    calibration: _builtins.float
+    """estimated_tokens is the store's count times this calibration, which the
+    provider's usage reports and overflow errors teach (1.0 until then);
+    uncalibrated_tokens is the count itself.
+    """
+    uncalibrated_tokens: _builtins.int
+    threshold_tokens: _builtins.int
+    """Over this (and under budget_tokens) a compaction runs in the background."""
+    reserve_tokens: _builtins.int
+    """Room kept for the answer: budget_tokens = window - reserve_tokens."""
     @_builtins.property
     def pruned(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]:
         """Entries whose tool results were trimmed or cleared in this view."""
@@ -2280,10 +2406,14 @@ class PromptView(_message.Message):
         budget_tokens: _builtins.int = ...,
         appended: _builtins.bool = ...,
         base_version: _builtins.int = ...,
+        calibration: _builtins.float = ...,
+        uncalibrated_tokens: _builtins.int = ...,
+        threshold_tokens: _builtins.int = ...,
+        reserve_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["guard", b"guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "appended", b"appended", "base_version", b"base_version", "budget_tokens", b"budget_tokens", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "session_id", b"session_id", "system_json", b"system_json", "tools_json", b"tools_json", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "appended", b"appended", "base_version", b"base_version", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "system_json", b"system_json", "threshold_tokens", b"threshold_tokens", "tools_json", b"tools_json", "uncalibrated_tokens", b"uncalibrated_tokens", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2398,27 +2528,68 @@ class ToolCallsAbandoned(_message.Message):
 Global___ToolCallsAbandoned: _TypeAlias = ToolCallsAbandoned  # noqa: Y015
 
 @_typing.final
+class TokenLesson(_message.Message):
+    """The provider counted provider_tokens for a prompt the store estimated at
+    estimated_tokens; the session's calibration for the model became calibration.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
+    PROVIDER_TOKENS_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    estimated_tokens: _builtins.int
+    provider_tokens: _builtins.int
+    calibration: _builtins.float
+    source: _builtins.str
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        estimated_tokens: _builtins.int = ...,
+        provider_tokens: _builtins.int = ...,
+        calibration: _builtins.float = ...,
+        source: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "estimated_tokens", b"estimated_tokens", "model", b"model", "provider_tokens", b"provider_tokens", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenLesson: _TypeAlias = TokenLesson  # noqa: Y015
+
+@_typing.final
 class EntriesAppended(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     GUARDED_FIELD_NUMBER: _builtins.int
+    LESSONS_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
     @_builtins.property
     def guarded(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]: ...
+    @_builtins.property
+    def lessons(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenLesson]:
+        """What the provider's usage on these entries taught."""
+
     def __init__(
         self,
         *,
         entries: _abc.Iterable[Global___Entry] | None = ...,
         idempotency_key: _builtins.str = ...,
         guarded: _abc.Iterable[Global___GuardDecision] | None = ...,
+        lessons: _abc.Iterable[Global___TokenLesson] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "guarded", b"guarded", "idempotency_key", b"idempotency_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "guarded", b"guarded", "idempotency_key", b"idempotency_key", "lessons", b"lessons"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2434,12 +2605,24 @@ class OverflowReported(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     VIEW_VERSION_FIELD_NUMBER: _builtins.int
     VIEW_HASH_FIELD_NUMBER: _builtins.int
+    LEARNED_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    LEARNED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    LESSON_FIELD_NUMBER: _builtins.int
     provider: _builtins.str
     status_code: _builtins.int
     message: _builtins.str
     kind: _builtins.str
     view_version: _builtins.int
     view_hash: _builtins.str
+    learned_window_tokens: _builtins.int
+    """What the error stated and the store learned: the provider's window and the
+    answer's room the request asked for (0: not stated)...
+    """
+    learned_output_tokens: _builtins.int
+    @_builtins.property
+    def lesson(self) -> Global___TokenLesson:
+        """...and its count of the refused prompt, against the store's estimate."""
+
     def __init__(
         self,
         *,
@@ -2449,10 +2632,13 @@ class OverflowReported(_message.Message):
         kind: _builtins.str = ...,
         view_version: _builtins.int = ...,
         view_hash: _builtins.str = ...,
+        learned_window_tokens: _builtins.int = ...,
+        learned_output_tokens: _builtins.int = ...,
+        lesson: Global___TokenLesson | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lesson", b"lesson"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learned_output_tokens", b"learned_output_tokens", "learned_window_tokens", b"learned_window_tokens", "lesson", b"lesson", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3592,6 +3778,8 @@ class ContextReport(_message.Message):
     TOTAL_USAGE_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     ENTRIES_IN_PROMPT_FIELD_NUMBER: _builtins.int
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     engine: _builtins.str
@@ -3603,15 +3791,21 @@ class ContextReport(_message.Message):
     pinned_tokens: _builtins.int
     messages_tokens: _builtins.int
     calibrated_tokens: _builtins.int
-    """The estimate scaled by the provider-reported calibration (1.0 when none yet)."""
+    """The estimate scaled by the provider-reported calibration (1.0 when none yet):
+    the figure every budget compares.
+    """
     calibration_ratio: _builtins.float
     last_provider_input_tokens: _builtins.int
     threshold_tokens: _builtins.int
+    """Over this a compaction starts (in the background)."""
     compaction_count: _builtins.int
     compaction_failures: _builtins.int
     prune_count: _builtins.int
     entries: _builtins.int
     entries_in_prompt: _builtins.int
+    budget_tokens: _builtins.int
+    """The most a prompt view may hold (window less the reserve), and that reserve."""
+    reserve_tokens: _builtins.int
     @_builtins.property
     def window(self) -> Global___WindowGuardState: ...
     @_builtins.property
@@ -3660,10 +3854,12 @@ class ContextReport(_message.Message):
         total_usage: Global___Usage | None = ...,
         entries: _builtins.int = ...,
         entries_in_prompt: _builtins.int = ...,
+        budget_tokens: _builtins.int = ...,
+        reserve_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["latest_compaction", b"latest_compaction", "system_prompt", b"system_prompt", "total_usage", b"total_usage", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+from domain.context.chain import SummarizerStep
+from services.adapters.providers import NO_PROVIDERS, Providers
 from services.adapters.summarizers.base import (
     Summarizer,
     SummarizerError,
@@ -12,17 +16,35 @@ from services.adapters.summarizers.base import (
 from services.adapters.summarizers.llm import LiteLLMSummarizer
 from services.adapters.summarizers.offline import OFFLINE, OfflineSummarizer
 
+# What an OpenAI-compatible client is given for a server that takes no key: the
+# client insists on one, and a local server ignores it.
+NO_KEY = "sessionstore-no-key"
 
-def build_summarizer(model: str, api_base: str = "", window_tokens: int = 0) -> Summarizer:
-    """The summariser for a configured model name: "" or "offline" needs no model."""
-    if model.strip() in ("", OFFLINE):
+
+def build_summarizer(step: SummarizerStep, providers: Providers = NO_PROVIDERS) -> Summarizer:
+    """The summariser one step of a chain runs (a model step, or offline)."""
+    if not step.is_model:
         return OfflineSummarizer()
+    provider = providers.get(step.provider) if step.provider else None
+    api_base = step.api_base or (provider.api_base if provider else "")
+    api_key = provider.api_key() if provider else None
+    if api_key is None and api_base and not _environment_key(step.model):
+        api_key = NO_KEY
+    window = step.window_tokens or (provider.window_tokens if provider else 0)
     return LiteLLMSummarizer(
-        model.strip(), api_base=api_base or None, window_tokens=window_tokens or None
+        step.model, api_base=api_base or None, api_key=api_key, window_tokens=window or None
     )
 
 
+def _environment_key(model: str) -> bool:
+    """Whether litellm finds a key for the model's provider in the environment
+    (OPENAI_API_KEY for openai/..., ANTHROPIC_API_KEY for anthropic/...)."""
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return bool(os.environ.get(f"{provider.upper()}_API_KEY"))
+
+
 __all__ = [
+    "NO_KEY",
     "OFFLINE",
     "LiteLLMSummarizer",
     "OfflineSummarizer",

@@ -88,6 +88,10 @@ class Summarizer(Protocol):
         max_result_chars: int | None = None,
     ) -> SummaryResult: ...
 
+    def count_tokens(self, prompt: SummaryPrompt) -> int:
+        """The prompt tokens the summarising model counts for ``prompt``, as sent."""
+        ...
+
 
 def summary_request(
     entries: Sequence[Entry],

@@ -21,7 +21,7 @@ from typing import Any
 
 from domain.content import Entry
 from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
-from domain.context.summary import prompt_hash
+from domain.context.summary import SummaryPrompt, prompt_hash, with_required_facts
 from services.adapters.litellm_loader import load_litellm
 from services.adapters.model_info import ModelMetadata, model_metadata
 from services.adapters.overflow import CONTEXT_WINDOW_EXCEEDED, OTHER, kind_of
@@ -34,6 +34,7 @@ from services.adapters.summarizers.base import (
     summary_request,
     with_notes,
 )
+from services.adapters.tokenizers import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, tokenizer_for
 
 # A model litellm's map does not know (a local one, say) is assumed this small,
 # so chunks are sized safely; pass window_tokens to use more of a larger window.
@@ -63,6 +64,18 @@ class LiteLLMSummarizer:
 
     def __repr__(self) -> str:
         return f"LiteLLMSummarizer({self.name!r}, api_base={self.api_base!r})"
+
+    def count_tokens(self, prompt: SummaryPrompt) -> int:
+        """The request's tokens, each message's framing included, counted on the text sent:
+        the model's tokenizer (o200k for the models it has none of), or characters / 4
+        where that is more (a provider's tokenizer may merge far fewer characters than
+        o200k does in repetitive output), so a request is never sent too large."""
+        tokenizer = tokenizer_for(self.name)
+        return sum(
+            MESSAGE_OVERHEAD_TOKENS
+            + max(tokenizer.count_text(m.content), -(-len(m.content) // CHARS_PER_TOKEN))
+            for m in prompt.messages
+        )
 
     def summarize(
         self,
@@ -106,8 +119,15 @@ class LiteLLMSummarizer:
         if not text.strip():
             raise SummarizerError("the summarising model returned no text", model=self.name)
         usage = getattr(response, "usage", None)
+        # A model may drop what the user said (an instruction, a ticket id): put it back.
+        text = with_required_facts(
+            with_notes(text.strip(), notes),
+            prompt_entries,
+            previous_summary,
+            identifier_policy=identifier_policy,
+        )
         return SummaryResult(
-            text=with_notes(text.strip(), notes),
+            text=text,
             model=str(getattr(response, "model", "") or self.name),
             prompt_hash=prompt_hash(prompt),
             input_tokens=getattr(usage, "prompt_tokens", None),

@@ -16,14 +16,19 @@ from collections.abc import Sequence
 
 from domain.content import Entry
 from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
-from domain.context.summary import prompt_hash, summarize_offline
+from domain.context.summary import SummaryPrompt, prompt_hash, summarize_offline
 from services.adapters.summarizers.base import (
     DEFAULT_TIMEOUT_SECONDS,
     SummaryResult,
     summary_request,
 )
+from services.adapters.tokenizers import tokenizer_for
 
 OFFLINE = "offline"
+# The summary is bounded in the tokenizer the store counts most models with (o200k),
+# so its count matches the one the compaction checks it against (characters / 4
+# would let a Chinese summary grow to several times its room).
+BOUNDING_MODEL = "gpt-4o"
 UNLIMITED_WINDOW_TOKENS = 10**9
 
 
@@ -35,6 +40,11 @@ class OfflineSummarizer:
     def __init__(self, window_tokens: int = UNLIMITED_WINDOW_TOKENS) -> None:
         self.name = OFFLINE
         self.window_tokens = window_tokens
+
+    def count_tokens(self, prompt: SummaryPrompt) -> int:
+        """What a model of this window would count, at 4 characters a token: for planning
+        calls as a model would be called (a dry run); the writer itself sends nothing."""
+        return sum(_chars_over_four(m.content) for m in prompt.messages)
 
     def summarize(
         self,
@@ -68,7 +78,7 @@ class OfflineSummarizer:
             instructions=instructions,
             identifier_policy=identifier_policy,
             notes=notes,
-            count=_chars_over_four,
+            count=tokenizer_for(BOUNDING_MODEL).count_text,
             max_tokens=max_output_tokens,
         )
         elapsed = round((time.perf_counter() - started) * 1000)

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
 from domain.content import Entry
+from domain.context.budget import ContextBudget, context_budget
 from domain.context.compaction_planner import (
     SUMMARIZATION_OVERHEAD_TOKENS,
     CompactionPlan,
     CompactionRefused,
     adaptive_chunk_ratio,
-    choose_cut,
     chunk_for_summary,
     plan_compaction,
-    plan_hard_drop,
-    should_compact,
 )
+from domain.context.cuts import CallIndex, choose_cut
 from domain.settings import CompactionPolicy
 from tests.unit.context.transcripts import PI_LARGE, close_open_calls, read_pi_v1
 from tests.unit.pi_transcript import turns
@@ -25,6 +25,10 @@ from tests.unit.support import Tracked, assistant, call, system, tool, user
 from tests.unit.test_fixtures_import import needs_fixtures
 
 POLICY = CompactionPolicy()
+
+
+def budget(window: int, policy: CompactionPolicy = POLICY) -> ContextBudget:
+    return context_budget(window, policy)
 
 
 def _chat(turn_count: int, tokens: int = 1_000) -> list[Entry]:
@@ -41,31 +45,6 @@ def _accepted_by_the_store(entries: list[Entry], first_kept: str) -> None:
     for turn in turns(entries):
         tracked.append(*turn)
     tracked.compact(first_kept, tokens_before=2, tokens_after=1)
-
-
-# -- when ---------------------------------------------------------------------------
-
-
-def test_compaction_is_needed_past_80_percent_of_the_window() -> None:
-    assert not should_compact(160_000, 200_000, POLICY).needed
-    need = should_compact(160_001, 200_000, POLICY)
-    assert need.needed
-    assert need.reason == "threshold"
-    assert need.threshold_tokens == 160_000
-
-
-def test_the_reserve_never_drops_below_the_20000_token_floor() -> None:
-    """Pi's rule: compact once less than the reserve is free; 16,384 is raised to 20,000."""
-    lenient = CompactionPolicy(threshold_ratio=1.0)
-    assert should_compact(200_000, 200_000, lenient).reserve_limit_tokens == 180_000
-    assert not should_compact(180_000, 200_000, lenient).needed
-    assert should_compact(180_001, 200_000, lenient).reason == "reserve"
-    roomy = CompactionPolicy(threshold_ratio=1.0, reserve_tokens=50_000)
-    assert should_compact(150_001, 200_000, roomy).reason == "reserve"
-
-
-def test_a_small_window_trips_both_rules() -> None:
-    assert should_compact(26_000, 32_000, POLICY).reason == "threshold+reserve"
 
 
 # -- where --------------------------------------------------------------------------
@@ -136,8 +115,33 @@ def test_an_open_call_keeps_the_cut_at_or_before_it() -> None:
     assert entries[choice.position].id == "a-open"
 
 
+def test_the_cut_never_goes_past_the_start_of_the_turn_in_progress() -> None:
+    """A turn of many tool calls: the newest 20,000 tokens all belong to it, yet the
+    cut keeps the user message that began it."""
+    entries = [*_chat(10)]
+    entries.append(user("build it", id="u-now", tokens=100))
+    for i in range(8):
+        entries.append(assistant("", id=f"a{i}-call", calls=[call(f"c{i}")], tokens=100))
+        entries.append(tool(f"c{i}", "log", id=f"t{i}", tokens=3_000))
+    plan = plan_compaction(entries, budget(200_000))
+    assert isinstance(plan, CompactionPlan)
+    assert plan.first_kept_entry_id == "u-now"
+    assert plan.reason == "keeping the turn in progress whole"
+
+
+def test_keep_recent_is_cut_down_to_what_the_target_leaves() -> None:
+    """keep_recent_tokens larger than the budget (the 32k case of an explicit 20,000):
+    the plan keeps what fits beside the summary, and the summary is still written."""
+    policy = CompactionPolicy(keep_recent_tokens=20_000)
+    small = context_budget(16_384, policy)
+    plan = plan_compaction(_chat(30, tokens=500), small)
+    assert isinstance(plan, CompactionPlan)
+    assert plan.kept_tokens + plan.summary_budget_tokens <= small.target_estimate
+    assert plan.leaves_reserve_floor
+
+
 def test_nothing_to_compact_when_everything_is_recent() -> None:
-    refused = plan_compaction(_chat(5), 200_000, POLICY)
+    refused = plan_compaction(_chat(5), budget(200_000))
     assert isinstance(refused, CompactionRefused)
     assert "keep_recent_tokens" in refused.reason
 
@@ -154,14 +158,9 @@ def test_nothing_to_compact_when_one_turn_cannot_be_split() -> None:
     assert "nothing to compact" in choice.reason
 
 
-def test_nothing_to_compact_right_after_a_compaction() -> None:
-    refused = plan_compaction(_chat(30), 200_000, POLICY, entries_since_last_compaction=0)
-    assert isinstance(refused, CompactionRefused)
-
-
 def test_system_entries_are_pinned() -> None:
     entries = [system("you are terse", id="sys", tokens=500), *_chat(30)]
-    plan = plan_compaction(entries, 200_000, POLICY)
+    plan = plan_compaction(entries, budget(200_000))
     assert isinstance(plan, CompactionPlan)
     assert plan.pinned_entry_ids == ("sys",)
     assert plan.summarised.first_id == "u0"
@@ -171,7 +170,7 @@ def test_system_entries_are_pinned() -> None:
 
 def test_the_plan_describes_a_dry_run() -> None:
     entries = _chat(30)
-    plan = plan_compaction(entries, 200_000, POLICY, previous_summary_tokens=1_000)
+    plan = plan_compaction(entries, budget(200_000), previous_summary_tokens=1_000)
     assert isinstance(plan, CompactionPlan)
     assert plan.first_kept_entry_id == "u20"
     assert (plan.summarised.first_id, plan.summarised.last_id, plan.summarised.count) == (
@@ -190,14 +189,14 @@ def test_the_plan_describes_a_dry_run() -> None:
 def test_a_compaction_that_would_not_shrink_is_refused() -> None:
     # Summarising the first turn (120 tokens) costs a summary of at least 200.
     entries = _chat(1, tokens=60) + _chat(10)[2:] + [user("last", id="z", tokens=2_000)]
-    refused = plan_compaction(entries, 200_000, POLICY)
+    refused = plan_compaction(entries, budget(200_000))
     assert isinstance(refused, CompactionRefused)
     assert "not shrink" in refused.reason
 
 
 def test_the_summary_of_a_short_history_is_expected_to_be_about_half_of_it() -> None:
     entries = _chat(11)  # 22,000 tokens; 2,000 summarised into about 1,000
-    plan = plan_compaction(entries, 200_000, POLICY)
+    plan = plan_compaction(entries, budget(200_000))
     assert isinstance(plan, CompactionPlan)
     assert plan.estimated_tokens_after == 1_000 + plan.kept_tokens
 
@@ -254,43 +253,11 @@ def test_two_million_tokens_for_a_128k_summariser_all_fit() -> None:
 
 def test_the_summariser_window_sizes_the_chunks_not_the_conversation_window() -> None:
     entries = [*_chat(200, tokens=1_500), user("now", id="last", tokens=20_000)]
-    plan = plan_compaction(entries, 1_000_000, POLICY, summariser_window_tokens=32_000)
+    plan = plan_compaction(entries, budget(1_000_000), summariser_window_tokens=32_000)
     assert isinstance(plan, CompactionPlan)
     assert plan.summariser_window_tokens == 32_000
     assert all(c.counted_tokens <= plan.max_chunk_tokens for c in plan.chunks)
     assert plan.max_chunk_tokens < 32_000 * 0.4
-
-
-# -- no model at all --------------------------------------------------------------------
-
-
-def test_hard_drop_keeps_the_newest_that_fit_80_percent() -> None:
-    entries = [system("rules", id="sys", tokens=1_000), *_chat(100)]  # 201,000 tokens
-    drop = plan_hard_drop(entries, 100_000)
-    assert drop.budget_tokens == 80_000
-    # 1,200 pinned + 1,200 per message: 65 messages fit; the cut moves to a question.
-    assert drop.first_kept_entry_id == "a67"
-    assert drop.dropped_messages == 135
-    assert drop.dropped_tokens == 135_000
-    assert drop.kept_tokens == 66_000
-    assert set(drop.to_dict()) >= {"droppedMessages", "droppedTokens", "keptTokens", "budgetTokens"}
-
-
-def test_hard_drop_moves_the_cut_later_past_a_result() -> None:
-    entries = [
-        *_chat(5),
-        assistant("", id="a-call", calls=[call("c")], tokens=10_000),
-        tool("c", "out", id="t", tokens=10_000),
-        user("next", id="u-next", tokens=1_000),
-    ]
-    drop = plan_hard_drop(entries, 20_000)  # 16,000 budget: t fits after u-next, a-call not
-    assert drop.first_kept_entry_id == "u-next"
-    assert drop.kept_tokens == 1_000
-
-
-def test_hard_drop_with_nothing_to_keep() -> None:
-    drop = plan_hard_drop([user("x", id="x", tokens=50_000)], 20_000)
-    assert drop.first_kept_entry_id is None
 
 
 # -- a real session ------------------------------------------------------------------------
@@ -300,10 +267,11 @@ def test_hard_drop_with_nothing_to_keep() -> None:
 def test_a_real_coding_session_gets_a_cut_the_store_accepts() -> None:
     """pi's 900-message session, 125,000 tokens, compacted for a 128k model."""
     entries = close_open_calls(read_pi_v1(PI_LARGE))
-    assert should_compact(sum(e.token_count for e in entries), 128_000, POLICY).needed
-    plan = plan_compaction(entries, 128_000, POLICY)
+    assert budget(128_000).over_threshold(sum(e.token_count for e in entries))
+    plan = plan_compaction(entries, budget(128_000))
     assert isinstance(plan, CompactionPlan)
-    assert 20_000 <= plan.kept_tokens < 40_000
+    # About a tenth of the window is kept, the cut moved back to a valid point.
+    assert 12_800 <= plan.kept_tokens < 40_000
     assert plan.estimated_tokens_after < plan.tokens_before
     chunked = [i for c in plan.chunks for i in c.entry_ids]
     assert len(chunked) + len(plan.oversized) == plan.summarised.count
@@ -317,3 +285,25 @@ def test_a_real_coding_session_gets_a_cut_the_store_accepts() -> None:
     )
     log = tracked.history.durable_log()
     assert log.entries[0].id == plan.first_kept_entry_id
+
+
+def test_the_cut_index_agrees_with_the_call_by_call_rule() -> None:
+    """Random sessions of calls answered late, early, together or never: the swept
+    index of splitting cuts says what the call-by-call rule says, at every position."""
+    rng = random.Random(7)
+    for _ in range(50):
+        entries: list[Entry] = []
+        waiting: list[str] = []
+        for i in range(60):
+            if waiting and rng.random() < 0.4:
+                answered = waiting.pop(rng.randrange(len(waiting)))
+                entries.append(tool(answered, "out", id=f"t{i}"))
+            elif rng.random() < 0.3:
+                calls = [call(f"c{i}-{k}") for k in range(rng.randint(1, 3))]
+                waiting += [c.id for c in calls]
+                entries.append(assistant(id=f"a{i}", calls=calls))
+            else:
+                entries.append(user(f"u{i}", id=f"u{i}"))
+        index = CallIndex(entries, open_call_ids=waiting)
+        for position in range(len(entries)):
+            assert index.splitting[position] == (index.split_call_before(position) is not None)

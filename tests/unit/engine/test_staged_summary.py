@@ -8,6 +8,7 @@ import re
 import pytest
 
 from domain.content import Entry
+from domain.context.budget import context_budget
 from domain.context.compaction_planner import CompactionPlan, plan_compaction
 from domain.context.summary import SECTIONS
 from domain.settings import CompactionPolicy
@@ -36,8 +37,7 @@ def _history(turns: int, chars: int = 4_000) -> list[Entry]:
 def _plan(entries: list[Entry], window: int, summariser_window: int) -> CompactionPlan:
     plan = plan_compaction(
         entries,
-        window,
-        CompactionPolicy(keep_recent_tokens=2_000),
+        context_budget(window, CompactionPolicy(keep_recent_tokens=2_000)),
         summariser_window_tokens=summariser_window,
     )
     assert isinstance(plan, CompactionPlan), plan

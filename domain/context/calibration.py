@@ -1,0 +1,146 @@
+"""What the provider teaches the store about its tokens and its window.
+
+The store counts every entry once, with the tokenizer it has for the model;
+the provider counts with its own (Claude's counts ~1.15-1.3x o200k's), and
+serves the window it serves, whatever the model's metadata says. Two kinds of
+lesson correct the store, each recorded in the event that taught it, with its
+source, so every reader (the aggregate, the read side, a replay) folds the same
+figures:
+
+* :class:`TokenLesson` - the provider counted ``provider_tokens`` for a prompt
+  the store estimated at ``estimated_tokens``: a usage report on an assistant
+  turn that answered a view, or the count an overflow error states. The
+  session's calibration for the model moves to the new ratio (the first lesson
+  sets it; later ones are averaged in, the newest weighing most), bounded so a
+  mistaken report cannot make the store absurd.
+* :class:`WindowLesson` - an overflow error stated the window (and the answer's
+  room the client asked for): the window in force is the smaller of the
+  resolved one and this one, until a usage report counts more than it (the
+  provider serves more after all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# A provider's count more than 4x off the estimate is a mistake, not a calibration.
+MAX_CALIBRATION = 4.0
+MIN_CALIBRATION = 1 / MAX_CALIBRATION
+# The weight of the newest lesson in the running calibration.
+NEWEST_WEIGHT = 0.5
+# A lesson from a prompt this small says little (per-message overheads dominate it).
+MIN_LESSON_TOKENS = 200
+MAX_SOURCE_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLesson:
+    """The provider counted ``provider_tokens`` where the store estimated
+    ``estimated_tokens``; ``calibration`` is the session's ratio for ``model`` after it."""
+
+    model: str
+    estimated_tokens: int
+    provider_tokens: int
+    calibration: float
+    # "usage of entry <id> (view <version>)" or "overflow report: <provider's words>".
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "estimated_tokens": self.estimated_tokens,
+            "provider_tokens": self.provider_tokens,
+            "calibration": self.calibration,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TokenLesson:
+        return cls(
+            data["model"],
+            data["estimated_tokens"],
+            data["provider_tokens"],
+            data["calibration"],
+            data["source"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLesson:
+    """The provider said its window for ``model`` is ``window_tokens`` (0: it did not
+    say), and that the request asked ``output_tokens`` for the answer (0: not said)."""
+
+    model: str
+    window_tokens: int
+    output_tokens: int
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "window_tokens": self.window_tokens,
+            "output_tokens": self.output_tokens,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WindowLesson:
+        return cls(data["model"], data["window_tokens"], data["output_tokens"], data["source"])
+
+
+def learn_tokens(
+    current: float | None,
+    model: str,
+    estimated_tokens: int,
+    provider_tokens: int,
+    source: str,
+) -> TokenLesson | None:
+    """The lesson of one provider count (None when it teaches nothing): ``current`` is
+    the session's calibration for the model so far (None: never calibrated)."""
+    if estimated_tokens < MIN_LESSON_TOKENS or provider_tokens <= 0:
+        return None
+    ratio = min(MAX_CALIBRATION, max(MIN_CALIBRATION, provider_tokens / estimated_tokens))
+    calibrated = ratio if current is None else NEWEST_WEIGHT * ratio + (1 - NEWEST_WEIGHT) * current
+    return TokenLesson(
+        model, estimated_tokens, provider_tokens, round(calibrated, 4), source[:MAX_SOURCE_CHARS]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedLimits:
+    """What the lessons taught about one model, as every reader folds them."""
+
+    calibration: float | None = None
+    window_tokens: int = 0
+    output_tokens: int = 0
+
+    def after_tokens(self, lesson: TokenLesson, *, accepted: bool) -> LearnedLimits:
+        """After a count of a prompt the provider ``accepted`` (usage) or refused (an
+        overflow). An accepted prompt larger than the learned window disproves it: the
+        provider serves more than its error said (or the model changed behind it)."""
+        window = self.window_tokens
+        if accepted and window and lesson.provider_tokens > window:
+            window = 0
+        return LearnedLimits(lesson.calibration, window, self.output_tokens)
+
+    def after_window(self, lesson: WindowLesson) -> LearnedLimits:
+        window = lesson.window_tokens or self.window_tokens
+        if self.window_tokens and lesson.window_tokens:
+            window = min(self.window_tokens, lesson.window_tokens)
+        output = max(self.output_tokens, lesson.output_tokens)
+        return LearnedLimits(self.calibration, window, output)
+
+    def window(self, resolved_tokens: int) -> int:
+        """The window in force: the resolved one, or the learned one when smaller."""
+        if self.window_tokens and self.window_tokens < resolved_tokens:
+            return self.window_tokens
+        return resolved_tokens
+
+    def to_list(self) -> list[Any]:
+        return [self.calibration, self.window_tokens, self.output_tokens]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> LearnedLimits:
+        return cls(data[0], data[1], data[2])

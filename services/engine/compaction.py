@@ -1,0 +1,224 @@
+"""One compaction by the summariser chain, landing every time.
+
+The plan (domain.context.compaction_planner) cuts before the turn in progress,
+keeping what fits the budget's target beside a summary. Each summariser of the
+session's chain (domain.context.chain) then tries to write that summary, within
+its own deadline, its retries and backoff included; the first whose summary,
+with what the cut keeps, fits the target is recorded. A step that fails, times
+out or writes too much is noted in the receipt (and a model's failure recorded
+as a failed compaction, as the audit counts them), and the next is tried. The
+chain ends with the hard drop (services.engine.fit), which always lands.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt, Trigger
+from domain.content import Role
+from domain.context.budget import ContextBudget
+from domain.context.chain import SummarizerStep, summarizer_chain
+from domain.context.compaction_planner import CompactionPlan, CompactionRefused, plan_compaction
+from domain.context.current_request import (
+    current_request,
+    with_current_request,
+    without_current_request,
+)
+from domain.context.cuts import turn_start
+from domain.errors import DomainError
+from projections.session_history import PromptView
+from services.adapters.summarizers.base import SummarizerError
+from services.adapters.tokenizers import tokenizer_for
+from services.engine.base import (
+    CompactionOutcome,
+    CompactionRequest,
+    SessionPort,
+    SummarizerFactory,
+)
+from services.engine.fit import fit
+from services.engine.staged_summary import CompactionStepFailed, summarize_plan
+
+
+def compact_with_chain(
+    port: SessionPort,
+    summarizers: SummarizerFactory,
+    session_id: str,
+    request: CompactionRequest,
+    engine: str,
+) -> CompactionOutcome:
+    """Compacts the session now (or plans it, with ``dry_run``)."""
+    started = time.monotonic()
+    view = port.history(session_id).prompt_view()
+    session = port.aggregate(session_id)
+    budget = view.budget(request.budget_tokens)
+    threshold = request.trigger == Trigger.THRESHOLD and not request.force
+    if threshold and not budget.over_threshold(view.estimated_tokens):
+        return CompactionOutcome(False, "the prompt is within its threshold")
+    open_calls = tuple(session.open_tool_calls)
+    plan = _plan(view, budget, open_calls, request)
+    if isinstance(plan, CompactionRefused):
+        if request.trigger in (Trigger.THRESHOLD, Trigger.OVERFLOW):
+            return fit(port, session_id, request, engine)
+        return CompactionOutcome(False, plan.reason)
+    steps = summarizer_chain(view.settings.compaction, view.settings.model)
+    if request.dry_run:
+        planned = {**plan.to_dict(), "summarizer_model": steps[0].name}
+        return CompactionOutcome(False, "dry run: nothing written", planned)
+    attempts: list[SummarizerAttempt] = []
+    for step in steps[:-1]:  # the last is the hard drop
+        outcome = _try_step(port, summarizers, step, view, budget, open_calls, request, attempts)
+        if outcome is not None:
+            return replace(outcome, plan={**outcome.plan, "duration_ms": _ms(started)})
+    return fit(port, session_id, replace(request, force=True), engine, attempts)
+
+
+def _plan(
+    view: PromptView,
+    budget: ContextBudget,
+    open_calls: Sequence[str],
+    request: CompactionRequest,
+    summariser_window_tokens: int | None = None,
+) -> CompactionPlan | CompactionRefused:
+    """The plan; when refused and the request insists, the one keeping only the turn in
+    progress. Chunks are sized for ``summariser_window_tokens`` (None: the window's)."""
+    previous = view.log.compaction.compaction if view.log.compaction else None
+    plans = [budget, replace(budget, keep_recent_tokens=1)] if request.force else [budget]
+    plan: CompactionPlan | CompactionRefused = CompactionRefused("")
+    for planned in plans:
+        plan = plan_compaction(
+            view.as_shown(),
+            planned,
+            system_tokens=view.system_prompt.tokens.total,
+            summariser_window_tokens=summariser_window_tokens,
+            previous_summary_tokens=previous.summary_tokens if previous else 0,
+            open_call_ids=open_calls,
+        )
+        if isinstance(plan, CompactionPlan):
+            break
+    return plan
+
+
+def _try_step(
+    port: SessionPort,
+    summarizers: SummarizerFactory,
+    step: SummarizerStep,
+    view: PromptView,
+    budget: ContextBudget,
+    open_calls: Sequence[str],
+    request: CompactionRequest,
+    attempts: list[SummarizerAttempt],
+) -> CompactionOutcome | None:
+    """The compaction this step records, or None (its attempt noted) to try the next."""
+    started = time.monotonic()
+    policy = view.settings.compaction
+    session_id = view.log.session_id
+    try:
+        summarizer = summarizers(step)
+        # Chunks are sized for this summariser's own window.
+        plan = _plan(view, budget, open_calls, request, summarizer.window_tokens)
+        if isinstance(plan, CompactionRefused):
+            raise CompactionStepFailed("plan", plan.reason)
+        previous = view.log.compaction.compaction.summary if view.log.compaction else ""
+        staged = summarize_plan(
+            plan,
+            {e.id: e for e in view.as_sent()},
+            summarizer,
+            previous_summary=without_current_request(previous) if previous else "",
+            instructions=request.instructions,
+            identifier_policy=policy.identifier_policy,
+            identifier_instructions=policy.identifier_instructions,
+            timeout_seconds=min(policy.step_timeout_seconds, policy.timeout_seconds),
+        )
+    except (CompactionStepFailed, SummarizerError, DomainError) as error:
+        timed_out = isinstance(error, CompactionStepFailed) and "timed out" in error.reason
+        attempts.append(
+            SummarizerAttempt(
+                step.name, "timed-out" if timed_out else "failed", str(error), _ms(started)
+            )
+        )
+        if step.is_model:
+            port.record_compaction_failure(
+                session_id,
+                CompactionFailure(
+                    request.trigger,
+                    _stage_of(error),
+                    str(error),
+                    request.attempt,
+                    step.name,
+                    _ms(started),
+                ),
+            )
+        return None
+    summary = _carrying(view, staged.text)
+    after = _tokens_after(view, plan, summary)
+    if after > budget.target_estimate:
+        attempts.append(
+            SummarizerAttempt(
+                step.name,
+                "too-large",
+                f"its summary and the kept entries need ~{budget.provider_tokens(after):,} "
+                f"tokens; the target is {budget.target_tokens:,}",
+                _ms(started),
+            )
+        )
+        return None
+    attempts.append(SummarizerAttempt(step.name, "used", plan.reason, _ms(started)))
+    compaction = Compaction(
+        summary=summary,
+        first_kept_entry_id=plan.first_kept_entry_id,
+        reason=request.trigger,
+        summarizer_model=staged.model,
+        first_covered_entry_id=plan.summarised.first_id,
+        last_covered_entry_id=plan.summarised.last_id,
+        entries_covered=plan.summarised.count,
+        prompt_hash=staged.prompt_hash,
+        chunks=staged.calls,
+        fallback_stage=staged.stage,
+        attempt=request.attempt,
+        duration_ms=staged.duration_ms,
+        engine=view.settings.engine,
+        instructions=request.instructions,
+        attempts=tuple(attempts),
+    )
+    try:
+        recorded = port.record_compaction(session_id, compaction)
+    except DomainError as error:  # the session moved under the plan: the next step replans
+        attempts[-1] = SummarizerAttempt(step.name, "failed", str(error), _ms(started))
+        return None
+    return CompactionOutcome(
+        True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
+    )
+
+
+def _carrying(view: PromptView, summary: str) -> str:
+    """The summary, carrying on the turn's user message the one in force carries while
+    that turn goes on (no user message kept after the cut)."""
+    previous = view.log.compaction.compaction.summary if view.log.compaction else ""
+    carried = current_request(previous) if previous else None
+    if carried is None or turn_start(view.log.entries) is not None:
+        return summary
+    return with_current_request(summary, *carried)
+
+
+def _tokens_after(view: PromptView, plan: CompactionPlan, summary: str) -> int:
+    """The prompt's tokens were this summary recorded with the plan's cut: the system
+    prompt, every system entry (pinned or kept), the kept conversation, the summary."""
+    entries = view.as_shown()
+    cut = next(i for i, e in enumerate(entries) if e.id == plan.first_kept_entry_id)
+    kept = sum(e.token_count for i, e in enumerate(entries) if i >= cut or e.role is Role.SYSTEM)
+    summary_tokens = tokenizer_for(view.settings.model).count_text(summary)
+    return view.system_prompt.tokens.total + kept + summary_tokens
+
+
+def _stage_of(error: Exception) -> str:
+    if isinstance(error, CompactionStepFailed):
+        return error.stage
+    if isinstance(error, SummarizerError):
+        return "summarise"
+    return "plan"
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -1,0 +1,187 @@
+"""The last step of every chain: drop and trim until the prompt fits. It always lands.
+
+Carries out domain.context.fit_planner's plan with no summarising model: the
+tool results it trims are recorded as a prune (the prompt view only changes),
+the entries it drops as a compaction whose summary is the offline summary of
+what went, rolled onto the previous one and bounded to the room the plan gave
+it (SPEC 3.3 fallback 3, hard-drop), carrying the turn's user message verbatim
+when the cut falls inside the turn. Nothing is lost: every dropped entry stays
+in the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt
+from domain.content import Entry, Role, TextBlock
+from domain.context.budget import ContextBudget
+from domain.context.chain import HARD_DROP
+from domain.context.current_request import current_request, with_current_request
+from domain.context.cuts import turn_start
+from domain.context.fit_planner import FitPlan, Trim, plan_fit
+from domain.context.summary import summarize_offline
+from domain.errors import DomainError
+from domain.pruning import PruneAction, PruneDecision
+from projections.session_history import PromptView
+from services.adapters.tokenizers import tokenizer_for
+from services.engine.base import CompactionOutcome, CompactionRequest, SessionPort
+
+# The hard drop's own summary takes at most this share of the target.
+SUMMARY_TARGET_SHARE = 4
+
+
+def fit(
+    port: SessionPort,
+    session_id: str,
+    request: CompactionRequest,
+    engine: str,
+    attempts: Sequence[SummarizerAttempt] = (),
+) -> CompactionOutcome:
+    """Drops and trims until the prompt fits its budget (or the request's)."""
+    started = time.monotonic()
+    view = port.history(session_id).prompt_view()
+    session = port.aggregate(session_id)
+    budget = view.budget(request.budget_tokens)
+    if not request.force and not budget.over_threshold(view.estimated_tokens):
+        return CompactionOutcome(False, "the prompt is within its threshold")
+    entries = view.as_sent()
+    carried = _carried(view, entries)
+    plan = _plan(view, entries, budget, tuple(session.open_tool_calls), carried)
+    statistics = plan.to_dict(entries)
+    if not plan.fits or (plan.cut is None and not plan.prunes):
+        return CompactionOutcome(False, plan.reason, statistics)
+    if request.dry_run:
+        return CompactionOutcome(False, f"dry run: {plan.reason}", statistics)
+    pruned = None
+    if plan.prunes:
+        pruned = port.record_prune(session_id, plan.prunes, f"{request.trigger}: {plan.reason}")
+    if plan.cut is None:
+        return CompactionOutcome(False, plan.reason, statistics, pruned=pruned)
+    summary = _summary(view, entries, plan, budget, request, carried)
+    dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
+    compaction = Compaction(
+        summary=summary,
+        first_kept_entry_id=entries[plan.cut].id,
+        reason=request.trigger,
+        summarizer_model="offline",
+        details=MappingProxyType({k: str(v) for k, v in statistics.items()}),
+        first_covered_entry_id=dropped[0].id,
+        last_covered_entry_id=dropped[-1].id,
+        entries_covered=len(dropped),
+        fallback_stage="hard-drop",
+        attempt=request.attempt,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        engine=engine,
+        instructions=request.instructions,
+        attempts=(*attempts, SummarizerAttempt(HARD_DROP, "used", plan.reason)),
+    )
+    try:
+        recorded = port.record_compaction(session_id, compaction)
+    except DomainError as error:
+        # The session moved under the plan (a summarising compaction landed meanwhile):
+        # nothing is wrong, and the caller plans again from what is there now.
+        failure = CompactionFailure(
+            request.trigger, "verify", str(error), request.attempt, "offline"
+        )
+        return CompactionOutcome(False, failure.reason, statistics, failure=failure, pruned=pruned)
+    return CompactionOutcome(True, plan.reason, statistics, recorded, pruned=pruned)
+
+
+def _plan(
+    view: PromptView,
+    entries: Sequence[Entry],
+    budget: ContextBudget,
+    open_call_ids: Sequence[str],
+    carried: tuple[str, str] | None,
+) -> FitPlan:
+    """The plan for the target if one fits it, else for the budget itself."""
+    tokenizer = tokenizer_for(view.settings.model)
+    carried_tokens = tokenizer.count_text(carried[1]) if carried else 0
+    trims = trim_options(view)
+    plan = None
+    for limit in (budget.target_estimate, budget.budget_estimate):
+        plan = plan_fit(
+            entries,
+            system_tokens=view.system_prompt.tokens.total,
+            limit=limit,
+            summary_tokens=summary_tokens(budget) + carried_tokens,
+            open_call_ids=open_call_ids,
+            trims=trims,
+        )
+        if plan.fits:
+            break
+    assert plan is not None
+    return plan
+
+
+def summary_tokens(budget: ContextBudget) -> int:
+    """The most the hard drop's summary takes, in the store's estimate."""
+    return min(
+        budget.in_estimate(budget.summary_max_tokens),
+        budget.target_estimate // SUMMARY_TARGET_SHARE,
+    )
+
+
+def trim_options(view: PromptView) -> dict[str, tuple[Trim, ...]]:
+    """For each kept tool result entry: shown to its head and tail, then cleared."""
+    policy = view.settings.pruning
+    options: dict[str, tuple[Trim, ...]] = {}
+    for entry in view.log.entries:
+        if entry.role is not Role.TOOL:
+            continue
+        soft = PruneDecision(
+            entry.id,
+            PruneAction.SOFT_TRIM,
+            policy.soft_trim_head_chars,
+            policy.soft_trim_tail_chars,
+        )
+        hard = PruneDecision(entry.id, PruneAction.HARD_CLEAR, 0, 0)
+        options[entry.id] = tuple(
+            Trim(decision, view.tokens_shown_if(entry, decision)) for decision in (soft, hard)
+        )
+    return options
+
+
+def _carried(view: PromptView, entries: Sequence[Entry]) -> tuple[str, str] | None:
+    """The user message the summary in force carries, while its turn goes on."""
+    if turn_start(entries) is not None or view.log.compaction is None:
+        return None
+    return current_request(view.log.compaction.compaction.summary)
+
+
+def _summary(
+    view: PromptView,
+    entries: Sequence[Entry],
+    plan: FitPlan,
+    budget: ContextBudget,
+    request: CompactionRequest,
+    carried: tuple[str, str] | None,
+) -> str:
+    assert plan.cut is not None
+    dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
+    previous = view.log.compaction.compaction.summary if view.log.compaction else ""
+    notice = (
+        f"[{len(dropped)} earlier entries (~{sum(e.token_count for e in dropped):,} tokens, "
+        f"{dropped[0].id} .. {dropped[-1].id}) were left out to fit the context window; the "
+        "store keeps each of them whole.]"
+    )
+    tokenizer = tokenizer_for(view.settings.model)
+    summary = summarize_offline(
+        dropped,
+        previous_summary=previous,
+        instructions=request.instructions,
+        identifier_policy=view.settings.compaction.identifier_policy,
+        notes=(notice,),
+        count=tokenizer.count_text,
+        max_tokens=summary_tokens(budget),
+    )
+    if plan.carried is not None:
+        user = next(e for e in entries if e.id == plan.carried)
+        text = "\n".join(b.text for b in user.content if isinstance(b, TextBlock))
+        return with_current_request(summary, user.id, text)
+    if carried is not None:
+        return with_current_request(summary, *carried)
+    return summary

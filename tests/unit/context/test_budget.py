@@ -1,0 +1,104 @@
+"""The one token figure and the budgets a window gives, derived or explicit."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.context.budget import context_budget
+from domain.context.calibration import LearnedLimits, TokenLesson, WindowLesson, learn_tokens
+from domain.settings import CompactionPolicy
+
+POLICY = CompactionPolicy()
+
+
+@pytest.mark.parametrize(
+    ("window", "reserve", "keep", "summary", "budget", "threshold", "target"),
+    [
+        (16_384, 2_048, 1_638, 1_638, 14_336, 13_107, 12_288),
+        (32_768, 4_096, 3_276, 3_276, 28_672, 26_214, 24_576),
+        (128_000, 16_000, 12_800, 4_096, 112_000, 102_400, 102_400),
+        (1_048_576, 16_384, 104_857, 4_096, 1_032_192, 838_860, 838_860),
+    ],
+)
+def test_the_defaults_are_derived_from_the_window(
+    window: int, reserve: int, keep: int, summary: int, budget: int, threshold: int, target: int
+) -> None:
+    derived = context_budget(window, POLICY)
+    assert (derived.reserve_tokens, derived.keep_recent_tokens, derived.summary_max_tokens) == (
+        reserve,
+        keep,
+        summary,
+    )
+    assert (derived.budget_tokens, derived.threshold_tokens, derived.target_tokens) == (
+        budget,
+        threshold,
+        target,
+    )
+    # What a compaction keeps and writes always fits under its target.
+    assert derived.keep_recent_tokens + derived.summary_max_tokens < derived.target_tokens
+
+
+def test_a_million_token_window_is_not_compacted_at_a_few_tens_of_thousands() -> None:
+    huge = context_budget(1_000_000, POLICY)
+    assert not huge.over_threshold(700_000)
+    assert huge.over_threshold(800_001)
+
+
+def test_explicit_settings_win() -> None:
+    policy = CompactionPolicy(
+        reserve_tokens=1_000, keep_recent_tokens=5_000, summary_max_tokens=800, threshold_ratio=0.5
+    )
+    chosen = context_budget(32_000, policy)
+    assert chosen.reserve_tokens == 1_000
+    assert chosen.budget_tokens == 31_000
+    assert chosen.threshold_tokens == 16_000
+    assert chosen.keep_recent_tokens == 5_000
+    assert chosen.summary_max_tokens == 800
+
+
+def test_a_reserve_as_large_as_the_window_still_leaves_room() -> None:
+    chosen = context_budget(16_000, CompactionPolicy(reserve_tokens=50_000))
+    assert chosen.budget_tokens == 1_600
+
+
+def test_the_answer_the_client_asks_room_for_is_reserved() -> None:
+    learned = context_budget(32_768, POLICY, learned_reserve_tokens=8_000)
+    assert learned.reserve_tokens == 8_000
+    assert learned.budget_tokens == 24_768
+
+
+def test_a_client_may_ask_for_less() -> None:
+    assert context_budget(128_000, POLICY, asked_tokens=5_000).budget_tokens == 5_000
+    assert context_budget(128_000, POLICY, asked_tokens=500_000).budget_tokens == 112_000
+
+
+def test_every_comparison_uses_the_calibrated_estimate() -> None:
+    """A provider counting 1.3x the store's estimate: the estimate's budget shrinks by it."""
+    calibrated = context_budget(32_768, POLICY, calibration=1.3)
+    assert calibrated.budget_tokens == 28_672
+    assert calibrated.budget_estimate == 22_055
+    assert calibrated.fits(22_055)
+    assert not calibrated.fits(22_056)
+    assert calibrated.provider_tokens(22_056) > calibrated.budget_tokens
+    assert calibrated.over_threshold(20_165) and not calibrated.over_threshold(20_164)
+
+
+def test_the_first_lesson_sets_the_calibration_and_later_ones_move_it() -> None:
+    first = learn_tokens(None, "claude", 10_000, 13_000, "usage")
+    assert first is not None and first.calibration == 1.3
+    second = learn_tokens(first.calibration, "claude", 10_000, 12_000, "usage")
+    assert second is not None and second.calibration == 1.25
+    assert learn_tokens(None, "m", 100, 130, "too small to teach") is None
+    wild = learn_tokens(None, "m", 1_000, 1_000_000, "a mistake")
+    assert wild is not None and wild.calibration == 4.0
+
+
+def test_a_window_learned_from_an_error_holds_until_a_count_disproves_it() -> None:
+    limits = LearnedLimits().after_window(WindowLesson("m", 32_768, 4_096, "overflow"))
+    assert limits.window(128_000) == 32_768
+    assert limits.window(16_000) == 16_000
+    assert limits.output_tokens == 4_096
+    refused = limits.after_tokens(TokenLesson("m", 40_000, 40_000, 1.0, "overflow"), accepted=False)
+    assert refused.window(128_000) == 32_768
+    counted = limits.after_tokens(TokenLesson("m", 40_000, 40_000, 1.0, "usage"), accepted=True)
+    assert counted.window(128_000) == 128_000

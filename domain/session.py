@@ -114,7 +114,8 @@ def _check_stream(value: str, tenant: str) -> None:
     another tenant's namespace."""
     validate_stream_id(value)
     owner, scoped, session_id = value.rpartition(TENANT_SCOPE)
-    if owner != tenant if scoped else tenant != DEFAULT_TENANT:
+    owned = owner == tenant if scoped else tenant == DEFAULT_TENANT
+    if not owned:
         raise InvalidRequest(
             f"stream {quoted(value)} is not tenant {quoted(tenant)}'s; its sessions are "
             f"stored as {quoted(stream_id(tenant, session_id))}"

@@ -63,7 +63,7 @@ def _capped(message: str) -> str:
     return encoded[: MAX_MESSAGE_BYTES - 20].decode(errors="ignore") + "... (cut short)"
 
 
-class _Undecodable:
+class _Refused:
     """Stands for a request that cannot be served, so the handler can refuse it.
 
     gRPC itself answers a failing deserializer with INTERNAL; the wrapped
@@ -80,7 +80,7 @@ def _checked(
     request_type: Descriptor | None,
     strings: RequestStrings,
 ) -> Callable[[bytes], Any] | None:
-    """The deserializer, made to answer an _Undecodable instead of failing, and to
+    """The deserializer, made to answer an _Refused instead of failing, and to
     check the strings of the service's requests."""
     if deserializer is None:
         return None
@@ -89,12 +89,12 @@ def _checked(
         try:
             request = deserializer(data)
         except Exception as error:
-            return _Undecodable(_malformed(error, data, method, request_type))
+            return _Refused(_malformed(error, data, method, request_type))
         if request_type is not None:
             try:
                 strings.check(request)
             except errors.InvalidRequest as refusal:
-                return _Undecodable(refusal)
+                return _Refused(refusal)
         return request
 
     return deserialize
@@ -103,7 +103,7 @@ def _checked(
 def _decoded(request: Any) -> Any:
     """The request, refusing one that did not decode; a request stream is checked
     message by message as the handler reads it."""
-    if isinstance(request, _Undecodable):
+    if isinstance(request, _Refused):
         raise request.refusal
     if isinstance(request, Iterator):
         return _decoded_stream(request)
@@ -112,7 +112,7 @@ def _decoded(request: Any) -> Any:
 
 def _decoded_stream(requests: Iterator[Any]) -> Iterator[Any]:
     for request in requests:
-        if isinstance(request, _Undecodable):
+        if isinstance(request, _Refused):
             raise request.refusal
         yield request
 

@@ -68,6 +68,9 @@ from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
 
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+TENANT = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
+# Between a tenant and a session id in a stream id: no session id holds one.
+TENANT_SCOPE = "/"
 MAX_ENTRIES_PER_APPEND = 10_000
 # Retries come seconds after the first try; remembering the last few hundred
 # keys answers them without letting the aggregate grow.
@@ -87,6 +90,37 @@ def validate_session_id(session_id: str) -> None:
         raise InvalidRequest(
             f"session id {quoted(session_id)} must be 1-128 characters of letters, digits "
             "and . _ : @ -"
+        )
+
+
+def stream_id(tenant: str, session_id: str) -> str:
+    """The id of the event stream that holds a tenant's session: the session id in the
+    default tenant (so ids stored before tenants keep their meaning), ``tenant/id`` in
+    any other, so that tenants never share, or learn of each other's, ids."""
+    return session_id if tenant == DEFAULT_TENANT else f"{tenant}{TENANT_SCOPE}{session_id}"
+
+
+def validate_stream_id(value: str) -> None:
+    """A session id, or one scoped by a tenant (``tenant/id``)."""
+    tenant, _, session_id = value.rpartition(TENANT_SCOPE)
+    validate_session_id(session_id)
+    if TENANT_SCOPE in value and not TENANT.fullmatch(tenant):
+        raise InvalidRequest(
+            f"tenant {quoted(tenant)} in {quoted(value)} must be 1-64 characters of letters, "
+            "digits and . _ : @ -"
+        )
+
+
+def _check_stream(value: str, tenant: str) -> None:
+    """A new session's stream id must be its tenant's: no session is stored in
+    another tenant's namespace."""
+    validate_stream_id(value)
+    owner, scoped, session_id = value.rpartition(TENANT_SCOPE)
+    owned = owner == tenant if scoped else tenant == DEFAULT_TENANT
+    if not owned:
+        raise InvalidRequest(
+            f"stream {quoted(value)} is not tenant {quoted(tenant)}'s; its sessions are "
+            f"stored as {quoted(stream_id(tenant, session_id))}"
         )
 
 
@@ -543,9 +577,9 @@ class Session(BaseAggregate[str]):
         timestamp: datetime | None = None,
         tenant: str = DEFAULT_TENANT,
     ) -> Session:
-        """A new session of ``tenant``; ``timestamp`` is the time it started (now,
-        unless imported)."""
-        validate_session_id(session_id)
+        """A new session of ``tenant`` in the stream ``session_id`` (see stream_id);
+        ``timestamp`` is the time it started (now, unless imported)."""
+        _check_stream(session_id, tenant)
         settings.validate(max_entry_bytes_limit)
         return cls._create(
             cls.Started,
@@ -569,7 +603,7 @@ class Session(BaseAggregate[str]):
         prompt, settings and times, so every view of the fork up to the fork
         point equals the parent's. The parent is not touched; the fork belongs
         to ``tenant``, whoever owns the parent."""
-        validate_session_id(session_id)
+        _check_stream(session_id, tenant)
         if not parent_events or not isinstance(parent_events[0], cls.Started):
             raise InvalidRequest("a fork needs the parent's events from its first version")
         started = parent_events[0]

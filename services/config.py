@@ -96,6 +96,11 @@ class Config(BaseSettings):
         "reaches the port reads and writes every session): only behind a gateway that "
         "authenticates",
     )
+    allow_tokens_without_tls: bool = Field(
+        False,
+        description="accept bearer tokens on an address other than loopback without TLS "
+        "(anyone on the path reads them): only where a proxy in front terminates TLS",
+    )
     providers_file: Path | None = Field(
         None,
         description="TOML file naming the providers summarising models are reached through "

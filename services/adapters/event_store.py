@@ -43,6 +43,7 @@ from services.adapters import sealed_formats, sqlite_recorder
 from services.adapters.data_keys import data_key_rows, shred_rows, snapshot_key_row
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
+from services.adapters.legacy_tenants import legacy_tenants
 from services.adapters.memory_recorder import MemoryEventRecorder
 from services.adapters.postgres_availability import (
     PostgresProbe,
@@ -298,6 +299,8 @@ class EventStore(Application[str]):
         self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
         self._indexing_recorder.create_key_table()
         self._indexing_recorder.create_data_key_table()
+        # Bare stream ids of other tenants' sessions stored before ids were scoped.
+        self.legacy_tenants = legacy_tenants(self.recorder)
 
     def construct_mapper(self) -> Mapper[str]:
         mapper = self.factory.mapper(

@@ -29,13 +29,14 @@ from services.adapters.id_index import (
 )
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.postgres_notifications import BinaryNotifications
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
 BACKFILL_PAGE = 1000
 
 
-class PostgresEventRecorder(PostgresApplicationRecorder):
+class PostgresEventRecorder(BinaryNotifications, PostgresApplicationRecorder):
     """The library's PostgreSQL recorder, writing in one statement and one round trip.
 
     The stock recorder sends BEGIN, SET, LOCK TABLE, NOTIFY, INSERT (of a

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from eventsourcing.persistence import InterfaceError, OperationalError
+from psycopg_pool import PoolTimeout
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
@@ -28,6 +31,7 @@ from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 MIGRATE_LOCK = "sessionstore.read_models.migrate"
+WRITER_LOCK_TIMEOUT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,32 @@ class ReadModelDatabase:
     def dispose(self) -> None:
         self.writer.dispose()
         self.reader.dispose()
+
+
+# What a database that is down, restarting, locked or busy raises, to any of the
+# layers in between: retried later, never taken for an event that cannot be applied.
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    Unavailable,
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+    OperationalError,
+    InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    PoolTimeout,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` comes from the database's state (retry later) rather than
+    from what was asked of it."""
+    return isinstance(error, _TRANSIENT) or (
+        error.__cause__ is not None and isinstance(error.__cause__, _TRANSIENT)
+    )
 
 
 @contextmanager
@@ -82,7 +112,12 @@ def open_database(database_url: str) -> ReadModelDatabase:
         # No ping before each batch of the projection: a batch that finds its
         # connection dead fails whole and is applied again at the next tick. A
         # query for a client is answered on a connection that was pinged.
-        writer = create_engine(url_pg, **options)
+        # A writer waits at most this long for a lock (a row another projector
+        # holds, a table someone locked): then its model backs off and retries,
+        # and the other models, applied in turn by the same runner, go on.
+        writer = create_engine(
+            url_pg, connect_args={"options": f"-c lock_timeout={WRITER_LOCK_TIMEOUT_MS}"}, **options
+        )
         reader = create_engine(url_pg, pool_pre_ping=True, **options)
         if schema:
             translate = {None: schema}
@@ -113,6 +148,8 @@ def migrate(database: ReadModelDatabase) -> None:
         if database.postgres:
             if database.schema:
                 connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{database.schema}"')
+            # Replicas starting together wait for the one migrating, however long.
+            connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
             connection.exec_driver_sql(
                 "SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
                 {"key": f"{database.schema}.{MIGRATE_LOCK}"},

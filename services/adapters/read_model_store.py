@@ -1,210 +1,79 @@
-"""The read models' writes: rows and tracking position in one transaction.
+"""The read models' writes: rows and tracking position in one transaction, per model.
 
-A read model moves on in batches. Each batch's transaction locks the model's
-tracking row, reads the position there, fetches the events after it, writes
-their rows and the new position, and commits: every event is applied
-exactly once, whoever runs the projection and however often it is stopped,
-and a crash between an event and its rows loses nothing (the position did
-not move either). Dropping a model's rows and position rebuilds it from zero.
+A read model moves on in batches, each model on its own. A batch's
+transaction locks the model's tracking row, reads the position there, writes
+the rows of the events after it and the new position, and commits: every
+event is applied exactly once, whoever runs the projection and however often
+it is stopped, and a crash between an event and its rows loses nothing (the
+position did not move either). Dropping a model's rows and position rebuilds
+it from zero.
+
+An event a model cannot apply (``Unreadable``, or one its writer fails on
+for a reason other than the database being unreachable) does not stop it:
+the batch is applied again event by event, each in a savepoint, and the
+events that fail are quarantined (a row of their own: model, position,
+error, time) while the model moves past them. A database that cannot be
+reached raises ``services.adapters.read_model_db.is_transient`` errors,
+which the caller retries later.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
-from datetime import datetime
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
+from eventsourcing.domain import get_topic
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from domain.session import Session
-from projections.read_models import (
-    CatalogChange,
-    CompactionRow,
-    PruneRow,
-    catalog_changes,
-    compaction_rows,
-    prune_rows,
-)
 from services.adapters import read_model_tables as t
-from services.adapters.read_model_db import ReadModelDatabase, reading
+from services.adapters.read_model_db import ReadModelDatabase, is_transient, reading
+from services.adapters.read_model_writers import ReadModel, storable
 
+MAX_ERROR_CHARS = 2_000
 ERASURES = (Session.EntriesErased, Session.SessionErased)
-# (notification id, decoded event) pairs after a position, and the position
-# they bring the model to (beyond the last pair when later events were not
-# the model's concern).
-Fetch = Callable[[int, Sequence[str]], tuple[list[tuple[int, Any]], int]]
 
 
-def micros(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
+@dataclass(frozen=True)
+class Unreadable:
+    """An event whose stored form could not be decoded: no model can apply it."""
+
+    session_id: str
+    topic: str
+    error: str
 
 
-class ReadModel(ABC):
-    """One read model: its name, the event topics it reads, its tables and its writer."""
-
-    name: str
-    topics: Sequence[str] = ()  # empty: every event
-    tables: Sequence[Table] = ()
-
-    @abstractmethod
-    def write(self, connection: Connection, position: int, event: Any) -> None:
-        """Applies one event to this model's tables, in the caller's transaction."""
-
-    def write_batch(self, connection: Connection, batch: Sequence[tuple[int, Any]]) -> None:
-        for position, event in batch:
-            self.write(connection, position, event)
+# (notification id, decoded event or Unreadable) pairs after a position, and the
+# position they bring the model to (beyond the last pair when later events
+# were not the model's concern).
+Batch = list[tuple[int, Any]]
+Fetch = Callable[[int, Sequence[str]], tuple[Batch, int]]
 
 
-class Catalog(ReadModel):
-    """The session catalog. A batch's changes to one session are merged into one
-    UPDATE, and the UPDATEs of one shape sent together: under many writers most
-    events are appends, and a statement per event would cost more than the rest."""
-
-    name = "catalog"
-    tables = (t.catalog_labels, t.catalog)
-
-    def write(self, connection: Connection, position: int, event: Any) -> None:
-        self.write_batch(connection, [(position, event)])
-
-    def write_batch(self, connection: Connection, batch: Sequence[tuple[int, Any]]) -> None:
-        pending: dict[str, tuple[int, CatalogChange]] = {}
-        for position, event in batch:
-            for change in catalog_changes(event):
-                if change.insert:
-                    _insert_session(connection, position, change)
-                    continue
-                earlier = pending.get(change.session_id)
-                pending[change.session_id] = (
-                    (position, _merged(earlier[1], change)) if earlier else (position, change)
-                )
-        shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
-        for position, change in pending.values():
-            shape = (tuple(sorted(change.values)), tuple(sorted(change.increments)))
-            shapes.setdefault(shape, []).append(
-                {
-                    "b_session_id": change.session_id,
-                    "b_version": change.version,
-                    "b_updated_us": micros(change.updated),
-                    "b_updated_position": position,
-                    **{f"b_{k}": v for k, v in change.values.items()},
-                    **{f"b_{k}": v for k, v in change.increments.items()},
-                }
-            )
-            if change.labels is not None:
-                _replace_labels(connection, change.session_id, change.labels)
-        for (values, increments), params in shapes.items():
-            c = t.catalog.c
-            statement = (
-                update(t.catalog)
-                .where(c.session_id == bindparam("b_session_id"))
-                .values(
-                    version=bindparam("b_version"),
-                    updated_us=bindparam("b_updated_us"),
-                    updated_position=bindparam("b_updated_position"),
-                    **{k: bindparam(f"b_{k}") for k in values},
-                    **{k: c[k] + bindparam(f"b_{k}") for k in increments},
-                )
-            )
-            connection.execute(statement, params)
+@dataclass(frozen=True)
+class Quarantined:
+    model: str
+    position: int
+    session_id: str
+    topic: str
+    error: str
+    recorded_us: int
+    attempts: int
 
 
-def _merged(earlier: CatalogChange, later: CatalogChange) -> CatalogChange:
-    increments = dict(earlier.increments)
-    for key, amount in later.increments.items():
-        increments[key] = increments.get(key, 0) + amount
-    return CatalogChange(
-        session_id=later.session_id,
-        version=later.version,
-        updated=later.updated,
-        values={**earlier.values, **later.values},
-        increments=increments,
-        labels=later.labels if later.labels is not None else earlier.labels,
-    )
+@dataclass(frozen=True)
+class Applied:
+    """What one batch did to one model."""
 
-
-def _insert_session(connection: Connection, position: int, change: CatalogChange) -> None:
-    values = dict(change.values)
-    values["created_us"] = micros(values.pop("created"))
-    connection.execute(
-        insert(t.catalog).values(
-            session_id=change.session_id,
-            created_position=position,
-            entries=0,
-            tokens=0,
-            compactions=0,
-            prunes=0,
-            erased=0,
-            version=change.version,
-            updated_us=micros(change.updated),
-            updated_position=position,
-            **values,
-        )
-    )
-    if change.labels is not None:
-        _replace_labels(connection, change.session_id, change.labels)
-
-
-def _replace_labels(connection: Connection, session_id: str, labels: dict[str, str]) -> None:
-    connection.execute(delete(t.catalog_labels).where(t.catalog_labels.c.session_id == session_id))
-    if labels:
-        connection.execute(
-            insert(t.catalog_labels),
-            [{"session_id": session_id, "key": k, "value": v} for k, v in labels.items()],
-        )
-
-
-class CompactionAudit(ReadModel):
-    name = "compactions"
-    tables = (t.compactions,)
-
-    def __init__(self, topics: Sequence[str]) -> None:
-        self.topics = topics
-
-    def write(self, connection: Connection, position: int, event: Any) -> None:
-        if isinstance(event, Session.EntriesErased | Session.SessionErased):
-            _taint_compactions(connection, event)
-            return
-        rows: list[CompactionRow] = compaction_rows(event)
-        for row in rows:
-            values = asdict(row)
-            values["recorded_us"] = micros(values.pop("recorded_at"))
-            connection.execute(insert(t.compactions).values(position=position, **values))
-
-
-def _taint_compactions(connection: Connection, event: Any) -> None:
-    """Clears what an erasure took from the audit's rows: the client's instructions of
-    the compactions it tainted (all of the session's, erased whole), marked tainted."""
-    c = t.compactions.c
-    rows = c.session_id == event.originator_id
-    if isinstance(event, Session.EntriesErased):
-        if not event.tainted_compactions:
-            return
-        rows = rows & c.version.in_(list(event.tainted_compactions))
-    connection.execute(
-        update(t.compactions).where(rows & (c.outcome == "ok")).values(outcome="tainted")
-    )
-    connection.execute(update(t.compactions).where(rows).values(instructions=""))
-
-
-class PruneAudit(ReadModel):
-    name = "prunes"
-    tables = (t.prunes,)
-
-    def __init__(self, topics: Sequence[str]) -> None:
-        self.topics = topics
-
-    def write(self, connection: Connection, position: int, event: Any) -> None:
-        rows: list[PruneRow] = prune_rows(event)
-        if rows:
-            values = []
-            for row in rows:
-                value = asdict(row)
-                value["recorded_us"] = micros(value.pop("recorded_at"))
-                values.append({"position": position, **value})
-            connection.execute(insert(t.prunes), values)
+    events: int  # applied (quarantined ones included)
+    position: int  # the model's position afterwards
+    quarantined: tuple[Quarantined, ...] = ()
+    # The model's position was not where the batch started (another projector,
+    # or a rebuild, moved it): nothing was done.
+    moved: bool = False
 
 
 class ReadModelStore:
@@ -224,28 +93,154 @@ class ReadModelStore:
 
     def catch_up(self, name: str, fetch: Fetch) -> tuple[int, int]:
         """Applies one batch to a model; answers (events applied, new position)."""
+        start = self.positions([name])[name]
+        batch, reached = fetch(start, self.model(name).topics)
+        applied = self.apply(name, batch, start, reached)
+        return applied.events, applied.position
+
+    def apply_together(
+        self, names: Sequence[str], batch: Batch, start: int, reached: int
+    ) -> dict[str, Applied] | None:
+        """The batch applied to several models at ``start`` in one transaction: what a
+        healthy projection does, a transaction per batch rather than per model. None
+        when that fails for any reason (nothing is written then): ``apply`` each model
+        on its own, which tells the failures apart."""
+        models = [self.model(name) for name in names]
+        todo = {m.name: [(p, e) for p, e in batch if p > start and _reads(m, e)] for m in models}
+        if any(isinstance(e, Unreadable) for events in todo.values() for _, e in events):
+            return None
+        try:
+            with self.database.writer.begin() as connection:
+                positions = self._locked_positions(connection, list(names))
+                if any(position != start for position in positions.values()):
+                    return None
+                for model in models:
+                    model.write_batch(connection, todo[model.name])
+                if reached > start:
+                    connection.execute(
+                        update(t.tracking)
+                        .where(t.tracking.c.name.in_(list(names)))
+                        .values(position=reached)
+                    )
+        except Exception:
+            return None
+        self._wipe_after_erasures(batch)
+        return {name: Applied(len(todo[name]), max(reached, start)) for name in names}
+
+    def apply(self, name: str, batch: Batch, start: int, reached: int) -> Applied:
+        """Applies the batch fetched after ``start`` (and reaching ``reached``) to one
+        model, quarantining what it cannot apply."""
         model = self.model(name)
+        try:
+            return self._apply(model, batch, start, reached, one_by_one=False)
+        except Exception as error:
+            if is_transient(error):
+                raise
+        return self._apply(model, batch, start, reached, one_by_one=True)
+
+    def _apply(
+        self, model: ReadModel, batch: Batch, start: int, reached: int, *, one_by_one: bool
+    ) -> Applied:
+        with self.database.writer.begin() as connection:
+            position = self._locked_positions(connection, [model.name])[model.name]
+            if position < start:
+                return Applied(0, position, moved=True)
+            # A batch read for several models holds events of other models' topics.
+            todo = [(p, e) for p, e in batch if p > position and _reads(model, e)]
+            unreadable = [(p, e) for p, e in todo if isinstance(e, Unreadable)]
+            readable = [(p, e) for p, e in todo if not isinstance(e, Unreadable)]
+            failed = [(p, e, e.error) for p, e in unreadable]
+            if one_by_one:
+                failed += _write_one_by_one(connection, model, readable)
+            else:
+                model.write_batch(connection, readable)
+            quarantined = tuple(self._quarantine(connection, model.name, failed))
+            if reached > position:
+                connection.execute(
+                    update(t.tracking)
+                    .where(t.tracking.c.name == model.name)
+                    .values(position=reached)
+                )
+        self._wipe_after_erasures(readable)
+        return Applied(len(todo), max(reached, position), quarantined)
+
+    def _quarantine(
+        self,
+        connection: Connection,
+        name: str,
+        failed: list[tuple[int, Any, str]],
+        earlier: dict[int, int] | None = None,
+    ) -> list[Quarantined]:
+        """Quarantine rows for the failed events; ``earlier``: attempts made before, by
+        position."""
+        rows = [
+            Quarantined(
+                model=name,
+                position=position,
+                session_id=_session_of(event),
+                topic=_topic_of(event),
+                error=error[:MAX_ERROR_CHARS],
+                recorded_us=int(time.time() * 1_000_000),
+                attempts=(earlier or {}).get(position, 0) + 1,
+            )
+            for position, event, error in failed
+        ]
+        if rows:
+            # An error may quote the very value no column could hold.
+            connection.execute(insert(t.quarantine), [storable(asdict(row)) for row in rows])
+        return rows
+
+    def reproject(self, name: str, session_id: str, events: Batch) -> list[Quarantined]:
+        """Projects one session again in one model: its rows dropped, then every event
+        of it the model has passed (``events``, in order) applied again, each in a
+        savepoint. Its quarantined events that apply now leave the quarantine; those
+        that still fail stay, their error and attempts updated. Answers those."""
+        model = self.model(name)
+        q = t.quarantine.c
         with self.database.writer.begin() as connection:
             position = self._locked_positions(connection, [name])[name]
-            batch, reached = fetch(position, model.topics)
-            model.write_batch(connection, batch)
-            _move_on(connection, {name: position}, reached)
-        self._wipe_after_erasures(batch)
-        return len(batch), max(reached, position)
+            mine = and_(q.model == name, q.session_id == session_id)
+            earlier = {
+                row.position: row.attempts
+                for row in connection.execute(select(q.position, q.attempts).where(mine))
+            }
+            connection.execute(delete(t.quarantine).where(mine))
+            model.forget(connection, session_id)
+            passed = [(p, e) for p, e in events if p <= position and _reads(model, e)]
+            failed = [(p, e, e.error) for p, e in passed if isinstance(e, Unreadable)]
+            readable = [(p, e) for p, e in passed if not isinstance(e, Unreadable)]
+            failed += _write_one_by_one(connection, model, readable)
+            rows = self._quarantine(connection, name, failed, earlier)
+        self._wipe_after_erasures(readable)
+        return rows
 
-    def catch_up_all(self, fetch: Fetch) -> tuple[int, int]:
-        """Applies one batch to every model in one transaction: one read of the
-        events serves all. A model behind the others (being rebuilt) gets the
-        events after its own position only. Answers (events read, new position)."""
-        with self.database.writer.begin() as connection:
-            positions = self._locked_positions(connection, sorted(self.models))
-            start = min(positions.values())
-            batch, reached = fetch(start, ())
-            for name, model in self.models.items():
-                model.write_batch(connection, [p for p in batch if p[0] > positions[name]])
-            _move_on(connection, positions, reached)
-        self._wipe_after_erasures(batch)
-        return len(batch), max(reached, start)
+    def quarantined(self, names: Sequence[str] | None = None) -> list[Quarantined]:
+        """The quarantined events, of the given models (all when None), by model and position."""
+        q = t.quarantine.c
+        query = select(t.quarantine).order_by(q.model, q.position)
+        if names is not None:
+            query = query.where(q.model.in_(list(names)))
+        with reading(self.database.reader) as connection:
+            return [Quarantined(**row) for row in connection.execute(query).mappings()]
+
+    def quarantine_counts(self) -> dict[str, int]:
+        q = t.quarantine.c
+        with reading(self.database.reader) as connection:
+            rows = connection.execute(select(q.model, func.count()).group_by(q.model))
+            return {model: int(count) for model, count in rows}
+
+    def first_quarantined(self, names: Sequence[str], after: int, upto: int) -> Quarantined | None:
+        """The first event of these models quarantined in the positions (after, upto]."""
+        q = t.quarantine.c
+        query = (
+            select(t.quarantine)
+            .where(q.model.in_(list(names)), q.position > after, q.position <= upto)
+            .order_by(q.position)
+            .limit(1)
+        )
+        with reading(self.database.reader) as connection:
+            row = connection.execute(query).mappings().first()
+        return None if row is None else Quarantined(**row)
 
     def _wipe_after_erasures(self, batch: Sequence[tuple[int, Any]]) -> None:
         """On SQLite, once a batch with erasures is applied (a title cleared from the
@@ -259,22 +254,26 @@ class ReadModelStore:
             driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def position(self, name: str) -> int:
-        with reading(self.database.reader) as connection:
-            found = connection.execute(
-                select(t.tracking.c.position).where(t.tracking.c.name == name)
-            ).scalar()
-            return int(found or 0)
+        return self.positions([name])[name]
 
-    def positions(self) -> dict[str, int]:
-        return {name: self.position(name) for name in self.models}
+    def positions(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """The models' positions (0 for a model that never applied a batch), in one query."""
+        wanted = list(self.models) if names is None else list(names)
+        tracking = t.tracking.c
+        query = select(tracking.name, tracking.position).where(tracking.name.in_(wanted))
+        with reading(self.database.reader) as connection:
+            found = {row.name: int(row.position) for row in connection.execute(query)}
+        return {name: found.get(name, 0) for name in wanted}
 
     def reset(self, name: str) -> None:
-        """Drops a model's rows and position, in one transaction, to rebuild it from zero."""
+        """Drops a model's rows, quarantine and position, in one transaction, to rebuild
+        it from zero."""
         model = self.model(name)
         with self.database.writer.begin() as connection:
             self._locked_positions(connection, [name])
             for table in model.tables:
                 connection.execute(delete(table))
+            connection.execute(delete(t.quarantine).where(t.quarantine.c.model == name))
             connection.execute(
                 update(t.tracking).where(t.tracking.c.name == name).values(position=0)
             )
@@ -302,10 +301,38 @@ class ReadModelStore:
         return {row.name: int(row.position) for row in connection.execute(query)}
 
 
-def _move_on(connection: Connection, positions: dict[str, int], reached: int) -> None:
-    """The models' new position, in one statement (the batch's transaction)."""
-    behind = [name for name, position in positions.items() if reached > position]
-    if behind:
-        connection.execute(
-            update(t.tracking).where(t.tracking.c.name.in_(behind)).values(position=reached)
-        )
+def _write_one_by_one(
+    connection: Connection, model: ReadModel, batch: Batch
+) -> list[tuple[int, Any, str]]:
+    """Writes each event in a savepoint of its own; answers those that failed, with why.
+    A database that cannot be reached fails the whole transaction instead."""
+    failed = []
+    for position, event in batch:
+        try:
+            with connection.begin_nested():
+                model.write(connection, position, event)
+        except Exception as error:
+            if is_transient(error):
+                raise
+            failed.append((position, event, describe_error(error)))
+    return failed
+
+
+def describe_error(error: BaseException) -> str:
+    """The error's type and first line, the driver's own where SQLAlchemy wrapped it."""
+    orig = getattr(error, "orig", None)  # SQLAlchemy's wrapper: the driver's own error
+    cause = orig if isinstance(orig, Exception) else error
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"
+
+
+def _reads(model: ReadModel, event: Any) -> bool:
+    return not model.topics or _topic_of(event) in model.topics
+
+
+def _session_of(event: Any) -> str:
+    return event.session_id if isinstance(event, Unreadable) else str(event.originator_id)
+
+
+def _topic_of(event: Any) -> str:
+    return event.topic if isinstance(event, Unreadable) else get_topic(type(event))

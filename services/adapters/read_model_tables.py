@@ -23,10 +23,10 @@ tracking = Table(
 catalog = Table(
     "session_catalog",
     metadata,
-    Column("session_id", String(128), primary_key=True),
+    Column("session_id", Text, primary_key=True),
     Column("title", Text, nullable=False),
     Column("model", Text, nullable=False),
-    Column("parent_session_id", String(128), nullable=False),
+    Column("parent_session_id", Text, nullable=False),
     Column("created_us", BigInteger, nullable=False),
     Column("updated_us", BigInteger, nullable=False),
     # Notification ids of the session's first and latest events: stable sort keys.
@@ -44,7 +44,7 @@ catalog = Table(
 catalog_labels = Table(
     "session_catalog_labels",
     metadata,
-    Column("session_id", String(128), primary_key=True),
+    Column("session_id", Text, primary_key=True),
     Column("key", Text, primary_key=True),
     Column("value", Text, nullable=False),
 )
@@ -52,7 +52,7 @@ catalog_labels = Table(
 compactions = Table(
     "compaction_audit",
     metadata,
-    Column("session_id", String(128), primary_key=True),
+    Column("session_id", Text, primary_key=True),
     Column("version", BigInteger, primary_key=True),
     Column("position", BigInteger, nullable=False),
     Column("recorded_us", BigInteger, nullable=False),
@@ -87,7 +87,7 @@ compactions = Table(
 prunes = Table(
     "prune_audit",
     metadata,
-    Column("session_id", String(128), primary_key=True),
+    Column("session_id", Text, primary_key=True),
     Column("version", BigInteger, primary_key=True),
     Column("entry_id", Text, primary_key=True),
     Column("position", BigInteger, nullable=False),
@@ -98,4 +98,18 @@ prunes = Table(
     Column("chars_before", BigInteger),
     Column("chars_after", BigInteger),
     Column("reason", Text, nullable=False),
+)
+
+quarantine = Table(
+    "read_model_quarantine",
+    metadata,
+    # An event a read model could not apply: skipped, so the model went on, and
+    # kept here until `sessionstore readmodels retry` applies it.
+    Column("model", String(64), primary_key=True),
+    Column("position", BigInteger, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("recorded_us", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False),
 )

@@ -17,9 +17,11 @@ from domain.content import Entry
 from domain.errors import InvalidRequest, NotFound, PreconditionFailed
 from domain.session import Session
 from services.adapters.read_model_queries import AuditFilter, CatalogFilter
+from services.adapters.read_model_store import Quarantined
 from services.app import tenancy
 from services.app.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionService
 from services.readmodels import ReadModels
+from services.readmodels.service import ModelStatus
 
 Row = Mapping[str, Any]
 
@@ -64,6 +66,12 @@ class AuditService:
                 "database): the audit and catalog filters are not available"
             )
         return self.read_models
+
+    def read_model_status(self) -> tuple[int, list[ModelStatus], list[Quarantined]]:
+        """The store's head, each read model's progress, the latest quarantined events."""
+        models = self._models()
+        statuses = models.status()
+        return statuses[0].head if statuses else 0, statuses, models.recently_quarantined()
 
     def list_sessions(
         self,

@@ -1,29 +1,58 @@
-"""The deadline of the call being served, for waits and loops that must not outlive it.
+"""The deadline of the call being served, and its cut: for waits and loops that must
+not outlive the call.
 
-The gRPC layer sets it for the thread serving a call (``within``); the use
-cases and adapters ask how long is left before they wait for a lock, a
-connection or a retry. Work done outside a call has no deadline.
+The gRPC layer sets both for the code serving a call (``within``): the
+deadline the client gave, and a ``Cut`` it pulls when the client cancels or
+the server stops. The use cases and adapters ask how long is left before they
+wait for a lock, a connection, a retry or the read models, and end their wait
+when it is cut. Work done outside a call has neither.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from domain.errors import DeadlineExceeded
+from domain.errors import DeadlineExceeded, Unavailable
+
+
+class Cut:
+    """Pulled when the call's waits must end: the client went away, or the server stops."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def __call__(self, reason: str) -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleeps ``seconds`` or until cut; answers whether it was cut."""
+        return self._event.wait(seconds)
+
 
 _deadline: ContextVar[float | None] = ContextVar("sessionstore_call_deadline", default=None)
+_cut: ContextVar[Cut | None] = ContextVar("sessionstore_call_cut", default=None)
 
 
 @contextmanager
-def within(deadline: float | None) -> Iterator[None]:
-    """Runs the block with a deadline on the time.monotonic() clock (None: no deadline)."""
+def within(deadline: float | None, cut: Cut | None = None) -> Iterator[None]:
+    """Runs the block with a deadline on the time.monotonic() clock (None: no
+    deadline), and the call's cut if it has one."""
     token = _deadline.set(deadline)
+    cut_token = _cut.set(cut)
     try:
         yield
     finally:
+        _cut.reset(cut_token)
         _deadline.reset(token)
 
 
@@ -40,6 +69,19 @@ def bounded(seconds: float) -> float:
 
 
 def check(doing: str) -> None:
-    """Raises DeadlineExceeded if the call's deadline has passed."""
+    """Raises Unavailable if the call was cut, DeadlineExceeded if its deadline passed."""
+    cut = _cut.get()
+    if cut is not None and cut.is_set():
+        raise Unavailable(f"{cut.reason} while {doing}; nothing more was done: retry")
     if remaining() == 0.0:
         raise DeadlineExceeded(f"the call's deadline passed while {doing}; nothing more was done")
+
+
+def pause(seconds: float) -> None:
+    """Sleeps ``seconds`` (less if the deadline comes sooner), waking at once when cut."""
+    seconds = bounded(seconds)
+    cut = _cut.get()
+    if cut is None:
+        time.sleep(seconds)
+    else:
+        cut.wait(seconds)

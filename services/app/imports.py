@@ -28,14 +28,14 @@ from domain.compaction import Compaction
 from domain.content import Entry, Role
 from domain.errors import DomainError, InvalidRequest, quoted
 from domain.ids import UsedIds
-from domain.session import Session, validate_session_id
+from domain.session import Session, new_id
 from domain.settings import SessionSettings
+from domain.storable import check_tree
 from projections.session_history import SessionHistory
 from services.adapters.tokenizers import Tokenizer, tokenizer_for
 from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
 from services.adapters.transcripts.ir import Record
 from services.adapters.transcripts.pi_export import export_lines
-from services.app import tenancy
 from services.app.sessions import SessionService
 
 UNANSWERED = "the transcript has no result for this call"
@@ -207,17 +207,12 @@ class ImportService:
         transcript = read_transcript(data, file_format, file_name)
         if not transcript.records:
             raise TranscriptError(0, "the file holds no entries to import")
-        main_id = session_id or transcript.session_id
-        if not main_id:
-            from domain.session import new_id
-
-            main_id = new_id()
-        validate_session_id(main_id)
+        # The session's stream: the one asked for, else the file's id, else a new one,
+        # in the caller's tenant; its forks' are in the same tenant.
+        ids = self.sessions.ids
+        main_id = session_id or ids.stream(transcript.session_id or new_id())
+        tenant, own_id = ids.tenant_and_id(main_id)
         paths = _branches(transcript)
-        needed = max(
-            (r.entry.content_bytes() for r in transcript.records if r.entry is not None),
-            default=0,
-        )
 
         def settings_for(defaults: SessionSettings) -> SessionSettings:
             labels = {**defaults.labels, **transcript.labels}
@@ -229,6 +224,11 @@ class ImportService:
             return choose(from_file)
 
         settings, window, limit = self.sessions.new_session_settings(settings_for)
+        _check_strings(transcript, limit)
+        needed = max(
+            (r.entry.content_bytes() for r in transcript.records if r.entry is not None),
+            default=0,
+        )
         if needed > settings.max_entry_bytes:
             if needed > limit:
                 line = next(
@@ -242,7 +242,6 @@ class ImportService:
             raised = -(-needed // ENTRY_BYTES_STEP) * ENTRY_BYTES_STEP
             settings = replace(settings, max_entry_bytes=min(raised, limit))
         tokenizer = tokenizer_for(settings.model)
-        tenant = tenancy.caller().tenant  # the sessions are the importer's
         now = datetime.now(UTC)
         main_path = paths[0]
         started = _start_time(transcript, main_path, now)
@@ -275,7 +274,7 @@ class ImportService:
             leaf = path[-1]
             split = max((i for i, r in enumerate(path) if r.id in on_main), default=-1)
             fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
-            fork_id = _fork_id(main_id, leaf.id)
+            fork_id = ids.in_tenant(tenant, _fork_id(own_id, leaf.id))
             fork = Session.fork(fork_id, main_events[:fork_version], tenant)  # type: ignore[arg-type]
             builder = _Builder(fork, tokenizer, now)
             builder.version_of.update(
@@ -306,7 +305,7 @@ class ImportService:
         events = self.sessions.events_upto(session_id, version)
         buffer: list[bytes] = []
         size = 0
-        for line in export_lines(session_id, events):
+        for line in export_lines(self.sessions.ids.client(session_id), events):
             encoded = line.encode() + b"\n"
             buffer.append(encoded)
             size += len(encoded)
@@ -315,6 +314,23 @@ class ImportService:
                 buffer, size = [], 0
         if buffer:
             yield b"".join(buffer)
+
+
+def _check_strings(transcript: Transcript, content_chars: int) -> None:
+    """The file's strings, checked as a request's are: what no store can hold is
+    refused with its line."""
+    try:
+        for name in ("model", "title", "labels"):
+            check_tree(getattr(transcript, name), name, content_chars, name)
+    except InvalidRequest as error:
+        raise TranscriptError(0, f"the session's {error}") from None
+    for record in transcript.records:
+        try:
+            check_tree(record.entry or record.compaction, "", content_chars)
+            check_tree(record.id, "id", content_chars, "id")
+            check_tree(record.abandoned_reason or "", "reason", content_chars, "abandoned_reason")
+        except InvalidRequest as error:
+            raise TranscriptError(record.line, str(error)) from None
 
 
 def _labels(labels: dict[str, str]) -> dict[str, str]:

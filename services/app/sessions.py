@@ -47,7 +47,7 @@ from domain.errors import (
 )
 from domain.pruning import PruneDecision
 from domain.retraction import RetractionPlan
-from domain.session import Session, SessionEvent, new_id, validate_session_id
+from domain.session import Session, SessionEvent, new_id
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
@@ -118,6 +118,8 @@ class SessionService:
     def __init__(self, config: Config, store: EventStore) -> None:
         self.config = config
         self.store = store
+        # How callers name sessions, and the streams that hold them (by tenant).
+        self.ids = tenancy.SessionIds(store.legacy_tenants)
         # The cache budget: two thirds for histories, one third for the
         # rendered JSON that makes repeated prompt views cheap. Weights are
         # scaled by what the process really holds per byte of live objects
@@ -177,9 +179,9 @@ class SessionService:
     def create_session(
         self, session_id: str, choose: Callable[[SessionSettings], SessionSettings]
     ) -> Session:
-        """A new session with the server's defaults, changed as ``choose`` says."""
-        session_id = session_id or new_id()
-        validate_session_id(session_id)
+        """A new session with the server's defaults, changed as ``choose`` says, in the
+        stream ``session_id`` (the caller's, from SessionIds; a new id when empty)."""
+        session_id = session_id or self.ids.stream(new_id())
         settings = choose(self.config.new_session_settings())
         self._check_engine(settings)
         settings = replace(settings, model=settings.model or self.config.default_model)
@@ -188,7 +190,7 @@ class SessionService:
             settings,
             self._context_window(settings),
             max_entry_bytes_limit=self._max_entry_bytes_limit,
-            tenant=tenancy.caller().tenant,
+            tenant=self.ids.tenant_and_id(session_id)[0],
         )
         self._save(session)
         return session
@@ -709,14 +711,15 @@ class SessionService:
         if entry_id:
             position = history.position_of(entry_id)
             if position is None:
-                raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(session_id)}")
+                raise EntryNotFound(
+                    f"no entry {quoted(entry_id)} in session {quoted(self.ids.client(session_id))}"
+                )
             version = history.entry_version(position)
         version = history.resolve_version(version)
-        fork_id = new_session_id or new_id()
-        validate_session_id(fork_id)
+        fork_id = new_session_id or self.ids.stream(new_id())
         self.check_new_session_id(fork_id)
         events = self.store.session_events(session_id, upto=version)
-        fork = Session.fork(fork_id, events, tenant=tenancy.caller().tenant)
+        fork = Session.fork(fork_id, events, tenant=self.ids.tenant_and_id(fork_id)[0])
         if choose is not None:
             settings = choose(fork.settings)
             self._check_engine(settings)
@@ -757,7 +760,9 @@ class SessionService:
             self.store.repository.get(session_id)
         except AggregateNotFoundError:
             return
-        raise SessionExists(f"a session with id {quoted(session_id)} already exists")
+        raise SessionExists(
+            f"a session with id {quoted(self.ids.client(session_id))} already exists"
+        )
 
     def new_session_settings(
         self, choose: Callable[[SessionSettings], SessionSettings]
@@ -780,7 +785,7 @@ class SessionService:
         except IntegrityError:
             raise SessionExists(
                 "a session of this import was just created by another writer: "
-                + ", ".join(repr(s.id) for s, _ in built)
+                + ", ".join(repr(self.ids.client(s.id)) for s, _ in built)
             ) from None
         for session, history in built:
             self._written.put(session.id, session)
@@ -874,7 +879,7 @@ class SessionService:
                 if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
                     raise
             pause = random.uniform(0, min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2**attempt))
-            time.sleep(deadline.bounded(pause))
+            deadline.pause(pause)
             deadline.check("writing to a session other servers were writing to")
 
     @contextlib.contextmanager
@@ -977,14 +982,14 @@ class SessionService:
         session = self._load(session_id)
         self._tenants.put(session_id, session.tenant)
         if not tenancy.caller().sees(session.tenant):
-            raise SessionNotFound(session_id)
+            raise SessionNotFound(self.ids.client(session_id))
         return session
 
     def _load(self, session_id: str) -> Session:
         try:
             return self.store.repository.get(session_id)
         except AggregateNotFoundError:
-            raise SessionNotFound(session_id) from None
+            raise SessionNotFound(self.ids.client(session_id)) from None
 
     def _check_tenant(self, session_id: str) -> None:
         """Refuses another tenant's session exactly as a missing one: a caller
@@ -998,7 +1003,7 @@ class SessionService:
             tenant = known.tenant if known is not None else self._load(session_id).tenant
             self._tenants.put(session_id, tenant)
         if tenant != caller.tenant:
-            raise SessionNotFound(session_id)
+            raise SessionNotFound(self.ids.client(session_id))
 
     @contextlib.contextmanager
     def one_read(self, session_id: str, written: int | None = None) -> Iterator[None]:
@@ -1056,7 +1061,7 @@ class SessionService:
             if (new_events or cached is None) and history.version:
                 self._histories.put(session_id, history)
             elif history.version == 0:
-                raise SessionNotFound(session_id)
+                raise SessionNotFound(self.ids.client(session_id))
             self._caught_up_in_this_read(session_id, history)
             return history
 
@@ -1119,7 +1124,7 @@ class SessionService:
             # Another writer took the version first (or, for a new session, the id).
             if isinstance(pending[0], Session.Started):
                 raise SessionExists(
-                    f"a session with id {quoted(session.id)} already exists"
+                    f"a session with id {quoted(self.ids.client(session.id))} already exists"
                 ) from None
             current = self._load(session.id).version
             raise _RaceLost(pending[0].originator_version - 1, current) from None

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from domain.session import DEFAULT_TENANT
+from domain.session import (
+    DEFAULT_TENANT,
+    TENANT_SCOPE,
+    stream_id,
+    validate_session_id,
+    validate_stream_id,
+)
 
 
 class Role(enum.Enum):
@@ -96,3 +102,46 @@ def calling_as(principal: Principal) -> Iterator[None]:
         yield
     finally:
         _caller.set(earlier)
+
+
+@dataclass(frozen=True)
+class SessionIds:
+    """Session ids as callers name them, and the event streams that hold them.
+
+    Ids are scoped by tenant (domain.session.stream_id): a tenant's ``abc`` and
+    another's are two sessions, and one tenant probing another's ids finds them
+    free. An admin names another tenant's session as ``tenant/id`` and is shown
+    other tenants' sessions so. ``legacy``: the bare stream ids other tenants'
+    sessions had before ids were scoped (services.adapters.legacy_tenants).
+    """
+
+    legacy: Mapping[str, str] = field(default_factory=dict)
+
+    def stream(self, session_id: str) -> str:
+        """The stream of the caller's session ``session_id``; refuses an invalid id."""
+        principal = caller()
+        if TENANT_SCOPE in session_id and principal.sees_all_tenants:
+            validate_stream_id(session_id)
+            tenant, _, own = session_id.rpartition(TENANT_SCOPE)
+            return self.in_tenant(tenant, own)
+        validate_session_id(session_id)
+        return self.in_tenant(principal.tenant, session_id)
+
+    def in_tenant(self, tenant: str, session_id: str) -> str:
+        """The stream of the tenant's session ``session_id`` (a valid id)."""
+        if self.legacy.get(session_id) == tenant:
+            return session_id
+        if tenant == DEFAULT_TENANT and session_id in self.legacy:
+            # The bare id is another tenant's stream from before ids were scoped.
+            return f"{tenant}{TENANT_SCOPE}{session_id}"
+        return stream_id(tenant, session_id)
+
+    def tenant_and_id(self, stream: str) -> tuple[str, str]:
+        """The tenant whose session the stream holds, and the session's own id."""
+        tenant, scoped, own = stream.rpartition(TENANT_SCOPE)
+        return (tenant if scoped else self.legacy.get(stream, DEFAULT_TENANT)), own
+
+    def client(self, stream: str) -> str:
+        """How the caller names the session of this stream."""
+        tenant, own = self.tenant_and_id(stream)
+        return own if tenant == caller().tenant else f"{tenant}{TENANT_SCOPE}{own}"

@@ -1,7 +1,7 @@
 """`audit`: compactions and prunes from the server's audit read models, and what the
 model saw at a version (`audit view`).
 
-COMMANDS also carries `migrate` and `rebuild` (services.cli.database), the
+COMMANDS also carries `migrate`, `rebuild` and `readmodels` (services.cli.database), the
 read models' own upkeep, so that the CLI registers them all in one line.
 """
 
@@ -17,7 +17,7 @@ from sessionstore_client import CompactionRecord, PruneAction
 
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.database import migrate, rebuild
+from services.cli.database import migrate, readmodels, rebuild
 from services.cli.options import Moment
 
 ACTIONS = {"soft_trim": PruneAction.SOFT_TRIM, "hard_clear": PruneAction.HARD_CLEAR}
@@ -213,4 +213,4 @@ def prunes(
         click.echo(output.clip(line, output.width()))
 
 
-COMMANDS = [audit, migrate, rebuild]
+COMMANDS = [audit, migrate, rebuild, readmodels]

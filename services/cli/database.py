@@ -1,4 +1,5 @@
-"""`migrate` and `rebuild`: upkeep of the read models, straight on the database.
+"""`migrate`, `rebuild` and `readmodels`: upkeep of the read models, straight on the
+database.
 
 These connect to SESSIONSTORE_DATABASE_URL (or --database-url) themselves,
 not to a server: a migration runs before any server may start, and a
@@ -7,9 +8,16 @@ rebuild is an operator's repair.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from datetime import UTC, datetime
+
 import click
 
+from services.cli.client import Client
+from services.cli.output import print_json
 from services.config import DEFAULT_DATABASE_URL
+
+MODELS = ("catalog", "compactions", "prunes")
 
 DATABASE_URL = click.option(
     "--database-url",
@@ -31,7 +39,7 @@ def migrate(database_url: str) -> None:
 
 
 @click.command()
-@click.argument("name", type=click.Choice(["catalog", "compactions", "prunes"]))
+@click.argument("name", type=click.Choice(MODELS))
 @DATABASE_URL
 def rebuild(name: str, database_url: str) -> None:
     """Drop read model NAME's rows and rebuild it from the first event."""
@@ -39,3 +47,70 @@ def rebuild(name: str, database_url: str) -> None:
 
     applied, position = rebuild_read_model(database_url, name)
     click.echo(f"{name} rebuilt: {applied:,} events applied, at position {position}")
+
+
+@click.group("readmodels")
+def readmodels() -> None:
+    """The read models' progress, and the events they quarantined."""
+
+
+@readmodels.command("status")
+@DATABASE_URL
+@click.pass_context
+def status(ctx: click.Context, database_url: str) -> None:
+    """Each read model's position and lag behind the store, and the events it
+    could not apply (quarantined: skipped, kept to retry)."""
+    from services.readmodels.admin import read_model_status
+
+    statuses, quarantined = read_model_status(database_url)
+    if _as_json(ctx):
+        print_json(
+            {
+                "models": [{**asdict(s), "lag": s.lag} for s in statuses],
+                "quarantined": [asdict(q) for q in quarantined],
+            }
+        )
+        return
+    click.echo(f"{'model':<12} {'position':>10} {'lag':>8} {'quarantined':>12}")
+    for s in statuses:
+        click.echo(f"{s.name:<12} {s.position:>10,} {s.lag:>8,} {s.quarantined:>12,}")
+    if quarantined:
+        click.echo("\nquarantined events (apply them again after a fix: readmodels retry):")
+    for q in quarantined:
+        click.echo(
+            f"  {q.model} #{q.position}  {_time(q.recorded_us)}  session {q.session_id}  "
+            f"{q.topic.rpartition('.')[2]}  attempts {q.attempts}\n    {q.error}"
+        )
+
+
+@readmodels.command("retry")
+@click.argument("names", nargs=-1, type=click.Choice(MODELS))
+@DATABASE_URL
+@click.pass_context
+def retry(ctx: click.Context, names: tuple[str, ...], database_url: str) -> None:
+    """Apply the quarantined events of the read models NAMES (all when none) again,
+    after a fix: each session they belong to is projected again, in order. Exits 1
+    when some still fail (they stay quarantined)."""
+    from services.readmodels.admin import retry_quarantined
+
+    result = retry_quarantined(database_url, names)
+    if _as_json(ctx):
+        print_json({**asdict(result), "still_failing": [asdict(q) for q in result.still_failing]})
+    else:
+        click.echo(
+            f"{result.applied:,} quarantined events applied, {len(result.still_failing):,} "
+            f"still failing ({result.sessions:,} sessions projected again)"
+        )
+        for q in result.still_failing:
+            click.echo(f"  {q.model} #{q.position}  session {q.session_id}\n    {q.error}")
+    if result.still_failing:
+        raise click.exceptions.Exit(1)
+
+
+def _as_json(ctx: click.Context) -> bool:
+    client = ctx.find_object(Client)
+    return bool(ctx.meta.get("json_asked") or (client is not None and client.as_json))
+
+
+def _time(micros: int) -> str:
+    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -83,15 +83,25 @@ def _action(action: int) -> str:
 
 
 class AuditRpcs:
-    """ListCompactions, GetCompaction and ListPrunes, mixed into the servicer."""
+    """ListCompactions, GetCompaction, ListPrunes and GetReadModelStatus, mixed into the
+    servicer."""
 
     audit: AuditService
+
+    def _stream_or_all(self, session_id: str) -> str:
+        """The stream of the session a filter names ("": every session)."""
+        return self.audit.sessions.ids.stream(session_id) if session_id else ""
+
+    def _record_shown(self, record: Any) -> Any:
+        """The record with its session named as the caller names it."""
+        record.session_id = self.audit.sessions.ids.client(record.session_id)
+        return record
 
     def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.ServicerContext
     ) -> pb.ListCompactionsResponse:
         where = AuditFilter(
-            session_id=request.session_id,
+            session_id=self._stream_or_all(request.session_id),
             since_us=_micros(request, "since"),
             until_us=_micros(request, "until"),
             trigger=request.trigger,
@@ -102,7 +112,7 @@ class AuditRpcs:
             where, request.page_size, request.page_token, request.min_position, deadline(context)
         )
         return pb.ListCompactionsResponse(
-            compactions=[compaction_record(r) for r in rows],
+            compactions=[self._record_shown(compaction_record(r)) for r in rows],
             next_page_token=token,
             position=position,
         )
@@ -113,13 +123,16 @@ class AuditRpcs:
         if not request.session_id or request.version < 1:
             raise InvalidRequest("session_id and a version of 1 or more are required")
         detail = self.audit.get_compaction(
-            request.session_id, request.version, request.min_position, deadline(context)
+            self._stream_or_all(request.session_id),
+            request.version,
+            request.min_position,
+            deadline(context),
         )
         response = pb.GetCompactionResponse(
-            record=compaction_record(detail.row),
+            record=self._record_shown(compaction_record(detail.row)),
             replaced_entries=[mapping.entry_to_pb(e, v) for e, v in detail.replaced],
             in_force=detail.in_force,
-            changes=[compaction_record(r) for r in detail.changes],
+            changes=[self._record_shown(compaction_record(r)) for r in detail.changes],
         )
         if detail.compaction is not None:
             response.compaction.CopyFrom(
@@ -135,7 +148,7 @@ class AuditRpcs:
         self, request: pb.ListPrunesRequest, context: grpc.ServicerContext
     ) -> pb.ListPrunesResponse:
         where = AuditFilter(
-            session_id=request.session_id,
+            session_id=self._stream_or_all(request.session_id),
             since_us=_micros(request, "since"),
             until_us=_micros(request, "until"),
             action=_action(request.action),
@@ -144,5 +157,35 @@ class AuditRpcs:
             where, request.page_size, request.page_token, request.min_position, deadline(context)
         )
         return pb.ListPrunesResponse(
-            prunes=[prune_record(r) for r in rows], next_page_token=token, position=position
+            prunes=[self._record_shown(prune_record(r)) for r in rows],
+            next_page_token=token,
+            position=position,
         )
+
+    def GetReadModelStatus(
+        self, request: pb.GetReadModelStatusRequest, context: grpc.ServicerContext
+    ) -> pb.ReadModelStatus:
+        head, statuses, quarantined = self.audit.read_model_status()
+        response = pb.ReadModelStatus(head=head, projections=self.audit.sessions.config.projections)
+        for status in statuses:
+            state = response.models.add(
+                name=status.name,
+                position=status.position,
+                lag=status.lag,
+                quarantined=status.quarantined,
+                error=status.error,
+                retry_in_seconds=status.retry_in_seconds,
+            )
+            if status.failing_since is not None:
+                state.failing_since.FromMicroseconds(int(status.failing_since * 1_000_000))
+        for event in quarantined:
+            response.quarantined.add(
+                model=event.model,
+                position=event.position,
+                session_id=self.audit.sessions.ids.client(event.session_id),
+                topic=event.topic,
+                error=event.error,
+                quarantined_at=_timestamp(event.recorded_us),
+                attempts=event.attempts,
+            )
+        return response

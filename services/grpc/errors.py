@@ -5,8 +5,9 @@ and never build statuses themselves. Handlers are plain functions, run in the
 server's worker threads, or async generators served on its event loop.
 Anything unexpected is logged with its traceback and answered INTERNAL,
 without the traceback. Bytes that do not
-decode as the method's request are answered INVALID_ARGUMENT before any
-handler runs.
+decode as the method's request, and requests with a string no store can
+hold (services.grpc.request_strings), are answered INVALID_ARGUMENT before
+any handler runs.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 import grpc
 import structlog
 from google.protobuf import any_pb2
+from google.protobuf.descriptor import Descriptor, ServiceDescriptor
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from domain import errors
 from services.app.authentication import PermissionDenied, Unauthenticated
 from services.grpc.handlers import rewrapped
+from services.grpc.request_strings import RequestStrings, undecodable_field
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
@@ -60,57 +63,84 @@ def _capped(message: str) -> str:
     return encoded[: MAX_MESSAGE_BYTES - 20].decode(errors="ignore") + "... (cut short)"
 
 
-class _Undecodable:
-    """Stands for a request whose bytes did not decode, so the handler can refuse it.
+class _Refused:
+    """Stands for a request that cannot be served, so the handler can refuse it.
 
     gRPC itself answers a failing deserializer with INTERNAL; the wrapped
     deserializer never fails, and the wrapped behaviour refuses this instead.
     """
 
-    def __init__(self, error: Exception) -> None:
-        self.error = error
+    def __init__(self, refusal: errors.InvalidRequest) -> None:
+        self.refusal = refusal
 
 
-def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+def _checked(
+    deserializer: Callable[[bytes], Any] | None,
+    method: str,
+    request_type: Descriptor | None,
+    strings: RequestStrings,
+) -> Callable[[bytes], Any] | None:
+    """The deserializer, made to answer an _Refused instead of failing, and to
+    check the strings of the service's requests."""
     if deserializer is None:
         return None
 
     def deserialize(data: bytes) -> Any:
         try:
-            return deserializer(data)
+            request = deserializer(data)
         except Exception as error:
-            return _Undecodable(error)
+            return _Refused(_malformed(error, data, method, request_type))
+        if request_type is not None:
+            try:
+                strings.check(request)
+            except errors.InvalidRequest as refusal:
+                return _Refused(refusal)
+        return request
 
     return deserialize
 
 
-def _decoded(request: Any, method: str) -> Any:
+def _decoded(request: Any) -> Any:
     """The request, refusing one that did not decode; a request stream is checked
     message by message as the handler reads it."""
-    if isinstance(request, _Undecodable):
-        raise _malformed(request, method)
+    if isinstance(request, _Refused):
+        raise request.refusal
     if isinstance(request, Iterator):
-        return _decoded_stream(request, method)
+        return _decoded_stream(request)
     return request
 
 
-def _decoded_stream(requests: Iterator[Any], method: str) -> Iterator[Any]:
+def _decoded_stream(requests: Iterator[Any]) -> Iterator[Any]:
     for request in requests:
-        if isinstance(request, _Undecodable):
-            raise _malformed(request, method)
+        if isinstance(request, _Refused):
+            raise request.refusal
         yield request
 
 
-def _malformed(request: _Undecodable, method: str) -> errors.InvalidRequest:
+def _malformed(
+    error: Exception, data: bytes, method: str, request_type: Descriptor | None
+) -> errors.InvalidRequest:
+    field = undecodable_field(data, request_type) if request_type is not None else None
+    if field is not None:
+        return errors.InvalidRequest(
+            f"{field} is not UTF-8 text (a lone surrogate, or bytes that are not UTF-8); "
+            "send valid UTF-8"
+        )
     name = method.rsplit("/", 1)[-1]
     return errors.InvalidRequest(
         f"the request is not a valid {name} request message (protocol buffers, with UTF-8 "
-        f"strings): {errors.quoted(str(request.error), 200)}"
+        f"strings): {errors.quoted(str(error), 200)}"
     )
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every handler kind (unary or streaming, either way) with the error mapping."""
+    """Wraps every handler kind (unary or streaming, either way) with the error mapping,
+    and checks the strings of ``service``'s requests."""
+
+    def __init__(self, service: ServiceDescriptor, strings: RequestStrings) -> None:
+        self.prefix = f"/{service.full_name}/"
+        self.request_types = {m.name: m.input_type for m in service.methods}
+        self.strings = strings
 
     async def intercept_service(  # type: ignore[override]  # None: no such method
         self,
@@ -121,11 +151,18 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
+        request_type = (
+            self.request_types.get(method.removeprefix(self.prefix))
+            if method.startswith(self.prefix)
+            else None
+        )
         return rewrapped(
             handler,
             returning=lambda behaviour: _returning(behaviour, method),
             streaming=lambda behaviour: _streaming(behaviour, method),
-            request_deserializer=_tolerant(handler.request_deserializer),
+            request_deserializer=_checked(
+                handler.request_deserializer, method, request_type, self.strings
+            ),
         )
 
 
@@ -159,7 +196,7 @@ def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
 
         async def handle_async(request: Any, context: Any) -> Any:
             try:
-                return await behaviour(_decoded(request, method), context)
+                return await behaviour(_decoded(request), context)
             except Exception as error:
                 await context.abort(*_refusal(error, method))
 
@@ -169,7 +206,7 @@ def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
     # takes the trailing metadata that carries the error details.
     def handle(request: Any, context: Any) -> Any:
         try:
-            return behaviour(_decoded(request, method), context)
+            return behaviour(_decoded(request), context)
         except Exception as error:
             context.abort(*_refusal(error, method))
 
@@ -182,7 +219,7 @@ def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
 
         async def handle_async(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
-                async for response in behaviour(_decoded(request, method), context):
+                async for response in behaviour(_decoded(request), context):
                     yield response
             except Exception as error:
                 await context.abort(*_refusal(error, method))
@@ -191,7 +228,7 @@ def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
 
     def handle(request: Any, context: Any) -> Iterator[Any]:
         try:
-            yield from behaviour(_decoded(request, method), context)
+            yield from behaviour(_decoded(request), context)
         except Exception as error:
             # Not abort(): from a worker thread it would send the status while
             # the event loop may still be sending the last message. Ending the

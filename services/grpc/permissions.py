@@ -45,4 +45,6 @@ METHOD_PERMISSIONS: dict[str, Permission] = {
     # A tenant may erase its own sessions: the data is its users'.
     "EraseSession": WRITE,
     "EraseEntries": WRITE,
+    # Every tenant's quarantined events, named by session: the operator's view.
+    "GetReadModelStatus": Permission.ADMIN,
 }

@@ -13,13 +13,15 @@ from services.config import Config
 
 
 class InsecureAddress(ValueError):
-    """No authentication configured, on an address others can reach."""
+    """No authentication configured, or tokens without TLS, on an address others can reach."""
 
 
 def security_mode(config: Config) -> dict[str, str]:
     """What the server checks of its callers, for the start-up log."""
     if config.tokens_file is not None:
         auth = f"bearer tokens from {config.tokens_file}"
+        if config.tls_cert_file is None and not config.listens_on_loopback:
+            auth += ", in clear text (SESSIONSTORE_ALLOW_TOKENS_WITHOUT_TLS)"
     elif config.listens_on_loopback:
         auth = "none: every caller is admin, so serving on loopback only"
     else:
@@ -43,6 +45,14 @@ def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredenti
             "token new`), listen on 127.0.0.1, or set "
             "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
             "authenticates"
+        )
+    clear_text = tokens is not None and remote and config.tls_cert_file is None
+    if clear_text and not config.allow_tokens_without_tls:
+        raise InsecureAddress(
+            f"bearer tokens would cross the network in clear text on {config.address}: "
+            "set SESSIONSTORE_TLS_CERT_FILE and SESSIONSTORE_TLS_KEY_FILE, listen on "
+            "127.0.0.1, or set SESSIONSTORE_ALLOW_TOKENS_WITHOUT_TLS=true behind a proxy "
+            "that terminates TLS"
         )
     credentials = None
     if config.tls_cert_file is not None and config.tls_key_file is not None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
@@ -32,18 +33,22 @@ from services.adapters import sealing
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
-from services.app.sessions import SessionService
+from services.app.sessions import MESSAGE_ENVELOPE_BYTES, SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.reflection import enable_reflection
+from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionStore"].full_name
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
+SERVICE_NAME = SERVICE.full_name
 GRACE_SECONDS = 10
+# What the stop may take beyond the grace period: closing the store's connections.
+STOP_MARGIN_SECONDS = 0.7
 MONITOR_INTERVAL_SECONDS = 0.5
 KEY_EXPIRY_INTERVAL_SECONDS = 60.0
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -204,6 +209,7 @@ class RunningServer:
     port: int
     monitor: DatabaseMonitor
     loop: EventLoopThread
+    deadlines: DeadlineInterceptor
 
     @property
     def service(self) -> SessionService:
@@ -217,9 +223,12 @@ class RunningServer:
     async def _stop(self, grace: float) -> None:
         await self.monitor.stop()
         await self.health.enter_graceful_shutdown()
-        # Followed streams never end by themselves: end them first, so that
-        # the grace period is for calls that do.
+        # Followed streams never end by themselves, and waits (for the read
+        # models, a lock, a retry) may last until their deadline: end them first
+        # (UNAVAILABLE, to retry elsewhere), so that the grace period is for
+        # calls that work.
         self.service.end_streams()
+        self.deadlines.cut_all("the server is stopping")
         await self.server.stop(grace)
 
 
@@ -263,14 +272,15 @@ async def _serve(
     # Authentication innermost but for the deadline: the error interceptor
     # answers its refusals like any other, and nothing runs for a caller it
     # refuses.
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(), DeadlineInterceptor()]
+    strings = RequestStrings(content_chars=max_message - MESSAGE_ENVELOPE_BYTES)
+    # Plain handlers run here, calls and the streams that work while they stream.
+    workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
+    deadlines = DeadlineInterceptor(workers)
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(SERVICE, strings), deadlines]
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     server = grpc.aio.server(
-        # Unary calls and the streams that work while they stream run here.
-        migration_thread_pool=futures.ThreadPoolExecutor(
-            max_workers=config.max_workers, thread_name_prefix="rpc"
-        ),
+        migration_thread_pool=workers,
         interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message),
@@ -302,7 +312,7 @@ async def _serve(
     await _set_health(health_servicer, serving=True)
     monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
-    return RunningServer(server, app, health_servicer, port, monitor, loop)
+    return RunningServer(server, app, health_servicer, port, monitor, loop, deadlines)
 
 
 SWITCH_INTERVAL_SECONDS = 0.001
@@ -350,10 +360,18 @@ def main() -> None:
     )
     received = signal.sigwait(STOP_SIGNALS)
     log.info("shutting down", signal=signal.Signals(received).name, grace_seconds=GRACE_SECONDS)
-    # Signals that arrive from here on stay blocked and pending: the stop
-    # below is bounded by the grace period whatever else arrives.
-    running.stop()
-    log.info("stopped")
+    # Signals that arrive from here on stay blocked and pending. The stop is
+    # given the grace period and a little more; then the process ends,
+    # whatever still runs: a call stuck on a provider, a connection the
+    # database does not answer. A transaction cut short commits nothing, and
+    # the worker threads (which the interpreter would wait for) are not daemons.
+    stopping = threading.Thread(target=running.stop, name="stop", daemon=True)
+    stopping.start()
+    stopping.join(GRACE_SECONDS + STOP_MARGIN_SECONDS)
+    log.info("stopped" if not stopping.is_alive() else "stopped; abandoning what still runs")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _redacted(database_url: str) -> str:

@@ -13,7 +13,7 @@ import grpc
 
 from domain.content import validate_id
 from domain.errors import DomainError, InvalidRequest
-from domain.session import Session, validate_session_id
+from domain.session import Session
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.app.audit import AuditService
@@ -27,15 +27,6 @@ from services.grpc.errors import status_for
 from services.readmodels import ReadModels
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
-
-
-def _session_id(request: object) -> str:
-    """The request's session id, refused unless it could name a session."""
-    session_id: str = getattr(request, "session_id", "")
-    if not session_id:
-        raise InvalidRequest("session_id is required")
-    validate_session_id(session_id)
-    return session_id
 
 
 _FOREIGN_TOKEN = "{field} is not one this server gave out; send the next_page_token of a page"
@@ -120,15 +111,34 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self.audit = AuditService(service, read_models)
         self.streams = EventStreams(service)
 
+    def _session_id(self, request: object) -> str:
+        """The stream of the request's session, refused unless the id could name one."""
+        session_id: str = getattr(request, "session_id", "")
+        if not session_id:
+            raise InvalidRequest("session_id is required")
+        return self.service.ids.stream(session_id)
+
+    def _new_session_id(self, session_id: str) -> str:
+        """The stream a session the caller names is to be created in ("": a new id)."""
+        return self.service.ids.stream(session_id) if session_id else ""
+
+    def _shown(self, session: pb.Session) -> pb.Session:
+        """The session with its ids as the caller names them."""
+        ids = self.service.ids
+        session.id = ids.client(session.id)
+        if session.parent_session_id:
+            session.parent_session_id = ids.client(session.parent_session_id)
+        return session
+
     def _written(self, session: pb.Session) -> pb.Session:
         session.position = self.service.written_position()
-        return session
+        return self._shown(session)
 
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
     ) -> pb.Session:
         session = self.service.create_session(
-            request.session_id,
+            self._new_session_id(request.session_id),
             lambda defaults: mapping.settings_from_pb(request.settings, defaults),
         )
         return self._written(mapping.session_to_pb(session))
@@ -136,7 +146,9 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.ServicerContext
     ) -> pb.Session:
-        return mapping.session_to_pb(self.service.get_session(_session_id(request)))
+        return self._shown(
+            mapping.session_to_pb(self.service.get_session(self._session_id(request)))
+        )
 
     def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
@@ -149,7 +161,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             _deadline(context),
         )
         return pb.ListSessionsResponse(
-            sessions=[mapping.session_to_pb(s) for s in sessions],
+            sessions=[self._shown(mapping.session_to_pb(s)) for s in sessions],
             next_page_token=token,
             position=position,
         )
@@ -158,7 +170,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.UpdateSettingsRequest, context: grpc.ServicerContext
     ) -> pb.Session:
         session = self.service.update_settings(
-            _session_id(request),
+            self._session_id(request),
             lambda current: mapping.settings_from_pb(
                 request.settings, current, request.remove_labels
             ),
@@ -170,7 +182,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
     ) -> pb.AppendEntriesResponse:
         drafts = [mapping.entry_from_pb(e, i) for i, e in enumerate(request.entries)]
-        session_id = _session_id(request)
+        session_id = self._session_id(request)
         wanted = request.view_after_append if request.HasField("view_after_append") else None
         if wanted is not None:
             # Checked before writing: a bad view request writes nothing.
@@ -209,13 +221,16 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
                 response.view_after_append_error = f"{code.name}: {message}"
             else:
                 response.view_after_append.CopyFrom(context_mapping.served_view_to_pb(served))
+                response.view_after_append.session_id = request.session_id
         return response
 
     def RecordCompaction(
         self, request: pb.RecordCompactionRequest, context: grpc.ServicerContext
     ) -> pb.RecordCompactionResponse:
         recorded = self.service.record_compaction(
-            _session_id(request), mapping.compaction_from_pb(request), _expected_version(request)
+            self._session_id(request),
+            mapping.compaction_from_pb(request),
+            _expected_version(request),
         )
         return pb.RecordCompactionResponse(
             version=recorded.originator_version,
@@ -229,7 +244,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.RecordPruneRequest, context: grpc.ServicerContext
     ) -> pb.RecordPruneResponse:
         recorded = self.service.record_prune(
-            _session_id(request),
+            self._session_id(request),
             mapping.prune_decisions_from_pb(list(request.entries)),
             request.reason,
             _expected_version(request),
@@ -243,7 +258,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     def GetDurableLog(
         self, request: pb.GetViewRequest, context: grpc.ServicerContext
     ) -> pb.DurableLog:
-        session_id = _session_id(request)
+        session_id = self._session_id(request)
         if request.page_size < 0:
             raise InvalidRequest(
                 f"page_size {request.page_size} is negative; send 0 for as many entries as "
@@ -262,6 +277,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         )
         if next_offset is not None:
             message.next_page_token = f"{log.version}.{next_offset}"
+        message.session_id = request.session_id
         return message
 
     @property
@@ -272,20 +288,22 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.GetPromptViewRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
         served = self.context.prompt_view(
-            _session_id(request),
+            self._session_id(request),
             _as_of(request),
             mapping.prompt_format(request.format),
             _deadline(context),
             _token_budget(request),
             _held(request),
         )
-        return context_mapping.served_view_to_pb(served)
+        view = context_mapping.served_view_to_pb(served)
+        view.session_id = request.session_id
+        return view
 
     def SetSystemPrompt(
         self, request: pb.SetSystemPromptRequest, context: grpc.ServicerContext
     ) -> pb.SetSystemPromptResponse:
         version, stored, changed = self.context.set_system_prompt(
-            _session_id(request),
+            self._session_id(request),
             mapping.system_prompt_from_pb(request.system_prompt),
             _expected_version(request),
         )
@@ -300,7 +318,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.CompactRequest, context: grpc.ServicerContext
     ) -> pb.CompactResponse:
         outcome = self.context.compact(
-            _session_id(request),
+            self._session_id(request),
             instructions=request.instructions,
             force=request.force,
             dry_run=request.dry_run,
@@ -314,7 +332,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.ReportOverflowRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
         served = self.context.report_overflow(
-            _session_id(request),
+            self._session_id(request),
             error_text=request.error_text,
             status_code=request.status_code,
             provider=request.provider,
@@ -323,24 +341,30 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             provider_format=mapping.prompt_format(request.format),
             deadline=_deadline(context),
         )
-        return context_mapping.served_view_to_pb(served)
+        view = context_mapping.served_view_to_pb(served)
+        view.session_id = request.session_id
+        return view
 
     def GetContextReport(
         self, request: pb.GetContextReportRequest, context: grpc.ServicerContext
     ) -> pb.ContextReport:
-        return context_mapping.context_report_to_pb(
-            self.context.context_report(_session_id(request))
+        report = context_mapping.context_report_to_pb(
+            self.context.context_report(self._session_id(request))
         )
+        report.session_id = request.session_id
+        return report
 
     def AuditView(
         self, request: pb.AuditViewRequest, context: grpc.ServicerContext
     ) -> pb.ViewAudit:
-        audit = self.service.audit_view(_session_id(request), _as_of(request))
-        return mapping.view_audit_to_pb(audit)
+        audit = self.service.audit_view(self._session_id(request), _as_of(request))
+        message = mapping.view_audit_to_pb(audit)
+        message.session_id = request.session_id
+        return message
 
     def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:
         entry_id = _entry_id(request.entry_id, "entry_id")
-        entry, version = self.service.entry(_session_id(request), entry_id)
+        entry, version = self.service.entry(self._session_id(request), entry_id)
         return mapping.entry_to_pb(entry, version)
 
     async def ReadEvents(
@@ -350,15 +374,15 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         if request.after_version < 0:
             raise InvalidRequest("after_version must not be negative")
         events = self.streams.read(
-            _session_id(request), request.after_version, follow=request.follow
+            self._session_id(request), request.after_version, follow=request.follow
         )
         async for event in events:
-            yield mapping.event_to_pb(event)
+            yield self._event_shown(mapping.event_to_pb(event), request.session_id)
 
     def UndoCompaction(
         self, request: pb.UndoCompactionRequest, context: grpc.ServicerContext
     ) -> pb.UndoCompactionResponse:
-        session_id = _session_id(request)
+        session_id = self._session_id(request)
         if request.undo_version < 0 or request.compaction_version < 0:
             raise InvalidRequest(
                 "compaction_version and undo_version must not be negative; send the version "
@@ -400,7 +424,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     ) -> pb.EraseResponse:
         return self._erased(
             *self.service.erase_session(
-                _session_id(request), erased_by=request.erased_by, reason=request.reason
+                self._session_id(request), erased_by=request.erased_by, reason=request.reason
             )
         )
 
@@ -409,7 +433,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     ) -> pb.EraseResponse:
         return self._erased(
             *self.service.erase_entries(
-                _session_id(request),
+                self._session_id(request),
                 list(request.entry_ids),
                 erased_by=request.erased_by,
                 reason=request.reason,
@@ -422,18 +446,32 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         erased: Session.EntriesErased | Session.SessionErased,
         forks: list[str],
     ) -> pb.EraseResponse:
-        return pb.EraseResponse(
+        ids = self.service.ids
+        response = pb.EraseResponse(
             version=session.version,
             erasure=mapping.erasure_event_to_pb(erased),
             position=self.service.written_position(),
-            forks_erased=forks,
+            forks_erased=[ids.client(fork) for fork in forks],
         )
+        if response.erasure.erased_with:
+            response.erasure.erased_with = ids.client(response.erasure.erased_with)
+        return response
+
+    def _event_shown(self, event: pb.SessionEvent, session_id: str) -> pb.SessionEvent:
+        """The event with the session ids it names as the caller names them."""
+        event.session_id = session_id
+        ids = self.service.ids
+        if event.started.parent_session_id:
+            event.started.parent_session_id = ids.client(event.started.parent_session_id)
+        if event.erasure.erased_with:
+            event.erasure.erased_with = ids.client(event.erasure.erased_with)
+        return event
 
     def AbandonToolCalls(
         self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
     ) -> pb.AbandonToolCallsResponse:
         session, entry = self.service.abandon_tool_calls(
-            _session_id(request),
+            self._session_id(request),
             list(request.tool_call_ids),
             request.reason,
             _expected_version(request),
@@ -449,7 +487,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.RetractEntryRequest, context: grpc.ServicerContext
     ) -> pb.RetractEntryResponse:
         session, plan = self.service.retract_entry(
-            _session_id(request), request.entry_id, request.reason, _expected_version(request)
+            self._session_id(request), request.entry_id, request.reason, _expected_version(request)
         )
         return pb.RetractEntryResponse(
             version=session.version,
@@ -461,7 +499,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         self, request: pb.ClearSessionRequest, context: grpc.ServicerContext
     ) -> pb.ClearSessionResponse:
         session, cleared = self.service.clear_session(
-            _session_id(request), request.reason, _expected_version(request)
+            self._session_id(request), request.reason, _expected_version(request)
         )
         return pb.ClearSessionResponse(
             version=session.version,
@@ -478,10 +516,10 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         if which == "entry_id" and not request.entry_id:
             raise InvalidRequest("entry_id is empty; name an entry, or leave it unset")
         fork = self.service.fork_session(
-            _session_id(request),
+            self._session_id(request),
             version=request.version if which == "version" else None,
             entry_id=request.entry_id if which == "entry_id" else "",
-            new_session_id=request.new_session_id,
+            new_session_id=self._new_session_id(request.new_session_id),
             choose=(lambda current: mapping.settings_from_pb(request.settings, current))
             if request.HasField("settings")
             else None,
@@ -509,7 +547,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         result = self.imports.import_transcript(
             b"".join(chunks),
             header.format,
-            session_id=header.session_id,
+            session_id=self._new_session_id(header.session_id),
             choose=lambda defaults: mapping.settings_from_pb(settings, defaults),
             file_name=header.file_name,
         )
@@ -517,6 +555,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
         response.position = self.service.written_position()
         for imported in response.sessions:
             imported.session.position = response.position
+            self._shown(imported.session)
         return response
 
     def ExportSession(
@@ -524,7 +563,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
     ) -> Iterator[pb.ExportSessionChunk]:
         if request.version < 0:
             raise InvalidRequest("version must not be negative; 0 or unset exports the latest")
-        chunks = self.imports.export_pi(_session_id(request), request.version or None)
+        chunks = self.imports.export_pi(self._session_id(request), request.version or None)
         # The first chunk is made before the stream starts, so a refusal is a status.
         first = next(chunks, None)
         if first is None:

@@ -1,12 +1,23 @@
-"""Operator's actions on the read models: migrate, rebuild from zero."""
+"""Operator's actions on the read models: migrate, rebuild from zero, status, retry.
+
+Each connects to the database itself; a projection running meanwhile (in a
+server or worker) takes turns with it on the tracking rows' locks, so no
+event is applied twice.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 from services.adapters.read_model_db import migrate, open_database
+from services.adapters.read_model_store import Quarantined
+from services.adapters.session_notifications import session_notifications
 from services.bootstrap import build_event_store
 from services.config import Config
 from services.readmodels.runner import ReadModelRunner
-from services.readmodels.service import model_store
+from services.readmodels.service import ModelStatus, ReadModels, build_read_models
 
 
 def migrate_database(database_url: str) -> None:
@@ -17,25 +28,60 @@ def migrate_database(database_url: str) -> None:
         database.dispose()
 
 
-def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
-    """Drops the model's rows and position and applies every event again.
-
-    A projection running meanwhile (in a server or worker) takes turns with
-    this one on the tracking row's lock, so no event is applied twice.
-    """
+@contextmanager
+def _read_models(database_url: str) -> Iterator[ReadModels]:
+    """The read models of the database, migrated, with no projection running here."""
     events = build_event_store(Config(database_url=database_url))
-    database = open_database(database_url)
     try:
-        migrate(database)
-        store = model_store(database)
-        store.reset(name)
-        runner = ReadModelRunner(events, store, poll_seconds=0)
+        models = build_read_models(
+            events, database_url, run_projection=False, migrate_first=True, poll_seconds=0
+        )
+        try:
+            yield models
+        finally:
+            models.close()
+    finally:
+        events.close()
+
+
+def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
+    """Drops the model's rows, quarantine and position, and applies every event again."""
+    with _read_models(database_url) as models:
+        models.store.reset(name)
+        runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
         applied = 0
         while True:
-            count, position = store.catch_up(name, runner.fetch)
+            count, position = models.store.catch_up(name, runner.fetch)
             applied += count
             if count < runner.batch:
                 return applied, position
-    finally:
-        database.dispose()
-        events.close()
+
+
+def read_model_status(database_url: str) -> tuple[list[ModelStatus], list[Quarantined]]:
+    """Each model's position and lag, and the events it quarantined (oldest first)."""
+    with _read_models(database_url) as models:
+        return models.status(), models.store.quarantined()
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    sessions: int  # sessions projected again
+    applied: int  # quarantined events that applied this time
+    still_failing: list[Quarantined]
+
+
+def retry_quarantined(database_url: str, names: Sequence[str] = ()) -> RetryResult:
+    """Applies the quarantined events again (after a fix), with the rest of their
+    sessions' events in order: each such session is projected again from its first
+    event in each model that quarantined it. What still fails stays quarantined."""
+    with _read_models(database_url) as models:
+        wanted = list(names) or sorted(models.store.models)
+        runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
+        before = models.store.quarantined(wanted)
+        sessions = {(q.model, q.session_id) for q in before}
+        still: list[Quarantined] = []
+        for model, session_id in sorted(sessions):
+            found = session_notifications(models.events.recorder, session_id)
+            events = list(zip([n.id for n in found], runner.decoded(found), strict=True))
+            still += models.store.reproject(model, session_id, events)
+        return RetryResult(len(sessions), len(before) - len(still), still)

@@ -1,33 +1,68 @@
-"""The projection runner: follows the event store and moves every read model on.
+"""The projection runner: follows the event store and moves each read model on.
 
 On PostgreSQL it sleeps until the store's NOTIFY (a listener thread) or a
 timeout, whichever is first, so a lost notification only delays; on SQLite,
 which cannot notify, it polls, and a server's own saves wake it at once.
 Stopping it at any moment loses nothing: a batch commits with its position,
 or not at all.
+
+Each model moves on by itself: models at the same position share one read
+of the events and, while none fails, one transaction; when that fails, each
+applies the batch in a transaction of its own. A model whose database is
+down or busy waits out an exponential backoff with jitter
+(logged once when it starts failing, once when it recovers) while the others
+go on; an event it cannot apply is quarantined by the store, and it goes on
+past it.
 """
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 import structlog
+from eventsourcing.persistence import Notification
 
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_store import ReadModelStore
+from services.adapters.read_model_db import is_transient
+from services.adapters.read_model_store import (
+    Applied,
+    Batch,
+    ReadModelStore,
+    Unreadable,
+    describe_error,
+)
 
 BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:
 # under a stream of writes the projection then costs a transaction per pause,
 # not per write (a catch-up is some ten round trips and the events' decoding,
 # taken from the writes it runs beside). A query waiting for a position cuts
-# the pause short (``hurry``), so it never waits for the pause.
+# the pause short (``hurry``), so it never waits for the pause; it cannot cut
+# short a backoff.
 COALESCE_SECONDS = 0.1
+FIRST_BACKOFF_SECONDS = 0.1
+MAX_BACKOFF_SECONDS = 5.0
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass
+class ModelState:
+    """How one model's projection fares in this process."""
+
+    failing_since: float | None = None  # time.time() of the first failure in a row
+    error: str = ""
+    attempts: int = 0  # failures in a row
+    retry_at: float = 0.0  # time.monotonic()
+
+    def retry_in(self) -> float:
+        return max(0.0, self.retry_at - time.monotonic()) if self.failing_since else 0.0
 
 
 class ReadModelRunner:
@@ -38,15 +73,16 @@ class ReadModelRunner:
         self.models = models
         self.poll_seconds = poll_seconds
         self.batch = batch
+        self.states = {name: ModelState() for name in models.models}
         self._wake = threading.Event()
         self._hurry = threading.Event()
         self._stopping = threading.Event()
         self.progress = threading.Condition()
         self._threads: list[threading.Thread] = []
-        # The store's head as of this runner's latest catch-up.
+        # The store's head as of this runner's latest catch-up of every model.
         self._reached = -1
 
-    def fetch(self, position: int, topics: Sequence[str]) -> tuple[list[tuple[int, Any]], int]:
+    def fetch(self, position: int, topics: Sequence[str]) -> tuple[Batch, int]:
         """The next batch of events after ``position`` of the given topics, and the
         position it reaches (the store's head, when the batch is its last)."""
         recorder = self.events.recorder
@@ -60,26 +96,156 @@ class ReadModelRunner:
             topics=topics,
             inclusive_of_start=False,
         )
-        # The read models count entries and their tokens: their content stays sealed.
-        events = self.events.decode_notifications(found, entry_content=False)
-        batch = list(zip([n.id for n in found], events, strict=True))
         reached = found[-1].id if len(found) == self.batch else head
-        return batch, reached
+        return list(zip([n.id for n in found], self.decoded(found), strict=True)), reached
+
+    def decoded(self, found: Sequence[Notification]) -> list[Any]:
+        """The events, their entries' content left sealed (the read models count
+        entries and tokens); one that cannot be decoded becomes an Unreadable."""
+        try:
+            return self.events.decode_notifications(found, entry_content=False)
+        except Exception as error:
+            if is_transient(error):
+                raise
+        decoded: list[Any] = []
+        for notification in found:
+            try:
+                decoded += self.events.decode_notifications([notification], entry_content=False)
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                decoded.append(
+                    Unreadable(
+                        str(notification.originator_id),
+                        notification.topic,
+                        describe_error(error),
+                    )
+                )
+        return decoded
 
     def catch_up(self) -> int:
-        """Applies batches until every model has reached the store's head; answers
-        how many events were read. Takes no lock when the head has not moved."""
-        if (self.events.recorder.max_notification_id() or 0) == self._reached:
+        """Applies batches until every model that is not backing off has reached the
+        store's head; answers how many events were applied. Takes no lock when the
+        head has not moved."""
+        try:
+            head = self.events.recorder.max_notification_id() or 0
+        except Exception as error:
+            for name in self.states:
+                self._failed(name, error)
+            return 0
+        if head == self._reached and not self.failing():
             return 0
         applied = 0
-        while not self._stopping.is_set():
-            count, self._reached = self.models.catch_up_all(self.fetch)
-            applied += count
-            if count < self.batch:
-                break
-        with self.progress:
-            self.progress.notify_all()
+        try:
+            while not self._stopping.is_set():
+                count, more = self._round()
+                applied += count
+                if not more:
+                    break
+            if not self.failing():
+                self._reached = head
+        finally:
+            with self.progress:
+                self.progress.notify_all()
         return applied
+
+    def _round(self) -> tuple[int, bool]:
+        """One batch for each model that is due; answers (events applied, more to do)."""
+        now = time.monotonic()
+        due = [name for name, state in self.states.items() if state.retry_at <= now]
+        if not due:
+            return 0, False
+        try:
+            positions = self.models.positions(due)
+            head = self.events.recorder.max_notification_id() or 0
+        except Exception as error:
+            for name in due:
+                self._failed(name, error)
+            return 0, False
+        groups: dict[int, list[str]] = {}
+        for name in due:
+            if positions[name] < head:
+                groups.setdefault(positions[name], []).append(name)
+            else:
+                self._recovered(name)
+        applied, more = 0, False
+        for start, names in sorted(groups.items()):
+            try:
+                batch, reached = self.fetch(start, self._topics(names))
+            except Exception as error:
+                for name in names:
+                    self._failed(name, error)
+                continue
+            together = self.models.apply_together(names, batch, start, reached)
+            for name in names:
+                if together is not None:
+                    result = together[name]
+                else:
+                    try:
+                        result = self.models.apply(name, batch, start, reached)
+                    except Exception as error:
+                        self._failed(name, error)
+                        continue
+                self._applied(name, result)
+                applied += result.events
+                more = more or result.moved or result.position < head
+        return applied, more
+
+    def _topics(self, names: Sequence[str]) -> list[str]:
+        """What a group's shared read must fetch: every event if one of them reads all."""
+        topics: set[str] = set()
+        for name in names:
+            own = self.models.model(name).topics
+            if not own:
+                return []
+            topics.update(own)
+        return sorted(topics)
+
+    def _applied(self, name: str, result: Applied) -> None:
+        self._recovered(name)
+        for event in result.quarantined:
+            log.warning(
+                "read model quarantined an event it cannot apply, and went on past it",
+                model=name,
+                position=event.position,
+                session=event.session_id,
+                error=event.error,
+                retry="sessionstore readmodels retry",
+            )
+
+    def _failed(self, name: str, error: Exception) -> None:
+        state = self.states[name]
+        if state.failing_since is None:
+            state.failing_since = time.time()
+            log.warning(
+                "read model cannot catch up; retrying with backoff",
+                model=name,
+                error=describe_error(error),
+                transient=is_transient(error),
+            )
+        state.error = describe_error(error)
+        state.attempts += 1
+        delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (state.attempts - 1))
+        state.retry_at = time.monotonic() + random.uniform(delay / 2, delay)
+        # The head must be read again once the model recovers.
+        self._reached = -1
+
+    def _recovered(self, name: str) -> None:
+        state = self.states[name]
+        if state.failing_since is None:
+            return
+        log.info(
+            "read model caught up again",
+            model=name,
+            failed_seconds=round(time.time() - state.failing_since, 1),
+            attempts=state.attempts,
+        )
+        self.states[name] = ModelState()
+
+    def failing(self, names: Sequence[str] | None = None) -> dict[str, ModelState]:
+        """The models (of ``names``, or all) that are backing off, with why."""
+        wanted = self.states if names is None else names
+        return {n: self.states[n] for n in wanted if self.states[n].failing_since is not None}
 
     def wake(self) -> None:
         """New events: catch up once the pause after the last catch-up is over."""
@@ -103,12 +269,15 @@ class ReadModelRunner:
         for thread in self._threads:
             thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stops the threads, waiting at most ``timeout`` seconds for a batch in flight
+        (an unfinished batch is rolled back: nothing is lost)."""
         self._stopping.set()
         self._hurry.set()
         self._wake.set()
+        give_up_at = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join(timeout=max(0.0, give_up_at - time.monotonic()))
         self._threads = []
 
     def run_forever(self) -> None:
@@ -120,14 +289,11 @@ class ReadModelRunner:
         while not self._stopping.is_set():
             self._wake.clear()
             self._hurry.clear()
-            try:
-                self.catch_up()
-            except Exception:
-                # The database may be down for a while: retry at the next tick.
-                self._reached = -1
-                log.exception("read models could not catch up; retrying")
+            self.catch_up()
             self._hurry.wait(COALESCE_SECONDS)
-            self._wake.wait(self.poll_seconds)
+            retry_in = min((s.retry_in() for s in self.failing().values()), default=None)
+            pause = self.poll_seconds if retry_in is None else min(self.poll_seconds, retry_in)
+            self._wake.wait(pause)
 
     def _listen(self, channel: str) -> None:
         env = self.models.database.env

@@ -4,6 +4,12 @@ A client that wrote on one server and reads on another passes the position
 its write answered (``min_position``); without one, a listing waits for the
 store's head at the moment it was asked, so it includes every write
 acknowledged before it, as the listing from the event store did.
+
+A wait ends when the models reach the position, when the call is cut (the
+client cancelled, the server stops: UNAVAILABLE), when a model it waits for
+is failing (UNAVAILABLE at once, not at the deadline), or when an event it
+waited for was quarantined instead of applied (FAILED_PRECONDITION: the
+answer would miss it).
 """
 
 from __future__ import annotations
@@ -12,32 +18,59 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.errors import PreconditionFailed, VersionOutOfRange
+from domain.errors import PreconditionFailed, Unavailable, VersionOutOfRange
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
 from services.adapters.read_model_queries import ReadModelQueries
-from services.adapters.read_model_store import (
-    Catalog,
-    CompactionAudit,
-    PruneAudit,
-    ReadModelStore,
-)
+from services.adapters.read_model_store import Quarantined, ReadModelStore
+from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit
+from services.app import deadline
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.topics import COMPACTION_TOPICS, PRUNE_TOPICS
 
 # How long a query waits for the read models when the client set no deadline.
 DEFAULT_WAIT_SECONDS = 10.0
-WAIT_STEP_SECONDS = 0.02
+# A wait looks again at least this often (woken sooner by the projection of this
+# process when it commits), and sooner still when the call is cut.
+WAIT_STEP_SECONDS = 0.1
+# Without a projection in this process, the positions are polled: first often.
+FIRST_POLL_SECONDS = 0.02
+# How many quarantined events the status lists, newest first.
+STATUS_QUARANTINED = 20
 
 
 class ReadModelsBehind(PreconditionFailed):
     """The read models did not reach the asked position in time."""
 
 
+class ReadModelQuarantined(PreconditionFailed):
+    """An event the query waited for was quarantined: the answer would miss it."""
+
+    reason = "READ_MODEL_QUARANTINED"
+
+
 def model_store(database: ReadModelDatabase) -> ReadModelStore:
     return ReadModelStore(
         database, [Catalog(), CompactionAudit(COMPACTION_TOPICS), PruneAudit(PRUNE_TOPICS)]
     )
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """One read model's progress, for the health detail and `readmodels status`."""
+
+    name: str
+    position: int
+    head: int
+    quarantined: int
+    # While the projection of this process cannot reach the database for it.
+    failing_since: float | None = None  # time.time()
+    error: str = ""
+    retry_in_seconds: float = 0.0
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.head - self.position)
 
 
 @dataclass
@@ -49,7 +82,7 @@ class ReadModels:
     # The in-process projection, when this process runs it.
     runner: ReadModelRunner | None
 
-    def wait_for(self, names: Sequence[str], position: int, deadline: float | None) -> int:
+    def wait_for(self, names: Sequence[str], position: int, deadline_at: float | None) -> int:
         """Waits until the models have applied ``position`` (the store's head when 0;
         no wait when negative) and answers the position they reached."""
         head = self.events.recorder.max_notification_id() or 0
@@ -61,31 +94,88 @@ class ReadModels:
                 f"min_position {position} is beyond the store's latest position {head}; send "
                 "a position a write answered, or 0 for the latest"
             )
-        end = deadline if deadline is not None else time.monotonic() + DEFAULT_WAIT_SECONDS
-        while True:
-            reached = min(self.store.position(name) for name in names)
-            if reached >= position:
-                return reached
-            if time.monotonic() >= end:
+        started = reached = min(self.store.positions(names).values())
+        if reached >= position:
+            return reached
+        if self.runner is not None:
+            self.runner.hurry()  # once: a model backing off is not hurried
+        end = deadline_at if deadline_at is not None else time.monotonic() + DEFAULT_WAIT_SECONDS
+        step = FIRST_POLL_SECONDS
+        while reached < position:
+            deadline.check("waiting for the read models")
+            self._refuse_if_failing(names)
+            left = end - time.monotonic()
+            if left <= 0:
                 raise ReadModelsBehind(
                     f"the read models reached position {reached}, not {position}, in time; "
                     "retry, or check that the projection is running (SESSIONSTORE_PROJECTIONS)"
                 )
             if self.runner is not None:
-                self.runner.hurry()
                 with self.runner.progress:
-                    self.runner.progress.wait(WAIT_STEP_SECONDS)
+                    self.runner.progress.wait(min(WAIT_STEP_SECONDS, left))
             else:
-                time.sleep(WAIT_STEP_SECONDS)
+                deadline.pause(min(step, left))
+                step = min(WAIT_STEP_SECONDS, step * 2)
+            reached = min(self.store.positions(names).values())
+        skipped = self.store.first_quarantined(names, started, position)
+        if skipped is not None:
+            raise _quarantined(skipped)
+        return reached
+
+    def _refuse_if_failing(self, names: Sequence[str]) -> None:
+        if self.runner is None:
+            return
+        for name, state in self.runner.failing(names).items():
+            raise Unavailable(
+                f"the {name} read model cannot catch up now ({state.error}); it retries by "
+                "itself: retry shortly"
+            )
+
+    def status(self) -> list[ModelStatus]:
+        head = self.events.recorder.max_notification_id() or 0
+        positions = self.store.positions()
+        counts = self.store.quarantine_counts()
+        failing = self.runner.failing() if self.runner is not None else {}
+        statuses = []
+        for name in sorted(self.store.models):
+            state = failing.get(name)
+            statuses.append(
+                ModelStatus(
+                    name,
+                    positions[name],
+                    head,
+                    counts.get(name, 0),
+                    failing_since=state.failing_since if state else None,
+                    error=state.error if state else "",
+                    retry_in_seconds=state.retry_in() if state else 0.0,
+                )
+            )
+        return statuses
+
+    def recently_quarantined(self, limit: int = STATUS_QUARANTINED) -> list[Quarantined]:
+        return sorted(self.store.quarantined(), key=lambda q: -q.recorded_us)[:limit]
 
     def start(self) -> None:
         if self.runner is not None:
             self.runner.start()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 1.0) -> None:
+        """Stops the projection, waiting at most ``timeout`` for a batch in flight (one
+        stuck on the database is rolled back with its connection)."""
         if self.runner is not None:
-            self.runner.stop()
+            self.runner.stop(timeout)
         self.database.dispose()
+
+
+def _quarantined(event: Quarantined) -> ReadModelQuarantined:
+    error = ReadModelQuarantined(
+        f"the {event.model} read model could not apply the event at position "
+        f"{event.position} and went on without it, so this answer would miss it; an "
+        "operator sees why with `sessionstore readmodels status` and applies it again "
+        "after a fix with `sessionstore readmodels retry`"
+    )
+    error.metadata = {"model": event.model, "position": str(event.position)}
+    return error
 
 
 def build_read_models(

@@ -19,7 +19,17 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from tests.bench import coldwrite, engine, fidelity, memory, peers, tokencount, views, workloads
+from tests.bench import (
+    coldwrite,
+    engine,
+    fidelity,
+    hostile,
+    memory,
+    peers,
+    tokencount,
+    views,
+    workloads,
+)
 from tests.bench.config import FULL, QUICK, Context
 from tests.bench.plot import write_png
 from tests.bench.report import PARTIAL_DIR, RESULTS_DIR, Report
@@ -37,6 +47,8 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "peers": peers.peers,
     "engine": engine.engine,
     "fidelity": fidelity.fidelity,
+    "large": hostile.large,
+    "fuzz": hostile.fuzz,
 }
 PACKAGES = (
     "eventsourcing",

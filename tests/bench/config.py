@@ -52,6 +52,10 @@ class Scale:
     # Group "engine": entries of the viewed session, and of the compacted one.
     engine_view_entries: int
     engine_compact_entries: int
+    # Group "fuzz": hostile requests per RPC and pass, passes, and the cache cap.
+    fuzz_examples: int
+    fuzz_passes: int
+    fuzz_cap_mb: int
     # Group "fidelity": sessions (seeds) per figure, and their lengths in turns.
     fidelity_seeds: int
     fidelity_turns: tuple[int, ...]
@@ -80,6 +84,9 @@ FULL = Scale(
     peer_reps=5,
     engine_view_entries=10_000,
     engine_compact_entries=2_500,
+    fuzz_examples=100,
+    fuzz_passes=3,
+    fuzz_cap_mb=64,
     fidelity_seeds=5,
     fidelity_turns=(200, 500, 1_000),
 )
@@ -107,6 +114,9 @@ QUICK = Scale(
     peer_reps=3,
     engine_view_entries=2_000,
     engine_compact_entries=500,
+    fuzz_examples=15,
+    fuzz_passes=2,
+    fuzz_cap_mb=32,
     fidelity_seeds=2,
     fidelity_turns=(200,),
 )

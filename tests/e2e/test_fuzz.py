@@ -4,8 +4,10 @@ Requests are built from the proto's own descriptors, so a field added later is
 fuzzed too: strings with NUL, huge and wide strings, unrenderable JSON,
 integers at and past their limits, enum numbers nobody defined, impossible
 times. Whatever comes in, the server must answer with a status that is neither
-INTERNAL nor UNKNOWN, keep serving, change nothing on a refusal, and keep
-serving every read after what it accepted.
+INTERNAL nor UNKNOWN, within a bounded time (never at a deadline), keep
+serving, change nothing on a refusal, and answer every read of every session
+after what it accepted: no accepted write may leave a session whose views
+are refused.
 
 Seeded and bounded by default, so CI is deterministic and quick; set
 SESSIONSTORE_FUZZ_EXAMPLES for a longer run (and SESSIONSTORE_FUZZ_RANDOM=1 for
@@ -15,6 +17,7 @@ fresh inputs each run).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,7 +30,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, tool_result, user
+from tests.e2e.test_grpc_api import Stub, append, text, tool_result, user
 from tests.e2e.test_hostile import call_with
 
 EXAMPLES = int(os.environ.get("SESSIONSTORE_FUZZ_EXAMPLES", "25"))
@@ -62,6 +65,8 @@ SPECIAL_TEXT = [
     " ",
     "\n\t ",
     "x" * 100_000,
+    # A message (or summary) that no window of the default model could hold.
+    "word " * 200_000,
     " " * 200_000,
     " \t" * 50_000,
     "é" * 5_000,
@@ -314,14 +319,18 @@ def version_of(store: Stub, session_id: str) -> int | None:
         return None
 
 
-def session_count(store: Stub) -> int:
-    count, token = 0, ""
+def all_sessions(store: Stub) -> list[str]:
+    ids, token = [], ""
     while True:
         page = store.ListSessions(pb.ListSessionsRequest(page_size=500, page_token=token))
-        count += len(page.sessions)
+        ids += [s.id for s in page.sessions]
         token = page.next_page_token
         if not token:
-            return count
+            return ids
+
+
+def session_count(store: Stub) -> int:
+    return len(all_sessions(store))
 
 
 def still_serving(channel: grpc.Channel) -> None:
@@ -347,6 +356,7 @@ def test_hostile_requests_get_clean_answers(
         code, message = call(channel, method, request)
         event(code.name if code is grpc.StatusCode.OK else f"{code.name}: {message[:60]}")
         assert code not in BAD_CODES, f"{method}: {code.name} {message}"
+        assert code is not grpc.StatusCode.DEADLINE_EXCEEDED, f"{method} hung: {message}"
         assert code is not grpc.StatusCode.RESOURCE_EXHAUSTED, f"{method}: {message[:200]}"
         still_serving(channel)
         if code is not grpc.StatusCode.OK:
@@ -362,7 +372,17 @@ def test_hostile_requests_get_clean_answers(
                     f"{read} after {method} ({code.name}): {read_code.name} {read_message}"
                 )
 
+    started = time.monotonic()
     run()
+    assert time.monotonic() - started < EXAMPLES * TIMEOUT_SECONDS / 10, "the fuzz took too long"
+    refused_views = [
+        f"{read} of {session_id}: {read_code.name} {read_message[:200]}"
+        for session_id in all_sessions(store)
+        for read, read_request in reads(session_id)
+        for read_code, read_message in [call(channel, read, read_request)]
+        if read_code is not grpc.StatusCode.OK
+    ]
+    assert not refused_views, "accepted writes left views refused:\n" + "\n".join(refused_views)
 
 
 @FUZZ
@@ -380,3 +400,29 @@ def test_raw_bytes_get_clean_answers(channel: grpc.Channel, body: bytes, method:
     except grpc.RpcError as error:
         assert error.code() not in BAD_CODES, f"{method}: {error.details()}"  # type: ignore[attr-defined]
     still_serving(channel)
+
+
+HUGE = "word " * 200_000  # ~200,000 tokens: more than the default model's whole budget
+
+
+def test_a_message_or_summary_over_the_budget_never_leaves_views_refused(store: Stub) -> None:
+    """The fuzzer's rarest find, asked for directly: each write is refused (the budget
+    is checked at the write), or its session's views answer afterwards."""
+    message = store.CreateSession(pb.CreateSessionRequest())
+    summary = store.CreateSession(pb.CreateSessionRequest())
+    kept = append(store, summary.id, user("hi"), text(pb.ROLE_ASSISTANT, "hello")).entry_ids[1]
+    append(store, summary.id, user("next"))
+    writes = [
+        lambda: append(store, message.id, user(HUGE)),
+        lambda: store.RecordCompaction(
+            pb.RecordCompactionRequest(
+                session_id=summary.id, summary=HUGE, first_kept_entry_id=kept, tokens_before=2**62
+            )
+        ),
+    ]
+    for write, session in zip(writes, (message, summary), strict=True):
+        try:
+            write()
+        except grpc.RpcError:
+            continue  # refused at the write: what the budget asks
+        store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))

@@ -30,6 +30,8 @@ from tests.e2e.test_transfer import export, import_bytes
 from tests.support.channels import Security, open_channel
 
 Stub = pb_grpc.SessionStoreStub
+A_TITLE = pb.SessionSettings(title="A's")
+A_SESSIONS = {"a-1", "a-2", "a-3", "a-4"}
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 # name: (tenant, role)
@@ -76,7 +78,10 @@ def world(database_url: str, tmp_path: Path) -> Iterator[World]:
         }
         anonymous = stack.enter_context(grpc.insecure_channel(address))
         alice, bob = stubs["alice"], stubs["bob"]
-        alice.CreateSession(pb.CreateSessionRequest(session_id="a-1"))
+        alice.CreateSession(pb.CreateSessionRequest(session_id="a-1", settings=A_TITLE))
+        # Ids B will take for sessions of its own.
+        for session_id in ("a-2", "a-3", "a-4"):
+            alice.CreateSession(pb.CreateSessionRequest(session_id=session_id, settings=A_TITLE))
         ids = _three_turns(alice, "a-1")
         alice.RecordPrune(
             pb.RecordPruneRequest(
@@ -125,23 +130,24 @@ def _hidden(call: Callable[[], object]) -> None:
 def _create(b: Stub, w: World) -> None:
     b.CreateSession(pb.CreateSessionRequest(session_id="b-2"))
     refused(lambda: w.stubs["alice"].GetSession(pb.GetSessionRequest(session_id="b-2")), NOT_FOUND)
-    # Session ids are one namespace: B cannot take A's id, nor change A by trying.
-    refused(
-        lambda: b.CreateSession(pb.CreateSessionRequest(session_id="a-1")),
-        grpc.StatusCode.ALREADY_EXISTS,
-    )
+    # Session ids are each tenant's own: B takes the id A uses, in its own namespace.
+    before = _state(w.stubs["alice"], "a-2")
+    created = b.CreateSession(pb.CreateSessionRequest(session_id="a-2"))
+    assert (created.id, created.settings.title) == ("a-2", "")
+    assert _state(w.stubs["alice"], "a-2") == before
 
 
 def _list_sessions(b: Stub, w: World) -> None:
     for request in (pb.ListSessionsRequest(), pb.ListSessionsRequest(order_by="updated")):
-        listed = _ids(b.ListSessions(request))
-        assert "b-1" in listed and not any(i.startswith("a-") for i in listed)
-    assert _ids(w.stubs["alice"].ListSessions(pb.ListSessionsRequest())) == {"a-1"}
+        listed = b.ListSessions(request).sessions
+        assert "b-1" in {s.id for s in listed} and "a-1" not in {s.id for s in listed}
+        assert not [s for s in listed if s.settings.title == "A's"]
+    assert _ids(w.stubs["alice"].ListSessions(pb.ListSessionsRequest())) == A_SESSIONS
 
 
 def _list_compactions(b: Stub, w: World) -> None:
     listed = b.ListCompactions(pb.ListCompactionsRequest()).compactions
-    assert not [c for c in listed if c.session_id.startswith("a-")]
+    assert not [c for c in listed if c.session_id == "a-1"]
     assert not b.ListCompactions(pb.ListCompactionsRequest(session_id="a-1")).compactions
     mine = w.stubs["alice"].ListCompactions(pb.ListCompactionsRequest()).compactions
     assert [c.session_id for c in mine] == ["a-1"]
@@ -149,7 +155,7 @@ def _list_compactions(b: Stub, w: World) -> None:
 
 def _list_prunes(b: Stub, w: World) -> None:
     listed = b.ListPrunes(pb.ListPrunesRequest()).prunes
-    assert not [p for p in listed if p.session_id.startswith("a-")]
+    assert not [p for p in listed if p.session_id == "a-1"]
     assert not b.ListPrunes(pb.ListPrunesRequest(session_id="a-1")).prunes
     mine = w.stubs["alice"].ListPrunes(pb.ListPrunesRequest()).prunes
     assert [p.session_id for p in mine] == ["a-1"]
@@ -162,23 +168,40 @@ def _import(b: Stub, w: World) -> None:
     refused(
         lambda: w.stubs["alice"].GetSession(pb.GetSessionRequest(session_id="b-copy")), NOT_FOUND
     )
-    refused(
-        lambda: import_bytes(b, exported, "pi", session_id="a-1"), grpc.StatusCode.ALREADY_EXISTS
-    )
+    # Into the id A uses: B's own session; A's is untouched. The file's own id
+    # ("a-1", exported from A) names a session in B's namespace too.
+    before = _state(w.stubs["alice"], "a-3")
+    imported = import_bytes(b, exported, "pi", session_id="a-3")
+    assert [s.session.id for s in imported.sessions] == ["a-3"]
+    assert _state(w.stubs["alice"], "a-3") == before
 
 
 def _fork(b: Stub, w: World) -> None:
     _hidden(lambda: b.ForkSession(pb.ForkSessionRequest(session_id="a-1", new_session_id="b-f")))
-    # B's forks of its own sessions are B's.
+    # B's forks of its own sessions are B's, under any id, the ones A uses too.
     b.ForkSession(pb.ForkSessionRequest(session_id="b-1", new_session_id="b-fork"))
     refused(
         lambda: w.stubs["alice"].GetSession(pb.GetSessionRequest(session_id="b-fork")), NOT_FOUND
     )
+    before = _state(w.stubs["alice"], "a-4")
+    fork = b.ForkSession(pb.ForkSessionRequest(session_id="b-1", new_session_id="a-4"))
+    assert (fork.id, fork.parent_session_id) == ("a-4", "b-1")
+    assert _state(w.stubs["alice"], "a-4") == before
 
 
 def _prompt_view(b: Stub, w: World) -> None:
     _hidden(lambda: b.GetPromptView(pb.GetPromptViewRequest(session_id="a-1")))
     _hidden(lambda: b.GetPromptView(pb.GetPromptViewRequest(session_id="a-1", version=2)))
+
+
+def _read_model_status(b: Stub, w: World) -> None:
+    # Every tenant's quarantined events are the operator's to see.
+    refused(
+        lambda: b.GetReadModelStatus(pb.GetReadModelStatusRequest()),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    status = w.stubs["root"].GetReadModelStatus(pb.GetReadModelStatusRequest())
+    assert {m.name for m in status.models} == {"catalog", "compactions", "prunes"}
 
 
 CASES: dict[str, Case] = {
@@ -263,6 +286,7 @@ CASES: dict[str, Case] = {
     ),
     "ListPrunes": _list_prunes,
     "AuditView": lambda b, w: _hidden(lambda: b.AuditView(pb.AuditViewRequest(session_id="a-1"))),
+    "GetReadModelStatus": _read_model_status,
     "EraseSession": lambda b, w: _hidden(
         lambda: b.EraseSession(pb.EraseSessionRequest(session_id="a-1", reason="by B"))
     ),
@@ -306,7 +330,7 @@ def test_an_auditor_reads_its_tenant_and_writes_nothing(world: World) -> None:
     before = _state(alice, "a-1")
     assert audrey.GetSession(pb.GetSessionRequest(session_id="a-1")).id == "a-1"
     assert json.loads(audrey.GetPromptView(pb.GetPromptViewRequest(session_id="a-1")).messages_json)
-    assert _ids(audrey.ListSessions(pb.ListSessionsRequest())) == {"a-1"}
+    assert _ids(audrey.ListSessions(pb.ListSessionsRequest())) == A_SESSIONS
     refused(lambda: audrey.GetSession(pb.GetSessionRequest(session_id="b-1")), NOT_FOUND)
     writes: list[Callable[[], object]] = [
         lambda: append(audrey, "a-1", user("from the auditor")),
@@ -325,12 +349,18 @@ def test_an_auditor_reads_its_tenant_and_writes_nothing(world: World) -> None:
 
 
 def test_an_admin_reads_and_writes_every_tenant(world: World) -> None:
+    """An admin names another tenant's session tenant/id, and is shown them so."""
     root = world.stubs["root"]
-    assert _ids(root.ListSessions(pb.ListSessionsRequest())) >= {"a-1", "b-1"}
-    append(root, "b-1", user("from the admin"))
-    assert root.GetSession(pb.GetSessionRequest(session_id="a-1")).id == "a-1"
+    assert _ids(root.ListSessions(pb.ListSessionsRequest())) >= {"a/a-1", "b/b-1"}
+    append(root, "b/b-1", user("from the admin"))
+    assert world.stubs["bob"].GetSession(pb.GetSessionRequest(session_id="b-1")).version == 3
+    assert root.GetSession(pb.GetSessionRequest(session_id="a/a-1")).id == "a/a-1"
     sessions = {c.session_id for c in root.ListCompactions(pb.ListCompactionsRequest()).compactions}
-    assert sessions == {"a-1"}
+    assert sessions == {"a/a-1"}
+    # Its own tenant's sessions by their own ids; a tenant's by tenant/id only.
+    root.CreateSession(pb.CreateSessionRequest(session_id="ops-1"))
+    assert root.GetSession(pb.GetSessionRequest(session_id="ops/ops-1")).id == "ops-1"
+    refused(lambda: root.GetSession(pb.GetSessionRequest(session_id="a-1")), NOT_FOUND)
 
 
 def test_an_erasure_records_the_authenticated_caller(world: World) -> None:

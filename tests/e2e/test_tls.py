@@ -204,11 +204,27 @@ def test_without_tokens_a_server_refuses_a_non_loopback_address(tmp_path: Path) 
     database = f"sqlite:///{tmp_path}/s.db"
     with pytest.raises(InsecureAddress, match="SESSIONSTORE_TOKENS_FILE"):
         start(Config(address="0.0.0.0:0", database_url=database))  # type: ignore[call-arg]
-    # With tokens, or with the explicit override, it starts.
+    # With the explicit override, it starts.
+    server = start(
+        Config(address="0.0.0.0:0", database_url=database, allow_unauthenticated_remote=True)  # type: ignore[call-arg]
+    )
+    server.stop(0)
+
+
+def test_tokens_are_refused_in_clear_text_off_loopback(tmp_path: Path, pki: Pki) -> None:
+    """Tokens on a non-loopback address need TLS, or the operator's explicit override."""
+    database = f"sqlite:///{tmp_path}/s.db"
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(token_entry_toml("ops", "ops", Role.ADMIN, new_token()))
-    for settings in ({"tokens_file": tokens}, {"allow_unauthenticated_remote": True}):
-        server = start(Config(address="0.0.0.0:0", database_url=database, **settings))  # type: ignore[arg-type]
+    with pytest.raises(InsecureAddress, match="SESSIONSTORE_ALLOW_TOKENS_WITHOUT_TLS"):
+        start(Config(address="0.0.0.0:0", database_url=database, tokens_file=tokens))  # type: ignore[call-arg]
+    allowed: list[dict[str, object]] = [
+        {"address": "127.0.0.1:0"},
+        {"address": "0.0.0.0:0", "allow_tokens_without_tls": True},
+        {"address": "0.0.0.0:0", "tls_cert_file": pki.server_cert, "tls_key_file": pki.server_key},
+    ]
+    for settings in allowed:
+        server = start(Config(database_url=database, tokens_file=tokens, **settings))  # type: ignore[arg-type]
         server.stop(0)
 
 

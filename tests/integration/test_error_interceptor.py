@@ -16,7 +16,8 @@ import pytest
 
 from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
 from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
-from services.grpc.server import EventLoopThread
+from services.grpc.request_strings import RequestStrings
+from services.grpc.server import SERVICE, EventLoopThread
 
 
 def _refuse(*_: Any) -> Any:
@@ -79,7 +80,8 @@ def channel() -> Iterator[grpc.Channel]:
 
     async def serve() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(
-            migration_thread_pool=futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor()]
+            migration_thread_pool=futures.ThreadPoolExecutor(2),
+            interceptors=[ErrorInterceptor(SERVICE, RequestStrings(1 << 20))],
         )
         server.add_generic_rpc_handlers(
             [grpc.method_handlers_generic_handler("test.Kinds", handlers)]

@@ -61,17 +61,21 @@ def test_forks_of_another_tenant_are_not_erased_with_the_parent() -> None:
     service = build_service(Config(database_url="memory:"))
     admin = tenancy.Principal("root", "ops", tenancy.Role.ADMIN)
     alice = tenancy.Principal("alice", "a", tenancy.Role.TENANT)
+    # The service takes the streams the callers' ids name (services.app.tenancy).
     with tenancy.calling_as(alice):
-        service.create_session("p", lambda d: d)
-        service.append("p", [user("secret words", id="u1")])
-        service.fork_session("p", new_session_id="own")
+        parent, own = service.ids.stream("p"), service.ids.stream("own")
+        service.create_session(parent, lambda d: d)
+        service.append(parent, [user("secret words", id="u1")])
+        service.fork_session(parent, new_session_id=own)
     with tenancy.calling_as(admin):  # an admin's fork belongs to the admin's tenant
-        service.fork_session("p", new_session_id="theirs")
+        theirs = service.ids.stream("theirs")
+        service.fork_session(parent, new_session_id=theirs)
+    assert (parent, own, theirs) == ("a/p", "a/own", "ops/theirs")
     with tenancy.calling_as(alice):
-        _, erased, forks = service.erase_session("p", erased_by="", reason="asked")
+        _, erased, forks = service.erase_session(parent, erased_by="", reason="asked")
     assert isinstance(erased, Session.SessionErased) and erased.erased_by == "alice"
-    assert forks == ["own"]
-    assert service.get_session("own").erased
-    assert not service.get_session("theirs").erased
-    assert "secret" in _contents(service, "theirs")
+    assert forks == [own]
+    assert service.get_session(own).erased
+    assert not service.get_session(theirs).erased
+    assert "secret" in _contents(service, theirs)
     service.close()

@@ -4,6 +4,7 @@ earlier revision upgrades in place."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -27,6 +28,15 @@ OLD_ROW = {
 
 
 def _upgrade_to(database: ReadModelDatabase, revision: str) -> None:
+    _migrate(database, command.upgrade, revision)
+
+
+def _downgrade_to(database: ReadModelDatabase, revision: str) -> None:
+    """Back to an earlier release's schema."""
+    _migrate(database, command.downgrade, revision)
+
+
+def _migrate(database: ReadModelDatabase, step: Any, revision: str) -> None:
     with database.writer.begin() as connection:
         if database.postgres and database.schema:
             connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{database.schema}"')
@@ -35,7 +45,7 @@ def _upgrade_to(database: ReadModelDatabase, revision: str) -> None:
         config.attributes["connection"] = connection
         config.attributes["schema"] = database.schema
         logging.getLogger("alembic").setLevel(logging.WARNING)
-        command.upgrade(config, revision)
+        step(config, revision)
 
 
 def test_undo_and_redo_columns_arrive_and_the_compaction_audit_rebuilds(

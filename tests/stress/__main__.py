@@ -2,8 +2,11 @@
 
 A private cluster (initdb into a temporary folder, on a free port) is started,
 and on it several server processes. Clients append with idempotency keys,
-retrying on another server when one fails them, while one server is killed
-with SIGKILL and restarted and the database is stopped and started twice.
+retrying on another server when one fails them, while poison requests are
+sent, one server is killed with SIGKILL and restarted, the database is
+stopped and started twice, and another server gets SIGTERM while queries wait
+on stalled read models. The read models must then catch up, quarantining
+nothing.
 Then every session is read back and compared with what the clients were
 told. Exits 1 when anything acknowledged is missing, doubled or out of place,
 or when the run made too little progress. STRESS_* variables shape the run
@@ -23,6 +26,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.stress.config import StressConfig
 from tests.stress.faults import run_faults
+from tests.stress.readside import ReadSideChecks, check_read_models
 from tests.stress.report import Run, judge, render
 from tests.stress.verify import verify
 from tests.stress.workload import (
@@ -65,11 +69,15 @@ def main() -> int:
             start_at = time.time() + CLIENT_START_SECONDS
             plans = _plans(run, addresses, config, start_at)
             pool, futures = start_load(plans)
+            read_side = ReadSideChecks()
             try:
-                moments = run_faults(cluster, servers, start_at, config.seconds)
+                moments = run_faults(
+                    cluster, servers, start_at, config.seconds, sessions[-1], read_side
+                )
             finally:
                 results = [future.result() for future in futures]
                 pool.shutdown()
+            check_read_models(addresses[0], read_side)
             print("  reading every session back", flush=True)
             outcomes = [outcome for result in results for outcome in result.outcomes]
             verdict = verify(addresses, cluster.url, sessions, outcomes)
@@ -93,6 +101,7 @@ def main() -> int:
         resend_failures=[failure for result in results for failure in result.resend_failures],
         verdict=verdict,
         crashed=crashed,
+        read_side=read_side,
         total_seconds=time.monotonic() - began,
     )
     reasons = judge(outcome)

@@ -1,4 +1,6 @@
-"""The faults, at fixed fractions of the load: a server killed, the database stopped twice.
+"""The faults, at fixed fractions of the load: a poison request, a server killed, the
+database stopped twice, a server stopped (SIGTERM) while queries wait on stalled read
+models.
 
 Each fault ends with the system whole again before the next begins, and the
 last leaves a stretch of quiet load, so the run also shows the store serving
@@ -10,15 +12,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tests.stress.readside import ReadSideChecks, send_poison, sigterm_with_waiters
 from tests.support.pg_cluster import Cluster
 from tests.support.server_process import ServerProcess
 
 KILLED_SERVER_DOWN_SECONDS = 4.0
 DATABASE_DOWN_SECONDS = 5.0
 # When each fault begins, as a fraction of the load's duration.
+POISON_AT = 0.1
 KILL_AT = 0.2
 FAST_STOP_AT = 0.45
 IMMEDIATE_STOP_AT = 0.7
+SIGTERM_AT = 0.82
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,15 @@ class Moment:
 
 
 def run_faults(
-    cluster: Cluster, servers: list[ServerProcess], start_at: float, seconds: float
+    cluster: Cluster,
+    servers: list[ServerProcess],
+    start_at: float,
+    seconds: float,
+    poisoned_session: str,
+    checks: ReadSideChecks,
 ) -> list[Moment]:
-    """Runs the faults against the load; answers what happened when."""
+    """Runs the faults against the load; answers what happened when. What the read-side
+    steps find wrong goes into ``checks``."""
     moments = [Moment(start_at, "load starts")]
 
     def at(fraction: float) -> None:
@@ -41,6 +52,10 @@ def run_faults(
     def happened(what: str) -> None:
         moments.append(Moment(time.time(), what))
         print(f"  +{moments[-1].at - start_at:5.1f} s  {what}", flush=True)
+
+    at(POISON_AT)
+    send_poison([server.address for server in servers], poisoned_session, checks)
+    happened(f"poison requests sent to every server ({len(checks.poison)} not refused)")
 
     victim = servers[0]
     at(KILL_AT)
@@ -57,6 +72,14 @@ def run_faults(
         time.sleep(DATABASE_DOWN_SECONDS)
         cluster.start()
         happened("database started again")
+
+    at(SIGTERM_AT)
+    stopped = servers[1]
+    sigterm_with_waiters(stopped, cluster.url, checks)
+    happened(
+        f"SIGTERM server 2 ({stopped.address}) with queries waiting on stalled read models: "
+        f"exited in {checks.sigterm_exit_seconds:.1f} s; restarted and SERVING"
+    )
 
     at(1.0)
     happened("load stops (unanswered appends still retried)")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tests.stress.config import StressConfig
 from tests.stress.faults import Moment
+from tests.stress.readside import ReadSideChecks
 from tests.stress.verify import Verdict
 from tests.stress.workload import Outcome
 
@@ -28,6 +29,7 @@ class Run:
     # Servers that exited without being asked to, with how.
     crashed: list[str]
     total_seconds: float
+    read_side: ReadSideChecks
 
 
 def judge(run: Run) -> list[str]:
@@ -56,6 +58,7 @@ def judge(run: Run) -> list[str]:
     if run.resend_failures:
         reasons.append(f"{len(run.resend_failures)} resent append(s) not answered as a replay")
     reasons.extend(f"server exited unasked: {how}" for how in run.crashed)
+    reasons.extend(run.read_side.reasons())
     return reasons
 
 
@@ -91,6 +94,10 @@ def render(run: Run, reasons: list[str]) -> str:
         f"partial {verdict.partial}, misreported {verdict.misreported}, "
         f"unexpected {verdict.unexpected}, durable log mismatches {verdict.log_mismatches}, "
         f"events table mismatches {verdict.table_mismatches}",
+        f"  poison requests refused by every server: {'no' if run.read_side.poison else 'yes'}; "
+        f"SIGTERM with waiting queries: exited in {run.read_side.sigterm_exit_seconds:.1f} s; "
+        f"read models caught up, nothing quarantined: "
+        f"{'no' if run.read_side.read_models else 'yes'}",
         f"  total time: {run.total_seconds:.0f} s (cluster, servers, load, drain, read-back)",
     ]
     lines += [f"  ! {problem}" for problem in verdict.problems]

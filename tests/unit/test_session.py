@@ -64,11 +64,21 @@ def test_start_records_settings_and_window() -> None:
     assert session.last_entry_id is None
 
 
-@pytest.mark.parametrize("session_id", ["", "has space", "a/b", "x" * 129, "ü"])
+@pytest.mark.parametrize("session_id", ["", "has space", "a/", "x" * 129, "ü", "a b/c"])
 def test_start_refuses_bad_session_id(session_id: str) -> None:
     """Session ids are 1-128 characters from a small safe alphabet."""
-    with pytest.raises(InvalidRequest, match="session id"):
+    with pytest.raises(InvalidRequest, match=r"session id|tenant"):
         Session.start(session_id, SessionSettings(), (200_000, "default"))
+
+
+def test_a_session_is_stored_in_its_own_tenants_stream() -> None:
+    """The default tenant's sessions by their bare ids, another's as tenant/id."""
+    settings, window = SessionSettings(), (200_000, "default")
+    assert Session.start("abc", settings, window).id == "abc"
+    assert Session.start("acme/abc", settings, window, tenant="acme").id == "acme/abc"
+    for stream, tenant in (("abc", "acme"), ("acme/abc", "default"), ("other/abc", "acme")):
+        with pytest.raises(InvalidRequest, match="is not tenant"):
+            Session.start(stream, settings, window, tenant=tenant)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.stress.config import StressConfig
 from tests.stress.faults import Moment
+from tests.stress.readside import ReadSideChecks
 from tests.stress.report import Run, judge
 from tests.stress.verify import StoredAppend, Verdict, check_outcomes, check_stream
 from tests.stress.workload import Outcome, turn_entries
@@ -92,7 +93,9 @@ def test_a_durable_log_that_differs_from_the_events_is_counted() -> None:
     assert verdict.failures == {"log_mismatches": 1}
 
 
-def run_with(outcomes: list[Outcome], codes: Counter[str]) -> Run:
+def run_with(
+    outcomes: list[Outcome], codes: Counter[str], read_side: ReadSideChecks | None = None
+) -> Run:
     config = StressConfig(
         seconds=100,
         servers=3,
@@ -106,7 +109,9 @@ def run_with(outcomes: list[Outcome], codes: Counter[str]) -> Run:
         seed=1,
     )
     moments = [Moment(0.0, "load starts"), Moment(0.5, "database started"), Moment(2.0, "stop")]
-    return Run(config, moments, outcomes, codes, 0, [], Verdict(), [], 1.0)
+    return Run(
+        config, moments, outcomes, codes, 0, [], Verdict(), [], 1.0, read_side or ReadSideChecks()
+    )
 
 
 def test_a_run_that_stored_too_little_fails_though_nothing_was_lost() -> None:
@@ -119,3 +124,13 @@ def test_an_aborted_plain_append_fails_the_run() -> None:
     assert judge(run_with(many, Counter(OK=100_000))) == []
     reasons = judge(run_with(many, Counter(OK=100_000, ABORTED=1)))
     assert reasons == ["statuses no append should answer: ABORTED 1"]
+
+
+def test_a_read_side_that_did_not_hold_fails_the_run() -> None:
+    many = [acknowledged(f"c0-a{n}", n + 2, 1) for n in range(100_000)]
+    checks = ReadSideChecks(
+        poison=["poison CreateSession accepted by 127.0.0.1:1"],
+        shutdown=["waiting queries cut by SIGTERM answered ['DEADLINE_EXCEEDED']"],
+        read_models=["read models quarantined 1 event(s): catalog #9: DataError"],
+    )
+    assert judge(run_with(many, Counter(OK=100_000), checks)) == checks.reasons()

@@ -10,7 +10,15 @@ import tiktoken
 
 from domain.content import Entry, ImageRef, Role, TextBlock, ToolCall
 from services.adapters.model_info import ModelMetadata, model_metadata
-from services.adapters.tokenizers import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, tokenizer_for
+from services.adapters.tokenizers import (
+    _LONG_WHITESPACE_MIN as LONG_RUN,
+)
+from services.adapters.tokenizers import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    _may_hold_long_whitespace,
+    tokenizer_for,
+)
 
 CJK = "上下文窗口的管理需要精确地计算词元数量否则压缩会来得太晚"
 
@@ -70,3 +78,20 @@ def test_context_windows_come_from_litellms_model_map() -> None:
     assert model_metadata.context_window("anthropic/claude-sonnet-4-5") == 200_000
     assert model_metadata.context_window("my-own-finetune-xyz") is None
     assert ModelMetadata(model_map=None).provider("gpt-4o") == "openai"
+
+
+def test_a_whitespace_run_long_enough_to_split_is_found_wherever_it_lies() -> None:
+    """The quick look that lets a long text be counted whole, without searching it for
+    whitespace runs, misses none the count must take in pieces."""
+    for length in (LONG_RUN - 1, LONG_RUN, LONG_RUN + 1, 3 * LONG_RUN):
+        for offset in range(0, LONG_RUN, 97):
+            text = "x" * offset + (" \n\t" * length)[:length] + "y" * 50
+            assert _may_hold_long_whitespace(text), (length, offset)
+    assert not _may_hold_long_whitespace(("word" + " " * (LONG_RUN // 2 - 100)) * 100 + "end")
+
+
+def test_a_run_tiktoken_gives_up_on_is_counted_in_pieces() -> None:
+    tokenizer = tokenizer_for("gpt-4o")
+    prose = "The quick brown fox jumps over the lazy dog. " * 2_000
+    spaced = prose + " " * 200_000 + prose
+    assert tokenizer.count_text(spaced) > 2 * tokenizer.count_text(prose)

@@ -174,6 +174,11 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
                 _registered_method=True)
+        self.GetReadModelStatus = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/GetReadModelStatus',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -417,6 +422,15 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReadModelStatus(self, request, context):
+        """The read models' health in detail (admin): each model's position and lag
+        behind the store, whether this server's projection of it is failing now
+        and why, and the events it quarantined (could not apply, and went on past).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -559,6 +573,11 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.EraseEntries,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.SerializeToString,
+            ),
+            'GetReadModelStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReadModelStatus,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1317,6 +1336,33 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/EraseEntries',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseEntriesRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.EraseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReadModelStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/GetReadModelStatus',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.FromString,
             options,
             channel_credentials,
             insecure,

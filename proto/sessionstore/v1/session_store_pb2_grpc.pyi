@@ -152,6 +152,11 @@ class SessionStoreStub:
     """Erases entries' content, and the summaries of compactions that covered them
     (tainted until Compact regenerates them).
     """
+    GetReadModelStatus: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetReadModelStatusRequest, _session_store_pb2.ReadModelStatus]
+    """The read models' health in detail (admin): each model's position and lag
+    behind the store, whether this server's projection of it is failing now
+    and why, and the events it quarantined (could not apply, and went on past).
+    """
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -270,6 +275,11 @@ class SessionStoreAsyncStub(SessionStoreStub):
     EraseEntries: _aio.UnaryUnaryMultiCallable[_session_store_pb2.EraseEntriesRequest, _session_store_pb2.EraseResponse]  # type: ignore[assignment]
     """Erases entries' content, and the summaries of compactions that covered them
     (tainted until Compact regenerates them).
+    """
+    GetReadModelStatus: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetReadModelStatusRequest, _session_store_pb2.ReadModelStatus]  # type: ignore[assignment]
+    """The read models' health in detail (admin): each model's position and lag
+    behind the store, whether this server's projection of it is failing now
+    and why, and the events it quarantined (could not apply, and went on past).
     """
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
@@ -554,6 +564,17 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_session_store_pb2.EraseResponse, _abc.Awaitable[_session_store_pb2.EraseResponse]]:
         """Erases entries' content, and the summaries of compactions that covered them
         (tainted until Compact regenerates them).
+        """
+
+    @_abc_1.abstractmethod
+    def GetReadModelStatus(
+        self,
+        request: _session_store_pb2.GetReadModelStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.ReadModelStatus, _abc.Awaitable[_session_store_pb2.ReadModelStatus]]:
+        """The read models' health in detail (admin): each model's position and lag
+        behind the store, whether this server's projection of it is failing now
+        and why, and the events it quarantined (could not apply, and went on past).
         """
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -39,6 +39,7 @@ from sessionstore_client.types import (
     GetContextReportRequest,
     GetEntryRequest,
     GetPromptViewRequest,
+    GetReadModelStatusRequest,
     GetSessionRequest,
     GetViewRequest,
     ListCompactionsRequest,
@@ -52,6 +53,7 @@ from sessionstore_client.types import (
     PruneAction,
     PrunedEntry,
     ReadEventsRequest,
+    ReadModelStatus,
     RecordCompactionRequest,
     RecordCompactionResponse,
     RecordPruneRequest,
@@ -703,6 +705,15 @@ class SyncMethods:
             timeout,
         )
 
+    def get_read_model_status(self, timeout: float | None = None) -> ReadModelStatus:
+        """The read models' health in detail (admin): each model's position and lag
+        behind the store, whether this server's projection of it is failing now
+        and why, and the events it quarantined (could not apply, and went on past).
+        """
+        return self._unary(
+            "GetReadModelStatus", GetReadModelStatusRequest(), ReadModelStatus, timeout
+        )
+
 
 class AsyncMethods:
     """The RPCs as methods of the asyncio client."""
@@ -1336,4 +1347,13 @@ class AsyncMethods:
             ),
             EraseResponse,
             timeout,
+        )
+
+    async def get_read_model_status(self, timeout: float | None = None) -> ReadModelStatus:
+        """The read models' health in detail (admin): each model's position and lag
+        behind the store, whether this server's projection of it is failing now
+        and why, and the events it quarantined (could not apply, and went on past).
+        """
+        return await self._unary(
+            "GetReadModelStatus", GetReadModelStatusRequest(), ReadModelStatus, timeout
         )

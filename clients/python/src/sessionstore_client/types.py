@@ -96,6 +96,7 @@ __all__ = [
     "GetContextReportRequest",
     "GetEntryRequest",
     "GetPromptViewRequest",
+    "GetReadModelStatusRequest",
     "GetSessionRequest",
     "GetViewRequest",
     "GuardDecision",
@@ -121,7 +122,10 @@ __all__ = [
     "PruneRecorded",
     "PrunedEntry",
     "PruningPolicy",
+    "QuarantinedEvent",
     "ReadEventsRequest",
+    "ReadModelState",
+    "ReadModelStatus",
     "RecordCompactionRequest",
     "RecordCompactionResponse",
     "RecordPruneRequest",
@@ -1755,6 +1759,62 @@ class ListPrunesResponse:
     prunes: list[PruneRecord] = field(default_factory=list)
     next_page_token: str = ""
     position: int = 0
+
+
+@dataclass(slots=True)
+class GetReadModelStatusRequest:
+    """The GetReadModelStatusRequest message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.GetReadModelStatusRequest"
+
+
+@dataclass(slots=True)
+class ReadModelState:
+    """The ReadModelState message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ReadModelState"
+    #: catalog, compactions or prunes.
+    name: str = ""
+    #: The last notification id the model applied.
+    position: int = 0
+    #: Events the store holds beyond position.
+    lag: int = 0
+    #: Events the model could not apply, skipped and kept to retry.
+    quarantined: int = 0
+    #: Set while this server's projection of the model cannot reach the database;
+    #: it retries by itself after retry_in_seconds.
+    failing_since: datetime | None = None
+    error: str = ""
+    retry_in_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class QuarantinedEvent:
+    """The QuarantinedEvent message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.QuarantinedEvent"
+    model: str = ""
+    position: int = 0
+    session_id: str = ""
+    #: The stored event's type.
+    topic: str = ""
+    error: str = ""
+    quarantined_at: datetime | None = None
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class ReadModelStatus:
+    """The ReadModelStatus message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ReadModelStatus"
+    #: The store's latest position.
+    head: int = 0
+    models: list[ReadModelState] = field(default_factory=list)
+    #: The latest quarantined events, newest first (at most 20).
+    quarantined: list[QuarantinedEvent] = field(default_factory=list)
+    #: Who keeps the read models: inprocess (this server), worker or off.
+    projections: str = ""
 
 
 ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock | ImageBlock

@@ -4450,3 +4450,137 @@ class ListPrunesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListPrunesResponse: _TypeAlias = ListPrunesResponse  # noqa: Y015
+
+@_typing.final
+class GetReadModelStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReadModelStatusRequest: _TypeAlias = GetReadModelStatusRequest  # noqa: Y015
+
+@_typing.final
+class ReadModelState(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    QUARANTINED_FIELD_NUMBER: _builtins.int
+    FAILING_SINCE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    RETRY_IN_SECONDS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """catalog, compactions or prunes."""
+    position: _builtins.int
+    """The last notification id the model applied."""
+    lag: _builtins.int
+    """Events the store holds beyond position."""
+    quarantined: _builtins.int
+    """Events the model could not apply, skipped and kept to retry."""
+    error: _builtins.str
+    retry_in_seconds: _builtins.float
+    @_builtins.property
+    def failing_since(self) -> _timestamp_pb2.Timestamp:
+        """Set while this server's projection of the model cannot reach the database;
+        it retries by itself after retry_in_seconds.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        position: _builtins.int = ...,
+        lag: _builtins.int = ...,
+        quarantined: _builtins.int = ...,
+        failing_since: _timestamp_pb2.Timestamp | None = ...,
+        error: _builtins.str = ...,
+        retry_in_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["failing_since", b"failing_since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "failing_since", b"failing_since", "lag", b"lag", "name", b"name", "position", b"position", "quarantined", b"quarantined", "retry_in_seconds", b"retry_in_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadModelState: _TypeAlias = ReadModelState  # noqa: Y015
+
+@_typing.final
+class QuarantinedEvent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    QUARANTINED_AT_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    position: _builtins.int
+    session_id: _builtins.str
+    topic: _builtins.str
+    """The stored event's type."""
+    error: _builtins.str
+    attempts: _builtins.int
+    @_builtins.property
+    def quarantined_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        position: _builtins.int = ...,
+        session_id: _builtins.str = ...,
+        topic: _builtins.str = ...,
+        error: _builtins.str = ...,
+        quarantined_at: _timestamp_pb2.Timestamp | None = ...,
+        attempts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["quarantined_at", b"quarantined_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "error", b"error", "model", b"model", "position", b"position", "quarantined_at", b"quarantined_at", "session_id", b"session_id", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuarantinedEvent: _TypeAlias = QuarantinedEvent  # noqa: Y015
+
+@_typing.final
+class ReadModelStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEAD_FIELD_NUMBER: _builtins.int
+    MODELS_FIELD_NUMBER: _builtins.int
+    QUARANTINED_FIELD_NUMBER: _builtins.int
+    PROJECTIONS_FIELD_NUMBER: _builtins.int
+    head: _builtins.int
+    """The store's latest position."""
+    projections: _builtins.str
+    """Who keeps the read models: inprocess (this server), worker or off."""
+    @_builtins.property
+    def models(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadModelState]: ...
+    @_builtins.property
+    def quarantined(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuarantinedEvent]:
+        """The latest quarantined events, newest first (at most 20)."""
+
+    def __init__(
+        self,
+        *,
+        head: _builtins.int = ...,
+        models: _abc.Iterable[Global___ReadModelState] | None = ...,
+        quarantined: _abc.Iterable[Global___QuarantinedEvent] | None = ...,
+        projections: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["head", b"head", "models", b"models", "projections", b"projections", "quarantined", b"quarantined"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadModelStatus: _TypeAlias = ReadModelStatus  # noqa: Y015

@@ -1,0 +1,120 @@
+"""Every string of every request, checked once at the door against domain.storable.
+
+The fields are found from the request's own descriptor, so a field added to
+the proto is checked the day it is added, with the limit its name gives it
+(domain.storable.limit_of). Strings a request carries in bytes
+that are not UTF-8 (a lone surrogate among them) do not decode at all; for
+those ``undecodable_field`` reads the wire format to name the field.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from domain.errors import quoted
+from domain.storable import check_storable, limit_of
+
+
+class RequestStrings:
+    """Checks requests' strings; ``content_chars`` bounds content (one message's worth)."""
+
+    def __init__(self, content_chars: int) -> None:
+        self.content_chars = content_chars
+
+    def limit(self, name: str) -> int:
+        return limit_of(name, self.content_chars)
+
+    def check(self, message: Message, path: str = "") -> None:
+        """Raises InvalidRequest naming the first string field no store can hold."""
+        for field, value in message.ListFields():
+            name = f"{path}{field.name}"
+            entry = _map_entry(field)
+            if entry is not None:
+                self._check_map(field.name, entry, value, name)
+            elif field.type == FieldDescriptor.TYPE_STRING:
+                values = value if field.is_repeated else [value]
+                for index, text in enumerate(values):
+                    shown = f"{name}[{index}]" if field.is_repeated else name
+                    check_storable(text, shown, self.limit(field.name), utf8=True)
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                if field.is_repeated:
+                    for index, item in enumerate(value):
+                        self.check(item, f"{name}[{index}].")
+                else:
+                    self.check(value, f"{name}.")
+
+    def _check_map(self, field: str, entry: Descriptor, items: object, name: str) -> None:
+        value_field = entry.fields_by_name["value"]
+        for key, value in items.items():  # type: ignore[attr-defined]
+            if isinstance(key, str):
+                check_storable(key, f"{name} key", self.limit(f"{field}.key"), utf8=True)
+            shown = f"{name}[{quoted(key)}]"
+            if value_field.type == FieldDescriptor.TYPE_STRING:
+                check_storable(value, shown, self.limit(f"{field}.value"), utf8=True)
+            elif value_field.type == FieldDescriptor.TYPE_MESSAGE:
+                self.check(value, f"{shown}.")
+
+
+def undecodable_field(data: bytes, descriptor: Descriptor, path: str = "") -> str | None:
+    """The first string field in ``data`` (a ``descriptor`` message on the wire) whose
+    bytes are not UTF-8, as a path; None if there is none or the bytes make no sense."""
+    seen: dict[int, int] = {}
+    position = 0
+    try:
+        while position < len(data):
+            key, position = _varint(data, position)
+            number, wire_type = key >> 3, key & 7
+            if wire_type == 0:
+                _, position = _varint(data, position)
+            elif wire_type in (1, 5):
+                position += 8 if wire_type == 1 else 4
+            elif wire_type != 2:
+                return None  # groups: not in this API
+            else:
+                length, position = _varint(data, position)
+                chunk, position = data[position : position + length], position + length
+                field = descriptor.fields_by_number.get(number)
+                if field is None:
+                    continue
+                index = seen[number] = seen.get(number, -1) + 1
+                is_map = (
+                    field.message_type is not None and field.message_type.GetOptions().map_entry
+                )
+                name = f"{path}{field.name}"
+                if field.is_repeated and not is_map:
+                    name = f"{name}[{index}]"
+                found = _undecodable_value(chunk, field, name)
+                if found is not None:
+                    return found
+    except IndexError:
+        return None
+    return None
+
+
+def _undecodable_value(chunk: bytes, field: FieldDescriptor, name: str) -> str | None:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        try:
+            chunk.decode("utf-8")  # strict: a lone surrogate's bytes fail too
+        except UnicodeDecodeError:
+            return name
+    elif field.message_type is not None:
+        return undecodable_field(chunk, field.message_type, f"{name}.")
+    return None
+
+
+def _map_entry(field: FieldDescriptor) -> Descriptor | None:
+    """The entry type of a map field; None for other fields."""
+    entry = field.message_type
+    return entry if entry is not None and entry.GetOptions().map_entry else None
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7

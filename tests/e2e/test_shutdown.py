@@ -1,0 +1,149 @@
+"""SIGTERM ends the server within its grace period plus one second, whatever waits.
+
+A server process (as `make run` starts it), under a load of appends, with
+queries waiting on read models that will not catch up: no projection at all
+(SESSIONSTORE_PROJECTIONS=worker and no worker), or one stalled on a lock.
+The waiting queries answer UNAVAILABLE (retry elsewhere) as soon as the
+server stops, and the process exits in bounded time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import psycopg
+from psycopg import sql
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.grpc.server import GRACE_SECONDS
+from tests.e2e.test_grpc_api import Stub, user
+from tests.support.server_process import ServerProcess
+
+WAIT_DEADLINE_SECONDS = 60
+WAITERS = 12
+
+
+@contextlib.contextmanager
+def serving(database_url: str, **settings: str) -> Iterator[ServerProcess]:
+    server = ServerProcess(database_url, **settings)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+        server.remove_log()
+
+
+def waiting_queries(store: Stub) -> list[Callable[[], object]]:
+    """Queries of the read models that wait for the store's head."""
+    return [
+        lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=WAIT_DEADLINE_SECONDS),
+        lambda: store.ListCompactions(pb.ListCompactionsRequest(), timeout=WAIT_DEADLINE_SECONDS),
+        lambda: store.ListPrunes(pb.ListPrunesRequest(), timeout=WAIT_DEADLINE_SECONDS),
+    ]
+
+
+def sigterm_with_waiters(server: ServerProcess) -> tuple[float, list[grpc.StatusCode]]:
+    """Seconds from SIGTERM to the process's exit, and how each waiting query ended."""
+    with grpc.insecure_channel(server.address) as channel:
+        store = Stub(channel)
+        session = store.CreateSession(pb.CreateSessionRequest())
+        answers: list[grpc.StatusCode] = []
+        stop_load = threading.Event()
+
+        def wait(query: Callable[[], object]) -> None:
+            try:
+                query()
+                answers.append(grpc.StatusCode.OK)
+            except grpc.RpcError as error:
+                answers.append(error.code())
+
+        def load() -> None:
+            while not stop_load.is_set():
+                try:
+                    store.AppendEntries(
+                        pb.AppendEntriesRequest(session_id=session.id, entries=[user("load")]),
+                        timeout=5,
+                    )
+                except grpc.RpcError:
+                    return
+
+        queries = waiting_queries(store)
+        threads = [
+            threading.Thread(target=wait, args=(queries[n % len(queries)],)) for n in range(WAITERS)
+        ]
+        threads += [threading.Thread(target=load) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)  # the queries are waiting, the appends flowing
+        assert not answers, f"the queries should still be waiting: {answers}"
+        assert server.process is not None
+        sent = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=GRACE_SECONDS + 10)
+        exited = time.monotonic() - sent
+        stop_load.set()
+        for thread in threads:
+            thread.join(10)
+    return exited, answers
+
+
+def test_sigterm_with_waiters_and_no_projection_exits_at_once(database_url: str) -> None:
+    with serving(database_url, projections="worker") as server:
+        exited, answers = sigterm_with_waiters(server)
+        log = server.log_tail()
+    assert exited < GRACE_SECONDS + 1, log
+    # Cut, not left to their 60 s deadlines: told to retry elsewhere.
+    assert answers == [grpc.StatusCode.UNAVAILABLE] * WAITERS, log
+    assert exited < 3, f"waiters were cut, so the stop had nothing to wait for: {exited:.1f} s"
+
+
+def test_sigterm_with_a_stalled_projection_exits_in_bounded_time(
+    postgres_schema_url: str,
+) -> None:
+    """The projection blocked on the read models' tracking rows, which another
+    connection holds: the waiting queries are cut, and the stuck projection does
+    not hold the exit."""
+    base, schema = postgres_schema_url.split("?schema=")
+    with (
+        serving(postgres_schema_url) as server,
+        psycopg.connect(base) as locker,
+    ):
+        with grpc.insecure_channel(server.address) as channel:
+            # The models' tracking rows exist once they applied a first event.
+            Stub(channel).CreateSession(pb.CreateSessionRequest())
+            Stub(channel).ListSessions(pb.ListSessionsRequest(), timeout=20)
+        locker.execute(
+            sql.SQL("SELECT * FROM {} FOR UPDATE").format(
+                sql.Identifier(schema, "read_model_tracking")
+            )
+        )
+        exited, answers = sigterm_with_waiters(server)
+        log = server.log_tail()
+        locker.rollback()
+    assert exited < GRACE_SECONDS + 1, log
+    assert answers == [grpc.StatusCode.UNAVAILABLE] * WAITERS, log
+
+
+def test_a_cancelled_waiting_query_frees_its_worker(database_url: str) -> None:
+    """A client that cancels a waiting query frees the server's worker at once (not
+    after the 10 s a query without a deadline may wait)."""
+    with (
+        serving(database_url, projections="worker", max_workers="2") as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
+        store = Stub(channel)
+        store.CreateSession(pb.CreateSessionRequest())
+        for _ in range(3):  # more than the server has workers
+            call = store.ListSessions.future(pb.ListSessionsRequest())
+            time.sleep(0.3)
+            call.cancel()
+        # Both workers are free again: a plain call is served at once.
+        started = time.monotonic()
+        store.CreateSession(pb.CreateSessionRequest(), timeout=5)
+        assert time.monotonic() - started < 1

@@ -16,13 +16,13 @@ import pytest
 
 from domain.context.summary import SECTIONS, parse_summary, summarize_offline
 from tests.support.fidelity import (
-    Planted,
     chars_over_four,
     normalised,
     planted_session,
     roll,
     survivors,
 )
+from tests.support.texts import Planted
 from tests.unit.support import assistant, call, tool, user
 
 # (turns, max_chars, max_tokens): the hard drop's bound, and the offline summariser's.

@@ -21,6 +21,7 @@ import json
 import math
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -240,7 +241,7 @@ class FakeProvider:
         with self._lock:
             self.requests.append(received)
         if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH):
-            _send(handler, 404, {"error": {"message": f"unknown path {path}"}})
+            send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
         anthropic = path == ANTHROPIC_PATH
         behaviour = self._next()
@@ -249,74 +250,61 @@ class FakeProvider:
         overflow = self._over_window(received, anthropic)
         if overflow is not None:
             received.refused = "overflow"
-            _send(handler, 400, overflow)
+            send(handler, 400, overflow)
             return
         if behaviour.error is not None:
             errors = ANTHROPIC_ERRORS if anthropic else OPENAI_ERRORS
             status, error_body = errors[behaviour.error]
             received.refused = behaviour.error
-            _send(handler, status, error_body)
+            send(handler, status, error_body)
             return
         text = behaviour.text if behaviour.text is not None else default_summary(body)
         output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
+        usage = (received.estimated_tokens, output_tokens)
         if path == RESPONSES_PATH:
-            _send(handler, 200, _responses_reply(body, text, received, output_tokens))
-            return
-        if anthropic:
-            reply = _anthropic_reply(body, text, received, output_tokens)
-            reply["content"] = [b for b in reply["content"] if b["text"]] + [
-                {"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in behaviour.calls
-            ]
-            if behaviour.calls:
-                reply["stop_reason"] = "tool_use"
+            send(handler, 200, _responses_reply(body, text, received, output_tokens))
+        elif anthropic:
+            send(handler, 200, anthropic_reply(body, text, behaviour.calls, *usage))
         else:
-            reply = _openai_reply(body, text, received, output_tokens)
-            if behaviour.calls:
-                choice = reply["choices"][0]
-                choice["finish_reason"] = "tool_calls"
-                choice["message"]["content"] = text or None
-                choice["message"]["tool_calls"] = [
-                    {
-                        "id": i,
-                        "type": "function",
-                        "function": {"name": n, "arguments": json.dumps(a)},
-                    }
-                    for i, n, a in behaviour.calls
-                ]
-        _send(handler, 200, reply)
+            send(handler, 200, openai_reply(body, text, behaviour.calls, *usage))
 
     def _over_window(self, received: Received, anthropic: bool) -> dict[str, Any] | None:
         if self.window_tokens is None:
             return None
         prompt = received.estimated_tokens
         completion = int(received.body.get("max_tokens") or 0)
-        window = self.window_tokens
-        if prompt + completion <= window:
+        if prompt + completion <= self.window_tokens:
             return None
-        if anthropic:
-            if prompt > window:
-                message = f"prompt is too long: {prompt} tokens > {window} maximum"
-            else:
-                message = (
-                    f"input length and `max_tokens` exceed context limit: {prompt} + "
-                    f"{completion} > {window}, decrease input length or `max_tokens` and "
-                    "try again"
-                )
-            return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-        return {
-            "error": {
-                "message": f"This model's maximum context length is {window} tokens. However, "
-                f"you requested {prompt + completion} tokens ({prompt} in the messages, "
-                f"{completion} in the completion). Please reduce the length of the messages "
-                "or completion.",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
+        return overflow_error(anthropic, prompt, completion, self.window_tokens)
+
+
+def overflow_error(anthropic: bool, prompt: int, completion: int, window: int) -> dict[str, Any]:
+    """The body of the provider's 400 for a prompt of ``prompt`` tokens that, with the
+    ``completion`` tokens asked for, does not fit ``window``: the APIs' own words."""
+    if anthropic:
+        if prompt > window:
+            message = f"prompt is too long: {prompt} tokens > {window} maximum"
+        else:
+            message = (
+                f"input length and `max_tokens` exceed context limit: {prompt} + "
+                f"{completion} > {window}, decrease input length or `max_tokens` and "
+                "try again"
+            )
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {window} tokens. However, "
+            f"you requested {prompt + completion} tokens ({prompt} in the messages, "
+            f"{completion} in the completion). Please reduce the length of the messages "
+            "or completion.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
         }
+    }
 
 
-def _send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+def send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
     try:
         handler.send_response(status)
@@ -363,9 +351,24 @@ def default_summary(body: dict[str, Any]) -> str:
     )
 
 
-def _openai_reply(
-    body: dict[str, Any], text: str, received: Received, output_tokens: int
+Call = tuple[str, str, dict[str, Any]]
+
+
+def openai_reply(
+    body: dict[str, Any],
+    text: str,
+    calls: Sequence[Call],
+    prompt_tokens: int,
+    output_tokens: int,
 ) -> dict[str, Any]:
+    """A chat completion answering ``text`` and calling ``calls`` (id, name, arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if calls:
+        message["content"] = text or None
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, n, a in calls
+        ]
     return {
         "id": f"chatcmpl-fake{len(text)}",
         "object": "chat.completion",
@@ -374,15 +377,15 @@ def _openai_reply(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": message,
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": "tool_calls" if calls else "stop",
             }
         ],
         "usage": {
-            "prompt_tokens": received.estimated_tokens,
+            "prompt_tokens": prompt_tokens,
             "completion_tokens": output_tokens,
-            "total_tokens": received.estimated_tokens + output_tokens,
+            "total_tokens": prompt_tokens + output_tokens,
         },
     }
 
@@ -418,16 +421,23 @@ def _responses_reply(
     }
 
 
-def _anthropic_reply(
-    body: dict[str, Any], text: str, received: Received, output_tokens: int
+def anthropic_reply(
+    body: dict[str, Any],
+    text: str,
+    calls: Sequence[Call],
+    prompt_tokens: int,
+    output_tokens: int,
 ) -> dict[str, Any]:
+    """A Messages reply answering ``text`` and calling ``calls`` (id, name, input)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or not calls else []
+    content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
     return {
         "id": f"msg_fake{len(text)}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model", ""),
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": "tool_use" if calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": received.estimated_tokens, "output_tokens": output_tokens},
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
     }

@@ -27,7 +27,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
-from domain.context.chain import provider_names
+from domain.context.chain import provider_names, summarizer_chain
 from domain.context.window import resolve_context_window
 from domain.erasure import SessionWasErased
 from domain.errors import (
@@ -57,6 +57,7 @@ from projections.view_audit import ViewAudit, audit_view
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
+from services.adapters.litellm_loader import load_in_background
 from services.adapters.model_info import model_metadata
 from services.adapters.providers import load_providers
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
@@ -966,6 +967,8 @@ class SessionService:
                 + ", ".join(sorted(self.engine_names))
             )
         load_providers(self.config.providers_file).check(provider_names(settings.compaction))
+        if any(step.is_model for step in summarizer_chain(settings.compaction, settings.model)):
+            load_in_background()
 
     @property
     def _max_entry_bytes_limit(self) -> int:

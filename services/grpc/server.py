@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import sealing
+from services.adapters.litellm_loader import load_in_background
 from services.adapters.model_info import model_metadata
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
@@ -248,6 +249,8 @@ def start(config: Config) -> RunningServer:
     tokenizer_for(config.default_model).count_text("warm up")
     model_metadata.context_window(config.default_model)
     sealing.warm_up()
+    if config.providers_file:
+        load_in_background()  # its models summarise: have litellm ready for them
     _tune_interpreter()
     if app.read_models is not None:
         # Catch up before serving, then follow the store in the background.

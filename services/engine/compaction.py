@@ -41,14 +41,25 @@ from services.engine.fit import fit
 from services.engine.staged_summary import CompactionStepFailed, summarize_plan
 
 
+class _SessionMoved(Exception):
+    """Another compaction landed while a summariser wrote (a view's fitting step, say):
+    the plan's cut is stale."""
+
+
 def compact_with_chain(
     port: SessionPort,
     summarizers: SummarizerFactory,
     session_id: str,
     request: CompactionRequest,
     engine: str,
+    earlier: Sequence[SummarizerAttempt] = (),
 ) -> CompactionOutcome:
-    """Compacts the session now (or plans it, with ``dry_run``)."""
+    """Compacts the session now (or plans it, with ``dry_run``).
+
+    When another compaction lands while a summariser writes, the chain starts over
+    once on the session as it now is (``earlier`` carries the attempts so far): a
+    threshold compaction the landed one made needless ends there, where falling
+    through to the hard drop would drop the newest entries a second time."""
     started = time.monotonic()
     view = port.history(session_id).prompt_view()
     session = port.aggregate(session_id)
@@ -66,9 +77,16 @@ def compact_with_chain(
     if request.dry_run:
         planned = {**plan.to_dict(), "summarizer_model": steps[0].name}
         return CompactionOutcome(False, "dry run: nothing written", planned)
-    attempts: list[SummarizerAttempt] = []
+    attempts = list(earlier)
     for step in steps[:-1]:  # the last is the hard drop
-        outcome = _try_step(port, summarizers, step, view, budget, open_calls, request, attempts)
+        try:
+            outcome = _try_step(
+                port, summarizers, step, view, budget, open_calls, request, attempts
+            )
+        except _SessionMoved:
+            if earlier:
+                break  # moved twice: the hard drop lands whatever moves
+            return compact_with_chain(port, summarizers, session_id, request, engine, attempts)
         if outcome is not None:
             return replace(outcome, plan={**outcome.plan, "duration_ms": _ms(started)})
     return fit(port, session_id, replace(request, force=True), engine, attempts)
@@ -184,9 +202,9 @@ def _try_step(
     )
     try:
         recorded = port.record_compaction(session_id, compaction)
-    except DomainError as error:  # the session moved under the plan: the next step replans
+    except DomainError as error:  # the session moved under the plan
         attempts[-1] = SummarizerAttempt(step.name, "failed", str(error), _ms(started))
-        return None
+        raise _SessionMoved from error
     return CompactionOutcome(
         True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
     )

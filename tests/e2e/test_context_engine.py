@@ -441,6 +441,42 @@ def test_a_failing_summariser_is_recorded_and_the_next_in_the_chain_summarises(
     ]
 
 
+def test_a_summary_cut_before_the_views_hard_drop_drops_nothing_more(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session = create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=pb.CompactionPolicy(
+            threshold_ratio=0.5,
+            summarizers=pb.SummarizerChain(steps=["openai/fake-summarizer", "hard-drop"]),
+            summarizer_model="openai/fake-summarizer",
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+        ),
+    )
+    provider.script(delay(3.0))
+    for n in range(6):
+        turn(store, session.id, n, output_chars=15_000)
+    # Over the threshold: the model summarises in the background, planned on this view.
+    assert view(store, session.id).estimated_tokens > 20_000
+    assert eventually(lambda: len(provider.requests) == 1, within=60)
+    answered = time.monotonic() + 3.0
+    for n in range(6, 10):
+        turn(store, session.id, n, output_chars=15_000)
+    # Over its budget while the model still writes: the view's hard drop cuts later
+    # than the model's plan did.
+    fitted = view(store, session.id)
+    assert fitted.estimated_tokens <= fitted.budget_tokens
+    time.sleep(max(0.0, answered - time.monotonic()) + 1.5)
+    # The model's summary cannot land before the cut in force: the chain starts over on
+    # the session as it is, finds it within its threshold, and drops nothing more.
+    recorded = of_kind(store, session.id, "compaction_recorded")
+    assert [r.compaction_recorded.fallback_stage for r in recorded] == ["hard-drop"]
+    assert view(store, session.id).version == fitted.version
+
+
 # -- 7. pruning ------------------------------------------------------------------------
 
 

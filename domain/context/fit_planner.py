@@ -7,8 +7,10 @@ that fit, drop the rest), made to land every time, in this order:
    whose kept entries, beside the system prompt, the pinned entries and a
    summary of ``summary_tokens``, fit ``limit``.
 2. Else keep the turn in progress from its start and trim its tool results
-   (and any kept before it), oldest first, the newest last: first to their head
-   and tail, then cleared. Only the prompt view changes; the outputs stay stored.
+   (and any kept before it), oldest first, the newest last, a step at a time:
+   to their head and tail, then to a shorter head and tail (a log's last line,
+   where its error is, still shows), then cleared. Only the prompt view
+   changes; the outputs stay stored.
 3. Else cut inside the turn, carrying the user message that began it verbatim
    (the summary holds it word for word), so the model still reads what it was
    asked; the newest entries that fit stay.
@@ -109,7 +111,7 @@ def plan_fit(
             return plan(cut, f"dropped the oldest entries to fit {limit:,} tokens")
     # 2. Trim the tool results kept, oldest first, the newest last.
     latest_cut = max((c for c in valid if c <= last), default=None)
-    for stage in (0, 1):
+    for stage in range(max(map(len, trims.values()), default=0)):
         for position in range(latest_cut or 0, len(entries)):
             entry = entries[position]
             options = trims.get(entry.id, ())

@@ -31,6 +31,10 @@ from services.engine.base import CompactionOutcome, CompactionRequest, SessionPo
 
 # The hard drop's own summary takes at most this share of the target.
 SUMMARY_TARGET_SHARE = 4
+# A tool result of the turn in progress is trimmed to these before it is cleared: a
+# log's last lines (its error, its totals) still reach the model.
+SHORT_TRIM_HEAD_CHARS = 300
+SHORT_TRIM_TAIL_CHARS = 500
 
 
 def fit(
@@ -126,7 +130,8 @@ def summary_tokens(budget: ContextBudget) -> int:
 
 
 def trim_options(view: PromptView) -> dict[str, tuple[Trim, ...]]:
-    """For each kept tool result entry: shown to its head and tail, then cleared."""
+    """For each kept tool result entry, shorter each time: shown to its head and tail
+    (the pruning policy's), to a short head and tail, then cleared."""
     policy = view.settings.pruning
     options: dict[str, tuple[Trim, ...]] = {}
     for entry in view.log.entries:
@@ -138,9 +143,13 @@ def trim_options(view: PromptView) -> dict[str, tuple[Trim, ...]]:
             policy.soft_trim_head_chars,
             policy.soft_trim_tail_chars,
         )
+        short = PruneDecision(
+            entry.id, PruneAction.SOFT_TRIM, SHORT_TRIM_HEAD_CHARS, SHORT_TRIM_TAIL_CHARS
+        )
         hard = PruneDecision(entry.id, PruneAction.HARD_CLEAR, 0, 0)
         options[entry.id] = tuple(
-            Trim(decision, view.tokens_shown_if(entry, decision)) for decision in (soft, hard)
+            Trim(decision, view.tokens_shown_if(entry, decision))
+            for decision in (soft, short, hard)
         )
     return options
 

@@ -75,6 +75,29 @@ def test_results_are_cleared_when_trimming_is_not_enough() -> None:
     assert all(entries[plan.cut or 0].id == "u-now" for _ in [0])
 
 
+def test_every_result_is_trimmed_shorter_before_any_is_cleared() -> None:
+    turn = [user("go", id="u-now", tokens=50)]
+    for i in range(6):
+        turn.append(assistant("", id=f"a{i}", calls=[call(f"c{i}")], tokens=50))
+        turn.append(tool(f"c{i}", "out", id=f"t{i}", tokens=3_000))
+    entries = [*_chat(2), *turn]
+    trims = {
+        entry_id: (soft, Trim(PruneDecision(entry_id, PruneAction.SOFT_TRIM, 300, 500), 200), hard)
+        for entry_id, (soft, hard) in _trims(entries, 700).items()
+    }
+    plan = plan_fit(entries, system_tokens=0, limit=4_000, summary_tokens=300, trims=trims)
+    assert plan.fits
+    # The oldest two at their short head and tail make room: none is cleared, so the
+    # last lines of each (a log's error) still reach the model.
+    shown = {p.entry_id: (p.action, p.head_chars, p.tail_chars) for p in plan.prunes}
+    short, soft = (PruneAction.SOFT_TRIM, 300, 500), (PruneAction.SOFT_TRIM, 1_500, 1_500)
+    assert shown == {"t0": short, "t1": short, "t2": soft, "t3": soft, "t4": soft, "t5": soft}
+    # Where even short ones do not fit, the oldest are cleared.
+    tight = plan_fit(entries, system_tokens=0, limit=1_500, summary_tokens=300, trims=trims)
+    assert tight.fits
+    assert {p.entry_id: p.action for p in tight.prunes}["t0"] is PruneAction.HARD_CLEAR
+
+
 def test_a_turn_too_long_for_the_window_is_cut_inside_carrying_its_user_message() -> None:
     turn = [user("refactor everything", id="u-now", tokens=200)]
     for i in range(40):

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tests.bench import (
+    agentloop,
     coldwrite,
     engine,
     fidelity,
@@ -49,6 +50,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "fidelity": fidelity.fidelity,
     "large": hostile.large,
     "fuzz": hostile.fuzz,
+    "agentloop": agentloop.agentloop,
 }
 PACKAGES = (
     "eventsourcing",

@@ -1,6 +1,7 @@
 """How big each benchmark is: the full run and the --quick smoke run.
 
-The full run is sized to finish in about eight minutes on a 2-core machine;
+The full run is sized to finish in about eight minutes on a 2-core machine,
+and half an hour more for the agent loop's matrix (group "agentloop");
 --quick keeps every group and every target but shrinks sessions, durations
 and counts so the whole suite runs in about a minute.
 """
@@ -59,6 +60,8 @@ class Scale:
     # Group "fidelity": sessions (seeds) per figure, and their lengths in turns.
     fidelity_seeds: int
     fidelity_turns: tuple[int, ...]
+    # Group "agentloop": the whole matrix (about half an hour), or two short sessions.
+    agentloop_full: bool
 
 
 FULL = Scale(
@@ -89,6 +92,7 @@ FULL = Scale(
     fuzz_cap_mb=64,
     fidelity_seeds=5,
     fidelity_turns=(200, 500, 1_000),
+    agentloop_full=True,
 )
 
 QUICK = Scale(
@@ -119,6 +123,7 @@ QUICK = Scale(
     fuzz_cap_mb=32,
     fidelity_seeds=2,
     fidelity_turns=(200,),
+    agentloop_full=False,
 )
 
 

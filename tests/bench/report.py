@@ -81,7 +81,12 @@ class Result:
             # Three decimals near 1, so that a SHORT never reads as the target itself.
             digits = 3 if self.ratio < 10 else 1
             return f"{self.ratio:.{digits}f}x {self.ratio_of}".rstrip()
-        if self.target is not None and self.target.on == "value" and self.value:
+        if (
+            self.target is not None
+            and self.target.on == "value"
+            and self.value
+            and self.target.limit
+        ):
             # How far the figure is from an absolute limit: >1 is over a "<" limit.
             return f"{self.value / self.target.limit:.2f}x limit"
         return ""

@@ -127,6 +127,22 @@ def open_database(database_url: str) -> ReadModelDatabase:
     raise ValueError("read models need a SQLite or PostgreSQL database, not memory:")
 
 
+def connect_postgres(database: ReadModelDatabase, **options: Any) -> psycopg.Connection[Any]:
+    """A connection of its own, in autocommit, outside the engines' pools: for what
+    holds one for long (LISTEN, the worker's lease)."""
+    env = database.env
+    return psycopg.connect(
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        dbname=env["POSTGRES_DBNAME"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        autocommit=True,
+        connect_timeout=10,
+        **options,
+    )
+
+
 def _begin_immediate(engine: Engine) -> None:
     # pysqlite would begin lazily, at the first write, after the reads that
     # decide it; SQLAlchemy's documented recipe makes BEGIN explicit.

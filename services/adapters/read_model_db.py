@@ -20,6 +20,8 @@ from typing import Any
 import psycopg
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from eventsourcing.persistence import InterfaceError, OperationalError
 from psycopg_pool import PoolTimeout
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -30,6 +32,7 @@ from domain.errors import Unavailable
 from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+VERSION_TABLE = "read_model_migrations"
 MIGRATE_LOCK = "sessionstore.read_models.migrate"
 WRITER_LOCK_TIMEOUT_MS = 5_000
 
@@ -178,3 +181,18 @@ def migrate(database: ReadModelDatabase) -> None:
         # break the server's structured (JSON) log; its steps are not news.
         logging.getLogger("alembic").setLevel(logging.WARNING)
         command.upgrade(config, "head")
+
+
+def migrations_behind(database: ReadModelDatabase) -> str:
+    """Empty when the read models' tables are at this release's latest migration,
+    else where they are (for a process that waits for another to migrate)."""
+    heads = set(ScriptDirectory(str(MIGRATIONS)).get_heads())
+    with reading(database.reader) as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={"version_table": VERSION_TABLE, "version_table_schema": database.schema},
+        )
+        current = set(context.get_current_heads())
+    if current == heads:
+        return ""
+    return f"at {', '.join(sorted(current)) or 'no migration'}, not {', '.join(sorted(heads))}"

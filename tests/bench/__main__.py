@@ -26,6 +26,7 @@ from tests.bench import (
     hostile,
     memory,
     peers,
+    replicas,
     tokencount,
     views,
     workloads,
@@ -49,6 +50,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "fidelity": fidelity.fidelity,
     "large": hostile.large,
     "fuzz": hostile.fuzz,
+    "replicas": replicas.replicas,
 }
 PACKAGES = (
     "eventsourcing",

@@ -59,6 +59,8 @@ class Scale:
     # Group "fidelity": sessions (seeds) per figure, and their lengths in turns.
     fidelity_seeds: int
     fidelity_turns: tuple[int, ...]
+    # Group "replicas": seconds of appending per run and layout.
+    replica_seconds: float
 
 
 FULL = Scale(
@@ -89,6 +91,7 @@ FULL = Scale(
     fuzz_cap_mb=64,
     fidelity_seeds=5,
     fidelity_turns=(200, 500, 1_000),
+    replica_seconds=2.0,
 )
 
 QUICK = Scale(
@@ -119,6 +122,7 @@ QUICK = Scale(
     fuzz_cap_mb=32,
     fidelity_seeds=2,
     fidelity_turns=(200,),
+    replica_seconds=0.5,
 )
 
 

@@ -5,15 +5,8 @@ applied once."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import psycopg
@@ -26,51 +19,14 @@ from services.readmodels.admin import rebuild_read_model
 from services.readmodels.leadership import TRY_SECONDS
 from tests.conftest import start_server
 from tests.e2e.test_read_models import TABLES, _caught_up, _history, _models, dump
+from tests.support.worker_process import LEADING, WAITING, WorkerProcess
 
-LEADING = "leading: projecting"
-WAITING = "waiting for the lead"
 # From SIGKILL to the survivor leading: its next try after PostgreSQL ends the
 # dead session (at once on loopback), with room for a busy 2-core machine.
 TAKEOVER_WITHIN_SECONDS = 10 * TRY_SECONDS
 
 
-class Worker:
-    """`python -m services.readmodels.worker` with JSON logs in a file."""
-
-    def __init__(self, database_url: str) -> None:
-        handle, path = tempfile.mkstemp(prefix="sessionstore-worker-", suffix=".log")
-        self.log_path = Path(path)
-        env = {
-            **os.environ,
-            "SESSIONSTORE_DATABASE_URL": database_url,
-            "SESSIONSTORE_LOG_FORMAT": "json",
-        }
-        with os.fdopen(handle, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.readmodels.worker"], env=env, stderr=log
-            )
-
-    def said(self, event: str) -> bool:
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        return any(json.loads(line).get("event", "").startswith(event) for line in lines if line)
-
-    def wait_for(self, event: str, within: float) -> float:
-        """Seconds until the worker logged ``event``; fails after ``within``."""
-        began = time.monotonic()
-        while not self.said(event):
-            assert self.process.poll() is None, self.log_path.read_text()
-            assert time.monotonic() - began < within, f"no {event!r}: {self.log_path.read_text()}"
-            time.sleep(0.05)
-        return time.monotonic() - began
-
-    def end(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.log_path.unlink(missing_ok=True)
-
-
-def lock_holders(database_url: str, workers: list[Worker]) -> list[int]:
+def lock_holders(database_url: str, workers: list[WorkerProcess]) -> list[int]:
     """The process ids, among ``workers``, whose connection holds an advisory lock."""
     names = [f"{w.process.pid}" for w in workers]
     with psycopg.connect(database_url.split("?")[0]) as connection:
@@ -94,11 +50,11 @@ def test_one_worker_leads_the_other_takes_over_when_it_is_killed(
     server: RunningServer, postgres_schema_url: str
 ) -> None:
     models = _models(server)
-    first = Worker(postgres_schema_url)
-    second: Worker | None = None
+    first = WorkerProcess(postgres_schema_url)
+    second: WorkerProcess | None = None
     try:
         first.wait_for(LEADING, 60)
-        second = Worker(postgres_schema_url)
+        second = WorkerProcess(postgres_schema_url)
         second.wait_for(WAITING, 60)
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             store = pb_grpc.SessionStoreStub(channel)
@@ -124,8 +80,7 @@ def test_one_worker_leads_the_other_takes_over_when_it_is_killed(
         _caught_up(models)
         live = dump(models)
         assert len(live["compaction_audit"]) == 12 and len(live["prune_audit"]) == 12
-        second.process.send_signal(signal.SIGTERM)
-        assert second.process.wait(timeout=30) == 0
+        assert second.stop() == 0
     finally:
         first.end()
         if second is not None:

@@ -11,6 +11,7 @@ across objects, and timings that must fit the server's own.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonschema
@@ -293,3 +294,12 @@ def test_a_single_node_runs_one_of_each_without_an_autoscaler() -> None:
     assert not [o for o in objects if o["kind"] in ("HorizontalPodAutoscaler", "Cluster")]
     for name in ("sessionstore", "sessionstore-worker"):
         assert find(objects, "Deployment", name)["spec"]["replicas"] == 1
+
+
+def test_the_readme_shows_the_clients_service_config() -> None:
+    objects = render(KUBERNETES / "overlays" / "production")
+    shown = find(objects, "ConfigMap", "sessionstore-client")["data"]["service-config.json"]
+    assert json.loads(shown) == {"loadBalancingConfig": [{"round_robin": {}}]}
+    readme = (KUBERNETES.parents[1] / "README.md").read_text()
+    deploy = readme[readme.index("## Deploy") : readme.index("## Architecture")]
+    assert f"'{json.dumps(json.loads(shown))}'" in deploy

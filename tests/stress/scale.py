@@ -147,6 +147,11 @@ def main() -> int:
         ),
         flush=True,
     )
+    for process in [*servers, *workers]:
+        if reasons:
+            print(f"log: {process.log_path}", file=sys.stderr)
+        else:
+            process.log_path.unlink(missing_ok=True)
     return 1 if reasons else 0
 
 

@@ -10,6 +10,11 @@ appends all reach the server that holds its latest copy. Each layout's rate is
 compared with one server's in the same rep, and the servers' split of the
 work is printed.
 
+Beside them, the ceiling the database sets: raw transactions that do what a
+save of one batch does (lock the events table, insert, notify, commit), from
+one connection and from four, against plain autocommit inserts; the lock lets
+one batch commit at a time, so four connections gain little.
+
 What bounds the figures is printed with them: how busy the machine's CPUs were
 during the runs, and the servers' CPU time per append. On a machine with few
 cores the servers, the worker, PostgreSQL and the clients share the same CPUs,
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 import grpc
 import psutil
 
-from tests.bench import turns
+from tests.bench import raw, turns
 from tests.bench.config import Context
 from tests.bench.report import Result, median
 from tests.bench.server import CHANNEL_OPTIONS, ServerProcess, database, spawn
@@ -34,6 +39,8 @@ from tests.support.worker_process import LEADING, WorkerProcess
 
 CLIENTS = 16
 SERVERS = 3
+# The raw ceiling: one client, and as many as the servers would be.
+LOCKED_CONNECTIONS = (1, 4)
 # Each channel's calls spread over every server.
 ROUND_ROBIN = {"loadBalancingConfig": [{"round_robin": {}}]}
 
@@ -95,10 +102,15 @@ def replicas(ctx: Context) -> None:
             sessions = [turns.create(servers[0].stub()) for _ in range(CLIENTS)]
             channels = {layout.label: layout.channels(addresses) for layout in LAYOUTS}
             samples: dict[str, list[Sample]] = {layout.label: [] for layout in LAYOUTS}
+            inserts: list[float] = []
+            locked: dict[int, list[float]] = {n: [] for n in LOCKED_CONNECTIONS}
             for layout in LAYOUTS:  # connect, and warm every server's copy of the sessions
                 run_clients(channels[layout.label], sessions, user_turn, 0.3)
             # Rep-major, so that drift over the run hits every layout alike.
             for _ in range(scale.reps):
+                inserts.append(raw.inserts_per_second(db, scale.ingest_seconds))
+                for n in LOCKED_CONNECTIONS:
+                    locked[n].append(raw.locked_batches_per_second(db, scale.ingest_seconds, n))
                 for layout in LAYOUTS:
                     samples[layout.label].append(
                         _sample(servers, channels[layout.label], sessions, scale.replica_seconds)
@@ -111,7 +123,7 @@ def replicas(ctx: Context) -> None:
             worker.end()
             for server in servers:
                 server.stop()
-    _report(ctx, samples)
+    _report(ctx, samples, inserts, locked)
 
 
 def _sample(
@@ -124,11 +136,35 @@ def _sample(
     busy = psutil.cpu_percent()
     each = [sum(p.cpu_times()[:2]) - b for p, b in zip(processes, before, strict=True)]
     spent = sum(each)
-    shares = [seconds / spent if spent else 0.0 for seconds in each]
+    shares = [used / spent if spent else 0.0 for used in each]
     return Sample(run, busy, spent / max(run.appends, 1) * 1e3, shares)
 
 
-def _report(ctx: Context, samples: dict[str, list[Sample]]) -> None:
+def _report(
+    ctx: Context,
+    samples: dict[str, list[Sample]],
+    inserts: list[float],
+    locked: dict[int, list[float]],
+) -> None:
+    ctx.report.add(
+        Result(
+            "replicas", "postgres", "raw insert, 1 connection", median(inserts), "rows/s", inserts
+        )
+    )
+    for n, rates in locked.items():
+        ctx.report.add(
+            Result(
+                "replicas",
+                "postgres",
+                f"raw batch (lock, insert, notify, commit), {n} connection(s)",
+                median(rates),
+                "commits/s",
+                rates,
+                ratio=median([r / o for r, o in zip(rates, inserts, strict=True)]),
+                ratio_of="raw insert",
+                note="the events table's lock lets one batch commit at a time",
+            )
+        )
     one = [s.run.rate for s in samples[LAYOUTS[0].label]]
     busiest = 0.0
     for layout in LAYOUTS:

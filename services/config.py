@@ -20,6 +20,12 @@ class Config(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SESSIONSTORE_", frozen=True)
 
     address: str = Field("127.0.0.1:50051", description="host:port the gRPC server listens on")
+    health_address: str | None = Field(
+        None,
+        description="host:port of a second listener, always plain text, that serves only the "
+        "gRPC health service: for probes that cannot speak TLS (Kubernetes' grpc probes); "
+        "unset: health is served on the address alone",
+    )
     database_url: str = Field(
         DEFAULT_DATABASE_URL,
         description="sqlite:///relative/or/absolute.db, or postgresql://user:pass@host:port/db"
@@ -111,9 +117,11 @@ class Config(BaseSettings):
     log_format: str = Field("console", description="console or json")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
-    @field_validator("address")
+    @field_validator("address", "health_address")
     @classmethod
-    def _host_and_port(cls, address: str) -> str:
+    def _host_and_port(cls, address: str | None) -> str | None:
+        if address is None:
+            return None
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or int(port) > 65535:
             raise ValueError(

@@ -20,6 +20,8 @@ from typing import Any
 import psycopg
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from eventsourcing.persistence import InterfaceError, OperationalError
 from psycopg_pool import PoolTimeout
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -30,6 +32,7 @@ from domain.errors import Unavailable
 from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+VERSION_TABLE = "read_model_migrations"
 MIGRATE_LOCK = "sessionstore.read_models.migrate"
 WRITER_LOCK_TIMEOUT_MS = 5_000
 
@@ -127,6 +130,22 @@ def open_database(database_url: str) -> ReadModelDatabase:
     raise ValueError("read models need a SQLite or PostgreSQL database, not memory:")
 
 
+def connect_postgres(database: ReadModelDatabase, **options: Any) -> psycopg.Connection[Any]:
+    """A connection of its own, in autocommit, outside the engines' pools: for what
+    holds one for long (LISTEN, the worker's lease)."""
+    env = database.env
+    return psycopg.connect(
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        dbname=env["POSTGRES_DBNAME"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        autocommit=True,
+        connect_timeout=10,
+        **options,
+    )
+
+
 def _begin_immediate(engine: Engine) -> None:
     # pysqlite would begin lazily, at the first write, after the reads that
     # decide it; SQLAlchemy's documented recipe makes BEGIN explicit.
@@ -162,3 +181,18 @@ def migrate(database: ReadModelDatabase) -> None:
         # break the server's structured (JSON) log; its steps are not news.
         logging.getLogger("alembic").setLevel(logging.WARNING)
         command.upgrade(config, "head")
+
+
+def migrations_behind(database: ReadModelDatabase) -> str:
+    """Empty when the read models' tables are at this release's latest migration,
+    else where they are (for a process that waits for another to migrate)."""
+    heads = set(ScriptDirectory(str(MIGRATIONS)).get_heads())
+    with reading(database.reader) as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={"version_table": VERSION_TABLE, "version_table_schema": database.schema},
+        )
+        current = set(context.get_current_heads())
+    if current == heads:
+        return ""
+    return f"at {', '.join(sorted(current)) or 'no migration'}, not {', '.join(sorted(heads))}"

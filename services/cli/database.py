@@ -30,10 +30,33 @@ DATABASE_URL = click.option(
 
 @click.command()
 @DATABASE_URL
-def migrate(database_url: str) -> None:
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Migrate nothing: exit 0 when the database is at this release's latest "
+    "migration, 1 when not.",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="With --check: check again until then (for servers that wait for a migration "
+    "job, a database not up yet included).",
+)
+def migrate(database_url: str, check: bool, wait: float) -> None:
     """Apply the read models' schema migrations (safe to run from several replicas)."""
-    from services.readmodels.admin import migrate_database
+    from services.readmodels.admin import migrate_database, wait_until_migrated
 
+    if check:
+        behind = wait_until_migrated(database_url, wait)
+        if behind:
+            click.echo(f"read models not migrated: {behind}", err=True)
+            raise click.exceptions.Exit(1)
+        click.echo("read models at the latest migration")
+        return
+    if wait:
+        raise click.UsageError("--wait goes with --check")
     migrate_database(database_url)
     click.echo("read models migrated")
 

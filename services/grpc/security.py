@@ -33,12 +33,11 @@ def security_mode(config: Config) -> dict[str, str]:
     return {"auth": auth, "tls": tls}
 
 
-def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredentials | None]:
-    """The tokens and TLS credentials, refusing to serve without authentication
-    where others could connect."""
-    tokens = TokenBook.load(config.tokens_file) if config.tokens_file is not None else None
+def check_exposure(config: Config) -> None:
+    """Refuses (InsecureAddress) a configuration that would serve without
+    authentication, or send tokens in clear text, where others could connect."""
     remote = not config.listens_on_loopback
-    if tokens is None and remote and not config.allow_unauthenticated_remote:
+    if config.tokens_file is None and remote and not config.allow_unauthenticated_remote:
         raise InsecureAddress(
             f"no authentication is configured, so this server serves loopback addresses "
             f"only, not {config.address}: set SESSIONSTORE_TOKENS_FILE (see `sessionstore "
@@ -46,7 +45,7 @@ def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredenti
             "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE=true behind a gateway that "
             "authenticates"
         )
-    clear_text = tokens is not None and remote and config.tls_cert_file is None
+    clear_text = config.tokens_file is not None and remote and config.tls_cert_file is None
     if clear_text and not config.allow_tokens_without_tls:
         raise InsecureAddress(
             f"bearer tokens would cross the network in clear text on {config.address}: "
@@ -54,6 +53,13 @@ def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredenti
             "127.0.0.1, or set SESSIONSTORE_ALLOW_TOKENS_WITHOUT_TLS=true behind a proxy "
             "that terminates TLS"
         )
+
+
+def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredentials | None]:
+    """The tokens and TLS credentials, refusing to serve without authentication
+    where others could connect."""
+    check_exposure(config)
+    tokens = TokenBook.load(config.tokens_file) if config.tokens_file is not None else None
     credentials = None
     if config.tls_cert_file is not None and config.tls_key_file is not None:
         try:

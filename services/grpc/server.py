@@ -47,6 +47,9 @@ from services.grpc.servicer import SessionStoreServicer
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
+# A health service name that says only that the process answers, whatever the
+# database does: for liveness probes, which restart what fails them.
+LIVENESS = "liveness"
 GRACE_SECONDS = 10
 # What the stop may take beyond the grace period: closing the store's connections.
 STOP_MARGIN_SECONDS = 0.7
@@ -211,6 +214,9 @@ class RunningServer:
     monitor: DatabaseMonitor
     loop: EventLoopThread
     deadlines: DeadlineInterceptor
+    # The plain-text listener of the health service alone (SESSIONSTORE_HEALTH_ADDRESS).
+    health_server: grpc.aio.Server | None = None
+    health_port: int = 0
 
     @property
     def service(self) -> SessionService:
@@ -231,6 +237,8 @@ class RunningServer:
         self.service.end_streams()
         self.deadlines.cut_all("the server is stopping")
         await self.server.stop(grace)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
 
 
 def start(config: Config) -> RunningServer:
@@ -302,20 +310,39 @@ async def _serve(
         enable_reflection(
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
         )
+    port = _listen(server, config.address, credentials)
+    health_server, health_port = None, 0
+    if config.health_address is not None:
+        # Health alone, in plain text: probes that cannot speak TLS reach it, and
+        # nothing else is served there.
+        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+        health_port = _listen(health_server, config.health_address)
+        await health_server.start()
+    await server.start()
+    await _set_health(health_servicer, serving=True)
+    await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
+    monitor = DatabaseMonitor(app.sessions, health_servicer)
+    monitor.start()
+    return RunningServer(
+        server, app, health_servicer, port, monitor, loop, deadlines, health_server, health_port
+    )
+
+
+def _listen(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """Binds ``address`` (port 0: a free one) and answers the port."""
     try:
         if credentials is not None:
-            port = server.add_secure_port(config.address, credentials)
+            port = server.add_secure_port(address, credentials)
         else:
-            port = server.add_insecure_port(config.address)
+            port = server.add_insecure_port(address)
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {config.address}: is another server using it?")
-    await server.start()
-    await _set_health(health_servicer, serving=True)
-    monitor = DatabaseMonitor(app.sessions, health_servicer)
-    monitor.start()
-    return RunningServer(server, app, health_servicer, port, monitor, loop, deadlines)
+        raise OSError(f"cannot listen on {address}: is another server using it?")
+    return port
 
 
 SWITCH_INTERVAL_SECONDS = 0.001
@@ -358,6 +385,7 @@ def main() -> None:
     log.info(
         "serving",
         address=config.address,
+        health_address=config.health_address,
         database=_redacted(config.database_url),
         **security_mode(config),
     )

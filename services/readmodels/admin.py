@@ -7,11 +7,17 @@ event is applied twice.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from services.adapters.read_model_db import migrate, open_database
+from services.adapters.read_model_db import (
+    is_transient,
+    migrate,
+    migrations_behind,
+    open_database,
+)
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
 from services.bootstrap import build_event_store
@@ -24,6 +30,28 @@ def migrate_database(database_url: str) -> None:
     database = open_database(database_url)
     try:
         migrate(database)
+    finally:
+        database.dispose()
+
+
+def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -> str:
+    """Waits up to ``seconds`` for another process (a deploy's migration job) to bring
+    the read models to this release's latest migration; answers why not, or empty.
+    A database not up yet is waited for too."""
+    database = open_database(database_url)
+    give_up_at = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                behind = migrations_behind(database)
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                behind = str(error)
+            left = give_up_at - time.monotonic()
+            if not behind or left <= 0:
+                return behind
+            time.sleep(min(every, left))
     finally:
         database.dispose()
 

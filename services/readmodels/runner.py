@@ -29,7 +29,7 @@ import structlog
 from eventsourcing.persistence import Notification
 
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import is_transient
+from services.adapters.read_model_db import connect_postgres, is_transient
 from services.adapters.read_model_store import (
     Applied,
     Batch,
@@ -296,18 +296,9 @@ class ReadModelRunner:
             self._wake.wait(pause)
 
     def _listen(self, channel: str) -> None:
-        env = self.models.database.env
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(
-                    host=env["POSTGRES_HOST"],
-                    port=int(env["POSTGRES_PORT"]),
-                    dbname=env["POSTGRES_DBNAME"],
-                    user=env["POSTGRES_USER"],
-                    password=env["POSTGRES_PASSWORD"] or None,
-                    autocommit=True,
-                    connect_timeout=10,
-                ) as conn:
+                with connect_postgres(self.models.database) as conn:
                     conn.execute(f'LISTEN "{channel}"')
                     while not self._stopping.is_set():
                         for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):

@@ -3,13 +3,16 @@
 `sessionstore-worker` (or `python -m services.readmodels.worker`) follows the
 store and keeps every read model up to date until SIGTERM or SIGINT; servers
 configured with `worker` then only read the tables. Killing it at any moment
-loses nothing: the next worker continues from the tracked positions.
+loses nothing: the next worker continues from the tracked positions. Of
+several workers on one PostgreSQL database one leads and the others wait to
+take over (services.readmodels.leadership); on SQLite run one.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 import structlog
 from pydantic import ValidationError
@@ -17,6 +20,7 @@ from pydantic import ValidationError
 from services.bootstrap import build_event_store
 from services.config import Config
 from services.grpc.server import configure_logging
+from services.readmodels.leadership import project_while_leading
 from services.readmodels.service import build_read_models
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -39,10 +43,15 @@ def main() -> None:
         migrate_first=config.migrate_at_start,
         poll_seconds=config.projection_poll_seconds,
     )
-    models.start()
-    log.info("projecting", read_models=sorted(models.store.models))
+    stopping = threading.Event()
+    leading = threading.Thread(
+        target=project_while_leading, args=(models, stopping), name="leadership"
+    )
+    leading.start()
     received = signal.sigwait(STOP_SIGNALS)
     log.info("stopping", signal=signal.Signals(received).name)
+    stopping.set()
+    leading.join()
     models.close()
     events.close()
 

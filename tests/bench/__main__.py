@@ -27,6 +27,7 @@ from tests.bench import (
     hostile,
     memory,
     peers,
+    replicas,
     tokencount,
     views,
     workloads,
@@ -51,6 +52,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "large": hostile.large,
     "fuzz": hostile.fuzz,
     "agentloop": agentloop.agentloop,
+    "replicas": replicas.replicas,
 }
 PACKAGES = (
     "eventsourcing",

@@ -62,6 +62,8 @@ class Scale:
     fidelity_turns: tuple[int, ...]
     # Group "agentloop": the whole matrix (about half an hour), or two short sessions.
     agentloop_full: bool
+    # Group "replicas": seconds of appending per run and layout.
+    replica_seconds: float
 
 
 FULL = Scale(
@@ -93,6 +95,7 @@ FULL = Scale(
     fidelity_seeds=5,
     fidelity_turns=(200, 500, 1_000),
     agentloop_full=True,
+    replica_seconds=2.0,
 )
 
 QUICK = Scale(
@@ -124,6 +127,7 @@ QUICK = Scale(
     fidelity_seeds=2,
     fidelity_turns=(200,),
     agentloop_full=False,
+    replica_seconds=0.5,
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -75,3 +76,41 @@ def _sqlite(db: Database, seconds: float) -> float:
         return count / (time.perf_counter() - started)
     finally:
         conn.close()
+
+
+def locked_batches_per_second(db: Database, seconds: float, connections: int) -> float:
+    """Transactions per second, from ``connections`` clients at once, each doing what
+    the store's save of one batch does: lock the events table (EXCLUSIVE), insert,
+    NOTIFY, commit, sent in one round trip. The lock lets one commit at a time,
+    so this is the database's ceiling for batches, whatever the servers."""
+    assert db.backend == "postgres"
+    state = os.urandom(STATE_BYTES)
+    with db.psycopg_connect(autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS raw_events (originator_id text, "
+            "originator_version bigint, topic text, state bytea, "
+            "PRIMARY KEY (originator_id, originator_version))"
+        )
+    counts = [0] * connections
+    deadline = time.perf_counter() + seconds
+
+    def client(n: int) -> None:
+        originator = f"locked-{n}-{time.monotonic_ns()}"
+        with db.psycopg_connect() as conn:
+            while time.perf_counter() < deadline:
+                counts[n] += 1
+                with conn.pipeline(), conn.transaction():
+                    conn.execute("LOCK TABLE raw_events IN EXCLUSIVE MODE")
+                    conn.execute(
+                        "INSERT INTO raw_events VALUES (%s, %s, %s, %s)",
+                        (originator, counts[n], TOPIC, state),
+                    )
+                    conn.execute("NOTIFY raw_events")
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.perf_counter() - started)

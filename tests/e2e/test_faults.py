@@ -25,7 +25,7 @@ from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import migrate, open_database
 from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
-from services.grpc.server import SERVICE_NAME
+from services.grpc.server import LIVENESS, SERVICE_NAME
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, find_bin_dir, running_cluster
@@ -100,6 +100,8 @@ def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster)
         # The monitor has had the whole outage to notice.
         assert _health(channel) == NOT_SERVING
         assert _health(channel, SERVICE_NAME) == NOT_SERVING
+        # Not ready, yet alive: a liveness probe restarts nothing for an outage.
+        assert _health(channel, LIVENESS) == SERVING
 
         cluster.start()
 

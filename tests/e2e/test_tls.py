@@ -24,6 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
@@ -32,7 +33,7 @@ from services.app.tenancy import Role
 from services.cli import cli
 from services.config import Config
 from services.grpc.security import InsecureAddress
-from services.grpc.server import RunningServer, start
+from services.grpc.server import LIVENESS, SERVICE_NAME, RunningServer, start
 from tests.e2e.test_server_process import _free_port, _wait_until_serving
 from tests.support.channels import Security, open_channel
 
@@ -157,6 +158,30 @@ def test_tls_serves_clients_that_trust_its_ca_and_not_plain_ones(tmp_path: Path,
             _unreachable(channel)
     finally:
         server.stop(0)
+
+
+def test_probes_reach_health_in_plain_text_and_nothing_else(tmp_path: Path, pki: Pki) -> None:
+    """Kubernetes' grpc probes cannot speak TLS: SESSIONSTORE_HEALTH_ADDRESS serves
+    them the health service, in plain text, and no other."""
+    server = _serve(tmp_path, pki, health_address="127.0.0.1:0")
+    probe_address = f"127.0.0.1:{server.health_port}"
+    try:
+        with grpc.insecure_channel(probe_address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            for name in ("", SERVICE_NAME, LIVENESS):
+                answer = health.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as refused:
+                _create(channel, "not-here")
+            assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            _unreachable(channel)
+    finally:
+        server.stop(0)
+    with grpc.insecure_channel(probe_address) as channel:
+        with pytest.raises(grpc.RpcError) as gone:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        assert gone.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
 def test_mutual_tls_refuses_clients_without_a_certificate_of_its_ca(

@@ -4,14 +4,19 @@ earlier revision upgrades in place."""
 from __future__ import annotations
 
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from click.testing import CliRunner
 from sqlalchemy import insert, select
 
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import MIGRATIONS, ReadModelDatabase, migrate, open_database
+from services.cli import cli
+from services.readmodels.admin import migrate_database, wait_until_migrated
 
 OLD_ROW = {
     "session_id": "s",
@@ -89,3 +94,34 @@ def test_undo_and_redo_columns_arrive_and_the_compaction_audit_rebuilds(
         assert (row["compaction_version"], row["requested_by"]) == (5, "ana")
     finally:
         database.dispose()
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["migrate", *args])
+    return result.exit_code, result.output
+
+
+def test_servers_wait_for_the_migration_job(database_url: str) -> None:
+    """`migrate --check --wait` (a server's init step) ends once another process
+    (the deploy's migration job) has migrated, and not before."""
+    code, output = _cli("--check", "--database-url", database_url)
+    assert code == 1 and "not migrated: at no migration" in output
+    with ThreadPoolExecutor(1) as pool:
+        began = time.monotonic()
+        waiting = pool.submit(wait_until_migrated, database_url, 60, 0.05)
+        time.sleep(0.5)
+        assert not waiting.done()
+        migrate_database(database_url)
+        assert waiting.result() == ""
+        assert time.monotonic() - began >= 0.5
+    assert _cli("--check", "--database-url", database_url) == (
+        0,
+        "read models at the latest migration\n",
+    )
+
+
+def test_a_database_not_up_yet_is_waited_for_then_named() -> None:
+    began = time.monotonic()
+    code, output = _cli("--check", "--wait", "1", "--database-url", "postgresql://u@127.0.0.1:1/x")
+    assert code == 1 and "the database is unreachable" in output
+    assert 0.9 <= time.monotonic() - began < 10

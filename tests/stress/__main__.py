@@ -20,31 +20,14 @@ import time
 import uuid
 from collections import Counter
 
-import grpc
-
-from proto.sessionstore.v1 import session_store_pb2 as pb
-from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.stress.config import StressConfig
 from tests.stress.faults import run_faults
 from tests.stress.readside import ReadSideChecks, check_read_models
 from tests.stress.report import Run, judge, render
 from tests.stress.verify import verify
-from tests.stress.workload import (
-    CHANNEL_OPTIONS,
-    RETRYABLE,
-    WorkerPlan,
-    own_session_ids,
-    shared_session_ids,
-    start_load,
-)
+from tests.stress.workload import CLIENT_START_SECONDS, create_sessions, plan_load, start_load
 from tests.support.pg_cluster import find_bin_dir, running_cluster
 from tests.support.server_process import ServerProcess
-
-# Time for the client processes to start (each imports gRPC) before the load begins.
-CLIENT_START_SECONDS = 4.0
-# Far beyond what the run writes: the context engine never compacts, so every
-# event is an append the clients made.
-WINDOW_TOKENS = 10_000_000
 
 
 def main() -> int:
@@ -65,9 +48,9 @@ def main() -> int:
             for server in servers:
                 server.start()
             addresses = [server.address for server in servers]
-            sessions = _create_sessions(addresses[0], run, config)
+            sessions = create_sessions(addresses[0], run, config)
             start_at = time.time() + CLIENT_START_SECONDS
-            plans = _plans(run, addresses, config, start_at)
+            plans = plan_load(run, addresses, config, start_at)
             pool, futures = start_load(plans)
             read_side = ReadSideChecks()
             try:
@@ -112,52 +95,6 @@ def main() -> int:
     else:
         print("server logs: " + " ".join(str(s.log_path) for s in servers), file=sys.stderr)
     return 1 if reasons else 0
-
-
-def _create_sessions(address: str, run: str, config: StressConfig) -> list[str]:
-    ids = [
-        *(
-            session_id
-            for client in range(config.clients)
-            for session_id in own_session_ids(run, client, config.own_sessions_per_client)
-        ),
-        *shared_session_ids(run, config.shared_sessions),
-    ]
-    settings = pb.SessionSettings(context_window_tokens=WINDOW_TOKENS)
-    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        stub = pb_grpc.SessionStoreStub(channel)
-        for session_id in ids:
-            request = pb.CreateSessionRequest(session_id=session_id, settings=settings)
-            for attempt in range(20):
-                try:
-                    stub.CreateSession(request, timeout=10)
-                    break
-                except grpc.RpcError as error:
-                    if error.code() not in RETRYABLE or attempt == 19:
-                        raise
-                    time.sleep(0.1)
-    return ids
-
-
-def _plans(
-    run: str, addresses: list[str], config: StressConfig, start_at: float
-) -> list[WorkerPlan]:
-    stop_at = start_at + config.seconds
-    return [
-        WorkerPlan(
-            run=run,
-            addresses=addresses,
-            clients=list(range(n, config.clients, config.client_processes)),
-            own_sessions=config.own_sessions_per_client,
-            shared_sessions=config.shared_sessions,
-            shared_ratio=config.shared_ratio,
-            seed=config.seed,
-            start_at=start_at,
-            stop_at=stop_at,
-            give_up_at=stop_at + config.drain_seconds,
-        )
-        for n in range(config.client_processes)
-    ]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from tests.stress.config import StressConfig
 
 # What a client retries, on the next server: the server or its database is away
 # for now, or the answer did not come in time (the append may have landed: the
@@ -48,6 +49,11 @@ RESEND_RATIO = 0.02
 # and time out before the answer arrives, so their retry must find the first.
 IMPATIENT_RATIO = 0.05
 IMPATIENT_TIMEOUT_SECONDS = 0.05
+# Time for the client processes to start (each imports gRPC) before the load begins.
+CLIENT_START_SECONDS = 4.0
+# Far beyond what the run writes: the context engine never compacts, so every
+# event is an append the clients made.
+WINDOW_TOKENS = 10_000_000
 
 
 def entry_text(key: str, index: int, size: int) -> str:
@@ -107,6 +113,9 @@ class WorkerPlan:
     start_at: float
     stop_at: float
     give_up_at: float
+    # A gRPC service config for the clients' channels (one per address), e.g.
+    # round robin over the addresses of one target.
+    service_config: str = ""
 
 
 @dataclass
@@ -213,7 +222,10 @@ class Client:
 
 def run_worker(plan: WorkerPlan) -> WorkerResult:
     """One client process: a thread per client, sharing a channel per server."""
-    channels = [grpc.insecure_channel(a, options=CHANNEL_OPTIONS) for a in plan.addresses]
+    options = [*CHANNEL_OPTIONS]
+    if plan.service_config:
+        options.append(("grpc.service_config", plan.service_config))
+    channels = [grpc.insecure_channel(a, options=options) for a in plan.addresses]
     try:
         stubs = [pb_grpc.SessionStoreStub(channel) for channel in channels]
         clients = [Client(number, stubs, plan) for number in plan.clients]
@@ -232,6 +244,55 @@ def run_worker(plan: WorkerPlan) -> WorkerResult:
         merged.resends += client.result.resends
         merged.resend_failures.extend(client.result.resend_failures)
     return merged
+
+
+def create_sessions(address: str, run: str, config: StressConfig) -> list[str]:
+    """Creates the run's sessions (every client's own, then the shared ones)."""
+    ids = [
+        *(
+            session_id
+            for client in range(config.clients)
+            for session_id in own_session_ids(run, client, config.own_sessions_per_client)
+        ),
+        *shared_session_ids(run, config.shared_sessions),
+    ]
+    settings = pb.SessionSettings(context_window_tokens=WINDOW_TOKENS)
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        stub = pb_grpc.SessionStoreStub(channel)
+        for session_id in ids:
+            request = pb.CreateSessionRequest(session_id=session_id, settings=settings)
+            for attempt in range(20):
+                try:
+                    stub.CreateSession(request, timeout=10)
+                    break
+                except grpc.RpcError as error:
+                    if error.code() not in RETRYABLE or attempt == 19:
+                        raise
+                    time.sleep(0.1)
+    return ids
+
+
+def plan_load(
+    run: str, addresses: list[str], config: StressConfig, start_at: float, service_config: str = ""
+) -> list[WorkerPlan]:
+    """What each client process does: its share of the clients, on these addresses."""
+    stop_at = start_at + config.seconds
+    return [
+        WorkerPlan(
+            run=run,
+            addresses=addresses,
+            clients=list(range(n, config.clients, config.client_processes)),
+            own_sessions=config.own_sessions_per_client,
+            shared_sessions=config.shared_sessions,
+            shared_ratio=config.shared_ratio,
+            seed=config.seed,
+            start_at=start_at,
+            stop_at=stop_at,
+            give_up_at=stop_at + config.drain_seconds,
+            service_config=service_config,
+        )
+        for n in range(config.client_processes)
+    ]
 
 
 def start_load(plans: list[WorkerPlan]) -> tuple[ProcessPoolExecutor, list[Future[WorkerResult]]]:

@@ -1,0 +1,120 @@
+"""Which worker projects: one leader per database, the others wait.
+
+On PostgreSQL the leader holds a session-level advisory lock
+(``pg_try_advisory_lock``) on a connection of its own. The lock lives as long
+as that connection: a worker killed in any way, or cut off from the
+database, loses it when PostgreSQL ends its session (at once for a process
+that dies; within the TCP keepalive below for a host that vanishes), and a
+waiting worker takes it at its next try. The leader checks its connection
+every second and stops projecting when it is gone, then waits like the
+others.
+
+The lock saves work, not correctness: each batch of the projection locks its
+read models' tracking rows and commits with its position, so two projectors
+for a moment (a leader that has not yet noticed its loss) still apply every
+event once.
+
+SQLite has no sessions to hold a lock across processes: run one worker (a
+second would take turns with it on the database's write lock, never applying
+an event twice, but doubling the work).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+import psycopg
+import structlog
+
+from services.adapters.read_model_db import ReadModelDatabase, connect_postgres
+from services.readmodels.service import ReadModels
+
+WORKER_LOCK = "sessionstore.read_models.worker"
+# How often a waiting worker tries the lock, and the leader checks it still holds it.
+TRY_SECONDS = 1.0
+# PostgreSQL ends the session of a host that stopped answering after about
+# idle + interval x count seconds, which frees the lock for another worker.
+KEEPALIVE = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+
+log = structlog.get_logger(__name__)
+
+
+class Lease:
+    """The worker lock of one PostgreSQL database (and schema), held by at most one
+    process at a time."""
+
+    def __init__(self, database: ReadModelDatabase) -> None:
+        self._database = database
+        self._key = f"{database.schema}.{WORKER_LOCK}"
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def try_take(self) -> bool:
+        """Takes the lock if no one holds it; false when another does or the database
+        cannot be reached."""
+        try:
+            if self._conn is None or self._conn.closed:
+                # Named, so that an operator finds the leader in pg_stat_activity.
+                self._conn = connect_postgres(
+                    self._database,
+                    application_name=f"sessionstore-worker {socket.gethostname()} {os.getpid()}",
+                    options=KEEPALIVE,
+                )
+            row = self._conn.execute(
+                "SELECT pg_try_advisory_lock(hashtext(%s))", (self._key,)
+            ).fetchone()
+            return bool(row and row[0])
+        except psycopg.Error:
+            self.release()
+            return False
+
+    def held(self) -> bool:
+        """Whether the lock is still ours: a session-level lock lasts as long as its
+        session, so the connection answering is the proof."""
+        try:
+            return self._conn is not None and self._conn.execute("SELECT 1").fetchone() is not None
+        except psycopg.Error:
+            self.release()
+            return False
+
+    def release(self) -> None:
+        """Closes the connection, which frees the lock if it was held."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def project_while_leading(models: ReadModels, stopping: threading.Event) -> None:
+    """Runs the read models' projection while this process leads, until ``stopping``
+    (then the caller closes the models)."""
+    names = sorted(models.store.models)
+    if not models.database.postgres:
+        log.info("projecting; on SQLite run one worker only", read_models=names)
+        models.start()
+        stopping.wait()
+        return
+    lease = Lease(models.database)
+    try:
+        while not stopping.is_set():
+            if not lease.try_take():
+                log.info(
+                    "waiting for the lead (another worker holds it, or the database is away)",
+                    every_seconds=TRY_SECONDS,
+                )
+                while not stopping.wait(TRY_SECONDS) and not lease.try_take():
+                    pass
+                if stopping.is_set():
+                    return
+            log.info("leading: projecting", read_models=names)
+            models.start()
+            while not stopping.wait(TRY_SECONDS) and lease.held():
+                pass
+            if stopping.is_set():
+                return  # the caller closes the models, projection included
+            log.warning("lost the lead (the database ended its session); waiting again")
+            if models.runner is not None:
+                models.runner.stop()
+    finally:
+        lease.release()

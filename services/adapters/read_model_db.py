@@ -79,6 +79,13 @@ def is_transient(error: BaseException) -> bool:
     )
 
 
+def is_lock_wait(error: BaseException) -> bool:
+    """Whether ``error`` is a lock another transaction held past our lock timeout."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    orig = getattr(cause, "orig", cause)
+    return isinstance(orig, psycopg.errors.LockNotAvailable)
+
+
 @contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for a request's query. A database that cannot be reached (or,

@@ -20,7 +20,8 @@ which the caller retries later.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,6 +35,10 @@ from services.adapters.read_model_db import ReadModelDatabase, is_transient, rea
 from services.adapters.read_model_writers import ReadModel, storable
 
 MAX_ERROR_CHARS = 2_000
+# The runner's shared loop waits no longer than this for a lock another holds: a
+# model that must wait longer is retried on a thread of its own, holding up none of
+# the others (a lock held for long is a busy database, not another server's batch).
+QUICK_LOCK_TIMEOUT_MS = 250
 ERASURES = (Session.EntriesErased, Session.SessionErased)
 
 
@@ -110,7 +115,7 @@ class ReadModelStore:
         if any(isinstance(e, Unreadable) for events in todo.values() for _, e in events):
             return None
         try:
-            with self.database.writer.begin() as connection:
+            with self._writing(quick=True) as connection:
                 positions = self._locked_positions(connection, list(names))
                 if any(position != start for position in positions.values()):
                     return None
@@ -127,21 +132,40 @@ class ReadModelStore:
         self._wipe_after_erasures(batch)
         return {name: Applied(len(todo[name]), max(reached, start)) for name in names}
 
-    def apply(self, name: str, batch: Batch, start: int, reached: int) -> Applied:
+    def apply(
+        self, name: str, batch: Batch, start: int, reached: int, *, quick: bool = False
+    ) -> Applied:
         """Applies the batch fetched after ``start`` (and reaching ``reached``) to one
-        model, quarantining what it cannot apply."""
+        model, quarantining what it cannot apply. ``quick``: give up at once on a lock
+        another holds (a transient error), rather than wait for it."""
         model = self.model(name)
         try:
-            return self._apply(model, batch, start, reached, one_by_one=False)
+            return self._apply(model, batch, start, reached, one_by_one=False, quick=quick)
         except Exception as error:
             if is_transient(error):
                 raise
-        return self._apply(model, batch, start, reached, one_by_one=True)
+        return self._apply(model, batch, start, reached, one_by_one=True, quick=quick)
+
+    @contextmanager
+    def _writing(self, *, quick: bool) -> Iterator[Connection]:
+        """The writer's transaction; ``quick``: one that waits for no lock held elsewhere
+        for more than a moment (PostgreSQL; SQLite's writer waits for its busy timeout)."""
+        with self.database.writer.begin() as connection:
+            if quick and self.database.postgres:
+                connection.exec_driver_sql(f"SET LOCAL lock_timeout = {QUICK_LOCK_TIMEOUT_MS}")
+            yield connection
 
     def _apply(
-        self, model: ReadModel, batch: Batch, start: int, reached: int, *, one_by_one: bool
+        self,
+        model: ReadModel,
+        batch: Batch,
+        start: int,
+        reached: int,
+        *,
+        one_by_one: bool,
+        quick: bool,
     ) -> Applied:
-        with self.database.writer.begin() as connection:
+        with self._writing(quick=quick) as connection:
             position = self._locked_positions(connection, [model.name])[model.name]
             if position < start:
                 return Applied(0, position, moved=True)

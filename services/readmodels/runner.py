@@ -6,13 +6,15 @@ which cannot notify, it polls, and a server's own saves wake it at once.
 Stopping it at any moment loses nothing: a batch commits with its position,
 or not at all.
 
-Each model moves on by itself: models at the same position share one read
-of the events and, while none fails, one transaction; when that fails, each
-applies the batch in a transaction of its own. A model whose database is
-down or busy waits out an exponential backoff with jitter
-(logged once when it starts failing, once when it recovers) while the others
-go on; an event it cannot apply is quarantined by the store, and it goes on
-past it.
+Each model moves on by itself: healthy models at the same position share one
+read of the events and one transaction; when that fails, each applies the
+batch in a transaction of its own, and none waits for a lock held elsewhere
+for more than a moment. A model that must wait for a lock, or fails (its
+database down or busy), leaves that loop for a recovery thread, where it
+waits and retries alone, with exponential backoff and jitter once it fails
+(logged once when it starts failing and once when it recovers), while the
+others go on; back at the store's head, it rejoins them. An event a model
+cannot apply is quarantined by the store, and the model goes on past it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import structlog
 from eventsourcing.persistence import Notification
 
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import connect_postgres, is_transient
+from services.adapters.read_model_db import connect_postgres, is_lock_wait, is_transient
 from services.adapters.read_model_store import (
     Applied,
     Batch,
@@ -74,6 +76,10 @@ class ReadModelRunner:
         self.poll_seconds = poll_seconds
         self.batch = batch
         self.states = {name: ModelState() for name in models.models}
+        # The failing models, retried on the recovery thread, not in the shared loop.
+        self._recovering: set[str] = set()
+        self._states_lock = threading.Lock()
+        self._recovery_wake = threading.Event()
         self._wake = threading.Event()
         self._hurry = threading.Event()
         self._stopping = threading.Event()
@@ -150,9 +156,9 @@ class ReadModelRunner:
         return applied
 
     def _round(self) -> tuple[int, bool]:
-        """One batch for each model that is due; answers (events applied, more to do)."""
-        now = time.monotonic()
-        due = [name for name, state in self.states.items() if state.retry_at <= now]
+        """One batch for each healthy model; answers (events applied, more to do)."""
+        with self._states_lock:
+            due = [name for name in self.states if name not in self._recovering]
         if not due:
             return 0, False
         try:
@@ -182,9 +188,12 @@ class ReadModelRunner:
                     result = together[name]
                 else:
                     try:
-                        result = self.models.apply(name, batch, start, reached)
+                        result = self.models.apply(name, batch, start, reached, quick=True)
                     except Exception as error:
-                        self._failed(name, error)
+                        if is_lock_wait(error):
+                            self._defer(name)  # another holds its rows: wait apart
+                        else:
+                            self._failed(name, error)
                         continue
                 self._applied(name, result)
                 applied += result.events
@@ -203,6 +212,9 @@ class ReadModelRunner:
 
     def _applied(self, name: str, result: Applied) -> None:
         self._recovered(name)
+        self._report_quarantined(name, result)
+
+    def _report_quarantined(self, name: str, result: Applied) -> None:
         for event in result.quarantined:
             log.warning(
                 "read model quarantined an event it cannot apply, and went on past it",
@@ -213,7 +225,48 @@ class ReadModelRunner:
                 retry="sessionstore readmodels retry",
             )
 
+    def _retry(self, name: str) -> None:
+        """On the recovery thread: one model alone, batch after batch, until it reaches
+        the store's head (it rejoins the shared loop) or fails again (it backs off)."""
+        topics = self._topics([name])
+        try:
+            while not self._stopping.is_set():
+                position = self.models.positions([name])[name]
+                head = self.events.recorder.max_notification_id() or 0
+                if position >= head:
+                    self._recovered(name)
+                    return
+                batch, reached = self.fetch(position, topics)
+                self._report_quarantined(name, self.models.apply(name, batch, position, reached))
+                with self.progress:
+                    self.progress.notify_all()
+        except Exception as error:
+            self._failed(name, error)
+
+    def _recover(self) -> None:
+        while not self._stopping.is_set():
+            self._recovery_wake.clear()
+            with self._states_lock:
+                waiting = sorted(self._recovering)
+            for name in waiting:
+                if self.states[name].retry_in() <= 0:
+                    self._retry(name)
+            with self._states_lock:
+                pending = [self.states[n].retry_in() for n in self._recovering]
+            self._recovery_wake.wait(min(pending, default=self.poll_seconds))
+
+    def _defer(self, name: str) -> None:
+        """Hands a model whose rows another transaction holds (another server's batch,
+        or a busy database) to the recovery thread, which waits for them; it is not
+        failing unless that wait fails too."""
+        with self._states_lock:
+            self._recovering.add(name)
+        self._recovery_wake.set()
+
     def _failed(self, name: str, error: Exception) -> None:
+        with self._states_lock:
+            self._recovering.add(name)
+        self._recovery_wake.set()
         state = self.states[name]
         if state.failing_since is None:
             state.failing_since = time.time()
@@ -231,6 +284,10 @@ class ReadModelRunner:
         self._reached = -1
 
     def _recovered(self, name: str) -> None:
+        with self._states_lock:
+            if name in self._recovering:
+                self._recovering.discard(name)
+                self._wake.set()  # back in the shared loop: events may have come meanwhile
         state = self.states[name]
         if state.failing_since is None:
             return
@@ -258,7 +315,10 @@ class ReadModelRunner:
 
     def start(self) -> None:
         self._stopping.clear()
-        self._threads = [threading.Thread(target=self._run, name="read-models", daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._run, name="read-models", daemon=True),
+            threading.Thread(target=self._recover, name="read-models-recover", daemon=True),
+        ]
         channel = getattr(self.events.recorder, "channel_name", None)
         if self.models.database.postgres and channel:
             self._threads.append(
@@ -275,6 +335,7 @@ class ReadModelRunner:
         self._stopping.set()
         self._hurry.set()
         self._wake.set()
+        self._recovery_wake.set()
         give_up_at = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(timeout=max(0.0, give_up_at - time.monotonic()))
@@ -291,9 +352,7 @@ class ReadModelRunner:
             self._hurry.clear()
             self.catch_up()
             self._hurry.wait(COALESCE_SECONDS)
-            retry_in = min((s.retry_in() for s in self.failing().values()), default=None)
-            pause = self.poll_seconds if retry_in is None else min(self.poll_seconds, retry_in)
-            self._wake.wait(pause)
+            self._wake.wait(self.poll_seconds)
 
     def _listen(self, channel: str) -> None:
         while not self._stopping.is_set():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -66,6 +66,7 @@ from domain.retraction import RetractionPlan
 from domain.retraction import check_reason as check_retraction_reason
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
+from domain.tool_call_ids import original_call_id
 
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 TENANT = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
@@ -687,7 +688,9 @@ class Session(BaseAggregate[str]):
         parent = self.last_entry_id
         final: list[Entry] = []
         for offset, (label, draft) in enumerate(zip(labels, entries, strict=True)):
-            entry = self._completed(draft, label, parent, now, batch_ids, used)
+            entry = _answering_open_calls(
+                self._completed(draft, label, parent, now, batch_ids, used), open_calls
+            )
             validate_entry(entry, self.settings.max_entry_bytes, label)
             if entry.usage is not None:
                 usage = usage_total(usage, entry.usage, label)
@@ -1329,6 +1332,20 @@ def abandoned_result_text(reason: str) -> str:
     it is never taken for the tool's own output."""
     because = f": {reason}" if reason else ""
     return f"[synthetic result] This tool call was abandoned and never ran{because}"
+
+
+def _answering_open_calls(entry: Entry, open_calls: Mapping[str, int]) -> Entry:
+    """The entry with each result for a call id a prompt view rewrote (see
+    domain.tool_call_ids) answering the open call it stands for."""
+    if entry.role is not Role.TOOL or not open_calls:
+        return entry
+    content = tuple(
+        replace(block, tool_call_id=original_call_id(block.tool_call_id, open_calls))
+        if isinstance(block, ToolResult) and block.tool_call_id not in open_calls
+        else block
+        for block in entry.content
+    )
+    return entry if content == entry.content else replace(entry, content=content)
 
 
 def _pair_tool_calls(

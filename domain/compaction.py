@@ -89,13 +89,19 @@ class Compaction:
     def validate(self) -> None:
         if self.provider_item is not None:
             _validate_compaction_item(self.provider_item)
-        if not self.summary.strip():
+        elif not self.summary.strip():
             raise InvalidRequest("a compaction needs a non-empty summary")
         if not self.first_kept_entry_id:
             raise InvalidRequest("a compaction needs first_kept_entry_id")
         validate_id(self.first_kept_entry_id, "first_kept_entry_id")
         if self.tokens_before < 0 or self.tokens_after < 0:
             raise InvalidRequest("tokens_before and tokens_after must not be negative")
+
+    def completed_summary(self) -> str:
+        """The summary text: the client's, else (a provider's compaction) the item's own."""
+        if self.summary.strip() or self.provider_item is None:
+            return self.summary
+        return provider_summary(self.provider_item)
 
     def check_shrinks(self) -> None:
         """Refuses a compaction whose figures say it does not shrink the context."""

@@ -355,6 +355,9 @@ class Session(BaseAggregate[str]):
         # The prompt's tokens right after (as the guard and every prune show them),
         # counted by the store; -1 in events stored before it.
         prompt_tokens: int = -1
+        # The provider's report this prune follows (Anthropic context editing's
+        # applied_edits), as the client sent it; empty for the client's own prune.
+        applied_edits_json: str = ""
 
         def apply(self, session: Session) -> None:
             if self.prompt_tokens >= 0:
@@ -1059,10 +1062,13 @@ class Session(BaseAggregate[str]):
         reason: str,
         history: History,
         prompt_tokens_after: Callable[[Sequence[PruneDecision]], int] | None = None,
+        applied_edits_json: str = "",
     ) -> None:
         """Records prunes of tool results in the prompt view; ``prompt_tokens_after``
-        counts the prompt's tokens with them, so the running estimate stays exact."""
-        if not decisions:
+        counts the prompt's tokens with them, so the running estimate stays exact.
+        A provider's report of its own edits (``applied_edits_json``) is recorded
+        even when it cleared nothing the view still shows."""
+        if not decisions and not applied_edits_json:
             raise InvalidRequest("a prune needs at least one entry")
         seen: set[str] = set()
         for decision in decisions:
@@ -1095,6 +1101,7 @@ class Session(BaseAggregate[str]):
             reason=reason,
             chars=chars,
             prompt_tokens=prompt_tokens_after(sized) if prompt_tokens_after else -1,
+            applied_edits_json=applied_edits_json,
         )
 
     def record_compaction_failure(self, failure: CompactionFailure) -> None:

@@ -40,13 +40,15 @@ HASH_CHARS = 12
 _DISALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 _SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
-# Per prompt format. OpenAI chat refuses ids over 40 characters; the others are
-# held to the form Anthropic documents, which the other APIs take too.
+# Per prompt format. OpenAI chat refuses ids over 40 characters; Responses and
+# Anthropic are held to the form Anthropic documents. Gemini pairs a response with
+# its call by whatever id the call has, and its own calls' ids (kept verbatim with
+# their thought signatures) must come back as they are: it keeps every id.
 ID_FORMS: dict[str, IdForm] = {
     "openai": IdForm(_SAFE, 40),
     "openai-responses": IdForm(_SAFE, 64),
     "anthropic": IdForm(_SAFE, 64),
-    "gemini": IdForm(_SAFE, 64),
+    "gemini": IdForm(re.compile(r".+", re.DOTALL), 1 << 20),
 }
 
 

@@ -27,7 +27,6 @@ from typing import Any
 from domain.content import Entry
 from projections.formats import FORMATS
 from projections.formats.base import SUMMARY_PREFIX, Format, Omitted, Piece, Shown
-from projections.formats.base import summary_text as summary_text
 from projections.session_history import PromptView
 from projections.view_repair import NOTHING, Pairing, PendingCall, Repair, Step, synthetic_entry
 

@@ -21,7 +21,6 @@ import orjson
 from domain.compaction import Compaction
 from domain.content import (
     Entry,
-    ImageRef,
     ProviderItem,
     TextBlock,
     ThinkingBlock,
@@ -187,7 +186,3 @@ def data_uri(uri: str, media_type: str) -> tuple[str, str] | None:
         header, data = uri[5:].split(";base64,", 1)
         return media_type or header, data
     return None
-
-
-def is_image(block: Any) -> bool:
-    return isinstance(block, ImageRef)

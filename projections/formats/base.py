@@ -21,6 +21,7 @@ import orjson
 from domain.compaction import Compaction
 from domain.content import (
     Entry,
+    ImageRef,
     ProviderItem,
     TextBlock,
     ThinkingBlock,
@@ -170,12 +171,13 @@ def compaction_item_omitted(compaction: Compaction, format_name: str) -> tuple[O
 
 def attached(entry: Entry) -> list[tuple[ToolResult, list[tuple[int, Any]]]]:
     """The entry's tool results, each with the (index, block) images and provider items
-    that follow it (and belong to it)."""
+    that follow it (and belong to it). An erased entry's placeholders stand in text
+    blocks, and are not shown twice."""
     groups: list[tuple[ToolResult, list[tuple[int, Any]]]] = []
     for index, block in enumerate(entry.content):
         if isinstance(block, ToolResult):
             groups.append((block, []))
-        elif groups:
+        elif groups and isinstance(block, ImageRef | ProviderItem):
             groups[-1][1].append((index, block))
     return groups
 

@@ -183,7 +183,7 @@ class PromptRenderer:
             self._add(self._entry(spec, entry, view, NOTHING), pieces, omitted, repairs)
         if view.log.compaction:
             self._add(spec.summary(view.log.compaction.compaction), pieces, omitted, repairs)
-        pairing = Pairing()
+        pairing = Pairing(names=spec.names_calls)
         cut = self._paired(spec, view, view.log.entries, pairing, pieces, omitted, repairs)
         rendered, opened = _rendered(spec, view, pieces, omitted, [*pairing.repairs, *repairs])
         if provider_format == "openai":
@@ -211,11 +211,27 @@ class PromptRenderer:
         """The entries' pieces, paired: synthetic results where calls got none, and
         results that answer no call just before them left out. Answers where the
         synthetic results of calls still waiting at the end begin."""
+        cache = self._shown[spec.name]
+        pruned = view.pruned
+        step_of = pairing.step
+        # Once per entry of the view: kept to a step, a lookup and a join of cached JSON.
         for entry in entries:
-            step = pairing.step(entry)
-            if step.synthetic_before:
+            step = step_of(entry)
+            if step is not NOTHING and step.synthetic_before:
                 self._add(_synthetic(spec, view, step.synthetic_before), pieces, omitted, repairs)
-            self._add(self._entry(spec, entry, view, step), pieces, omitted, repairs)
+            decision = pruned.get(entry.id)
+            key = (decision, step.dropped) if step.dropped else decision
+            cached = cache.get(entry.id)
+            if cached is not None and cached[0] == key:
+                shown = cached[1]
+            else:
+                shown = self._shown_entry(spec, entry, view, step)
+                cache[entry.id] = (key, shown)
+            pieces.extend(shown.pieces)
+            if shown.omitted:
+                omitted.extend(shown.omitted)
+            if shown.repairs:
+                repairs.extend(shown.repairs)
         cut = len(pieces)
         waiting = pairing.finish()
         if waiting:
@@ -233,13 +249,23 @@ class PromptRenderer:
             repairs.extend(shown.repairs)
 
     def _entry(self, spec: Format, entry: Entry, view: PromptView, step: Step) -> Shown:
-        key = (view.pruned.get(entry.id), step.dropped)
+        decision = view.pruned.get(entry.id)
+        key = (decision, step.dropped) if step.dropped else decision
         cache = self._shown[spec.name]
         cached = cache.get(entry.id)
         if cached is not None and cached[0] == key:
             return cached[1]
-        shown = spec.entry(entry, view, step)
+        shown = self._shown_entry(spec, entry, view, step)
         cache[entry.id] = (key, shown)
+        return shown
+
+    def _shown_entry(self, spec: Format, entry: Entry, view: PromptView, step: Step) -> Shown:
+        shown = spec.entry(entry, view, step)
+        if spec.joins_entry and len(shown.pieces) > 1:
+            # One piece per entry: its blocks all join one turn (or are whole messages).
+            first = shown.pieces[0]
+            joined = ",".join(piece[1] for piece in shown.pieces)
+            shown = Shown(((first[0], joined, None),), shown.omitted, shown.repairs)
         self.weight += sum(len(piece[1]) for piece in shown.pieces)
         return shown
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.content import Entry, Role, ToolResult
+from domain.content import Entry, Role, ToolCall, ToolResult
 
 SYNTHETIC_RESULT_TEXT = (
     "[synthetic result] No result of this tool call is in the conversation: it never "
@@ -69,26 +69,38 @@ class Pairing:
     """The pass, fed one entry at a time in view order (so a view that only appends to
     an earlier one continues where that one stopped)."""
 
-    def __init__(self, waiting: tuple[PendingCall, ...] = ()) -> None:
-        # Calls made by the latest entry shown, waiting for their results.
-        self.pending: dict[str, PendingCall] = {c.call_id: c for c in waiting}
+    def __init__(self, waiting: tuple[PendingCall, ...] = (), *, names: bool = False) -> None:
+        # Calls made by the latest entry shown, waiting for their results: call id ->
+        # (name, entry id). Plain tuples: this runs for every call of every view.
+        self.pending: dict[str, tuple[str, str]] = {
+            c.call_id: (c.name, c.entry_id) for c in waiting
+        }
         self.repairs: list[Repair] = []
         # The calls still waiting at the end (their synthetic results end the view).
         self.pending_at_end: tuple[PendingCall, ...] = ()
+        # Whether steps name the calls their results answer (Gemini's responses do).
+        self._names = names
 
     @property
     def waited_at_end(self) -> bool:
         return bool(self.pending_at_end)
 
     def step(self, entry: Entry) -> Step:
+        # Once per entry of every view rendered: the common cases allocate nothing.
         role = entry.role
-        if role is Role.CUSTOM:
-            return NOTHING  # the runtime's notes are never sent
         if role is Role.TOOL:
             return self._results(entry)
-        synthetic = self._answer_pending(f"{role.value} entry {entry.id} came first")
-        calls = entry.tool_calls if role is Role.ASSISTANT else ()
-        self.pending = {c.id: PendingCall(c.id, c.name, entry.id) for c in calls}
+        if role is Role.CUSTOM:
+            return NOTHING  # the runtime's notes are never sent
+        synthetic = (
+            self._answer_pending(f"{role.value} entry {entry.id} came first")
+            if self.pending
+            else ()
+        )
+        if role is Role.ASSISTANT:
+            for block in entry.content:
+                if type(block) is ToolCall:
+                    self.pending[block.id] = (block.name, entry.id)
         return Step(synthetic) if synthetic else NOTHING
 
     def finish(self) -> tuple[PendingCall, ...]:
@@ -97,15 +109,18 @@ class Pairing:
         return self.pending_at_end
 
     def _results(self, entry: Entry) -> Step:
-        dropped: set[str] = set()
-        answered: dict[str, str] = {}
+        dropped: set[str] | None = None
+        answered: dict[str, str] | None = {} if self._names else None
+        pending = self.pending
         for block in entry.content:
-            if not isinstance(block, ToolResult):
+            if type(block) is not ToolResult:
                 continue
-            call = self.pending.pop(block.tool_call_id, None)
+            call = pending.pop(block.tool_call_id, None)
             if call is not None:
-                answered[call.call_id] = call.name
+                if answered is not None:
+                    answered[block.tool_call_id] = call[0]
                 continue
+            dropped = dropped or set()
             dropped.add(block.tool_call_id)
             self.repairs.append(
                 Repair(
@@ -116,14 +131,17 @@ class Pairing:
                     "lost, or answered already)",
                 )
             )
-        if not dropped:
-            return Step(answered=answered)
-        return Step(dropped=frozenset(dropped), answered=answered)
+        if dropped is None and not answered:
+            return NOTHING
+        return Step(dropped=frozenset(dropped or ()), answered=answered or {})
 
     def _answer_pending(self, why: str) -> tuple[PendingCall, ...]:
         if not self.pending:
             return ()
-        waiting = tuple(self.pending.values())
+        waiting = tuple(
+            PendingCall(call_id, name, entry_id)
+            for call_id, (name, entry_id) in self.pending.items()
+        )
         self.pending = {}
         self.repairs.extend(
             Repair("synthetic_result", c.entry_id, c.call_id, detail=f"no result came: {why}")

@@ -58,6 +58,8 @@ _ROLES = {
 class AnthropicMessages:
     name = NAME
     provider = "anthropic"
+    joins_entry = True
+    names_calls = False
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         role = _ROLES.get(entry.role)

@@ -80,6 +80,11 @@ class Format(Protocol):
     name: str
     # The provider whose items this format carries verbatim ("" for none).
     provider: str
+    # Whether an entry's pieces may be joined into one (all of one turn, or whole
+    # messages no rule looks into across entries).
+    joins_entry: bool
+    # Whether a result must name the call it answers (Gemini's function responses).
+    names_calls: bool
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         """The entry's pieces; ``step`` says which of its results the pairing left out."""

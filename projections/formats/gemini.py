@@ -54,6 +54,8 @@ _ROLES = {Role.SYSTEM: "system", Role.USER: "user", Role.TOOL: "user", Role.ASSI
 class GeminiContents:
     name = NAME
     provider = "gemini"
+    joins_entry = True
+    names_calls = True
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         role = _ROLES.get(entry.role)

@@ -43,6 +43,8 @@ NAME = "openai"
 class OpenAIChat:
     name = NAME
     provider = ""
+    joins_entry = True
+    names_calls = False
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         messages, left_out, rewritten = _messages(entry, view, step.dropped)

@@ -55,6 +55,8 @@ _TURN_OUTPUT = frozenset({"assistant", "call", "item", "reasoning"})
 class OpenAIResponses:
     name = NAME
     provider = PROVIDER
+    joins_entry = False
+    names_calls = False
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         match entry.role:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from domain.content import (
-    PROVIDER_FORMATS,
+    PROVIDERS,
     Entry,
     ProviderItem,
     Role,
@@ -163,7 +163,7 @@ def _validate_compaction_item(item: ProviderItem) -> None:
     if item.provider not in ("anthropic", "openai"):
         raise InvalidRequest(
             f"provider_item provider {quoted(item.provider)} has no compaction items; "
-            f"anthropic and openai do (of {', '.join(PROVIDER_FORMATS)})"
+            f"anthropic and openai do (of {', '.join(PROVIDERS)})"
         )
 
 

@@ -80,12 +80,8 @@ class ProviderItem:
     json: str
 
 
-# The providers whose objects a ProviderItem may hold, and the prompt format that takes them.
-PROVIDER_FORMATS = {
-    "anthropic": "anthropic",
-    "openai": "openai-responses",
-    "gemini": "gemini",
-}
+# The providers whose objects a ProviderItem may hold (OpenAI's: Responses items).
+PROVIDERS = ("anthropic", "openai", "gemini")
 # Provider item types longer than this are no type a provider uses.
 MAX_PROVIDER_ITEM_TYPE_CHARS = 256
 
@@ -395,10 +391,10 @@ def _validate_block(label: str, block: Block) -> None:
 
 
 def _validate_provider_item(label: str, item: ProviderItem) -> None:
-    if item.provider not in PROVIDER_FORMATS:
+    if item.provider not in PROVIDERS:
         raise InvalidEntry(
             f"{label}: provider item provider {quoted(item.provider)} is not one this store "
-            f"renders; use one of {', '.join(PROVIDER_FORMATS)}"
+            f"renders; use one of {', '.join(PROVIDERS)}"
         )
     if not item.type or len(item.type) > MAX_PROVIDER_ITEM_TYPE_CHARS:
         raise InvalidEntry(

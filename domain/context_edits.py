@@ -13,10 +13,12 @@ report says what it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from domain.content import Entry, Role
 from domain.errors import InvalidRequest, quoted
+from domain.pruning import PruneAction, PruneDecision
 
 # Reports are small: a few edits with counts.
 MAX_REPORT_CHARS = 65_536
@@ -74,14 +76,18 @@ def parse_applied_edits(text: str) -> AppliedEdits:
     return AppliedEdits(cleared, "; ".join(lines) or "no edits")
 
 
-def oldest_to_clear(results: Sequence[tuple[str, int]], count: int) -> list[str]:
-    """The ids of the oldest tool result entries (given in view order, each with its
-    number of results) that hold ``count`` results."""
-    chosen: list[str] = []
-    left = count
-    for entry_id, results_held in results:
+def provider_clears(
+    edits: AppliedEdits, entries: Sequence[Entry], cleared: Collection[str]
+) -> list[PruneDecision]:
+    """Hard clears of the oldest tool result entries among ``entries`` (the prompt
+    view's, in order) not ``cleared`` already, holding as many results as the
+    provider's clear_tool_uses edits cleared on its side."""
+    chosen: list[PruneDecision] = []
+    left = edits.tool_uses_cleared
+    for entry in entries:
         if left <= 0:
             break
-        chosen.append(entry_id)
-        left -= results_held
+        if entry.role is Role.TOOL and entry.id not in cleared:
+            chosen.append(PruneDecision(entry.id, PruneAction.HARD_CLEAR, 0, 0))
+            left -= len(entry.tool_results)
     return chosen

@@ -29,7 +29,7 @@ from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
 from domain.context.chain import provider_names
 from domain.context.window import resolve_context_window
-from domain.context_edits import oldest_to_clear, parse_applied_edits
+from domain.context_edits import parse_applied_edits, provider_clears
 from domain.erasure import SessionWasErased
 from domain.errors import (
     DeadlineExceeded,
@@ -584,7 +584,13 @@ class SessionService:
             history = self._history(session_id)
             chosen, why = decisions, reason
             if edits is not None:
-                chosen = _provider_cleared(history.prompt_view(), edits.tool_uses_cleared)
+                view = history.prompt_view()
+                cleared = [
+                    entry_id
+                    for entry_id, decision in view.pruned.items()
+                    if decision.action is PruneAction.HARD_CLEAR
+                ]
+                chosen = provider_clears(edits, view.log.entries, cleared)
                 why = reason or f"anthropic context editing: {edits.description}"
             session.record_prune(
                 chosen,
@@ -1223,21 +1229,6 @@ ERASURES = (Session.EntriesErased, Session.SessionErased)
 
 class _RaceLost(VersionConflict):
     """Another writer stored the version this save was for."""
-
-
-def _provider_cleared(view: PromptView, tool_uses: int) -> list[PruneDecision]:
-    """Hard clears of the oldest tool results the view shows uncleared, ``tool_uses``
-    results' worth: what a provider's clear_tool_uses edit cleared on its side."""
-    candidates = [
-        (entry.id, len(entry.tool_results))
-        for entry in view.log.entries
-        if entry.role is Role.TOOL
-        and getattr(view.pruned.get(entry.id), "action", None) is not PruneAction.HARD_CLEAR
-    ]
-    return [
-        PruneDecision(entry_id, PruneAction.HARD_CLEAR, 0, 0)
-        for entry_id in oldest_to_clear(candidates, tool_uses)
-    ]
 
 
 def _fingerprint(drafts: Sequence[Entry]) -> str:

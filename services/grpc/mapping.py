@@ -14,7 +14,7 @@ from typing import Any, assert_never
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from domain.compaction import Compaction, CompactionFailure
+from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.content import (
     Block,
     Entry,
@@ -372,7 +372,7 @@ def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
         first_kept_entry_id=request.first_kept_entry_id,
         tokens_before=request.tokens_before,
         tokens_after=request.tokens_after,
-        reason=request.reason or ("provider" if item is not None else "manual"),
+        reason=request.reason or (Trigger.PROVIDER if item is not None else Trigger.MANUAL),
         summarizer_model=request.summarizer_model,
         details=MappingProxyType(dict(request.details)),
         provider_item=item,

@@ -18,7 +18,7 @@ from domain.content import (
     validate_entry,
 )
 from domain.context.shown import tokens_taken_out
-from domain.context_edits import oldest_to_clear, parse_applied_edits
+from domain.context_edits import parse_applied_edits, provider_clears
 from domain.errors import InvalidEntry, InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.tool_call_ids import ID_FORMS, original_call_id, view_call_id
@@ -126,7 +126,14 @@ def test_context_edit_reports_are_read_and_refused_when_malformed() -> None:
     )
     assert report.tool_uses_cleared == 3
     assert "clear_thinking_20251015" in report.description
-    assert oldest_to_clear([("t1", 2), ("t2", 1), ("t3", 1)], 3) == ["t1", "t2"]
+    results = [
+        Entry("t1", None, None, Role.TOOL, (ToolResult("a", "x"), ToolResult("b", "y"))),
+        Entry("u", None, None, Role.USER, (TextBlock("go on"),)),
+        Entry("t2", None, None, Role.TOOL, (ToolResult("c", "z"),)),
+        Entry("t3", None, None, Role.TOOL, (ToolResult("d", "w"),)),
+    ]
+    assert [d.entry_id for d in provider_clears(report, results, ())] == ["t1", "t2"]
+    assert [d.entry_id for d in provider_clears(report, results, ["t1"])] == ["t2", "t3"]
     for bad in (
         "nope",
         '{"applied_edits": [{"cleared_tool_uses": 1}]}',

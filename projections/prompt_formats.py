@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from domain.content import Entry
+from domain.content import Entry, Role
 from projections.formats import FORMATS
 from projections.formats.base import SUMMARY_PREFIX, Format, Omitted, Piece, Shown
 from projections.session_history import PromptView
@@ -151,8 +151,9 @@ class PromptRenderer:
     """
 
     def __init__(self) -> None:
-        # Format -> entry id -> ((prune decision, results left out), pieces).
-        self._shown: dict[str, dict[str, tuple[Any, Shown]]] = {name: {} for name in FORMATS}
+        # Format -> entry id -> ((prune decision, results left out), pieces, whether
+        # the entry neither makes nor answers tool calls).
+        self._shown: dict[str, dict[str, tuple[Any, Shown, bool]]] = {name: {} for name in FORMATS}
         # Characters held, for the cache that keeps renderers.
         self.weight = 0
         # Format -> (version, rendering): a version's view never changes.
@@ -213,20 +214,23 @@ class PromptRenderer:
         synthetic results of calls still waiting at the end begin."""
         cache = self._shown[spec.name]
         pruned = view.pruned
-        step_of = pairing.step
-        # Once per entry of the view: kept to a step, a lookup and a join of cached JSON.
         for entry in entries:
-            step = step_of(entry)
+            # The common case, once per entry of every view: nothing waits, and the
+            # entry neither calls nor answers; its cached pieces are all it takes.
+            if not pairing.pending:
+                cached = cache.get(entry.id)
+                if cached is not None and cached[2] and cached[0] == pruned.get(entry.id):
+                    shown = cached[1]
+                    pieces.extend(shown.pieces)
+                    if shown.omitted:
+                        omitted.extend(shown.omitted)
+                    if shown.repairs:
+                        repairs.extend(shown.repairs)
+                    continue
+            step = pairing.step(entry)
             if step is not NOTHING and step.synthetic_before:
                 self._add(_synthetic(spec, view, step.synthetic_before), pieces, omitted, repairs)
-            decision = pruned.get(entry.id)
-            key = (decision, step.dropped) if step.dropped else decision
-            cached = cache.get(entry.id)
-            if cached is not None and cached[0] == key:
-                shown = cached[1]
-            else:
-                shown = self._shown_entry(spec, entry, view, step)
-                cache[entry.id] = (key, shown)
+            shown = self._entry(spec, entry, view, step)
             pieces.extend(shown.pieces)
             if shown.omitted:
                 omitted.extend(shown.omitted)
@@ -249,17 +253,14 @@ class PromptRenderer:
             repairs.extend(shown.repairs)
 
     def _entry(self, spec: Format, entry: Entry, view: PromptView, step: Step) -> Shown:
+        """The entry's pieces in this format, made once per prune decision and results
+        left out."""
         decision = view.pruned.get(entry.id)
         key = (decision, step.dropped) if step.dropped else decision
         cache = self._shown[spec.name]
         cached = cache.get(entry.id)
         if cached is not None and cached[0] == key:
             return cached[1]
-        shown = self._shown_entry(spec, entry, view, step)
-        cache[entry.id] = (key, shown)
-        return shown
-
-    def _shown_entry(self, spec: Format, entry: Entry, view: PromptView, step: Step) -> Shown:
         shown = spec.entry(entry, view, step)
         if spec.joins_entry and len(shown.pieces) > 1:
             # One piece per entry: its blocks all join one turn (or are whole messages).
@@ -267,6 +268,8 @@ class PromptRenderer:
             joined = ",".join(piece[1] for piece in shown.pieces)
             shown = Shown(((first[0], joined, None),), shown.omitted, shown.repairs)
         self.weight += sum(len(piece[1]) for piece in shown.pieces)
+        plain = entry.role is not Role.TOOL and not entry.tool_calls
+        cache[entry.id] = (key, shown, plain)
         return shown
 
     def _keep(self, provider_format: str, view: PromptView, rendered: RenderedPrompt) -> None:

@@ -63,6 +63,9 @@ class Step:
 
 
 NOTHING = Step()
+# Enum members read from module names: a class attribute lookup of an enum costs
+# several times more, and the pass reads them for every entry of every view.
+_TOOL, _CUSTOM, _ASSISTANT = Role.TOOL, Role.CUSTOM, Role.ASSISTANT
 
 
 class Pairing:
@@ -88,16 +91,16 @@ class Pairing:
     def step(self, entry: Entry) -> Step:
         # Once per entry of every view rendered: the common cases allocate nothing.
         role = entry.role
-        if role is Role.TOOL:
+        if role is _TOOL:
             return self._results(entry)
-        if role is Role.CUSTOM:
+        if role is _CUSTOM:
             return NOTHING  # the runtime's notes are never sent
         synthetic = (
             self._answer_pending(f"{role.value} entry {entry.id} came first")
             if self.pending
             else ()
         )
-        if role is Role.ASSISTANT:
+        if role is _ASSISTANT:
             for block in entry.content:
                 if type(block) is ToolCall:
                     self.pending[block.id] = (block.name, entry.id)

@@ -448,6 +448,11 @@ def stand_ins(entry: Entry, provider: str) -> dict[str, ProviderItem]:
     """Tool call id -> the provider item of ``provider`` that stands in for that call
     in the entry (see ``stood_in_call``)."""
     found: dict[str, ProviderItem] = {}
+    for block in entry.content:  # a loop, not any(): asked of every entry a view shows
+        if type(block) is ProviderItem:
+            break
+    else:
+        return found
     calls = entry.tool_calls
     for block in entry.content:
         if not isinstance(block, ProviderItem) or block.provider != provider:

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from domain.content import Entry, Role
+from domain.content import Entry, Role, ToolCall
 from projections.formats import FORMATS
 from projections.formats.base import SUMMARY_PREFIX, Format, Omitted, Piece, Shown
 from projections.session_history import PromptView
 from projections.view_repair import NOTHING, Pairing, PendingCall, Repair, Step, synthetic_entry
 
+_TOOL, _ASSISTANT = Role.TOOL, Role.ASSISTANT
 # Renderings that extend one another are joined at most this many deep.
 MAX_UNJOINED = 64
 __all__ = ["FORMATS", "SUMMARY_PREFIX", "PromptRenderer", "RenderedPrompt", "render"]
@@ -215,22 +216,22 @@ class PromptRenderer:
         cache = self._shown[spec.name]
         pruned = view.pruned
         for entry in entries:
-            # The common case, once per entry of every view: nothing waits, and the
-            # entry neither calls nor answers; its cached pieces are all it takes.
-            if not pairing.pending:
-                cached = cache.get(entry.id)
-                if cached is not None and cached[2] and cached[0] == pruned.get(entry.id):
-                    shown = cached[1]
-                    pieces.extend(shown.pieces)
-                    if shown.omitted:
-                        omitted.extend(shown.omitted)
-                    if shown.repairs:
-                        repairs.extend(shown.repairs)
-                    continue
-            step = pairing.step(entry)
-            if step is not NOTHING and step.synthetic_before:
-                self._add(_synthetic(spec, view, step.synthetic_before), pieces, omitted, repairs)
-            shown = self._entry(spec, entry, view, step)
+            # Once per entry of every view. The common cases: the entry is cached under
+            # its prune decision, and either nothing waits and it neither calls nor
+            # answers, or its pairing changes nothing; its cached pieces are all it takes.
+            cached = cache.get(entry.id)
+            fresh = cached is not None and cached[0] == pruned.get(entry.id)
+            if fresh and cached[2] and not pairing.pending:  # type: ignore[index]
+                shown = cached[1]  # type: ignore[index]
+            else:
+                step = pairing.step(entry)
+                if step is NOTHING and fresh:
+                    shown = cached[1]  # type: ignore[index]
+                else:
+                    if step.synthetic_before:
+                        synthetic = _synthetic(spec, view, step.synthetic_before)
+                        self._add(synthetic, pieces, omitted, repairs)
+                    shown = self._entry(spec, entry, view, step)
             pieces.extend(shown.pieces)
             if shown.omitted:
                 omitted.extend(shown.omitted)
@@ -267,8 +268,12 @@ class PromptRenderer:
             first = shown.pieces[0]
             joined = ",".join(piece[1] for piece in shown.pieces)
             shown = Shown(((first[0], joined, None),), shown.omitted, shown.repairs)
-        self.weight += sum(len(piece[1]) for piece in shown.pieces)
-        plain = entry.role is not Role.TOOL and not entry.tool_calls
+        for piece in shown.pieces:
+            self.weight += len(piece[1])
+        role = entry.role
+        plain = role is not _TOOL and (
+            role is not _ASSISTANT or not any(type(b) is ToolCall for b in entry.content)
+        )
         cache[entry.id] = (key, shown, plain)
         return shown
 

@@ -39,7 +39,6 @@ from projections.formats.base import (
     data_uri,
     dumps,
     json_array,
-    json_object,
     omitted,
     summary_text,
 )
@@ -47,6 +46,7 @@ from projections.session_history import PromptView
 from projections.view_repair import Repair, Step
 
 NAME = "anthropic"
+_TOOL = Role.TOOL
 _ROLES = {
     Role.SYSTEM: "system",
     Role.USER: "user",
@@ -65,19 +65,20 @@ class AnthropicMessages:
         role = _ROLES.get(entry.role)
         if role is None:
             return Shown()
+        is_tool = entry.role is _TOOL
         left_out: list[Omitted] = []
         rewritten: list[Repair] = []
-        pieces: list[Piece] = []
+        blocks: list[str] = []  # all of one turn: one piece
         items = stand_ins(entry, NAME)
         for index, block in enumerate(entry.content):
             match block:
                 case TextBlock(text=text):
                     if text.strip():
-                        pieces.append((role, dumps(_text(text)), None))
+                        blocks.append(dumps(_text(text)))
                 case ThinkingBlock(thinking=thinking, signature=signature):
                     if signature and role == "assistant":
                         value = {"type": "thinking", "thinking": thinking, "signature": signature}
-                        pieces.append((role, dumps(value), None))
+                        blocks.append(dumps(value))
                     else:
                         # Unsigned thinking cannot be sent back; it stays in the log.
                         left_out.append(
@@ -86,7 +87,7 @@ class AnthropicMessages:
                 case ToolCall(id=call_id, name=name, arguments_json=arguments):
                     item = items.get(call_id)
                     if item is not None:
-                        pieces.append((role, item.json, None))
+                        blocks.append(item.json)
                         continue
                     shown_id = view_call_id(call_id, NAME)
                     if shown_id != call_id:
@@ -97,28 +98,27 @@ class AnthropicMessages:
                         "name": name,
                         "input": json.loads(arguments),
                     }
-                    pieces.append((role, dumps(value), None))
+                    blocks.append(dumps(value))
                 case ToolResult():
                     if block.tool_call_id not in step.dropped:
-                        pieces.append((role, _result(entry, view, index), None))
-                case ProviderItem() if role == "user" and entry.role is Role.TOOL:
+                        blocks.append(_result(entry, view, index))
+                case ProviderItem() | ImageRef() if is_tool:
                     continue  # inside its result (see _result)
-                case ImageRef() if entry.role is Role.TOOL:
-                    continue  # inside its result
                 case ProviderItem(provider=provider, json=text):
                     if provider != NAME:
                         left_out.append(omitted(entry, index, block, NAME))
                     elif block not in items.values():
-                        pieces.append((role, text, None))
+                        blocks.append(text)
                 case ImageRef(uri=uri, media_type=media_type):
                     if role == "user":
                         image = {"type": "image", "source": _image_source(uri, media_type)}
-                        pieces.append((role, dumps(image), None))
+                        blocks.append(dumps(image))
                     else:
                         left_out.append(omitted(entry, index, block, NAME))
-        if entry.role is Role.TOOL:
+        if is_tool:
             left_out.extend(_left_out_of_results(entry, step))
-        return Shown(tuple(pieces), tuple(left_out), tuple(rewritten))
+        pieces = ((role, ",".join(blocks), None),) if blocks else ()
+        return Shown(pieces, tuple(left_out), tuple(rewritten))
 
     def summary(self, compaction: Compaction) -> Shown:
         item = compaction.provider_item
@@ -178,18 +178,15 @@ def _result(entry: Entry, view: PromptView, index: int) -> str:
             inside.append(dumps(value))
         elif isinstance(block, ProviderItem) and block.provider == NAME:
             inside.append(block.json)
-    fields = [
-        ("type", '"tool_result"'),
-        ("tool_use_id", dumps(view_call_id(result.tool_call_id, NAME))),
-    ]
+    # Written out: the keys never change, and this runs for every result first shown.
+    call_id = dumps(view_call_id(result.tool_call_id, NAME))
     if inside:
         text = [dumps(_text(shown))] if shown.strip() else []
-        fields.append(("content", json_array([*text, *inside])))
+        content = json_array([*text, *inside])
     else:
-        fields.append(("content", dumps(shown)))
-    if result.is_error:
-        fields.append(("is_error", "true"))
-    return json_object(fields)
+        content = dumps(shown)
+    error = ',"is_error":true' if result.is_error else ""
+    return f'{{"type":"tool_result","tool_use_id":{call_id},"content":{content}{error}}}'
 
 
 def _left_out_of_results(entry: Entry, step: Step) -> list[Omitted]:

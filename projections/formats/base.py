@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -57,9 +57,9 @@ class Omitted:
 Piece = tuple[str, str, tuple[str, int] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """An entry as one format shows it."""
+class Shown(NamedTuple):
+    """An entry as one format shows it. (A named tuple: one is made for every entry
+    rendered, and a frozen dataclass costs several times more to make.)"""
 
     pieces: tuple[Piece, ...] = ()
     omitted: tuple[Omitted, ...] = ()

@@ -15,10 +15,10 @@ from domain.compaction import Compaction
 from domain.content import (
     Entry,
     ImageRef,
-    ProviderItem,
     Role,
     TextBlock,
-    ThinkingBlock,
+    ToolCall,
+    ToolResult,
 )
 from domain.system_prompt import SystemPrompt, Tool
 from domain.tool_call_ids import view_call_id
@@ -27,7 +27,6 @@ from projections.formats.base import (
     Omitted,
     Piece,
     Shown,
-    attached,
     compaction_item_omitted,
     dumps,
     joined_text,
@@ -38,6 +37,8 @@ from projections.session_history import PromptView
 from projections.view_repair import Repair, Step
 
 NAME = "openai"
+# Read from module names: enum members looked up on their class cost more, per entry.
+_USER, _ASSISTANT, _TOOL, _SYSTEM = Role.USER, Role.ASSISTANT, Role.TOOL, Role.SYSTEM
 
 
 class OpenAIChat:
@@ -48,7 +49,9 @@ class OpenAIChat:
 
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         messages, left_out, rewritten = _messages(entry, view, step.dropped)
-        return Shown(tuple((m["role"], dumps(m), None) for m in messages), left_out, rewritten)
+        if len(messages) == 1:  # most entries: one message
+            return Shown((("", dumps(messages[0]), None),), left_out, rewritten)
+        return Shown(tuple(("", dumps(m), None) for m in messages), left_out, rewritten)
 
     def summary(self, compaction: Compaction) -> Shown:
         message = {"role": "user", "content": summary_text(compaction.summary)}
@@ -78,53 +81,63 @@ class OpenAIChat:
 def _messages(
     entry: Entry, view: PromptView, dropped: frozenset[str]
 ) -> tuple[list[dict[str, Any]], tuple[Omitted, ...], tuple[Repair, ...]]:
-    left_out = tuple(
-        omitted(entry, i, b, NAME)
-        for i, b in enumerate(entry.content)
-        if isinstance(b, ThinkingBlock | ProviderItem)
-        or (isinstance(b, ImageRef) and entry.role is not Role.USER)
-    )
-    match entry.role:
-        case Role.SYSTEM:
-            return [{"role": "system", "content": joined_text(entry)}], left_out, ()
-        case Role.USER:
-            content = _user_content(entry)
-            return ([{"role": "user", "content": content}] if content else []), left_out, ()
-        case Role.ASSISTANT:
-            message: dict[str, Any] = {"role": "assistant", "content": joined_text(entry) or None}
-            calls = [
+    # One pass over the blocks: this runs for every entry a view first shows.
+    role = entry.role
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    left_out: list[Omitted] = []
+    images = False
+    for index, block in enumerate(entry.content):
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolCall):
+            calls.append(block)
+        elif isinstance(block, ToolResult):
+            results.append(block)
+        elif isinstance(block, ImageRef) and role is _USER:
+            images = True
+        else:  # thinking, provider items, images where a message holds text only
+            left_out.append(omitted(entry, index, block, NAME))
+    text = "\n".join(texts)
+    messages: list[dict[str, Any]] = []
+    rewritten: list[Repair] = []
+    if role is _USER:
+        content = _user_content(entry) if images or left_out else text
+        if content:
+            messages.append({"role": "user", "content": content})
+    elif role is _ASSISTANT:
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            shown = [view_call_id(call.id, NAME) for call in calls]
+            message["tool_calls"] = [
                 {
-                    "id": view_call_id(call.id, NAME),
+                    "id": shown_id,
                     "type": "function",
                     "function": {"name": call.name, "arguments": call.arguments_json},
                 }
-                for call in entry.tool_calls
+                for call, shown_id in zip(calls, shown, strict=True)
             ]
-            rewritten = tuple(
-                Repair("call_id_rewritten", entry.id, call.id, str(shown["id"]))
-                for call, shown in zip(entry.tool_calls, calls, strict=True)
-                if shown["id"] != call.id
-            )
-            if calls:
-                message["tool_calls"] = calls
-            elif message["content"] is None:
-                return [], left_out, ()  # only what this format cannot carry
-            return [message], left_out, rewritten
-        case Role.TOOL:
-            return (
-                [
-                    {
-                        "role": "tool",
-                        "tool_call_id": view_call_id(result.tool_call_id, NAME),
-                        "content": view.shown_result(entry.id, result),
-                    }
-                    for result, _ in attached(entry)
-                    if result.tool_call_id not in dropped
-                ],
-                left_out,
-                (),
-            )
-    return [], (), ()
+            rewritten = [
+                Repair("call_id_rewritten", entry.id, call.id, shown_id)
+                for call, shown_id in zip(calls, shown, strict=True)
+                if shown_id != call.id
+            ]
+        if calls or text:
+            messages.append(message)  # else only what this format cannot carry
+    elif role is _TOOL:
+        messages = [
+            {
+                "role": "tool",
+                "tool_call_id": view_call_id(result.tool_call_id, NAME),
+                "content": view.shown_result(entry.id, result),
+            }
+            for result in results
+            if result.tool_call_id not in dropped
+        ]
+    elif role is _SYSTEM:
+        messages.append({"role": "system", "content": text})
+    return messages, tuple(left_out), tuple(rewritten)
 
 
 def _user_content(entry: Entry) -> str | list[dict[str, Any]]:

@@ -791,7 +791,9 @@ class Session(BaseAggregate[str]):
             raise InvalidRequest(
                 f"reason is {len(reason):,} characters; send at most {MAX_ABANDON_REASON_CHARS:,}"
             )
-        chosen = list(dict.fromkeys(call_ids)) or list(self.open_tool_calls)
+        # A call a prompt view showed under a rewritten id is named by that id too.
+        named = (original_call_id(c, self.open_tool_calls) for c in call_ids)
+        chosen = list(dict.fromkeys(named)) or list(self.open_tool_calls)
         for call_id in chosen:
             if call_id not in self.open_tool_calls:
                 raise UnknownToolCall(

@@ -118,6 +118,16 @@ def test_a_result_for_a_rewritten_id_answers_the_open_call() -> None:
     assert not tracked.session.open_tool_calls
 
 
+def test_a_call_abandoned_by_its_rewritten_id_is_the_open_call() -> None:
+    tracked = Tracked()
+    tracked.append(user("read it"), assistant(calls=[call("fs.read:2")]))
+    tracked.session.abandon_tool_calls(
+        [view_call_id("fs.read:2", "openai")], "crashed", lambda e: e
+    )
+    tracked.sync()
+    assert not tracked.session.open_tool_calls
+
+
 def test_context_edit_reports_are_read_and_refused_when_malformed() -> None:
     report = parse_applied_edits(
         '{"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 3,'

@@ -12,7 +12,15 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from domain.content import Entry, Role, validate_id
+from domain.content import (
+    PROVIDERS,
+    Entry,
+    ProviderItem,
+    Role,
+    provider_item_object,
+    validate_entry,
+    validate_id,
+)
 from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest, quoted
 
 
@@ -23,6 +31,7 @@ class Trigger(StrEnum):
     THRESHOLD = "threshold"  # the estimated prompt crossed the threshold or the reserve
     OVERFLOW = "overflow"  # the provider refused the prompt as too long
     CLIENT = "client"  # the client wrote the summary itself (RecordCompaction)
+    PROVIDER = "provider"  # the provider compacted on its side (RecordCompaction with its item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +81,27 @@ class Compaction:
     instructions: str = ""
     # Every summariser the chain tried, in order (empty for a client's summary).
     attempts: tuple[SummarizerAttempt, ...] = ()
+    # A compaction the provider made on its side: its own item (an Anthropic
+    # ``compaction`` block, an OpenAI Responses ``compaction`` item), which that
+    # provider's view carries verbatim in place of the summary.
+    provider_item: ProviderItem | None = None
 
     def validate(self) -> None:
-        if not self.summary.strip():
+        if self.provider_item is not None:
+            _validate_compaction_item(self.provider_item)
+        elif not self.summary.strip():
             raise InvalidRequest("a compaction needs a non-empty summary")
         if not self.first_kept_entry_id:
             raise InvalidRequest("a compaction needs first_kept_entry_id")
         validate_id(self.first_kept_entry_id, "first_kept_entry_id")
         if self.tokens_before < 0 or self.tokens_after < 0:
             raise InvalidRequest("tokens_before and tokens_after must not be negative")
+
+    def completed_summary(self) -> str:
+        """The summary text: the client's, else (a provider's compaction) the item's own."""
+        if self.summary.strip() or self.provider_item is None:
+            return self.summary
+        return provider_summary(self.provider_item)
 
     def check_shrinks(self) -> None:
         """Refuses a compaction whose figures say it does not shrink the context."""
@@ -95,17 +116,54 @@ class Compaction:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["details"] = dict(self.details)
         data["attempts"] = [attempt.to_dict() for attempt in self.attempts]
+        item = self.provider_item
+        data["provider_item"] = None if item is None else [item.provider, item.type, item.json]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
         # Receipts stored before a field existed read back with its default.
+        item = data.get("provider_item")
         return cls(
             **{
                 **data,
                 "details": MappingProxyType(dict(data.get("details", {}))),
                 "attempts": tuple(SummarizerAttempt(**a) for a in data.get("attempts", ())),
+                "provider_item": ProviderItem(*item) if item else None,
             }
+        )
+
+
+# What other providers' views read in place of a provider's compaction item whose
+# summary is opaque (OpenAI's is encrypted) when the client gave no summary of its own.
+OPAQUE_SUMMARY = (
+    "[The {provider} provider compacted the conversation before this point; its summary "
+    "is opaque and only that provider can read it.]"
+)
+
+
+def provider_summary(item: ProviderItem) -> str:
+    """The summary text a provider's compaction item carries (Anthropic's ``content``),
+    else a note saying it is opaque."""
+    content = provider_item_object(item).get("content")
+    if isinstance(content, str) and content.strip():
+        return content
+    return OPAQUE_SUMMARY.format(provider=item.provider)
+
+
+def _validate_compaction_item(item: ProviderItem) -> None:
+    # The item is checked as an entry's block would be: a JSON object of its type.
+    probe = Entry("provider_item", None, None, Role.ASSISTANT, (item,))
+    validate_entry(probe, max_entry_bytes=1 << 62, label="provider_item")
+    if item.type != "compaction":
+        raise InvalidRequest(
+            f"provider_item type {quoted(item.type)} is not a compaction; record a provider's "
+            "compaction item (type compaction) here, other items in entries"
+        )
+    if item.provider not in ("anthropic", "openai"):
+        raise InvalidRequest(
+            f"provider_item provider {quoted(item.provider)} has no compaction items; "
+            f"anthropic and openai do (of {', '.join(PROVIDERS)})"
         )
 
 

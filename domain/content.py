@@ -63,7 +63,29 @@ class ImageRef:
     media_type: str = ""
 
 
-Block = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageRef
+@dataclass(frozen=True, slots=True)
+class ProviderItem:
+    """A provider's own object, kept verbatim: what its API requires back unchanged
+    (Anthropic ``thinking`` with its ``signature``, ``redacted_thinking``,
+    ``compaction``; an OpenAI Responses ``reasoning`` item with its
+    ``encrypted_content``; a Gemini part with its ``thoughtSignature``; a document).
+
+    ``json`` is the object's JSON text exactly as the provider gave it: that
+    provider's prompt view carries it byte for byte, the others leave it out and
+    say so. In a tool entry it belongs to the tool result before it.
+    """
+
+    provider: str
+    type: str
+    json: str
+
+
+# The providers whose objects a ProviderItem may hold (OpenAI's: Responses items).
+PROVIDERS = ("anthropic", "openai", "gemini")
+# Provider item types longer than this are no type a provider uses.
+MAX_PROVIDER_ITEM_TYPE_CHARS = 256
+
+Block = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageRef | ProviderItem
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -199,6 +221,7 @@ _BLOCK_KINDS: dict[str, type] = {
     "tool_call": ToolCall,
     "tool_result": ToolResult,
     "image": ImageRef,
+    "provider_item": ProviderItem,
 }
 _KIND_OF_BLOCK = {block_type: kind for kind, block_type in _BLOCK_KINDS.items()}
 
@@ -223,6 +246,9 @@ def block_texts(blocks: tuple[Block, ...]) -> list[str]:
                 texts.append(content)
             case ImageRef(uri=uri):
                 texts.append(uri)
+            case ProviderItem(json=text):
+                # Counted from its JSON: opaque or not, the provider reads all of it.
+                texts.append(text)
     return texts
 
 
@@ -272,9 +298,10 @@ def renderable_json(text: str) -> Any:
 
 
 _ALLOWED_BLOCKS: dict[Role, tuple[type, ...]] = {
-    Role.USER: (TextBlock, ImageRef),
-    Role.ASSISTANT: (TextBlock, ThinkingBlock, ToolCall, ImageRef),
-    Role.TOOL: (ToolResult,),
+    Role.USER: (TextBlock, ImageRef, ProviderItem),
+    Role.ASSISTANT: (TextBlock, ThinkingBlock, ToolCall, ImageRef, ProviderItem),
+    # Images and provider items of a tool entry belong to the result before them.
+    Role.TOOL: (ToolResult, ImageRef, ProviderItem),
     Role.SYSTEM: (TextBlock,),
     Role.CUSTOM: (TextBlock, ImageRef),
 }
@@ -293,6 +320,12 @@ def validate_entry(entry: Entry, max_entry_bytes: int, label: str = "entry") -> 
                 f"not {_block_kind(type(block))}"
             )
         _validate_block(label, block)
+    if entry.role is Role.TOOL and not isinstance(entry.content[0], ToolResult):
+        raise InvalidEntry(
+            f"{label}: a tool entry starts with a tool_result; its images and provider items "
+            "follow the result they belong to"
+        )
+    _check_stand_ins(entry, label)
     if not any(_has_substance(b) for b in entry.content):
         raise InvalidEntry(f"{label} is empty: every content block is blank")
     if entry.usage is not None:
@@ -353,6 +386,106 @@ def _validate_block(label: str, block: Block) -> None:
         raise InvalidEntry(f"{label}: a tool result needs the tool_call_id it answers")
     elif isinstance(block, ImageRef) and not block.uri:
         raise InvalidEntry(f"{label}: an image block needs a uri")
+    elif isinstance(block, ProviderItem):
+        _validate_provider_item(label, block)
+
+
+def _validate_provider_item(label: str, item: ProviderItem) -> None:
+    if item.provider not in PROVIDERS:
+        raise InvalidEntry(
+            f"{label}: provider item provider {quoted(item.provider)} is not one this store "
+            f"renders; use one of {', '.join(PROVIDERS)}"
+        )
+    if not item.type or len(item.type) > MAX_PROVIDER_ITEM_TYPE_CHARS:
+        raise InvalidEntry(
+            f"{label}: a provider item needs its type (e.g. reasoning, redacted_thinking), "
+            f"at most {MAX_PROVIDER_ITEM_TYPE_CHARS} characters"
+        )
+    try:
+        value = renderable_json(item.json)
+    except ValueError as e:
+        raise InvalidEntry(
+            f"{label}: provider item {quoted(item.type)} json is not valid JSON "
+            f"({quoted(str(e), 300)}); send the provider's object as it came"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidEntry(f"{label}: provider item {quoted(item.type)} json must be an object")
+    stated = value.get("type")
+    if isinstance(stated, str) and stated != item.type:
+        raise InvalidEntry(
+            f"{label}: provider item type {quoted(item.type)} differs from its object's "
+            f"type {quoted(stated)}; give the same"
+        )
+
+
+def provider_item_object(item: ProviderItem) -> dict[str, Any]:
+    """The provider item's object (validated at ingest to be one)."""
+    value: dict[str, Any] = json.loads(item.json)
+    return value
+
+
+def stood_in_call(item: ProviderItem) -> tuple[str, str] | None:
+    """(call id, name) of the tool call this provider item is in its provider's own form
+    (an Anthropic ``tool_use``, an OpenAI ``function_call``, a Gemini ``functionCall``
+    part, which carries the thought signature Gemini wants back): in that provider's
+    view the item stands in for the entry's tool call block. The id may be empty (Gemini
+    leaves it out): the name then finds the call."""
+    if item.type not in ("tool_use", "function_call", "functionCall"):
+        return None
+    value = provider_item_object(item)
+    if item.provider == "gemini":
+        call = value.get("functionCall")
+        if isinstance(call, dict):
+            return str(call.get("id") or ""), str(call.get("name") or "")
+    elif item.provider == "anthropic" and item.type == "tool_use":
+        return str(value.get("id") or ""), str(value.get("name") or "")
+    elif item.provider == "openai" and item.type == "function_call":
+        return str(value.get("call_id") or ""), str(value.get("name") or "")
+    return None
+
+
+def stand_ins(entry: Entry, provider: str) -> dict[str, ProviderItem]:
+    """Tool call id -> the provider item of ``provider`` that stands in for that call
+    in the entry (see ``stood_in_call``)."""
+    found: dict[str, ProviderItem] = {}
+    for block in entry.content:  # a loop, not any(): asked of every entry a view shows
+        if type(block) is ProviderItem:
+            break
+    else:
+        return found
+    calls = entry.tool_calls
+    for block in entry.content:
+        if not isinstance(block, ProviderItem) or block.provider != provider:
+            continue
+        named = stood_in_call(block)
+        if named is None:
+            continue
+        call_id, name = named
+        match = next(
+            (
+                c
+                for c in calls
+                if c.id not in found and (c.id == call_id if call_id else c.name == name)
+            ),
+            None,
+        )
+        if match is not None:
+            found[match.id] = block
+    return found
+
+
+def _check_stand_ins(entry: Entry, label: str) -> None:
+    """A provider item in a tool call's own form needs the call block it stands in for:
+    the store pairs results with call blocks, and other providers' views show those."""
+    items = [b for b in entry.content if isinstance(b, ProviderItem)]
+    for provider in {item.provider for item in items}:
+        wanted = [i for i in items if i.provider == provider and stood_in_call(i) is not None]
+        if len(stand_ins(entry, provider)) < len(wanted):
+            raise InvalidEntry(
+                f"{label}: a {provider} provider item is a tool call the entry has no "
+                "tool_call block for; add the tool_call block (same id, or same name when "
+                "the item has no id) beside it"
+            )
 
 
 def _has_substance(block: Block) -> bool:
@@ -374,4 +507,5 @@ def _block_kind(block_type: type) -> str:
         ToolCall: "tool_call",
         ToolResult: "tool_result",
         ImageRef: "image",
+        ProviderItem: "provider_item",
     }[block_type]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -66,6 +66,7 @@ from domain.retraction import RetractionPlan
 from domain.retraction import check_reason as check_retraction_reason
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
+from domain.tool_call_ids import original_call_id
 
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 TENANT = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
@@ -354,6 +355,9 @@ class Session(BaseAggregate[str]):
         # The prompt's tokens right after (as the guard and every prune show them),
         # counted by the store; -1 in events stored before it.
         prompt_tokens: int = -1
+        # The provider's report this prune follows (Anthropic context editing's
+        # applied_edits), as the client sent it; empty for the client's own prune.
+        applied_edits_json: str = ""
 
         def apply(self, session: Session) -> None:
             if self.prompt_tokens >= 0:
@@ -687,7 +691,9 @@ class Session(BaseAggregate[str]):
         parent = self.last_entry_id
         final: list[Entry] = []
         for offset, (label, draft) in enumerate(zip(labels, entries, strict=True)):
-            entry = self._completed(draft, label, parent, now, batch_ids, used)
+            entry = _answering_open_calls(
+                self._completed(draft, label, parent, now, batch_ids, used), open_calls
+            )
             validate_entry(entry, self.settings.max_entry_bytes, label)
             if entry.usage is not None:
                 usage = usage_total(usage, entry.usage, label)
@@ -785,7 +791,9 @@ class Session(BaseAggregate[str]):
             raise InvalidRequest(
                 f"reason is {len(reason):,} characters; send at most {MAX_ABANDON_REASON_CHARS:,}"
             )
-        chosen = list(dict.fromkeys(call_ids)) or list(self.open_tool_calls)
+        # A call a prompt view showed under a rewritten id is named by that id too.
+        named = (original_call_id(c, self.open_tool_calls) for c in call_ids)
+        chosen = list(dict.fromkeys(named)) or list(self.open_tool_calls)
         for call_id in chosen:
             if call_id not in self.open_tool_calls:
                 raise UnknownToolCall(
@@ -1056,10 +1064,13 @@ class Session(BaseAggregate[str]):
         reason: str,
         history: History,
         prompt_tokens_after: Callable[[Sequence[PruneDecision]], int] | None = None,
+        applied_edits_json: str = "",
     ) -> None:
         """Records prunes of tool results in the prompt view; ``prompt_tokens_after``
-        counts the prompt's tokens with them, so the running estimate stays exact."""
-        if not decisions:
+        counts the prompt's tokens with them, so the running estimate stays exact.
+        A provider's report of its own edits (``applied_edits_json``) is recorded
+        even when it cleared nothing the view still shows."""
+        if not decisions and not applied_edits_json:
             raise InvalidRequest("a prune needs at least one entry")
         seen: set[str] = set()
         for decision in decisions:
@@ -1092,6 +1103,7 @@ class Session(BaseAggregate[str]):
             reason=reason,
             chars=chars,
             prompt_tokens=prompt_tokens_after(sized) if prompt_tokens_after else -1,
+            applied_edits_json=applied_edits_json,
         )
 
     def record_compaction_failure(self, failure: CompactionFailure) -> None:
@@ -1329,6 +1341,20 @@ def abandoned_result_text(reason: str) -> str:
     it is never taken for the tool's own output."""
     because = f": {reason}" if reason else ""
     return f"[synthetic result] This tool call was abandoned and never ran{because}"
+
+
+def _answering_open_calls(entry: Entry, open_calls: Mapping[str, int]) -> Entry:
+    """The entry with each result for a call id a prompt view rewrote (see
+    domain.tool_call_ids) answering the open call it stands for."""
+    if entry.role is not Role.TOOL or not open_calls:
+        return entry
+    content = tuple(
+        replace(block, tool_call_id=original_call_id(block.tool_call_id, open_calls))
+        if isinstance(block, ToolResult) and block.tool_call_id not in open_calls
+        else block
+        for block in entry.content
+    )
+    return entry if content == entry.content else replace(entry, content=content)
 
 
 def _pair_tool_calls(

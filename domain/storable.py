@@ -73,6 +73,8 @@ _KINDS: dict[str, int | None] = {
             "content",
             "arguments_json",
             "parameters_json",
+            "json",  # a provider item, an image or document inline among them
+            "applied_edits_json",
             "summary",
             "error_text",
             "uri",  # an image may come inline, as a data: URI

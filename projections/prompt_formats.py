@@ -1,43 +1,39 @@
-"""Rendering a prompt view in the providers' own message formats.
+"""Rendering a prompt view in the providers' own request formats.
 
-OpenAI chat completions (which litellm takes as it is) and Anthropic Messages.
-The stored system prompt leads, with the tools in the provider's format.
-Pruned and guarded tool results are shown as their decisions say; everything else is
-shown as stored. Custom entries are the runtime's own notes and are not sent.
-Tool calls that were abandoned are answered by the synthetic tool entry their
-``ToolCallsAbandoned`` event holds (metadata ``synthetic``; its text says it is
-synthetic): an OpenAI ``tool`` message, an Anthropic ``tool_result`` with
-``is_error``, like any error result.
+OpenAI chat completions (which litellm takes as it is), OpenAI Responses input
+items, Anthropic Messages and Google Gemini contents (projections.formats holds
+each). The stored system prompt leads, with the tools in the provider's format.
+Pruned and guarded tool results are shown as their decisions say; everything
+else is shown as stored. Custom entries are the runtime's own notes and are not
+sent. Tool calls that were abandoned are answered by the synthetic tool entry
+their ``ToolCallsAbandoned`` event holds (metadata ``synthetic``; its text says
+it is synthetic), like any error result.
+
+Whatever the log holds, the view is a request its provider accepts: each view
+is paired (projections.view_repair) and shaped to its provider's rules
+(projections.provider_rules states them); what it repairs or leaves out is
+reported with it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import orjson
-
-from domain.content import (
-    Entry,
-    ImageRef,
-    Role,
-    TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResult,
-)
-from domain.pruning import PruneDecision
-from domain.system_prompt import Tool
+from domain.content import Entry, Role, ToolCall
+from projections.formats import FORMATS
+from projections.formats.base import SUMMARY_PREFIX, Format, Omitted, Piece, Shown
 from projections.session_history import PromptView
+from projections.view_repair import NOTHING, Pairing, PendingCall, Repair, Step, synthetic_entry
 
+_TOOL, _ASSISTANT = Role.TOOL, Role.ASSISTANT
 # Renderings that extend one another are joined at most this many deep.
 MAX_UNJOINED = 64
-SUMMARY_PREFIX = (
-    "The conversation history before this point was compacted into the following summary:"
-)
+__all__ = ["FORMATS", "SUMMARY_PREFIX", "PromptRenderer", "RenderedPrompt", "render"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +41,9 @@ class RenderedPrompt:
     # The messages' JSON; empty while this rendering is ``_base``'s with ``_tail``
     # added before its closing bracket, joined on first use (messages_json).
     text: str
-    # Anthropic only: the top-level system blocks.
+    # The system part as its provider takes it (JSON): Anthropic's top-level system
+    # blocks, Responses' instructions, Gemini's systemInstruction; "" when none (and
+    # always for OpenAI chat, where the system prompt is a message).
     system_json: str
     estimated_tokens: int
     # The tools in the provider's format ("[]" when the client stored none).
@@ -59,6 +57,10 @@ class RenderedPrompt:
     appended_json: str = ""
     # Characters of messages_json, known without joining it.
     messages_chars: int = -1
+    # What this view left out because its provider cannot take it, and what it does
+    # differently from the log so its provider accepts it.
+    omitted: tuple[Omitted, ...] = ()
+    repairs: tuple[Repair, ...] = ()
     _base: RenderedPrompt | None = field(default=None, repr=False)
     _tail: str = ""
     _depth: int = 0
@@ -141,19 +143,18 @@ def _closed(hasher: Any) -> str:
 
 
 class PromptRenderer:
-    """Renders one session's prompt views, reusing each entry's JSON between renders.
+    """Keeps each entry's rendering, per format, for the next render.
 
-    An entry never changes; only the prune decision it is shown under can. So
-    its JSON is made once per format and decision, and a render is a join:
-    the warm prompt view of a long session, and a replay at any version, cost
-    little more than copying the text.
+    An entry never changes; only the prune decision it is shown under, and the
+    results the pairing leaves out of it, can. So its pieces are made once per
+    format and decision, and a render is a join: the warm prompt view of a long
+    session, and a replay at any version, cost little more than copying the text.
     """
 
     def __init__(self) -> None:
-        # Entry id -> (decision it was rendered under, JSON of its messages).
-        self._openai: dict[str, tuple[PruneDecision | None, str]] = {}
-        # Entry id -> (decision, role it joins, JSON of its content blocks).
-        self._anthropic: dict[str, tuple[PruneDecision | None, str, str]] = {}
+        # Format -> entry id -> ((prune decision, results left out), pieces, whether
+        # the entry neither makes nor answers tool calls).
+        self._shown: dict[str, dict[str, tuple[Any, Shown, bool]]] = {name: {} for name in FORMATS}
         # Characters held, for the cache that keeps renderers.
         self.weight = 0
         # Format -> (version, rendering): a version's view never changes.
@@ -162,11 +163,12 @@ class PromptRenderer:
         self._previous: dict[str, RenderedPrompt] = {}
         # OpenAI: the latest view rendered, its rendering and its open request hash
         # (one tuple, replaced whole: renders may run at once), so that a view that
-        # only appends to it renders and hashes only what it appends.
-        self._open: tuple[PromptView, RenderedPrompt, Any] | None = None
+        # only appends to it renders and hashes only what it appends; and the calls
+        # still waiting at its end, whose synthetic results that rendering leaves out.
+        self._open: tuple[PromptView, RenderedPrompt, Any, tuple[PendingCall, ...]] | None = None
 
     def render(self, view: PromptView, provider_format: str) -> RenderedPrompt:
-        """The view as JSON ready to send: ``provider_format`` is "openai" or "anthropic"."""
+        """The view as JSON ready to send, in one of FORMATS."""
         latest = self._latest.get(provider_format)
         if latest is not None and latest[0] == view.log.version:
             return latest[1]
@@ -175,24 +177,105 @@ class PromptRenderer:
             if extended is not None:
                 self._keep(provider_format, view, extended)
                 return extended
-        if provider_format == "anthropic":
-            messages, system = self._render_anthropic(view)
-            tools = _dumps([anthropic_tool(t) for t in view.system_prompt.tools])
-        else:
-            messages, system = self._render_openai(view), ""
-            tools = _dumps([openai_tool(t) for t in view.system_prompt.tools])
+        spec = FORMATS[provider_format]
+        pieces: list[Piece] = []
+        omitted: list[Omitted] = []
+        repairs: list[Repair] = []
+        for entry in view.log.pinned:
+            self._add(self._entry(spec, entry, view, NOTHING), pieces, omitted, repairs)
+        if view.log.compaction:
+            self._add(spec.summary(view.log.compaction.compaction), pieces, omitted, repairs)
+        pairing = Pairing(names=spec.names_calls)
+        cut = self._paired(spec, view, view.log.entries, pairing, pieces, omitted, repairs)
+        rendered, opened = _rendered(spec, view, pieces, omitted, [*pairing.repairs, *repairs])
         if provider_format == "openai":
-            opened = _open_request_hash(provider_format, messages, system, tools)
-            digest = _closed(opened)
-        else:
-            digest = request_hash(provider_format, messages, system, tools)
-        rendered = RenderedPrompt(
-            messages, system, view.estimated_tokens, tools, digest, provider_format
-        )
-        if provider_format == "openai":
-            self._open = (view, rendered, opened)
+            if pairing.waited_at_end:
+                # Calls were waiting: the view it is extended from ends before their
+                # synthetic results, which the next view replaces by the real ones.
+                settled = [*pairing.repairs[: -len(pairing.pending_at_end)], *repairs]
+                before, opened = _rendered(spec, view, pieces[:cut], omitted, settled)
+                self._open = (view, before, opened, pairing.pending_at_end)
+            else:
+                self._open = (view, rendered, opened, ())
         self._keep(provider_format, view, rendered)
         return rendered
+
+    def _paired(
+        self,
+        spec: Format,
+        view: PromptView,
+        entries: Iterable[Entry],
+        pairing: Pairing,
+        pieces: list[Piece],
+        omitted: list[Omitted],
+        repairs: list[Repair],
+    ) -> int:
+        """The entries' pieces, paired: synthetic results where calls got none, and
+        results that answer no call just before them left out. Answers where the
+        synthetic results of calls still waiting at the end begin."""
+        cache = self._shown[spec.name]
+        pruned = view.pruned
+        for entry in entries:
+            # Once per entry of every view. The common cases: the entry is cached under
+            # its prune decision, and either nothing waits and it neither calls nor
+            # answers, or its pairing changes nothing; its cached pieces are all it takes.
+            cached = cache.get(entry.id)
+            fresh = cached is not None and cached[0] == pruned.get(entry.id)
+            if fresh and cached[2] and not pairing.pending:  # type: ignore[index]
+                shown = cached[1]  # type: ignore[index]
+            else:
+                step = pairing.step(entry)
+                if step is NOTHING and fresh:
+                    shown = cached[1]  # type: ignore[index]
+                else:
+                    if step.synthetic_before:
+                        synthetic = _synthetic(spec, view, step.synthetic_before)
+                        self._add(synthetic, pieces, omitted, repairs)
+                    shown = self._entry(spec, entry, view, step)
+            pieces.extend(shown.pieces)
+            if shown.omitted:
+                omitted.extend(shown.omitted)
+            if shown.repairs:
+                repairs.extend(shown.repairs)
+        cut = len(pieces)
+        waiting = pairing.finish()
+        if waiting:
+            self._add(_synthetic(spec, view, waiting), pieces, omitted, repairs)
+        return cut
+
+    @staticmethod
+    def _add(
+        shown: Shown, pieces: list[Piece], omitted: list[Omitted], repairs: list[Repair]
+    ) -> None:
+        pieces.extend(shown.pieces)
+        if shown.omitted:
+            omitted.extend(shown.omitted)
+        if shown.repairs:
+            repairs.extend(shown.repairs)
+
+    def _entry(self, spec: Format, entry: Entry, view: PromptView, step: Step) -> Shown:
+        """The entry's pieces in this format, made once per prune decision and results
+        left out."""
+        decision = view.pruned.get(entry.id)
+        key = (decision, step.dropped) if step.dropped else decision
+        cache = self._shown[spec.name]
+        cached = cache.get(entry.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        shown = spec.entry(entry, view, step)
+        if spec.joins_entry and len(shown.pieces) > 1:
+            # One piece per entry: its blocks all join one turn (or are whole messages).
+            first = shown.pieces[0]
+            joined = ",".join(piece[1] for piece in shown.pieces)
+            shown = Shown(((first[0], joined, None),), shown.omitted, shown.repairs)
+        for piece in shown.pieces:
+            self.weight += len(piece[1])
+        role = entry.role
+        plain = role is not _TOOL and (
+            role is not _ASSISTANT or not any(type(b) is ToolCall for b in entry.content)
+        )
+        cache[entry.id] = (key, shown, plain)
+        return shown
 
     def _keep(self, provider_format: str, view: PromptView, rendered: RenderedPrompt) -> None:
         latest = self._latest.get(provider_format)
@@ -205,12 +288,14 @@ class PromptRenderer:
         self.weight += rendered.length
 
     def _extend_openai(
-        self, opened: tuple[PromptView, RenderedPrompt, Any], view: PromptView
+        self,
+        opened: tuple[PromptView, RenderedPrompt, Any, tuple[PendingCall, ...]],
+        view: PromptView,
     ) -> RenderedPrompt | None:
         """``view`` rendered as an earlier rendering plus the messages of its new
         entries, when it only appends to the view rendered then (same cut, system
         prompt, pinned entries and prunes of the entries both show); else None."""
-        before, base, open_hash = opened
+        before, base, open_hash, waiting = opened
         if before.log.version > view.log.version:
             return None
         old, new = before.log, view.log
@@ -228,35 +313,23 @@ class PromptRenderer:
         added_ids = {e.id for e in added}
         if before.pruned != {k: d for k, d in view.pruned.items() if k not in added_ids}:
             return None
-        parts: list[str] = []
-        for entry in added:
-            fragment = ",".join(_dumps(m) for m in openai_messages(entry, view))
-            self._openai[entry.id] = (view.pruned.get(entry.id), fragment)
-            self.weight += len(fragment)
-            if fragment:
-                parts.append(fragment)
-        appended = ",".join(parts)
-        joiner = "," if appended and base.length > 2 else ""
-        hasher = open_hash.copy()
-        hasher.update((joiner + appended).encode())
-        if base._depth >= MAX_UNJOINED:
-            base.messages_json  # noqa: B018 - joined now, so the chain stays short
-        depth = 0 if "messages_json" in base.__dict__ else base._depth + 1
-        rendered = RenderedPrompt(
-            "",
-            base.system_json,
-            view.estimated_tokens,
-            base.tools_json,
-            _closed(hasher),
-            base.provider_format,
-            base_hash=base.request_hash,
-            appended_json=f"[{appended}]",
-            messages_chars=base.length + len(joiner) + len(appended),
-            _base=base,
-            _tail=joiner + appended,
-            _depth=depth,
-        )
-        self._open = (view, rendered, hasher)
+        spec = FORMATS["openai"]
+        pieces: list[Piece] = []
+        omitted: list[Omitted] = []
+        repairs: list[Repair] = []
+        # Pairing goes on from the calls that were waiting where ``base`` ends.
+        pairing = Pairing(waiting)
+        cut = self._paired(spec, view, added, pairing, pieces, omitted, repairs)
+        shown_repairs = [*pairing.repairs, *repairs]
+        rendered, hasher = _extended(base, open_hash, view, pieces, omitted, shown_repairs)
+        if pairing.waited_at_end:
+            settled = [*pairing.repairs[: -len(pairing.pending_at_end)], *repairs]
+            before_waiting, hasher = _extended(
+                base, open_hash, view, pieces[:cut], omitted, settled
+            )
+            self._open = (view, before_waiting, hasher, pairing.pending_at_end)
+        else:
+            self._open = (view, rendered, hasher, ())
         return rendered
 
     def remembered(self, provider_format: str, request_hash: str) -> RenderedPrompt | None:
@@ -267,89 +340,77 @@ class PromptRenderer:
                 return candidate
         return None
 
-    def _render_openai(self, view: PromptView) -> str:
-        parts: list[str] = []
-        system_text = view.system_prompt.rendered_text()
-        if system_text:
-            parts.append(_dumps({"role": "system", "content": system_text}))
-        for entry in view.log.pinned:
-            parts.extend(_dumps(m) for m in openai_messages(entry, view))
-        if view.log.compaction:
-            summary = summary_text(view.log.compaction.compaction.summary)
-            parts.append(_dumps({"role": "user", "content": summary}))
-        for entry in view.log.entries:
-            decision = view.pruned.get(entry.id)
-            cached = self._openai.get(entry.id)
-            if cached is not None and cached[0] == decision:
-                fragment = cached[1]
-            else:
-                fragment = ",".join(_dumps(m) for m in openai_messages(entry, view))
-                self._openai[entry.id] = (decision, fragment)
-                self.weight += len(fragment)
-            if fragment:
-                parts.append(fragment)
-        return f"[{','.join(parts)}]"
 
-    def _render_anthropic(self, view: PromptView) -> tuple[str, str]:
-        """The messages and the top-level system blocks."""
-        system: list[str] = []
-        system_text = view.system_prompt.rendered_text()
-        if system_text:
-            system.append(_dumps(_text(system_text)))
-        messages: list[str] = []
-        role, blocks = "", list[str]()
-
-        def add(next_role: str, fragment: str) -> None:
-            nonlocal role, blocks
-            if next_role != role:
-                # The API wants strict alternation: consecutive turns of one role merge.
-                if blocks:
-                    messages.append(f'{{"role":"{role}","content":[{",".join(blocks)}]}}')
-                role, blocks = next_role, []
-            blocks.append(fragment)
-
-        system.extend(
-            ",".join(_dumps(b) for b in anthropic_blocks(entry, view)) for entry in view.log.pinned
-        )
-        if view.log.compaction:
-            summary = summary_text(view.log.compaction.compaction.summary)
-            add("user", _dumps(_text(summary)))
-        for entry in view.log.entries:
-            decision = view.pruned.get(entry.id)
-            cached = self._anthropic.get(entry.id)
-            if cached is None or cached[0] != decision:
-                fragment = ",".join(_dumps(b) for b in anthropic_blocks(entry, view))
-                cached = (decision, _ANTHROPIC_ROLES.get(entry.role, ""), fragment)
-                self._anthropic[entry.id] = cached
-                self.weight += len(fragment)
-            _, entry_role, fragment = cached
-            if not fragment or not entry_role:
-                continue
-            if entry_role == "system":
-                system.append(fragment)
-            else:
-                add(entry_role, fragment)
-        add("", "")  # flush the last message
-        system_json = f"[{','.join(system)}]" if system else ""
-        return f"[{','.join(messages)}]", system_json
+def _rendered(
+    spec: Format,
+    view: PromptView,
+    pieces: Sequence[Piece],
+    omitted: Sequence[Omitted],
+    repairs: Sequence[Repair],
+) -> tuple[RenderedPrompt, Any]:
+    """The rendering of these pieces, and (OpenAI chat) its open request hash."""
+    assembled = spec.assemble(view.system_prompt, pieces)
+    messages, system = assembled.messages_json, assembled.system_json
+    tools = spec.tools(view.system_prompt.tools)
+    opened = None
+    if spec.name == "openai":
+        opened = _open_request_hash(spec.name, messages, system, tools)
+        digest = _closed(opened)
+    else:
+        digest = request_hash(spec.name, messages, system, tools)
+    rendered = RenderedPrompt(
+        messages,
+        system,
+        view.estimated_tokens,
+        tools,
+        digest,
+        spec.name,
+        omitted=(*omitted, *assembled.omitted),
+        repairs=(*repairs, *assembled.repairs),
+    )
+    return rendered, opened
 
 
-_ANTHROPIC_ROLES = {
-    Role.SYSTEM: "system",
-    Role.USER: "user",
-    Role.TOOL: "user",
-    Role.ASSISTANT: "assistant",
-}
+def _extended(
+    base: RenderedPrompt,
+    open_hash: Any,
+    view: PromptView,
+    pieces: Sequence[Piece],
+    omitted: Sequence[Omitted],
+    repairs: Sequence[Repair],
+) -> tuple[RenderedPrompt, Any]:
+    """``base`` (an OpenAI chat rendering) with the messages of ``pieces`` appended,
+    and the open request hash after them."""
+    appended = ",".join(piece[1] for piece in pieces)
+    joiner = "," if appended and base.length > 2 else ""
+    hasher = open_hash.copy()
+    hasher.update((joiner + appended).encode())
+    if base._depth >= MAX_UNJOINED:
+        base.messages_json  # noqa: B018 - joined now, so the chain stays short
+    depth = 0 if "messages_json" in base.__dict__ else base._depth + 1
+    rendered = RenderedPrompt(
+        "",
+        base.system_json,
+        view.estimated_tokens,
+        base.tools_json,
+        _closed(hasher),
+        base.provider_format,
+        base_hash=base.request_hash,
+        appended_json=f"[{appended}]",
+        messages_chars=base.length + len(joiner) + len(appended),
+        omitted=(*base.omitted, *omitted) if omitted else base.omitted,
+        repairs=(*base.repairs, *repairs) if repairs else base.repairs,
+        _base=base,
+        _tail=joiner + appended,
+        _depth=depth,
+    )
+    return rendered, hasher
 
 
-def _dumps(value: Any) -> str:
-    # orjson: several times faster than json on the first render of a long session.
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        # What orjson cannot write (deep nesting, integers beyond 64 bits, lone
-        # surrogates) is refused at ingest now; entries stored before still render.
-        return json.dumps(value, separators=(",", ":"))
+def _synthetic(spec: Format, view: PromptView, calls: Sequence[Any]) -> Shown:
+    """The synthetic results for calls that got none (never cached: ids are the log's)."""
+    answered = {call.call_id: call.name for call in calls}
+    return spec.entry(synthetic_entry(tuple(calls)), view, Step(answered=answered))
 
 
 def render(view: PromptView, provider_format: str) -> RenderedPrompt:
@@ -357,26 +418,14 @@ def render(view: PromptView, provider_format: str) -> RenderedPrompt:
     return PromptRenderer().render(view, provider_format)
 
 
-def summary_text(summary: str) -> str:
-    return f"{SUMMARY_PREFIX}\n\n<summary>\n{summary}\n</summary>"
-
-
-def openai_tool(tool: Tool) -> dict[str, Any]:
+def request_of(rendered: RenderedPrompt) -> dict[str, Any]:
+    """The rendering as Python values: {"system", "tools", "messages"} (system None
+    when the format has none), for inspection and validation."""
     return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters(),
-        },
+        "system": json.loads(rendered.system_json) if rendered.system_json else None,
+        "tools": json.loads(rendered.tools_json),
+        "messages": json.loads(rendered.messages_json),
     }
-
-
-def anthropic_tool(tool: Tool) -> dict[str, Any]:
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters()}
-
-
-# -- OpenAI chat completions --------------------------------------------------------
 
 
 def to_openai(view: PromptView) -> list[dict[str, Any]]:
@@ -385,105 +434,8 @@ def to_openai(view: PromptView) -> list[dict[str, Any]]:
     return messages
 
 
-def openai_messages(entry: Entry, view: PromptView) -> list[dict[str, Any]]:
-    """The entry's OpenAI messages, its tool results as ``view`` shows them."""
-    match entry.role:
-        case Role.SYSTEM:
-            return [{"role": "system", "content": _joined_text(entry)}]
-        case Role.USER:
-            return [{"role": "user", "content": _openai_user_content(entry)}]
-        case Role.ASSISTANT:
-            message: dict[str, Any] = {"role": "assistant", "content": _joined_text(entry) or None}
-            calls = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_json},
-                }
-                for call in entry.tool_calls
-            ]
-            if calls:
-                message["tool_calls"] = calls
-            elif message["content"] is None:
-                return []  # only thinking, which this format cannot carry
-            return [message]
-        case Role.TOOL:
-            return [
-                {
-                    "role": "tool",
-                    "tool_call_id": result.tool_call_id,
-                    "content": view.shown_result(entry.id, result),
-                }
-                for result in entry.tool_results
-            ]
-    return []
-
-
-def _openai_user_content(entry: Entry) -> str | list[dict[str, Any]]:
-    if all(isinstance(b, TextBlock) for b in entry.content):
-        return _joined_text(entry)
-    parts: list[dict[str, Any]] = []
-    for block in entry.content:
-        if isinstance(block, TextBlock):
-            parts.append({"type": "text", "text": block.text})
-        elif isinstance(block, ImageRef):
-            parts.append({"type": "image_url", "image_url": {"url": block.uri}})
-    return parts
-
-
-def _joined_text(entry: Entry) -> str:
-    return "\n".join(b.text for b in entry.content if isinstance(b, TextBlock))
-
-
-# -- Anthropic Messages ---------------------------------------------------------------
-
-
 def to_anthropic(view: PromptView) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The top-level system blocks and the alternating messages, for inspection."""
     rendered = render(view, "anthropic")
     system = json.loads(rendered.system_json) if rendered.system_json else []
     return system, json.loads(rendered.messages_json)
-
-
-def anthropic_blocks(entry: Entry, view: PromptView) -> list[dict[str, Any]]:
-    """The entry's Anthropic content blocks, its tool results as ``view`` shows them."""
-    blocks: list[dict[str, Any]] = []
-    for block in entry.content:
-        match block:
-            case TextBlock(text=text) if text.strip():
-                blocks.append(_text(text))
-            case ThinkingBlock(thinking=thinking, signature=signature) if signature:
-                # Unsigned thinking cannot be sent back to the API; it stays in the log.
-                blocks.append({"type": "thinking", "thinking": thinking, "signature": signature})
-            case ToolCall(id=call_id, name=name, arguments_json=arguments):
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call_id,
-                        "name": name,
-                        "input": json.loads(arguments),
-                    }
-                )
-            case ToolResult(tool_call_id=call_id, is_error=is_error):
-                result: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": view.shown_result(entry.id, block),
-                }
-                if is_error:
-                    result["is_error"] = True
-                blocks.append(result)
-            case ImageRef(uri=uri, media_type=media_type):
-                blocks.append({"type": "image", "source": _image_source(uri, media_type)})
-    return blocks
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _image_source(uri: str, media_type: str) -> dict[str, Any]:
-    if uri.startswith("data:") and ";base64," in uri:
-        header, data = uri[5:].split(";base64,", 1)
-        return {"type": "base64", "media_type": media_type or header, "data": data}
-    return {"type": "url", "url": uri}

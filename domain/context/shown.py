@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domain.content import Entry, ToolResult
+from domain.content import Entry, ToolResult, block_texts
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
 
@@ -31,7 +31,17 @@ def shown_result(
 def tokens_taken_out(
     entry: Entry, pruned: PruneDecision | None, guarded: Sequence[ToolResultDecision]
 ) -> int:
-    """The tokens a tool result entry loses when pruned or guarded, pro rata by chars."""
-    before = sum(len(r.content) for r in entry.tool_results)
-    after = sum(len(shown_result(r, pruned, guarded)) for r in entry.tool_results)
-    return max(0, entry.token_count - entry.token_count * after // before) if before else 0
+    """The tokens a tool result entry loses when pruned or guarded, pro rata by chars.
+
+    Images and provider items beside the results stay shown: only the results' share
+    of the entry's characters (and so of its tokens) is taken out of."""
+    results = entry.tool_results
+    before = sum(len(r.content) for r in results)
+    if not before:
+        return 0
+    after = sum(len(shown_result(r, pruned, guarded)) for r in results)
+    if len(results) == len(entry.content):
+        return max(0, entry.token_count - entry.token_count * after // before)
+    chars = sum(len(text) for text in block_texts(entry.content))
+    tokens = entry.token_count * before // chars
+    return max(0, tokens - tokens * after // before)

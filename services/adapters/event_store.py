@@ -68,8 +68,13 @@ PROBE_TIMEOUT_SECONDS = 3
 # this many entries as well keeps a cold load from decoding its whole history.
 ENTRIES_PER_SNAPSHOT = 1_000
 # What compactions and system prompts seal, and what they read as once erased.
-COMPACTION_CONTENT = ("summary", "instructions", "details")
-COMPACTION_ERASED = {"summary": ERASED_SUMMARY, "instructions": "", "details": ERASED_METADATA}
+COMPACTION_CONTENT = ("summary", "instructions", "details", "provider_item")
+COMPACTION_ERASED = {
+    "summary": ERASED_SUMMARY,
+    "instructions": "",
+    "details": ERASED_METADATA,
+    "provider_item": None,
+}
 PROMPT_CONTENT = ("text", "files", "skills", "tools")
 PROMPT_ERASED: dict[str, Any] = {"text": "", "files": [], "skills": [], "tools": []}
 # The settings' content: the title (labels and the rest are the client's structure).

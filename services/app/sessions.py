@@ -29,6 +29,7 @@ from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
 from domain.context.chain import provider_names, summarizer_chain
 from domain.context.window import resolve_context_window
+from domain.context_edits import parse_applied_edits, provider_clears
 from domain.erasure import SessionWasErased
 from domain.errors import (
     DeadlineExceeded,
@@ -45,7 +46,7 @@ from domain.errors import (
     VersionOutOfRange,
     quoted,
 )
-from domain.pruning import PruneDecision
+from domain.pruning import PruneAction, PruneDecision
 from domain.retraction import RetractionPlan
 from domain.session import Session, SessionEvent, new_id
 from domain.settings import SessionSettings
@@ -292,6 +293,7 @@ class SessionService:
         def command(session: Session) -> Session.CompactionRecorded:
             compaction.validate()
             compaction.check_shrinks()  # claims that contradict themselves are refused
+            recorded_summary = compaction.completed_summary()
             tokenizer = tokenizer_for(session.settings.model)
             history = self._history(session_id)
             claims = {
@@ -302,9 +304,16 @@ class SessionService:
                 )
                 if value
             }
+            item = compaction.provider_item
+            # Whichever a view shows: the summary text, or the provider's own item.
+            summary_tokens = max(
+                tokenizer.count_text(recorded_summary),
+                tokenizer.count_text(item.json) if item is not None else 0,
+            )
             counted = replace(
                 compaction,
-                summary_tokens=tokenizer.count_text(compaction.summary),
+                summary=recorded_summary,
+                summary_tokens=summary_tokens,
                 tokenizer=tokenizer.name,
                 tokens_before=0,
                 tokens_after=0,
@@ -561,10 +570,36 @@ class SessionService:
         decisions: Sequence[PruneDecision],
         reason: str,
         expected_version: int | None = None,
+        applied_edits_json: str = "",
     ) -> Session.PruneRecorded:
+        """Records a prune: the client's decisions, or (``applied_edits_json``) the
+        provider's report of the edits it made, cleared here too (domain.context_edits)."""
+        edits = parse_applied_edits(applied_edits_json) if applied_edits_json else None
+        if edits is not None and decisions:
+            raise InvalidRequest(
+                "a prune takes either entries or applied_edits_json; the report says which "
+                "results the provider cleared"
+            )
+
         def command(session: Session) -> Session.PruneRecorded:
             history = self._history(session_id)
-            session.record_prune(decisions, reason, history, history.prompt_tokens_if_pruned)
+            chosen, why = decisions, reason
+            if edits is not None:
+                view = history.prompt_view()
+                cleared = [
+                    entry_id
+                    for entry_id, decision in view.pruned.items()
+                    if decision.action is PruneAction.HARD_CLEAR
+                ]
+                chosen = provider_clears(edits, view.log.entries, cleared)
+                why = reason or f"anthropic context editing: {edits.description}"
+            session.record_prune(
+                chosen,
+                why,
+                history,
+                history.prompt_tokens_if_pruned,
+                applied_edits_json=applied_edits_json,
+            )
             recorded = session.pending_events[-1]
             assert isinstance(recorded, Session.PruneRecorded)
             return recorded

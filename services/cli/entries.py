@@ -166,7 +166,7 @@ def parse_prompt_ref(text: str) -> PromptRef:
     name, _, digest = rest.partition(":")
     if not version.isdigit() or name not in FORMATS or not digest:
         raise click.BadParameter(
-            f"{text!r} is not VERSION:FORMAT:HASH (FORMAT openai or anthropic)",
+            f"{text!r} is not VERSION:FORMAT:HASH (FORMAT one of {', '.join(FORMATS)})",
             param_hint="--prompt-ref",
         )
     return PromptRef(version=int(version), format=FORMATS[name], hash=digest)

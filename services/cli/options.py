@@ -21,7 +21,12 @@ from services.cli.client import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMATS = {"openai": PromptFormat.OPENAI, "anthropic": PromptFormat.ANTHROPIC}
+FORMATS = {
+    "openai": PromptFormat.OPENAI,
+    "openai-responses": PromptFormat.OPENAI_RESPONSES,
+    "anthropic": PromptFormat.ANTHROPIC,
+    "gemini": PromptFormat.GEMINI,
+}
 
 
 def read_text(text: str | None) -> str | None:

@@ -27,6 +27,7 @@ from sessionstore_client import (
     GuardDecision,
     ImageBlock,
     PromptFormat,
+    ProviderItem,
     PruneAction,
     PrunedEntry,
     SessionSettings,
@@ -34,6 +35,7 @@ from sessionstore_client import (
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
+    ViewRepair,
 )
 from sessionstore_client.protobuf import to_proto
 
@@ -162,7 +164,8 @@ def role(entry: Entry) -> str:
 
 
 def format_name(prompt_format: PromptFormat) -> str:
-    return getattr(prompt_format, "name", str(prompt_format)).lower()
+    """The format as --format names it (openai-responses)."""
+    return getattr(prompt_format, "name", str(prompt_format)).lower().replace("_", "-")
 
 
 def block_summary(block: ContentBlock, limit: int) -> str:
@@ -178,6 +181,8 @@ def block_summary(block: ContentBlock, limit: int) -> str:
             return prefix + (clip(content, limit - len(prefix)) or "(empty)")
         case ImageBlock(uri=uri):
             return clip(f"[image {uri}]", limit)
+        case ProviderItem(provider=provider, type=kind, json=text):
+            return clip(f"[{provider} {kind}] {text}", limit)
     return "(empty block)"
 
 
@@ -212,7 +217,24 @@ def block_in_full(block: ContentBlock) -> str:
         case ImageBlock(uri=uri, media_type=media_type):
             media = f" ({media_type})" if media_type else ""
             return f"[image {uri}{media}]"
+        case ProviderItem(provider=provider, type=kind, json=text):
+            return f"[{provider} {kind}, kept verbatim]\n{text}"
     return "(empty block)"
+
+
+def view_repair(repair: ViewRepair) -> str:
+    """One repair of a prompt view, in words."""
+    call = repair.tool_call_id
+    match repair.kind:
+        case "synthetic_result":
+            return f"call {call} answered by a synthetic error result ({repair.detail})"
+        case "dropped_result":
+            return f"result for {call} left out ({repair.detail})"
+        case "call_id_rewritten":
+            return f"call id {call} shown as {repair.view_tool_call_id}"
+        case "leading_user_turn":
+            return f"a user turn put first ({repair.detail})"
+    return f"{repair.kind} {call} {repair.detail}".strip()
 
 
 def prune_verb(pruned: PrunedEntry) -> str:

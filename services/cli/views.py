@@ -55,8 +55,9 @@ def log(client: Client, session: str, at_version: int | None, at_time: datetime 
     "--request",
     "bare",
     flag_value="request",
-    help='Print {"system"?, "tools"?, "messages"}: no system with openai (it is a message), '
-    "no tools when none are stored.",
+    help="Print the request body's own fields: messages (openai), system and messages "
+    "(anthropic), instructions and input (openai-responses), systemInstruction and "
+    "contents (gemini), with tools when any are stored.",
 )
 @pass_client
 def prompt(
@@ -94,17 +95,27 @@ def _format(prompt_format: str | None) -> PromptFormat:
     return FORMATS[prompt_format] if prompt_format is not None else PromptFormat.UNSPECIFIED
 
 
+# Per format: the request's names for the system part and the messages.
+_REQUEST_FIELDS = {
+    PromptFormat.OPENAI: ("system", "messages"),
+    PromptFormat.ANTHROPIC: ("system", "messages"),
+    PromptFormat.OPENAI_RESPONSES: ("instructions", "input"),
+    PromptFormat.GEMINI: ("systemInstruction", "contents"),
+}
+
+
 def _print_bare(view: PromptView, bare: str) -> None:
     messages = json.loads(view.messages_json)
     if bare == "messages":
         return output.print_json(messages)
+    system_field, messages_field = _REQUEST_FIELDS.get(view.format, ("system", "messages"))
     body: dict[str, object] = {}
     if view.system_json:
-        body["system"] = json.loads(view.system_json)
+        body[system_field] = json.loads(view.system_json)
     tools = json.loads(view.tools_json) if view.tools_json else []
     if tools:
         body["tools"] = tools
-    output.print_json({**body, "messages": messages})
+    output.print_json({**body, messages_field: messages})
 
 
 def echo_view_summary(view: PromptView) -> None:
@@ -125,6 +136,16 @@ def echo_view_summary(view: PromptView) -> None:
         click.echo(f"guarded {output.short(decision.entry_id)}: {output.guard_action(decision)}")
     for pruned in view.pruned:
         click.echo(f"pruned {pruned.entry_id}: {output.prune_action(pruned)}")
+    for repair in view.repairs:
+        click.echo(f"repaired: {output.view_repair(repair)}")
+    for left in view.omitted:
+        where = (
+            f"{output.short(left.entry_id)} block {left.block_index}"
+            if left.entry_id
+            else "the compaction"
+        )
+        what = f"{left.provider} {left.type}" if left.provider else left.kind
+        click.echo(f"omitted {what} of {where}: {left.reason}")
     if view.request_hash:
         click.echo(
             f"prompt ref {view.version}:{output.format_name(view.format)}:{view.request_hash}"

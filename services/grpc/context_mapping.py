@@ -54,6 +54,27 @@ def served_view_to_pb(served: ServedView) -> pb.PromptView:
         budget_tokens=served.budget.budget_tokens,
         threshold_tokens=served.budget.threshold_tokens,
         reserve_tokens=served.budget.reserve_tokens,
+        omitted=[
+            pb.OmittedBlock(
+                entry_id=o.entry_id,
+                block_index=o.block_index,
+                kind=o.kind,
+                provider=o.provider,
+                type=o.type,
+                reason=o.reason,
+            )
+            for o in rendered.omitted
+        ],
+        repairs=[
+            pb.ViewRepair(
+                kind=r.kind,
+                entry_id=r.entry_id,
+                tool_call_id=r.tool_call_id,
+                view_tool_call_id=r.view_tool_call_id,
+                detail=r.detail,
+            )
+            for r in rendered.repairs
+        ],
     )
 
 

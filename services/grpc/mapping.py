@@ -14,12 +14,13 @@ from typing import Any, assert_never
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from domain.compaction import Compaction, CompactionFailure
+from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.content import (
     Block,
     Entry,
     ImageRef,
     PromptRef,
+    ProviderItem,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -64,7 +65,10 @@ _FORMATS = {
     pb.PROMPT_FORMAT_UNSPECIFIED: "openai",
     pb.PROMPT_FORMAT_OPENAI: "openai",
     pb.PROMPT_FORMAT_ANTHROPIC: "anthropic",
+    pb.PROMPT_FORMAT_OPENAI_RESPONSES: "openai-responses",
+    pb.PROMPT_FORMAT_GEMINI: "gemini",
 }
+_FORMAT_NUMBERS = {name: number for number, name in _FORMATS.items() if number}
 
 
 def _unknown(field: str, value: int, enum: Any, allowed: Any) -> InvalidRequest:
@@ -83,7 +87,7 @@ def _known_format(value: pb.PromptFormat.ValueType, field: str) -> str:
 
 
 def format_to_pb(provider_format: str) -> pb.PromptFormat.ValueType:
-    return pb.PROMPT_FORMAT_ANTHROPIC if provider_format == "anthropic" else pb.PROMPT_FORMAT_OPENAI
+    return _FORMAT_NUMBERS.get(provider_format, pb.PROMPT_FORMAT_OPENAI)
 
 
 # -- time ---------------------------------------------------------------------------
@@ -152,7 +156,17 @@ def _block_from_pb(block: pb.ContentBlock, entry_index: int, index: int) -> Bloc
         return ToolResult(result.tool_call_id, result.content, result.is_error)
     if kind == "image":
         return ImageRef(block.image.uri, block.image.media_type)
+    if kind == "provider_item":
+        return provider_item_from_pb(block.provider_item)
     raise InvalidRequest(f"entries[{entry_index}].content[{index}] is empty; set one block kind")
+
+
+def provider_item_from_pb(item: pb.ProviderItem) -> ProviderItem:
+    return ProviderItem(item.provider, item.type, item.json)
+
+
+def provider_item_to_pb(item: ProviderItem) -> pb.ProviderItem:
+    return pb.ProviderItem(provider=item.provider, type=item.type, json=item.json)
 
 
 def _usage_from_pb(usage: pb.Usage) -> Usage:
@@ -214,6 +228,8 @@ def _block_to_pb(block: Block) -> pb.ContentBlock:
             )
         case ImageRef(uri=uri, media_type=media_type):
             return pb.ContentBlock(image=pb.ImageBlock(uri=uri, media_type=media_type))
+        case ProviderItem():
+            return pb.ContentBlock(provider_item=provider_item_to_pb(block))
     raise TypeError(f"not a content block: {block!r}")
 
 
@@ -348,14 +364,18 @@ def erasure_event_to_pb(event: Session.EntriesErased | Session.SessionErased) ->
 
 
 def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
+    item = (
+        provider_item_from_pb(request.provider_item) if request.HasField("provider_item") else None
+    )
     return Compaction(
         summary=request.summary,
         first_kept_entry_id=request.first_kept_entry_id,
         tokens_before=request.tokens_before,
         tokens_after=request.tokens_after,
-        reason=request.reason or "manual",
+        reason=request.reason or (Trigger.PROVIDER if item is not None else Trigger.MANUAL),
         summarizer_model=request.summarizer_model,
         details=MappingProxyType(dict(request.details)),
+        provider_item=item,
     )
 
 
@@ -364,6 +384,8 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
     receipt = compaction.to_dict()
     receipt["details"] = dict(compaction.details)
     receipt["attempts"] = [pb.SummarizerAttempt(**a) for a in receipt["attempts"]]
+    item = compaction.provider_item
+    receipt["provider_item"] = None if item is None else provider_item_to_pb(item)
     return pb.Compaction(
         **receipt,
         version=version,
@@ -588,6 +610,7 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
         case Session.PruneRecorded():
             message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
             message.prune_recorded.reason = event.reason
+            message.prune_recorded.applied_edits_json = event.applied_edits_json
         case Session.SettingsChanged():
             message.settings_changed.settings.CopyFrom(
                 settings_to_pb(event.settings, event.context_window_tokens)

@@ -248,6 +248,7 @@ class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
             mapping.prune_decisions_from_pb(list(request.entries)),
             request.reason,
             _expected_version(request),
+            applied_edits_json=request.applied_edits_json,
         )
         return pb.RecordPruneResponse(
             version=recorded.originator_version,

@@ -20,6 +20,7 @@ from sessionstore_client import (
     Client,
     CompactionPolicy,
     EntryRetracted,
+    PromptFormat,
     SessionCleared,
 )
 from sessionstore_client.agents import SessionStoreSession
@@ -220,3 +221,23 @@ def test_the_sdk_runner_runs_turns_with_a_tool_while_the_store_compacts(
     assert "compacted into the following summary" in str(later[0]["content"])
     assert later[-2]["type"] == "function_call" and later[-1]["type"] == "function_call_output"
     assert len(json.dumps(later)) < len(json.dumps(requests[0])) + 8 * FILE_CHARS
+
+
+def test_reasoning_items_go_back_verbatim_in_the_stores_responses_view(
+    address: str, client: Client
+) -> None:
+    """A reasoning item the runtime adds is OpenAI's own item in the store: the Responses
+    view carries it byte for byte, Anthropic's leaves it out and says so."""
+
+    async def run() -> None:
+        session = SessionStoreSession("agents-reasoning", AsyncClient(address))
+        await session.add_items(items(ITEMS[:5]))
+        await session.add_items(items(ITEMS[5:7]))
+
+    asyncio.run(run())
+    stored = json.dumps(ITEMS[2], ensure_ascii=False, separators=(",", ":"))
+    responses = client.get_prompt_view("agents-reasoning", format=PromptFormat.OPENAI_RESPONSES)
+    assert responses.messages_json.count(stored) == 1
+    anthropic = client.get_prompt_view("agents-reasoning", format=PromptFormat.ANTHROPIC)
+    assert stored not in anthropic.messages_json
+    assert [(o.provider, o.type) for o in anthropic.omitted] == [("openai", "reasoning")]

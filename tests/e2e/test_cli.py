@@ -340,6 +340,32 @@ def test_prompt_messages_and_request_print_what_a_provider_takes(address: str) -
     assert "system" not in json.loads(ok(address, "prompt", session, "--request"))
 
 
+def test_prompt_in_responses_and_gemini_formats_names_its_repairs(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--role", "system", "Be brief.")
+    ok(address, "append", session, "read a.txt")
+    ok(address, "append", session, "--tool-call", "read", "--call-id", "call~1")
+
+    responses = json.loads(
+        ok(address, "prompt", session, "--format", "openai-responses", "--request")
+    )
+    gemini = json.loads(ok(address, "prompt", session, "--format", "gemini", "--request"))
+    text = ok(address, "prompt", session, "--format", "anthropic")
+
+    assert [i.get("type", "message") for i in responses["input"]] == [
+        "message",
+        "message",
+        "function_call",
+        "function_call_output",  # synthetic: the call is still waiting
+    ]
+    assert responses["input"][2]["call_id"] != "call~1"  # rewritten to a form OpenAI takes
+    assert gemini["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert [c["role"] for c in gemini["contents"]] == ["user", "model", "user"]
+    assert "repaired: call call~1 answered by a synthetic error result" in text
+    assert "repaired: call id call~1 shown as call_1_" in text
+    assert "prompt ref " in text and ":anthropic:" in text
+
+
 def test_short_ids_stand_for_the_entry_they_begin(address: str) -> None:
     session = new_session(address)
     ok(address, "append", session, "--id", "ask-1", "read the log")

@@ -121,10 +121,23 @@ def _fill(store: Stub, marker: str) -> str:
     append(store, session, _thinking(f"{marker}-thinking", call))
     append(store, session, tool_result("c1", f"found {marker}-result"))
     append(store, session, text(pb.ROLE_ASSISTANT, "done", id="a1"))
+    reasoning = {"type": "reasoning", "id": "rs_1", "encrypted_content": f"{marker}-item"}
+    item = pb.ProviderItem(provider="openai", type="reasoning", json=json.dumps(reasoning))
+    append(
+        store,
+        session,
+        pb.Entry(role=pb.ROLE_ASSISTANT, content=[pb.ContentBlock(provider_item=item)]),
+    )
     append(store, session, user("and now?", id="u2"))
+    compaction = {"type": "compaction", "content": f"{marker}-compaction"}
     store.RecordCompaction(
         pb.RecordCompactionRequest(
-            session_id=session, summary=f"they said {marker}-summary", first_kept_entry_id="u2"
+            session_id=session,
+            summary=f"they said {marker}-summary",
+            first_kept_entry_id="u2",
+            provider_item=pb.ProviderItem(
+                provider="anthropic", type="compaction", json=json.dumps(compaction)
+            ),
         )
     )
     append(store, session, text(pb.ROLE_ASSISTANT, "fine", id="a2"))

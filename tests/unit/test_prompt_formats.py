@@ -6,10 +6,10 @@ import json
 
 from domain.content import ThinkingBlock, Usage
 from domain.pruning import CLEARED_PLACEHOLDER
+from projections.formats.base import dumps as _dumps
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
     PromptRenderer,
-    _dumps,
     appended_messages,
     to_anthropic,
     to_openai,

@@ -8,7 +8,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.content import Entry, ImageRef, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from domain.content import (
+    Entry,
+    ImageRef,
+    ProviderItem,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+)
 from domain.context.summary.layout import (
     ALL_SECTIONS,
     IDENTIFIER_POLICIES,
@@ -125,6 +133,8 @@ def _serialise(entry: Entry, max_result_chars: int | None) -> str:
                 lines.append(f"[tool result for {call_id}, {status}]\n{content}")
             case ImageRef(media_type=media_type):
                 lines.append(f"[image {media_type}]")
+            case ProviderItem():
+                pass  # a provider's own object (reasoning, signatures): for that provider only
     lines.append("</entry>")
     return "\n".join(lines)
 

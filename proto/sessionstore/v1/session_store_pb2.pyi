@@ -82,6 +82,12 @@ class _PromptFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PromptFo
     """OpenAI chat completions messages; litellm takes them as they are."""
     PROMPT_FORMAT_ANTHROPIC: _PromptFormat.ValueType  # 2
     """Anthropic Messages API: top-level system plus alternating messages."""
+    PROMPT_FORMAT_OPENAI_RESPONSES: _PromptFormat.ValueType  # 3
+    """OpenAI Responses API input items; the system prompt is the instructions."""
+    PROMPT_FORMAT_GEMINI: _PromptFormat.ValueType  # 4
+    """Google Gemini generateContent contents; the system prompt is the
+    systemInstruction.
+    """
 
 class PromptFormat(_PromptFormat, metaclass=_PromptFormatEnumTypeWrapper): ...
 
@@ -90,6 +96,12 @@ PROMPT_FORMAT_OPENAI: PromptFormat.ValueType  # 1
 """OpenAI chat completions messages; litellm takes them as they are."""
 PROMPT_FORMAT_ANTHROPIC: PromptFormat.ValueType  # 2
 """Anthropic Messages API: top-level system plus alternating messages."""
+PROMPT_FORMAT_OPENAI_RESPONSES: PromptFormat.ValueType  # 3
+"""OpenAI Responses API input items; the system prompt is the instructions."""
+PROMPT_FORMAT_GEMINI: PromptFormat.ValueType  # 4
+"""Google Gemini generateContent contents; the system prompt is the
+systemInstruction.
+"""
 Global___PromptFormat: _TypeAlias = PromptFormat  # noqa: Y015
 
 class _FileStatus:
@@ -368,6 +380,46 @@ class ImageBlock(_message.Message):
 Global___ImageBlock: _TypeAlias = ImageBlock  # noqa: Y015
 
 @_typing.final
+class ProviderItem(_message.Message):
+    """A provider's own object, kept verbatim: what its API requires back unchanged.
+    The prompt view in that provider's format carries json byte for byte; the
+    others leave it out and list it in PromptView.omitted. Counted from json.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    JSON_FIELD_NUMBER: _builtins.int
+    provider: _builtins.str
+    """"anthropic" (Messages content blocks: thinking with its signature,
+    redacted_thinking, compaction, documents), "openai" (Responses items:
+    reasoning with encrypted_content, compaction, input_file) or "gemini"
+    (Content parts, with their thoughtSignature).
+    """
+    type: _builtins.str
+    """The object's type ("redacted_thinking", "reasoning", ...; the client's word
+    for a Gemini part, e.g. "functionCall"); when the object has a "type" field it
+    must be the same.
+    """
+    json: _builtins.str
+    """The object as the provider gave it: a JSON object, kept exactly."""
+    def __init__(
+        self,
+        *,
+        provider: _builtins.str = ...,
+        type: _builtins.str = ...,
+        json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["json", b"json", "provider", b"provider", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProviderItem: _TypeAlias = ProviderItem  # noqa: Y015
+
+@_typing.final
 class ContentBlock(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -376,6 +428,7 @@ class ContentBlock(_message.Message):
     TOOL_CALL_FIELD_NUMBER: _builtins.int
     TOOL_RESULT_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
+    PROVIDER_ITEM_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def text(self) -> Global___TextBlock: ...
     @_builtins.property
@@ -386,6 +439,16 @@ class ContentBlock(_message.Message):
     def tool_result(self) -> Global___ToolResultBlock: ...
     @_builtins.property
     def image(self) -> Global___ImageBlock: ...
+    @_builtins.property
+    def provider_item(self) -> Global___ProviderItem:
+        """In a tool entry, images and provider items belong to the tool result
+        before them (an image inside a tool result). A provider item that is a
+        tool call in its provider's own form (a Gemini functionCall part with its
+        thoughtSignature, an Anthropic tool_use, an OpenAI function_call) stands
+        in for the entry's tool_call block of the same id (or name, when the
+        item has no id) in that provider's view; the block stays for the others.
+        """
+
     def __init__(
         self,
         *,
@@ -394,12 +457,13 @@ class ContentBlock(_message.Message):
         tool_call: Global___ToolCallBlock | None = ...,
         tool_result: Global___ToolResultBlock | None = ...,
         image: Global___ImageBlock | None = ...,
+        provider_item: Global___ProviderItem | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["block", b"block", "image", b"image", "text", b"text", "thinking", b"thinking", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["block", b"block", "image", b"image", "provider_item", b"provider_item", "text", b"text", "thinking", b"thinking", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["block", b"block", "image", b"image", "text", b"text", "thinking", b"thinking", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["block", b"block", "image", b"image", "provider_item", b"provider_item", "text", b"text", "thinking", b"thinking", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_block: _TypeAlias = _typing.Literal["text", "thinking", "tool_call", "tool_result", "image"]  # noqa: Y015
+    _WhichOneofReturnType_block: _TypeAlias = _typing.Literal["text", "thinking", "tool_call", "tool_result", "image", "provider_item"]  # noqa: Y015
     _WhichOneofArgType_block: _TypeAlias = _typing.Literal["block", b"block"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_block) -> _WhichOneofReturnType_block | None: ...
 
@@ -1526,8 +1590,13 @@ class RecordCompactionRequest(_message.Message):
     SUMMARIZER_MODEL_FIELD_NUMBER: _builtins.int
     DETAILS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    PROVIDER_ITEM_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     summary: _builtins.str
+    """With provider_item: optional, what other providers' views show in its place
+    (else the item's own summary text, Anthropic's content; else a note that it is
+    opaque).
+    """
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
     tokens_after: _builtins.int
@@ -1537,6 +1606,14 @@ class RecordCompactionRequest(_message.Message):
     expected_version: _builtins.int
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def provider_item(self) -> Global___ProviderItem:
+        """A compaction the provider made on its side: its compaction item (Anthropic's
+        compaction block, an OpenAI Responses compaction item), which that
+        provider's view shows in place of the summary, leaving out everything before
+        it as the provider does. The reason defaults to "provider".
+        """
+
     def __init__(
         self,
         *,
@@ -1549,10 +1626,11 @@ class RecordCompactionRequest(_message.Message):
         summarizer_model: _builtins.str = ...,
         details: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         expected_version: _builtins.int | None = ...,
+        provider_item: Global___ProviderItem | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "provider_item", b"provider_item"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "details", b"details", "expected_version", b"expected_version", "first_kept_entry_id", b"first_kept_entry_id", "reason", b"reason", "session_id", b"session_id", "summarizer_model", b"summarizer_model", "summary", b"summary", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "details", b"details", "expected_version", b"expected_version", "first_kept_entry_id", b"first_kept_entry_id", "provider_item", b"provider_item", "reason", b"reason", "session_id", b"session_id", "summarizer_model", b"summarizer_model", "summary", b"summary", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -1792,9 +1870,16 @@ class RecordPruneRequest(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    APPLIED_EDITS_JSON_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     reason: _builtins.str
     expected_version: _builtins.int
+    applied_edits_json: _builtins.str
+    """Anthropic context editing's report, as the response's context_management
+    gave it ({"applied_edits": [...]}). Each clear_tool_uses edit clears the
+    oldest tool results of the prompt view not yet cleared, as many as it says;
+    the report is kept with the prune. Leave entries empty with it.
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]: ...
     def __init__(
@@ -1804,10 +1889,11 @@ class RecordPruneRequest(_message.Message):
         entries: _abc.Iterable[Global___PrunedEntry] | None = ...,
         reason: _builtins.str = ...,
         expected_version: _builtins.int | None = ...,
+        applied_edits_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "entries", b"entries", "expected_version", b"expected_version", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "applied_edits_json", b"applied_edits_json", "entries", b"entries", "expected_version", b"expected_version", "reason", b"reason", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -1894,6 +1980,7 @@ class Compaction(_message.Message):
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     TAINTED_FIELD_NUMBER: _builtins.int
     ATTEMPTS_FIELD_NUMBER: _builtins.int
+    PROVIDER_ITEM_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
@@ -1935,6 +2022,12 @@ class Compaction(_message.Message):
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___SummarizerAttempt]:
         """Every summariser the chain tried, in order, and what became of it."""
 
+    @_builtins.property
+    def provider_item(self) -> Global___ProviderItem:
+        """A provider's compaction: its item, shown in that provider's view in place of
+        the summary.
+        """
+
     def __init__(
         self,
         *,
@@ -1963,10 +2056,11 @@ class Compaction(_message.Message):
         instructions: _builtins.str = ...,
         tainted: _builtins.bool = ...,
         attempts: _abc.Iterable[Global___SummarizerAttempt] | None = ...,
+        provider_item: Global___ProviderItem | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["provider_item", b"provider_item", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "attempts", b"attempts", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "attempts", b"attempts", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "provider_item", b"provider_item", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2341,13 +2435,21 @@ class PromptView(_message.Message):
     UNCALIBRATED_TOKENS_FIELD_NUMBER: _builtins.int
     THRESHOLD_TOKENS_FIELD_NUMBER: _builtins.int
     RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
+    OMITTED_FIELD_NUMBER: _builtins.int
+    REPAIRS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     format: Global___PromptFormat.ValueType
     messages_json: _builtins.str
-    """JSON array of messages in the requested format, ready to send."""
+    """JSON array in the requested format, ready to send: messages (OpenAI chat,
+    Anthropic), input items (Responses) or contents (Gemini).
+    """
     system_json: _builtins.str
-    """Anthropic only: the top-level system prompt, as JSON (string or blocks)."""
+    """The system prompt as the provider takes it, as JSON: Anthropic's top-level
+    system blocks, Responses' instructions (a string), Gemini's
+    systemInstruction ({"parts": [...]}); empty when there is none, and for
+    OpenAI chat, where it is the first message.
+    """
     estimated_tokens: _builtins.int
     """Estimated prompt tokens after pruning."""
     context_window_tokens: _builtins.int
@@ -2355,7 +2457,7 @@ class PromptView(_message.Message):
     """The stored tools in the requested format (a JSON array; "[]" when none)."""
     request_hash: _builtins.str
     """sha256 (hex) of the request's canonical JSON:
-    {"format":"openai"|"anthropic","system":<system_json or null>,"tools":<tools_json>,"messages":<messages_json>}
+    {"format":"openai"|"openai-responses"|"anthropic"|"gemini","system":<system_json or null>,"tools":<tools_json>,"messages":<messages_json>}
     """
     engine: _builtins.str
     budget_tokens: _builtins.int
@@ -2388,6 +2490,19 @@ class PromptView(_message.Message):
     def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___EngineAction]:
         """What the engine did for this view (empty when it only read)."""
 
+    @_builtins.property
+    def omitted(self) -> _containers.RepeatedCompositeFieldContainer[Global___OmittedBlock]:
+        """Blocks this view leaves out because its provider cannot take them (another
+        provider's items, thinking without a signature, images where the format has
+        no place for one), each with the reason.
+        """
+
+    @_builtins.property
+    def repairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___ViewRepair]:
+        """What this view does differently from the log so its provider accepts it
+        (the log itself is never rewritten).
+        """
+
     def __init__(
         self,
         *,
@@ -2412,14 +2527,101 @@ class PromptView(_message.Message):
         uncalibrated_tokens: _builtins.int = ...,
         threshold_tokens: _builtins.int = ...,
         reserve_tokens: _builtins.int = ...,
+        omitted: _abc.Iterable[Global___OmittedBlock] | None = ...,
+        repairs: _abc.Iterable[Global___ViewRepair] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["guard", b"guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "appended", b"appended", "base_version", b"base_version", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "pruned", b"pruned", "request_hash", b"request_hash", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "system_json", b"system_json", "threshold_tokens", b"threshold_tokens", "tools_json", b"tools_json", "uncalibrated_tokens", b"uncalibrated_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "appended", b"appended", "base_version", b"base_version", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "estimated_tokens", b"estimated_tokens", "format", b"format", "guard", b"guard", "guarded", b"guarded", "messages_json", b"messages_json", "omitted", b"omitted", "pruned", b"pruned", "repairs", b"repairs", "request_hash", b"request_hash", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "system_json", b"system_json", "threshold_tokens", b"threshold_tokens", "tools_json", b"tools_json", "uncalibrated_tokens", b"uncalibrated_tokens", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PromptView: _TypeAlias = PromptView  # noqa: Y015
+
+@_typing.final
+class OmittedBlock(_message.Message):
+    """A block a prompt view leaves out."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    BLOCK_INDEX_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    """The entry that holds it, and its place in the entry's content; an empty
+    entry_id and block_index -1 for the compaction's provider item.
+    """
+    block_index: _builtins.int
+    kind: _builtins.str
+    """"provider_item", "compaction_item", "thinking" or "image"."""
+    provider: _builtins.str
+    """For provider items: their provider and type."""
+    type: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        block_index: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        provider: _builtins.str = ...,
+        type: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_index", b"block_index", "entry_id", b"entry_id", "kind", b"kind", "provider", b"provider", "reason", b"reason", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OmittedBlock: _TypeAlias = OmittedBlock  # noqa: Y015
+
+@_typing.final
+class ViewRepair(_message.Message):
+    """One thing a prompt view does differently from the log."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    VIEW_TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"synthetic_result": a tool call whose result never came (or not right after
+    it) is answered by a synthetic error result; "dropped_result": a result
+    whose call is not right before it (compacted away, lost, answered already)
+    is left out; "leading_user_turn": a view that would open with the
+    assistant's turn gets a user turn first (Anthropic, Gemini);
+    "call_id_rewritten": a tool call id the provider would refuse is shown as
+    view_tool_call_id (a result appended for that id answers the original call).
+    """
+    entry_id: _builtins.str
+    """The call's entry (synthetic_result, call_id_rewritten) or the result's
+    (dropped_result).
+    """
+    tool_call_id: _builtins.str
+    view_tool_call_id: _builtins.str
+    detail: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        entry_id: _builtins.str = ...,
+        tool_call_id: _builtins.str = ...,
+        view_tool_call_id: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "entry_id", b"entry_id", "kind", b"kind", "tool_call_id", b"tool_call_id", "view_tool_call_id", b"view_tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewRepair: _TypeAlias = ViewRepair  # noqa: Y015
 
 @_typing.final
 class GetEntryRequest(_message.Message):
@@ -2700,7 +2902,10 @@ class PruneRecorded(_message.Message):
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    APPLIED_EDITS_JSON_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
+    applied_edits_json: _builtins.str
+    """The provider's report the prune was recorded from (RecordPruneRequest)."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]: ...
     def __init__(
@@ -2708,10 +2913,11 @@ class PruneRecorded(_message.Message):
         *,
         entries: _abc.Iterable[Global___PrunedEntry] | None = ...,
         reason: _builtins.str = ...,
+        applied_edits_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_edits_json", b"applied_edits_json", "entries", b"entries", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

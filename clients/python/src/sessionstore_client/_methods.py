@@ -50,6 +50,7 @@ from sessionstore_client.types import (
     ListSessionsResponse,
     PromptFormat,
     PromptView,
+    ProviderItem,
     PruneAction,
     PrunedEntry,
     ReadEventsRequest,
@@ -203,6 +204,7 @@ class SyncMethods:
         summarizer_model: str = "",
         details: Mapping[str, str] | None = None,
         expected_version: int | None = None,
+        provider_item: ProviderItem | None = None,
         timeout: float | None = None,
     ) -> RecordCompactionResponse:
         """Records a compaction: a summary that replaces the entries before
@@ -220,6 +222,7 @@ class SyncMethods:
                 summarizer_model=summarizer_model,
                 details=dict(details or ()),
                 expected_version=expected_version,
+                provider_item=provider_item,
             ),
             RecordCompactionResponse,
             timeout,
@@ -232,6 +235,7 @@ class SyncMethods:
         entries: Sequence[PrunedEntry] | None = None,
         reason: str = "",
         expected_version: int | None = None,
+        applied_edits_json: str = "",
         timeout: float | None = None,
     ) -> RecordPruneResponse:
         """Records a prune: tool results trimmed or cleared in the prompt view only."""
@@ -242,6 +246,7 @@ class SyncMethods:
                 entries=list(entries or ()),
                 reason=reason,
                 expected_version=expected_version,
+                applied_edits_json=applied_edits_json,
             ),
             RecordPruneResponse,
             timeout,
@@ -845,6 +850,7 @@ class AsyncMethods:
         summarizer_model: str = "",
         details: Mapping[str, str] | None = None,
         expected_version: int | None = None,
+        provider_item: ProviderItem | None = None,
         timeout: float | None = None,
     ) -> RecordCompactionResponse:
         """Records a compaction: a summary that replaces the entries before
@@ -862,6 +868,7 @@ class AsyncMethods:
                 summarizer_model=summarizer_model,
                 details=dict(details or ()),
                 expected_version=expected_version,
+                provider_item=provider_item,
             ),
             RecordCompactionResponse,
             timeout,
@@ -874,6 +881,7 @@ class AsyncMethods:
         entries: Sequence[PrunedEntry] | None = None,
         reason: str = "",
         expected_version: int | None = None,
+        applied_edits_json: str = "",
         timeout: float | None = None,
     ) -> RecordPruneResponse:
         """Records a prune: tool results trimmed or cleared in the prompt view only."""
@@ -884,6 +892,7 @@ class AsyncMethods:
                 entries=list(entries or ()),
                 reason=reason,
                 expected_version=expected_version,
+                applied_edits_json=applied_edits_json,
             ),
             RecordPruneResponse,
             timeout,

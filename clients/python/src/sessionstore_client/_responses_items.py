@@ -6,8 +6,9 @@ results may follow a call. An entry's role and content blocks say what the store
 needs to manage the context (tokens, tool calls and their results, thinking);
 the items themselves, exactly as given, travel in the entry's metadata, so what
 goes in comes back equal (ids, statuses, annotations, ``encrypted_content``, item
-types the store has no block for). The metadata is sealed with the entry's
-content, so an erasure takes it too.
+types the store has no block for). A reasoning item is an OpenAI provider item
+too, so the store's own Responses view carries it back byte for byte. The
+metadata is sealed with the entry's content, so an erasure takes it too.
 
 Coming back, a tool result shows what the prompt view shows of it (the guard or a
 prune may have cut it); entries written by other clients, without an item, are
@@ -24,9 +25,9 @@ from sessionstore_client.types import (
     ContentBlock,
     Entry,
     ImageBlock,
+    ProviderItem,
     Role,
     TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
@@ -72,9 +73,11 @@ def _entry(items: Sequence[Mapping[str, Any]]) -> Entry:
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
         role, content, custom_type = Role.TOOL, [ToolResultBlock(str(item["call_id"]), text)], ""
     elif kind == "reasoning":
-        thinking = "\n".join(_texts(item.get("summary")) + _texts(item.get("content")))
-        signature = str(item.get("encrypted_content") or "")
-        role, content, custom_type = Role.ASSISTANT, [ThinkingBlock(thinking, signature)], ""
+        # OpenAI's own item, kept verbatim: the store's Responses view carries it back,
+        # the other providers' views leave it out (its encrypted_content is no
+        # signature another provider could check).
+        reasoning = ProviderItem("openai", "reasoning", _dumps(item))
+        role, content, custom_type = Role.ASSISTANT, [reasoning], ""
     else:
         # Any other item (a compaction, a hosted tool's call): a note of the runtime's,
         # its text counted as the store counts any.
@@ -158,12 +161,6 @@ def _blocks(item: Mapping[str, Any]) -> list[ContentBlock]:
         else:  # a file, audio: counted by its text
             blocks.append(TextBlock(json.dumps(part, ensure_ascii=False)))
     return blocks
-
-
-def _texts(parts: Any) -> list[str]:
-    if not isinstance(parts, Sequence) or isinstance(parts, str):
-        return []
-    return [str(p.get("text", "")) for p in parts if isinstance(p, Mapping)]
 
 
 def _is_object(text: str) -> bool:

@@ -161,7 +161,13 @@ class SessionStoreSession:
 def _view_items(view: PromptView, log: DurableLog) -> list[dict[str, Any]]:
     """The view's messages as the items they were made from."""
     messages: list[dict[str, Any]] = json.loads(view.messages_json)
-    shown = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
+    # The view shows a call id OpenAI would refuse rewritten; its repairs say whose it is.
+    original = {r.view_tool_call_id: r.tool_call_id for r in view.repairs}
+    shown = {
+        original.get(m["tool_call_id"], m["tool_call_id"]): m["content"]
+        for m in messages
+        if m.get("role") == "tool"
+    }
     items: list[dict[str, Any]] = []
     for entry in log.pinned:
         items += entry_items(entry, shown)

@@ -45,6 +45,11 @@ class PromptFormat(enum.IntEnum):
     OPENAI = 1
     #: Anthropic Messages API: top-level system plus alternating messages.
     ANTHROPIC = 2
+    #: OpenAI Responses API input items; the system prompt is the instructions.
+    OPENAI_RESPONSES = 3
+    #: Google Gemini generateContent contents; the system prompt is the
+    #: systemInstruction.
+    GEMINI = 4
 
 
 class FileStatus(enum.IntEnum):
@@ -112,11 +117,13 @@ __all__ = [
     "ListPrunesResponse",
     "ListSessionsRequest",
     "ListSessionsResponse",
+    "OmittedBlock",
     "OverflowReported",
     "PlanChunk",
     "PromptFormat",
     "PromptRef",
     "PromptView",
+    "ProviderItem",
     "PruneAction",
     "PruneRecord",
     "PruneRecorded",
@@ -166,6 +173,7 @@ __all__ = [
     "Usage",
     "ViewAfterAppend",
     "ViewAudit",
+    "ViewRepair",
     "WindowGuardPolicy",
     "WindowGuardState",
 ]
@@ -274,6 +282,27 @@ class ImageBlock:
     #: Where the image is (https:, data:, s3:, ...). The store keeps the reference only.
     uri: str = ""
     media_type: str = ""
+
+
+@dataclass(slots=True)
+class ProviderItem:
+    """A provider's own object, kept verbatim: what its API requires back unchanged.
+    The prompt view in that provider's format carries json byte for byte; the
+    others leave it out and list it in PromptView.omitted. Counted from json.
+    """
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ProviderItem"
+    #: "anthropic" (Messages content blocks: thinking with its signature,
+    #: redacted_thinking, compaction, documents), "openai" (Responses items:
+    #: reasoning with encrypted_content, compaction, input_file) or "gemini"
+    #: (Content parts, with their thoughtSignature).
+    provider: str = ""
+    #: The object's type ("redacted_thinking", "reasoning", ...; the client's word
+    #: for a Gemini part, e.g. "functionCall"); when the object has a "type" field it
+    #: must be the same.
+    type: str = ""
+    #: The object as the provider gave it: a JSON object, kept exactly.
+    json: str = ""
 
 
 @dataclass(slots=True)
@@ -629,6 +658,9 @@ class RecordCompactionRequest:
 
     PROTO: ClassVar[str] = "sessionstore.v1.RecordCompactionRequest"
     session_id: str = ""
+    #: With provider_item: optional, what other providers' views show in its place
+    #: (else the item's own summary text, Anthropic's content; else a note that it is
+    #: opaque).
     summary: str = ""
     first_kept_entry_id: str = ""
     tokens_before: int = 0
@@ -638,6 +670,11 @@ class RecordCompactionRequest:
     summarizer_model: str = ""
     details: dict[str, str] = field(default_factory=dict)
     expected_version: int | None = None
+    #: A compaction the provider made on its side: its compaction item (Anthropic's
+    #: compaction block, an OpenAI Responses compaction item), which that
+    #: provider's view shows in place of the summary, leaving out everything before
+    #: it as the provider does. The reason defaults to "provider".
+    provider_item: ProviderItem | None = None
 
 
 @dataclass(slots=True)
@@ -738,6 +775,11 @@ class RecordPruneRequest:
     entries: list[PrunedEntry] = field(default_factory=list)
     reason: str = ""
     expected_version: int | None = None
+    #: Anthropic context editing's report, as the response's context_management
+    #: gave it ({"applied_edits": [...]}). Each clear_tool_uses edit clears the
+    #: oldest tool results of the prompt view not yet cleared, as many as it says;
+    #: the report is kept with the prune. Leave entries empty with it.
+    applied_edits_json: str = ""
 
 
 @dataclass(slots=True)
@@ -791,6 +833,9 @@ class Compaction:
     tainted: bool = False
     #: Every summariser the chain tried, in order, and what became of it.
     attempts: list[SummarizerAttempt] = field(default_factory=list)
+    #: A provider's compaction: its item, shown in that provider's view in place of
+    #: the summary.
+    provider_item: ProviderItem | None = None
 
 
 @dataclass(slots=True)
@@ -937,9 +982,13 @@ class PromptView:
     session_id: str = ""
     version: int = 0
     format: PromptFormat = PromptFormat.UNSPECIFIED
-    #: JSON array of messages in the requested format, ready to send.
+    #: JSON array in the requested format, ready to send: messages (OpenAI chat,
+    #: Anthropic), input items (Responses) or contents (Gemini).
     messages_json: str = ""
-    #: Anthropic only: the top-level system prompt, as JSON (string or blocks).
+    #: The system prompt as the provider takes it, as JSON: Anthropic's top-level
+    #: system blocks, Responses' instructions (a string), Gemini's
+    #: systemInstruction ({"parts": [...]}); empty when there is none, and for
+    #: OpenAI chat, where it is the first message.
     system_json: str = ""
     #: Estimated prompt tokens after pruning.
     estimated_tokens: int = 0
@@ -949,7 +998,7 @@ class PromptView:
     #: The stored tools in the requested format (a JSON array; "[]" when none).
     tools_json: str = ""
     #: sha256 (hex) of the request's canonical JSON:
-    #: {"format":"openai"|"anthropic","system":<system_json or null>,"tools":<tools_json>,"messages":<messages_json>}
+    #: {"format":"openai"|"openai-responses"|"anthropic"|"gemini","system":<system_json or null>,"tools":<tools_json>,"messages":<messages_json>}
     request_hash: str = ""
     guard: WindowGuardState | None = None
     guarded: list[GuardDecision] = field(default_factory=list)
@@ -972,6 +1021,51 @@ class PromptView:
     threshold_tokens: int = 0
     #: Room kept for the answer: budget_tokens = window - reserve_tokens.
     reserve_tokens: int = 0
+    #: Blocks this view leaves out because its provider cannot take them (another
+    #: provider's items, thinking without a signature, images where the format has
+    #: no place for one), each with the reason.
+    omitted: list[OmittedBlock] = field(default_factory=list)
+    #: What this view does differently from the log so its provider accepts it
+    #: (the log itself is never rewritten).
+    repairs: list[ViewRepair] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OmittedBlock:
+    """A block a prompt view leaves out."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.OmittedBlock"
+    #: The entry that holds it, and its place in the entry's content; an empty
+    #: entry_id and block_index -1 for the compaction's provider item.
+    entry_id: str = ""
+    block_index: int = 0
+    #: "provider_item", "compaction_item", "thinking" or "image".
+    kind: str = ""
+    #: For provider items: their provider and type.
+    provider: str = ""
+    type: str = ""
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class ViewRepair:
+    """One thing a prompt view does differently from the log."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ViewRepair"
+    #: "synthetic_result": a tool call whose result never came (or not right after
+    #: it) is answered by a synthetic error result; "dropped_result": a result
+    #: whose call is not right before it (compacted away, lost, answered already)
+    #: is left out; "leading_user_turn": a view that would open with the
+    #: assistant's turn gets a user turn first (Anthropic, Gemini);
+    #: "call_id_rewritten": a tool call id the provider would refuse is shown as
+    #: view_tool_call_id (a result appended for that id answers the original call).
+    kind: str = ""
+    #: The call's entry (synthetic_result, call_id_rewritten) or the result's
+    #: (dropped_result).
+    entry_id: str = ""
+    tool_call_id: str = ""
+    view_tool_call_id: str = ""
+    detail: str = ""
 
 
 @dataclass(slots=True)
@@ -1087,6 +1181,8 @@ class PruneRecorded:
     PROTO: ClassVar[str] = "sessionstore.v1.PruneRecorded"
     entries: list[PrunedEntry] = field(default_factory=list)
     reason: str = ""
+    #: The provider's report the prune was recorded from (RecordPruneRequest).
+    applied_edits_json: str = ""
 
 
 @dataclass(slots=True)
@@ -1817,5 +1913,7 @@ class ReadModelStatus:
     projections: str = ""
 
 
-ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock | ImageBlock
+ContentBlock: TypeAlias = (
+    TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock | ImageBlock | ProviderItem
+)
 """One of the content block types; the ContentBlock message."""

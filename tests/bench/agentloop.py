@@ -34,15 +34,22 @@ def agentloop(ctx: Context) -> None:
     configs = tuple(c for c in configs if c.database in ctx.backends)
     print(f"[agentloop] {len(configs)} configurations of {configs[0].turns} turns", flush=True)
     print(f"  {'configuration':<44} {_HEADER}", flush=True)
-    outcomes = []
+    outcomes, broken = [], []
     for config in configs:
-        with database(config.database) as db, tempfile.TemporaryDirectory() as workdir:
-            outcome = run(config, db.url, Path(workdir))
+        try:
+            with database(config.database) as db, tempfile.TemporaryDirectory() as workdir:
+                outcome = run(config, db.url, Path(workdir))
+        except Exception as error:  # one configuration's crash is reported, not fatal
+            broken.append(f"{config.name}: {type(error).__name__}: {error}")
+            print(f"  {config.name:<44} did not run: {broken[-1][:300]}", flush=True)
+            continue
         outcomes.append(outcome)
         print(f"  {config.name:<44} {_line(outcome)}", flush=True)
         for violation in outcome.violations():
             print(f"    ! {violation[:300]}", flush=True)
-    _report(ctx, outcomes)
+    ctx.report.keep("agentloop_broken", broken)
+    if outcomes:
+        _report(ctx, outcomes)
 
 
 def _quick() -> tuple[Config, ...]:

@@ -115,8 +115,9 @@ def test_a_server_that_cannot_start_says_why_without_a_traceback(
     assert done.returncode == 1
     assert words in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
-    # Said at once, not after the connection pool's 10 s wait.
-    assert time.monotonic() - started < 8
+    # Said at once, not after the connection pool's 10 s wait (which would come on top
+    # of the interpreter's start, itself several seconds on a busy machine).
+    assert time.monotonic() - started < 10
 
 
 def _serve(address: str, tmp_path: Path) -> subprocess.Popen[str]:

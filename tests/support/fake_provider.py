@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
@@ -175,20 +175,19 @@ class Received:
         return _request_text(self.body)
 
 
-@dataclass
-class FakeProvider:
-    window_tokens: int | None = None
-    requests: list[Received] = field(default_factory=list)
+class LoopbackServer:
+    """An HTTP server on a free loopback port, serving POSTs on threads of its own while
+    the ``with`` block runs; subclasses answer in :meth:`_handle`."""
 
-    def __post_init__(self) -> None:
-        self._script: deque[Behaviour] = deque()
-        self._lock = threading.Lock()
+    def _serve(self) -> None:
+        server = self
         self._stopping = threading.Event()
-        provider = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as SDK clients use it
+
             def do_POST(self) -> None:
-                provider._handle(self)
+                server._handle(self)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -199,9 +198,10 @@ class FakeProvider:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    # -- lifecycle ---------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> FakeProvider:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -214,6 +214,17 @@ class FakeProvider:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+@dataclass
+class FakeProvider(LoopbackServer):
+    window_tokens: int | None = None
+    requests: list[Received] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._script: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self._serve()
 
     @property
     def openai_base(self) -> str:

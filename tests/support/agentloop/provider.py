@@ -27,7 +27,7 @@ import math
 import os
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from tests.support.fake_provider import (
     ANTHROPIC_PATH,
     OPENAI_PATH,
     Call,
+    LoopbackServer,
     anthropic_reply,
     default_summary,
     openai_reply,
@@ -100,7 +101,7 @@ class Counter:
         return math.ceil(raw * self.ratio)
 
 
-class ModelProvider:
+class ModelProvider(LoopbackServer):
     """The loopback provider; ``turn`` is the agent's turn in progress."""
 
     def __init__(
@@ -121,35 +122,7 @@ class ModelProvider:
             call.id: call for turn in script.turns for step in turn.steps for call in step
         }
         self._lock = threading.Lock()
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as SDK clients use it
-
-            def do_POST(self) -> None:
-                provider._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def __enter__(self) -> ModelProvider:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        self._serve()
 
     def agent_requests(self) -> list[Request]:
         with self._lock:

@@ -3,21 +3,40 @@
 The gRPC server, the CLI's in-process tests and the service-layer tests all
 build the application here, so they run the same wiring. ``memory:`` as the
 database URL gives the eventsourcing library's in-memory recorders, for
-tests that need no database.
+tests that need no database. Nothing else builds a service or wires one
+part to another: who listens to saves, which engines exist and which port
+the engines act through are all decided below.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from services.adapters.event_store import EventStore
 from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
+from services.app import tenancy
+from services.app.access import SessionAccess
+from services.app.audit import AuditService
+from services.app.commands.compactions import CompactionCommands
+from services.app.commands.entries import EntryCommands
+from services.app.commands.erasure import ErasureCommands
+from services.app.commands.forks import ForkCommands
+from services.app.commands.sessions import SessionCommands
 from services.app.context import ContextService
-from services.app.sessions import SessionService
+from services.app.event_streams import EventStreams
+from services.app.history_cache import HistoryCache
+from services.app.idempotency import Idempotency
+from services.app.imports import ImportService
+from services.app.queries import SessionQueries
+from services.app.saved_versions import SavedVersions
+from services.app.session_rules import SessionRules
+from services.app.sessions import SessionCommandSet, SessionService
+from services.app.write_path import WritePath
 from services.config import Config
 from services.engine.base import EngineContext
-from services.engine.registry import EngineRegistry
+from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.readmodels import ReadModels, build_read_models
 
@@ -37,6 +56,9 @@ class Application:
     sessions: SessionService
     context: ContextService
     runner: CompactionRunner
+    imports: ImportService
+    audit: AuditService
+    streams: EventStreams
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
 
@@ -47,22 +69,55 @@ class Application:
         self.sessions.close()
 
 
+def build_sessions(
+    config: Config, store: EventStore, engine_names: Collection[str] = ()
+) -> SessionService:
+    """The session use cases on a store, each role its own object."""
+    rules = SessionRules(config, engine_names)
+    access = SessionAccess(store, tenancy.SessionIds(store.legacy_tenants))
+    histories = HistoryCache(store, access, config.cache_max_mb << 20)
+    writes = WritePath(store, access, histories, SavedVersions())
+    idempotency = Idempotency(store, config.idempotency_ttl_seconds)
+    erasure = ErasureCommands(writes, histories)
+    commands = SessionCommandSet(
+        sessions=SessionCommands(writes, histories, rules),
+        entries=EntryCommands(writes, histories, idempotency),
+        compactions=CompactionCommands(writes, histories),
+        erasure=erasure,
+        forks=ForkCommands(writes, histories, rules, erasure),
+    )
+    return SessionService(
+        config,
+        store,
+        rules=rules,
+        access=access,
+        histories=histories,
+        write_path=writes,
+        idempotency=idempotency,
+        queries=SessionQueries(store, access, histories),
+        commands=commands,
+    )
+
+
 def build_service(config: Config) -> SessionService:
     return build_application(config).sessions
 
 
 def build_application(config: Config) -> Application:
     providers = load_providers(config.providers_file)
-    sessions = SessionService(config, build_event_store(config))
+    factories = installed_engines()
+    sessions = build_sessions(config, build_event_store(config), engine_names=factories)
     runner = CompactionRunner(config.compaction_workers)
+    # The engines act on sessions through the service (their SessionPort), and
+    # hear of every save from the write path.
     engines = EngineRegistry(
         EngineContext(
             port=sessions,
             summarizers=lambda step: build_summarizer(step, providers),
             runner=runner,
-        )
+        ),
+        factories,
     )
-    sessions.engine_names = set(engines.names)
     read_models = None
     if config.database_url != "memory:" and config.projections != "off":
         read_models = build_read_models(
@@ -74,5 +129,15 @@ def build_application(config: Config) -> Application:
         )
         if read_models.runner is not None:
             wake = read_models.runner.wake
-            sessions.on_saved.append(lambda _session, _events: wake())
-    return Application(sessions, ContextService(sessions, engines), runner, read_models)
+            sessions.write_path.on_saved(lambda _session, _events: wake())
+    context = ContextService(sessions, engines)
+    sessions.write_path.on_saved(context.ingest)
+    return Application(
+        sessions,
+        context,
+        runner,
+        imports=ImportService(sessions),
+        audit=AuditService(sessions, read_models),
+        streams=EventStreams(sessions),
+        read_models=read_models,
+    )

@@ -387,6 +387,17 @@ class EventStore(Application[str]):
         recorder: Any = self.recorder
         return recorder
 
+    def session(self, session_id: str) -> Session | None:
+        """The aggregate as stored (from its latest snapshot on), None when there is none."""
+        try:
+            return cast(Session, self.repository.get(session_id))
+        except AggregateNotFoundError:
+            return None
+
+    def head_position(self) -> int:
+        """The position of the latest event stored, by any server (0 when none)."""
+        return self.recorder.max_notification_id() or 0
+
     def ids_of(self, session_id: str) -> StoredIds:
         """The id lookup an append to this session asks."""
         return StoredIds(self._indexing_recorder, session_id)

@@ -48,9 +48,9 @@ class ContextService:
     def __init__(self, sessions: SessionService, engines: EngineRegistry) -> None:
         self.sessions = sessions
         self.engines = engines
-        sessions.on_saved.append(self._ingest)
 
-    def _ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
+    def ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
+        """Tells the session's engine of a save (the composition root wires it)."""
         engine = self.engines.get(session.settings.engine)
         engine.ingest(session)
         if _ends_turn(session, saved):

@@ -1,0 +1,36 @@
+"""What every group of RPCs shares: the use cases, and how session ids are shown."""
+
+from __future__ import annotations
+
+from domain.errors import InvalidRequest
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.app.context import ContextService
+from services.app.sessions import SessionService
+
+
+class RpcBase:
+    service: SessionService
+    context: ContextService
+
+    def _session_id(self, request: object) -> str:
+        """The stream of the request's session, refused unless the id could name one."""
+        session_id: str = getattr(request, "session_id", "")
+        if not session_id:
+            raise InvalidRequest("session_id is required")
+        return self.service.ids.stream(session_id)
+
+    def _new_session_id(self, session_id: str) -> str:
+        """The stream a session the caller names is to be created in ("": a new id)."""
+        return self.service.ids.stream(session_id) if session_id else ""
+
+    def _shown(self, session: pb.Session) -> pb.Session:
+        """The session with its ids as the caller names them."""
+        ids = self.service.ids
+        session.id = ids.client(session.id)
+        if session.parent_session_id:
+            session.parent_session_id = ids.client(session.parent_session_id)
+        return session
+
+    def _written(self, session: pb.Session) -> pb.Session:
+        session.position = self.service.written_position()
+        return self._shown(session)

@@ -99,15 +99,17 @@ class SessionService:
         self.end_streams()
         self.store.close()
 
-    def written_position(self) -> int:
-        return self.write_path.written_position()
+    def head_position(self) -> int:
+        """The position of the latest event stored, by any server: what a write that
+        saved nothing answers, being at or beyond the write it repeats."""
+        return self.store.head_position()
 
     # -- commands -------------------------------------------------------------------
 
     def create_session(
         self, session_id: str, choose: Callable[[SessionSettings], SessionSettings]
     ) -> Session:
-        return self.commands.sessions.create_session(session_id, choose)
+        return self.commands.sessions.create_session(session_id, choose).session
 
     def update_settings(
         self,
@@ -115,12 +117,14 @@ class SessionService:
         change: Callable[[SessionSettings], SessionSettings],
         expected_version: int | None,
     ) -> Session:
-        return self.commands.sessions.update_settings(session_id, change, expected_version)
+        return self.commands.sessions.update_settings(session_id, change, expected_version).session
 
     def set_system_prompt(
         self, session_id: str, prompt: SystemPrompt, expected_version: int | None
     ) -> tuple[Session, SystemPrompt, bool]:
-        return self.commands.sessions.set_system_prompt(session_id, prompt, expected_version)
+        written = self.commands.sessions.set_system_prompt(session_id, prompt, expected_version)
+        stored, changed = written.result
+        return written.session, stored, changed
 
     def append(
         self,
@@ -132,7 +136,7 @@ class SessionService:
     ) -> AppendResult:
         return self.commands.entries.append(
             session_id, drafts, expected_version=expected_version, idempotency_key=idempotency_key
-        )
+        ).result
 
     def abandon_tool_calls(
         self,
@@ -141,24 +145,31 @@ class SessionService:
         reason: str,
         expected_version: int | None = None,
     ) -> tuple[Session, Entry]:
-        return self.commands.entries.abandon_tool_calls(
+        written = self.commands.entries.abandon_tool_calls(
             session_id, call_ids, reason, expected_version
         )
+        return written.session, written.result
 
     def retract_entry(
         self, session_id: str, entry_id: str, reason: str, expected_version: int | None = None
     ) -> tuple[Session, RetractionPlan]:
-        return self.commands.entries.retract_entry(session_id, entry_id, reason, expected_version)
+        written = self.commands.entries.retract_entry(
+            session_id, entry_id, reason, expected_version
+        )
+        return written.session, written.result
 
     def clear_session(
         self, session_id: str, reason: str, expected_version: int | None = None
     ) -> tuple[Session, int]:
-        return self.commands.entries.clear_session(session_id, reason, expected_version)
+        written = self.commands.entries.clear_session(session_id, reason, expected_version)
+        return written.session, written.result
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None = None
     ) -> Session.CompactionRecorded:
-        return self.commands.compactions.record_compaction(session_id, compaction, expected_version)
+        return self.commands.compactions.record_compaction(
+            session_id, compaction, expected_version
+        ).result
 
     def undo_compaction(
         self,
@@ -168,9 +179,10 @@ class SessionService:
         expected_version: int | None = None,
         requested_by: str = "",
     ) -> tuple[Session, Session.CompactionUndone]:
-        return self.commands.compactions.undo_compaction(
+        written = self.commands.compactions.undo_compaction(
             session_id, compaction_version, reason, expected_version, requested_by
         )
+        return written.session, written.result
 
     def redo_compaction(
         self,
@@ -180,9 +192,10 @@ class SessionService:
         expected_version: int | None = None,
         requested_by: str = "",
     ) -> tuple[Session, Session.CompactionRedone]:
-        return self.commands.compactions.redo_compaction(
+        written = self.commands.compactions.redo_compaction(
             session_id, undo_version, reason, expected_version, requested_by
         )
+        return written.session, written.result
 
     def undo_tainted_compactions(self, session_id: str) -> int:
         return self.commands.compactions.undo_tainted_compactions(session_id)
@@ -197,10 +210,12 @@ class SessionService:
     ) -> Session.PruneRecorded:
         return self.commands.compactions.record_prune(
             session_id, decisions, reason, expected_version, applied_edits_json
-        )
+        ).result
 
     def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int:
-        return self.commands.compactions.record_compaction_failure(session_id, failure)
+        """Records a compaction that did not happen; answers the version."""
+        written = self.commands.compactions.record_compaction_failure(session_id, failure)
+        return written.session.version
 
     def report_overflow(
         self,
@@ -223,19 +238,21 @@ class SessionService:
             view_version=view_version,
             view_hash=view_hash,
             stated=stated,
-        )
+        ).session
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
     ) -> tuple[Session, Session.EntriesErased, list[str]]:
-        return self.commands.erasure.erase_entries(
+        erased = self.commands.erasure.erase_entries(
             session_id, entry_ids, erased_by=erased_by, reason=reason
         )
+        return erased.session, erased.event, erased.forks
 
     def erase_session(
         self, session_id: str, *, erased_by: str, reason: str
     ) -> tuple[Session, Session.SessionErased, list[str]]:
-        return self.commands.erasure.erase_session(session_id, erased_by=erased_by, reason=reason)
+        erased = self.commands.erasure.erase_session(session_id, erased_by=erased_by, reason=reason)
+        return erased.session, erased.event, erased.forks
 
     def fork_session(
         self,
@@ -252,7 +269,7 @@ class SessionService:
             entry_id=entry_id,
             new_session_id=new_session_id,
             choose=choose,
-        )
+        ).session
 
     # -- queries --------------------------------------------------------------------
 
@@ -319,8 +336,9 @@ class SessionService:
         settings = self.rules.new_settings(choose)
         return settings, self.rules.context_window(settings), self.rules.max_entry_bytes_limit
 
-    def save_new_sessions(self, built: Sequence[tuple[Session, SessionHistory]]) -> None:
-        self.write_path.save_new(built)
+    def save_new_sessions(self, built: Sequence[tuple[Session, SessionHistory]]) -> int:
+        """Saves an import's sessions in one insert; answers the position of the last."""
+        return self.write_path.save_new(built)
 
     # -- what the context engine may use (services.engine.base.SessionPort) ----------
 

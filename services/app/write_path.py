@@ -15,7 +15,8 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar, cast
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from eventsourcing.persistence import IntegrityError
 
@@ -55,6 +56,17 @@ class RaceLost(VersionConflict):
     """Another writer stored the version this save was for."""
 
 
+@dataclass(frozen=True)
+class Written(Generic[T]):
+    """What a write did: the session after it, what its command answered, and the
+    position of its last event for a client to wait on in a read model (None
+    when it saved nothing: a replayed append, a prompt set again)."""
+
+    session: Session
+    result: T
+    position: int | None
+
+
 class WritePath:
     def __init__(
         self,
@@ -71,29 +83,16 @@ class WritePath:
         self._group_commit = GroupCommit(store.save_sessions)
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._listeners: list[SaveListener] = []
-        # The position of this thread's latest save (see written_position).
-        self._positions = threading.local()
 
     def on_saved(self, listener: SaveListener) -> None:
         self._listeners.append(listener)
-
-    def written_position(self) -> int:
-        """The position of the write this thread just made: the notification id of
-        its last event, for the client to wait on in a read model. A write that
-        saved nothing (a replayed append) answers the store's head, which is at
-        or beyond the write it repeats."""
-        position: int | None = getattr(self._positions, "value", None)
-        self._positions.value = None
-        if position is None:
-            position = self.store.head_position()
-        return position
 
     def write(
         self,
         session_id: str,
         expected_version: int | None,
         command: Callable[[Session], T],
-    ) -> tuple[Session, T]:
+    ) -> Written[T]:
         """Runs a command on the session and saves the events it decided on.
 
         The aggregate comes from this server's cache of the sessions it wrote,
@@ -105,7 +104,6 @@ class WritePath:
         random pause), so a command without an expected version lands; one
         with an expected version hears the conflict from the fresh copy.
         """
-        self._positions.value = None
         self.access.check_tenant(session_id)
         # A write inside a read decides on the store's state.
         with self.histories.deciding(), self._locked(session_id):
@@ -116,7 +114,7 @@ class WritePath:
         session_id: str,
         expected_version: int | None,
         command: Callable[[Session], T],
-    ) -> tuple[Session, T]:
+    ) -> Written[T]:
         cached = self.access.written.get(session_id)
         if cached is not None:
             try:
@@ -155,19 +153,18 @@ class WritePath:
 
     def _attempt(
         self, session: Session, expected_version: int | None, command: Callable[[Session], T]
-    ) -> tuple[Session, T]:
+    ) -> Written[T]:
         session.check_expected_version(expected_version)
         result = command(session)
-        if session.pending_events:
-            self.save(session)
-        return session, result
+        position = self.save(session) if session.pending_events else None
+        return Written(session, result, position)
 
-    def save(self, session: Session) -> None:
-        """Saves the pending events, snapshotting as configured."""
+    def save(self, session: Session) -> int:
+        """Saves the pending events, snapshotting as configured; answers their position."""
         pending = list(session.pending_events)
         saved = cast(list[SessionEvent], pending)
         try:
-            self._positions.value = self._group_commit.save(session)
+            position = self._group_commit.save(session)
         except IdTaken:
             # Another server used one of the ids between the check and the insert.
             raise DuplicateEntry(
@@ -187,15 +184,17 @@ class WritePath:
         for listener in self._listeners:
             listener(session, saved)
         self.saved_versions.saved(session.id, session.version)
+        return position
 
-    def save_new(self, built: Sequence[tuple[Session, SessionHistory]]) -> None:
+    def save_new(self, built: Sequence[tuple[Session, SessionHistory]]) -> int:
         """Saves new sessions (an import: a session and its forks) in one insert,
-        all or nothing, and keeps their histories, folded while they were built."""
+        all or nothing, and keeps their histories, folded while they were built;
+        answers the position of the last event saved."""
         for session, _ in built:
             self.access.check_new_session_id(session.id)
         try:
             positions = self.store.save_sessions([session for session, _ in built])
-            self._positions.value = max(positions.values(), default=0)
+            position = max(positions.values(), default=0)
         except IntegrityError:
             raise SessionExists(
                 "a session of this import was just created by another writer: "
@@ -206,3 +205,4 @@ class WritePath:
             self.histories.keep(session.id, history)
         for session, _ in built:
             self.saved_versions.saved(session.id, session.version)
+        return position

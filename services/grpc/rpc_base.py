@@ -5,11 +5,12 @@ from __future__ import annotations
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.context import ContextService
-from services.app.sessions import SessionService
+from services.app.sessions import SessionCommandSet, SessionService
 
 
 class RpcBase:
     service: SessionService
+    commands: SessionCommandSet
     context: ContextService
 
     def _session_id(self, request: object) -> str:
@@ -31,6 +32,11 @@ class RpcBase:
             session.parent_session_id = ids.client(session.parent_session_id)
         return session
 
-    def _written(self, session: pb.Session) -> pb.Session:
-        session.position = self.service.written_position()
+    def _position(self, written: int | None) -> int:
+        """The position a write answers: its own, or (it saved nothing) the store's
+        head, which is at or beyond the write it repeats."""
+        return written if written is not None else self.service.head_position()
+
+    def _written(self, session: pb.Session, position: int | None) -> pb.Session:
+        session.position = self._position(position)
         return self._shown(session)

@@ -31,48 +31,51 @@ class ContextRpcs(RpcBase):
     def RecordCompaction(
         self, request: pb.RecordCompactionRequest, context: grpc.ServicerContext
     ) -> pb.RecordCompactionResponse:
-        recorded = self.service.record_compaction(
+        written = self.commands.compactions.record_compaction(
             self._session_id(request),
             mapping.compaction_from_pb(request),
             fields.expected_version(request),
         )
+        recorded = written.result
         return pb.RecordCompactionResponse(
             version=recorded.originator_version,
             compaction=mapping.compaction_to_pb(
                 recorded.compaction, recorded.originator_version, recorded.timestamp
             ),
-            position=self.service.written_position(),
+            position=self._position(written.position),
         )
 
     def RecordPrune(
         self, request: pb.RecordPruneRequest, context: grpc.ServicerContext
     ) -> pb.RecordPruneResponse:
-        recorded = self.service.record_prune(
+        written = self.commands.compactions.record_prune(
             self._session_id(request),
             mapping.prune_decisions_from_pb(list(request.entries)),
             request.reason,
             fields.expected_version(request),
             applied_edits_json=request.applied_edits_json,
         )
+        recorded = written.result
         return pb.RecordPruneResponse(
             version=recorded.originator_version,
             entries=[mapping.prune_decision_to_pb(d) for d in recorded.decisions],
-            position=self.service.written_position(),
+            position=self._position(written.position),
         )
 
     def SetSystemPrompt(
         self, request: pb.SetSystemPromptRequest, context: grpc.ServicerContext
     ) -> pb.SetSystemPromptResponse:
-        version, stored, changed = self.context.set_system_prompt(
+        written = self.commands.sessions.set_system_prompt(
             self._session_id(request),
             mapping.system_prompt_from_pb(request.system_prompt),
             fields.expected_version(request),
         )
+        stored, changed = written.result
         return pb.SetSystemPromptResponse(
-            version=version,
+            version=written.session.version,
             system_prompt=mapping.system_prompt_to_pb(stored),
             changed=changed,
-            position=self.service.written_position(),
+            position=self._position(written.position),
         )
 
     def Compact(
@@ -86,7 +89,9 @@ class ContextRpcs(RpcBase):
             expected_version=fields.expected_version(request),
         )
         response = context_mapping.compaction_outcome_to_pb(outcome)
-        response.position = self.service.written_position()
+        # The engine compacts on its runner's thread: the store's head is at or
+        # beyond what it wrote.
+        response.position = self.service.head_position()
         return response
 
     def ReportOverflow(
@@ -130,7 +135,7 @@ class ContextRpcs(RpcBase):
                     "send compaction_version (a compaction to take back) or undo_version "
                     "(an undo to take back), not both"
                 )
-            session, redone = self.service.redo_compaction(
+            redone = self.commands.compactions.redo_compaction(
                 session_id,
                 request.undo_version,
                 request.reason,
@@ -138,11 +143,11 @@ class ContextRpcs(RpcBase):
                 request.requested_by,
             )
             return pb.UndoCompactionResponse(
-                version=session.version,
-                redone=mapping.compaction_redone_to_pb(redone),
-                position=self.service.written_position(),
+                version=redone.session.version,
+                redone=mapping.compaction_redone_to_pb(redone.result),
+                position=self._position(redone.position),
             )
-        session, undone = self.service.undo_compaction(
+        undone = self.commands.compactions.undo_compaction(
             session_id,
             request.compaction_version,
             request.reason,
@@ -150,7 +155,7 @@ class ContextRpcs(RpcBase):
             request.requested_by,
         )
         return pb.UndoCompactionResponse(
-            version=session.version,
-            undone=mapping.compaction_undone_to_pb(undone),
-            position=self.service.written_position(),
+            version=undone.session.version,
+            undone=mapping.compaction_undone_to_pb(undone.result),
+            position=self._position(undone.position),
         )

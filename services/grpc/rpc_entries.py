@@ -36,18 +36,19 @@ class EntryRpcs(RpcBase):
                 fields.token_budget(wanted),
                 fields.held(wanted),
             )
-        result = self.service.append(
+        written = self.commands.entries.append(
             session_id,
             drafts,
             expected_version=fields.expected_version(request),
             idempotency_key=request.idempotency_key,
         )
+        result = written.result
         response = pb.AppendEntriesResponse(
             version=result.version,
             entry_ids=[e.id for e in result.entries],
             token_counts=[e.token_count for e in result.entries],
             replayed=result.replayed,
-            position=self.service.written_position(),
+            position=self._position(written.position),
         )
         if wanted is not None:
             try:
@@ -135,42 +136,44 @@ class EntryRpcs(RpcBase):
     def AbandonToolCalls(
         self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
     ) -> pb.AbandonToolCallsResponse:
-        session, entry = self.service.abandon_tool_calls(
+        written = self.commands.entries.abandon_tool_calls(
             self._session_id(request),
             list(request.tool_call_ids),
             request.reason,
             fields.expected_version(request),
         )
+        version, entry = written.session.version, written.result
         return pb.AbandonToolCallsResponse(
-            version=session.version,
+            version=version,
             tool_call_ids=[r.tool_call_id for r in entry.tool_results],
-            entry=mapping.entry_to_pb(entry, session.version),
-            position=self.service.written_position(),
+            entry=mapping.entry_to_pb(entry, version),
+            position=self._position(written.position),
         )
 
     def RetractEntry(
         self, request: pb.RetractEntryRequest, context: grpc.ServicerContext
     ) -> pb.RetractEntryResponse:
-        session, plan = self.service.retract_entry(
+        written = self.commands.entries.retract_entry(
             self._session_id(request),
             request.entry_id,
             request.reason,
             fields.expected_version(request),
         )
+        plan = written.result
         return pb.RetractEntryResponse(
-            version=session.version,
+            version=written.session.version,
             entry=mapping.entry_to_pb(plan.entry, plan.appended_at),
-            position=self.service.written_position(),
+            position=self._position(written.position),
         )
 
     def ClearSession(
         self, request: pb.ClearSessionRequest, context: grpc.ServicerContext
     ) -> pb.ClearSessionResponse:
-        session, cleared = self.service.clear_session(
+        written = self.commands.entries.clear_session(
             self._session_id(request), request.reason, fields.expected_version(request)
         )
         return pb.ClearSessionResponse(
-            version=session.version,
-            entries_cleared=cleared,
-            position=self.service.written_position(),
+            version=written.session.version,
+            entries_cleared=written.result,
+            position=self._position(written.position),
         )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from domain.errors import InvalidRequest
-from domain.session import Session
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.audit import AuditService
+from services.app.commands.erasure import Erased
 from services.grpc import mapping
 from services.grpc import request_fields as fields
 from services.grpc.audit import catalog_filter
@@ -20,11 +22,11 @@ class SessionRpcs(RpcBase):
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
     ) -> pb.Session:
-        session = self.service.create_session(
+        written = self.commands.sessions.create_session(
             self._new_session_id(request.session_id),
             lambda defaults: mapping.settings_from_pb(request.settings, defaults),
         )
-        return self._written(mapping.session_to_pb(session))
+        return self._written(mapping.session_to_pb(written.session), written.position)
 
     def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.ServicerContext
@@ -52,14 +54,14 @@ class SessionRpcs(RpcBase):
     def UpdateSettings(
         self, request: pb.UpdateSettingsRequest, context: grpc.ServicerContext
     ) -> pb.Session:
-        session = self.service.update_settings(
+        written = self.commands.sessions.update_settings(
             self._session_id(request),
             lambda current: mapping.settings_from_pb(
                 request.settings, current, request.remove_labels
             ),
             fields.expected_version(request),
         )
-        return self._written(mapping.session_to_pb(session))
+        return self._written(mapping.session_to_pb(written.session), written.position)
 
     def ForkSession(
         self, request: pb.ForkSessionRequest, context: grpc.ServicerContext
@@ -69,7 +71,7 @@ class SessionRpcs(RpcBase):
             raise InvalidRequest("version must be 1 or more; leave it unset to fork now")
         if which == "entry_id" and not request.entry_id:
             raise InvalidRequest("entry_id is empty; name an entry, or leave it unset")
-        fork = self.service.fork_session(
+        fork = self.commands.forks.fork_session(
             self._session_id(request),
             version=request.version if which == "version" else None,
             entry_id=request.entry_id if which == "entry_id" else "",
@@ -78,13 +80,13 @@ class SessionRpcs(RpcBase):
             if request.HasField("settings")
             else None,
         )
-        return self._written(mapping.session_to_pb(fork))
+        return self._written(mapping.session_to_pb(fork.session), fork.position)
 
     def EraseSession(
         self, request: pb.EraseSessionRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
         return self._erased(
-            *self.service.erase_session(
+            self.commands.erasure.erase_session(
                 self._session_id(request), erased_by=request.erased_by, reason=request.reason
             )
         )
@@ -93,7 +95,7 @@ class SessionRpcs(RpcBase):
         self, request: pb.EraseEntriesRequest, context: grpc.ServicerContext
     ) -> pb.EraseResponse:
         return self._erased(
-            *self.service.erase_entries(
+            self.commands.erasure.erase_entries(
                 self._session_id(request),
                 list(request.entry_ids),
                 erased_by=request.erased_by,
@@ -101,18 +103,13 @@ class SessionRpcs(RpcBase):
             )
         )
 
-    def _erased(
-        self,
-        session: Session,
-        erased: Session.EntriesErased | Session.SessionErased,
-        forks: list[str],
-    ) -> pb.EraseResponse:
+    def _erased(self, erased: Erased[Any]) -> pb.EraseResponse:
         ids = self.service.ids
         response = pb.EraseResponse(
-            version=session.version,
-            erasure=mapping.erasure_event_to_pb(erased),
-            position=self.service.written_position(),
-            forks_erased=[ids.client(fork) for fork in forks],
+            version=erased.session.version,
+            erasure=mapping.erasure_event_to_pb(erased.event),
+            position=self._position(erased.position),
+            forks_erased=[ids.client(fork) for fork in erased.forks],
         )
         if response.erasure.erased_with:
             response.erasure.erased_with = ids.client(response.erasure.erased_with)

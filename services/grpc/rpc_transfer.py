@@ -42,7 +42,7 @@ class TransferRpcs(RpcBase):
             file_name=header.file_name,
         )
         response = _import_result_to_pb(result)
-        response.position = self.service.written_position()
+        response.position = result.position
         for imported in response.sessions:
             imported.session.position = response.position
             self._shown(imported.session)

@@ -39,6 +39,7 @@ class SessionStoreServicer(
         streams: EventStreams,
     ) -> None:
         self.service = service
+        self.commands = service.commands
         self.context = context
         self.imports = imports
         self.audit = audit

@@ -46,7 +46,7 @@ def test_a_fork_saved_while_its_parent_is_erased_is_erased_too(
     else:
         _, _, forks = eraser.erase_entries("p", ["u1"], erased_by="dpo", reason="asked")
     assert forks == []
-    fork = forker.commands.forks.save_fork(copied, "p", read_at)
+    fork = forker.commands.forks.save_fork(copied, "p", read_at).session
 
     assert fork.erased is whole
     assert "secret" not in _contents(eraser, "f") and "secret" not in _contents(forker, "f")

@@ -13,7 +13,7 @@ from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
-from services.app.write_path import WritePath
+from services.app.write_path import WritePath, Written
 
 
 class CompactionCommands:
@@ -23,7 +23,7 @@ class CompactionCommands:
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None = None
-    ) -> Session.CompactionRecorded:
+    ) -> Written[Session.CompactionRecorded]:
         """Records a compaction, the client's or the engine's. The token figures of the
         receipt are the store's own counts; figures a client sent are kept beside them as
         its claims (details ``claimed_tokens_before`` / ``claimed_tokens_after``)."""
@@ -71,12 +71,9 @@ class CompactionCommands:
                     tokens_before_source=source,
                     tokens_after_source=source,
                 )
-            session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
-            recorded = session.pending_events[-1]
-            assert isinstance(recorded, Session.CompactionRecorded)
-            return recorded
+            return session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
 
-        return self.writes.write(session_id, expected_version, command)[1]
+        return self.writes.write(session_id, expected_version, command)
 
     def undo_compaction(
         self,
@@ -85,22 +82,19 @@ class CompactionCommands:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> tuple[Session, Session.CompactionUndone]:
+    ) -> Written[Session.CompactionUndone]:
         """Takes back a compaction in force (the latest when ``compaction_version`` is 0):
         the entries it covered are in the durable log again."""
 
         def command(session: Session) -> Session.CompactionUndone:
             plan = self.histories.history(session_id).plan_undo(compaction_version)
-            session.undo_compaction(
+            return session.undo_compaction(
                 plan.compaction_version,
                 reason,
                 restored=(plan.restored_compaction_version, plan.first_kept_position),
                 prompt_tokens=plan.prompt_tokens,
                 requested_by=requested_by,
             )
-            undone = session.pending_events[-1]
-            assert isinstance(undone, Session.CompactionUndone)
-            return undone
 
         return self.writes.write(session_id, expected_version, command)
 
@@ -111,13 +105,13 @@ class CompactionCommands:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> tuple[Session, Session.CompactionRedone]:
+    ) -> Written[Session.CompactionRedone]:
         """Takes back the undo recorded at ``undo_version``: the compactions it took
         back are in force again, exactly as recorded."""
 
         def command(session: Session) -> Session.CompactionRedone:
             plan = self.histories.history(session_id).plan_redo(undo_version)
-            session.redo_compaction(
+            return session.redo_compaction(
                 plan.undo_version,
                 reason,
                 compaction_versions=plan.compaction_versions,
@@ -126,9 +120,6 @@ class CompactionCommands:
                 prompt_tokens=plan.prompt_tokens,
                 requested_by=requested_by,
             )
-            redone = session.pending_events[-1]
-            assert isinstance(redone, Session.CompactionRedone)
-            return redone
 
         return self.writes.write(session_id, expected_version, command)
 
@@ -156,7 +147,7 @@ class CompactionCommands:
         reason: str,
         expected_version: int | None = None,
         applied_edits_json: str = "",
-    ) -> Session.PruneRecorded:
+    ) -> Written[Session.PruneRecorded]:
         """Records a prune: the client's decisions, or (``applied_edits_json``) the
         provider's report of the edits it made, cleared here too (domain.context_edits)."""
         edits = parse_applied_edits(applied_edits_json) if applied_edits_json else None
@@ -178,26 +169,25 @@ class CompactionCommands:
                 ]
                 chosen = provider_clears(edits, view.log.entries, cleared)
                 why = reason or f"anthropic context editing: {edits.description}"
-            session.record_prune(
+            return session.record_prune(
                 chosen,
                 why,
                 history,
                 history.prompt_tokens_if_pruned,
                 applied_edits_json=applied_edits_json,
             )
-            recorded = session.pending_events[-1]
-            assert isinstance(recorded, Session.PruneRecorded)
-            return recorded
 
-        return self.writes.write(session_id, expected_version, command)[1]
+        return self.writes.write(session_id, expected_version, command)
 
-    def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int:
-        """Records a compaction that did not happen; answers the version."""
+    def record_compaction_failure(
+        self, session_id: str, failure: CompactionFailure
+    ) -> Written[None]:
+        """Records a compaction that did not happen."""
 
         def command(session: Session) -> None:
             session.record_compaction_failure(failure)
 
-        return self.writes.write(session_id, None, command)[0].version
+        return self.writes.write(session_id, None, command)
 
     def report_overflow(
         self,
@@ -210,7 +200,7 @@ class CompactionCommands:
         view_version: int,
         view_hash: str,
         stated: tuple[int, int, int] = (0, 0, 0),
-    ) -> Session:
+    ) -> Written[None]:
         """Records the provider's refusal; the session counts the attempts of its turn and
         learns what the error ``stated`` (window, the prompt's tokens, the answer's room)."""
 
@@ -232,4 +222,4 @@ class CompactionCommands:
                 view_estimate=estimate,
             )
 
-        return self.writes.write(session_id, None, command)[0]
+        return self.writes.write(session_id, None, command)

@@ -12,7 +12,7 @@ from projections.retraction import plan_retraction
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.idempotency import AppendResult, Idempotency, fingerprint
-from services.app.write_path import WritePath
+from services.app.write_path import WritePath, Written
 
 
 class EntryCommands:
@@ -30,7 +30,7 @@ class EntryCommands:
         *,
         expected_version: int | None = None,
         idempotency_key: str = "",
-    ) -> AppendResult:
+    ) -> Written[AppendResult]:
         drafts_print = fingerprint(drafts) if idempotency_key else ""
         store = self.writes.store
 
@@ -57,7 +57,7 @@ class EntryCommands:
 
         # The idempotency check comes before the version check: a retry carries
         # the expected version its first try had.
-        return self.writes.write(session_id, None, command)[1]
+        return self.writes.write(session_id, None, command)
 
     def abandon_tool_calls(
         self,
@@ -65,7 +65,7 @@ class EntryCommands:
         call_ids: Sequence[str],
         reason: str,
         expected_version: int | None = None,
-    ) -> tuple[Session, Entry]:
+    ) -> Written[Entry]:
         """Closes open calls that will never be answered; answers the session and the
         entry holding their synthetic error results."""
 
@@ -83,7 +83,7 @@ class EntryCommands:
 
     def retract_entry(
         self, session_id: str, entry_id: str, reason: str, expected_version: int | None = None
-    ) -> tuple[Session, RetractionPlan]:
+    ) -> Written[RetractionPlan]:
         """Takes the log's latest entry out of the views; answers the session and what was
         retracted."""
 
@@ -96,7 +96,7 @@ class EntryCommands:
 
     def clear_session(
         self, session_id: str, reason: str, expected_version: int | None = None
-    ) -> tuple[Session, int]:
+    ) -> Written[int]:
         """Takes every entry out of the views; answers the session and how many the log
         showed."""
 

@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from domain.erasure import SessionWasErased
 from domain.errors import InvalidRequest, SessionNotFound
 from domain.session import Session
 from services.app import tenancy
 from services.app.history_cache import HistoryCache
-from services.app.write_path import WritePath
+from services.app.write_path import WritePath, Written
+
+# The erasure's event: of entries, or of the whole session.
+EV = TypeVar("EV", Session.EntriesErased, Session.SessionErased)
+
+
+@dataclass(frozen=True)
+class Erased(Generic[EV]):
+    """What an erasure did: the session after it, its event, the forks it was
+    followed into, and the position of the last of those writes."""
+
+    session: Session
+    event: EV
+    forks: list[str]
+    position: int | None
 
 
 class ErasureCommands:
@@ -19,7 +35,7 @@ class ErasureCommands:
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
-    ) -> tuple[Session, Session.EntriesErased, list[str]]:
+    ) -> Erased[Session.EntriesErased]:
         """Erases entries' content (their keys are deleted with the event), and the
         summaries of every compaction that may carry it; then the same entries in the
         forks that copied them (answered: the forks erased in)."""
@@ -33,53 +49,49 @@ class ErasureCommands:
 
         def command(session: Session) -> Session.EntriesErased:
             tainted = self.histories.history(session_id).plan_erasure(wanted)
-            session.erase_entries(wanted, tainted, erased_by=by, reason=reason)
-            erased = session.pending_events[-1]
-            assert isinstance(erased, Session.EntriesErased)
-            return erased
+            return session.erase_entries(wanted, tainted, erased_by=by, reason=reason)
 
-        session, erased = self.writes.write(session_id, None, command)
+        written = self.writes.write(session_id, None, command)
         self.histories.forget(session_id)
-        forks = self._erase_in_forks(session, wanted, erased_by=by, reason=reason)
-        return session, erased, forks
+        forks, position = self._erase_in_forks(written.session, wanted, erased_by=by, reason=reason)
+        return Erased(written.session, written.result, forks, position or written.position)
 
     def erase_session(
         self, session_id: str, *, erased_by: str, reason: str
-    ) -> tuple[Session, Session.SessionErased, list[str]]:
+    ) -> Erased[Session.SessionErased]:
         """Erases the whole session's content, and that of every session forked from it
         (transitively, in its tenant; answered); it takes no more writes."""
 
         by = tenancy.accountable(erased_by)
 
         def command(session: Session) -> Session.SessionErased:
-            session.erase(erased_by=by, reason=reason)
-            erased = session.pending_events[-1]
-            assert isinstance(erased, Session.SessionErased)
-            return erased
+            return session.erase(erased_by=by, reason=reason)
 
         try:
-            session, erased = self.writes.write(session_id, None, command)
+            written = self.writes.write(session_id, None, command)
         except SessionWasErased:
             # Erased before: its forks too, even if that erasure stopped short of them.
             root = self.writes.access.aggregate(session_id)
             self._erase_in_forks(root, None, erased_by=by, reason=reason)
             raise
         self.histories.forget(session_id)
-        forks = self._erase_in_forks(session, None, erased_by=by, reason=reason)
-        return session, erased, forks
+        forks, position = self._erase_in_forks(written.session, None, erased_by=by, reason=reason)
+        return Erased(written.session, written.result, forks, position or written.position)
 
     def _erase_in_forks(
         self, root: Session, entry_ids: Sequence[str] | None, *, erased_by: str, reason: str
-    ) -> list[str]:
+    ) -> tuple[list[str], int | None]:
         """Follows an erasure of ``root`` (whole when ``entry_ids`` is None) into the
         sessions forked from it, and from those, in its tenant: each fork records an
-        erasure of its own of what it copied. Answers the forks erased in.
+        erasure of its own of what it copied. Answers the forks erased in, and the
+        position of the last erasure written in one.
 
         Forks are found by the links their own transactions wrote (the id index),
         never by a read model that may lag behind. A fork saved while this runs is
         caught by fork_session, which looks for erasures of its parent after saving.
         """
         erased: list[str] = []
+        position: int | None = None
         seen = {root.id}
         pending: list[tuple[str, Sequence[str] | None]] = [(root.id, entry_ids)]
         while pending:
@@ -89,15 +101,17 @@ class ErasureCommands:
                     continue
                 seen.add(fork_id)
                 try:
-                    copied = self.follow_erasure(
+                    followed = self.follow_erasure(
                         fork_id, root, ids, copied_upto, erased_by=erased_by, reason=reason
                     )
                 except SessionNotFound:
                     continue  # another tenant's fork: not this caller's to erase
+                copied = followed.result
+                position = followed.position or position
                 if copied is None or copied:
                     erased.append(fork_id)
                     pending.append((fork_id, copied))
-        return erased
+        return erased, position
 
     def follow_erasure(
         self,
@@ -108,7 +122,7 @@ class ErasureCommands:
         *,
         erased_by: str,
         reason: str,
-    ) -> Sequence[str] | None:
+    ) -> Written[Sequence[str] | None]:
         """Erases in one fork what it copied of an erasure: the whole fork (answers None),
         or those of the entries it copied, appended at or before ``copied_upto`` (answers
         them; an entry the fork appended itself may reuse an id, and is not touched).
@@ -140,6 +154,6 @@ class ErasureCommands:
                 )
             return copied
 
-        copied = self.writes.write(fork_id, None, command)[1]
+        written = self.writes.write(fork_id, None, command)
         self.histories.forget(fork_id)
-        return copied
+        return written

@@ -12,7 +12,7 @@ from domain.settings import SessionSettings
 from services.app.commands.erasure import ErasureCommands
 from services.app.history_cache import ERASURES, HistoryCache
 from services.app.session_rules import SessionRules
-from services.app.write_path import WritePath
+from services.app.write_path import WritePath, Written
 
 
 class ForkCommands:
@@ -36,7 +36,7 @@ class ForkCommands:
         entry_id: str = "",
         new_session_id: str = "",
         choose: Callable[[SessionSettings], SessionSettings] | None = None,
-    ) -> Session:
+    ) -> Written[None]:
         """A new session whose history is the parent's up to ``version`` (or up to the
         version that appended ``entry_id``; now when neither), with the settings
         ``choose`` makes recorded after the copy. The parent is not touched."""
@@ -79,20 +79,20 @@ class ForkCommands:
             )
         return fork, history.version
 
-    def save_fork(self, fork: Session, parent_id: str, read_at: int) -> Session:
+    def save_fork(self, fork: Session, parent_id: str, read_at: int) -> Written[None]:
         """Saves a fork, then follows into it the erasures of its parent stored since
         the parent was read (an erasure racing the fork could not find its link yet):
         of the erasure and the fork, whichever committed second sees the other."""
-        self.writes.save(fork)
+        position = self.writes.save(fork)
         later = self.writes.store.session_events(parent_id, after=read_at)
         erasures = [e for e in later if isinstance(e, ERASURES)]
         if not erasures:
-            return fork
+            return Written(fork, None, position)
         parent = self.writes.access.load(parent_id)
         for erasure in erasures:
             ids = list(erasure.entry_ids) if isinstance(erasure, Session.EntriesErased) else None
             with contextlib.suppress(SessionNotFound):  # forked into another tenant
-                self.erasure.follow_erasure(
+                followed = self.erasure.follow_erasure(
                     fork.id,
                     parent,
                     ids,
@@ -100,4 +100,5 @@ class ForkCommands:
                     erased_by=erasure.erased_by,
                     reason=erasure.reason,
                 )
-        return self.writes.access.load(fork.id)
+                position = followed.position or position
+        return Written(self.writes.access.load(fork.id), None, position)

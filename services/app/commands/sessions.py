@@ -14,7 +14,7 @@ from domain.system_prompt import SystemPrompt, validate_system_prompt, with_file
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.session_rules import SessionRules
-from services.app.write_path import WritePath
+from services.app.write_path import WritePath, Written
 
 
 class SessionCommands:
@@ -25,7 +25,7 @@ class SessionCommands:
 
     def create_session(
         self, session_id: str, choose: Callable[[SessionSettings], SessionSettings]
-    ) -> Session:
+    ) -> Written[None]:
         """A new session with the server's defaults, changed as ``choose`` says, in the
         stream ``session_id`` (the caller's, from SessionIds; a new id when empty)."""
         ids = self.writes.access.ids
@@ -38,15 +38,14 @@ class SessionCommands:
             max_entry_bytes_limit=self.rules.max_entry_bytes_limit,
             tenant=ids.tenant_and_id(session_id)[0],
         )
-        self.writes.save(session)
-        return session
+        return Written(session, None, self.writes.save(session))
 
     def update_settings(
         self,
         session_id: str,
         change: Callable[[SessionSettings], SessionSettings],
         expected_version: int | None,
-    ) -> Session:
+    ) -> Written[None]:
         def command(session: Session) -> None:
             settings = change(session.settings)
             self.rules.check(settings)
@@ -61,13 +60,13 @@ class SessionCommands:
                 largest_message_tokens=largest,
             )
 
-        return self.writes.write(session_id, expected_version, command)[0]
+        return self.writes.write(session_id, expected_version, command)
 
     def set_system_prompt(
         self, session_id: str, prompt: SystemPrompt, expected_version: int | None
-    ) -> tuple[Session, SystemPrompt, bool]:
+    ) -> Written[tuple[SystemPrompt, bool]]:
         """Stores the prompt, counted with the session model's tokenizer; answers the
-        session, the prompt as stored and whether it changed."""
+        prompt as stored and whether it changed."""
 
         def command(session: Session) -> tuple[SystemPrompt, bool]:
             validate_system_prompt(prompt)
@@ -81,5 +80,4 @@ class SessionCommands:
             session.set_system_prompt(counted, fingerprint)
             return counted, session.version != version
 
-        session, (stored, changed) = self.writes.write(session_id, expected_version, command)
-        return session, stored, changed
+        return self.writes.write(session_id, expected_version, command)

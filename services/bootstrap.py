@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from services.adapters.event_store import EventStore
+from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
 from services.app import tenancy
@@ -39,14 +39,6 @@ from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.readmodels import ReadModels, build_read_models
-
-# Aggregates read for queries are cached and fast-forwarded from the store.
-AGGREGATE_CACHE_SIZE = 10_000
-
-
-def build_event_store(config: Config) -> EventStore:
-    env = {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE)}
-    return EventStore(env, snapshot_interval=config.snapshot_interval)
 
 
 @dataclass(frozen=True)

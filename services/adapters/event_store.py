@@ -59,6 +59,7 @@ from services.adapters.sealing import (
     current_scope,
     scoped,
 )
+from services.config import Config
 
 STARTED_TOPIC = get_topic(Session.Started)
 SNAPSHOT_TOPIC = get_topic(Session.Snapshot)
@@ -636,3 +637,13 @@ def _check_postgres(env: dict[str, str]) -> None:
         schema = env.get("POSTGRES_SCHEMA")
         if schema:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+
+
+# Aggregates read for queries are cached and fast-forwarded from the store.
+AGGREGATE_CACHE_SIZE = 10_000
+
+
+def build_event_store(config: Config) -> EventStore:
+    """The store the configuration names (the server's, the worker's, the admin's)."""
+    env = {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE)}
+    return EventStore(env, snapshot_interval=config.snapshot_interval)

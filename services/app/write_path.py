@@ -31,10 +31,10 @@ from domain.errors import (
 )
 from domain.session import Session, SessionEvent
 from projections.session_history import SessionHistory
+from services import deadline
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.adapters.id_index import IdTaken
-from services.app import deadline
 from services.app.access import SessionAccess
 from services.app.history_cache import LOCK_STRIPES, HistoryCache
 from services.app.saved_versions import SavedVersions

@@ -17,9 +17,9 @@ import threading
 import structlog
 from pydantic import ValidationError
 
-from services.bootstrap import build_event_store
+from services.adapters.event_store import build_event_store
 from services.config import Config
-from services.grpc.server import configure_logging
+from services.logs import configure_logging
 from services.readmodels.leadership import project_while_leading
 from services.readmodels.service import build_read_models
 

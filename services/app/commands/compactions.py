@@ -7,6 +7,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from domain.compaction import Compaction, CompactionFailure
+from domain.compaction_changes import plan_redo, plan_undo
 from domain.context_edits import parse_applied_edits, provider_clears
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
@@ -87,7 +88,7 @@ class CompactionCommands:
         the entries it covered are in the durable log again."""
 
         def command(session: Session) -> Session.CompactionUndone:
-            plan = self.histories.history(session_id).plan_undo(compaction_version)
+            plan = plan_undo(self.histories.history(session_id).whole(), compaction_version)
             return session.undo_compaction(
                 plan.compaction_version,
                 reason,
@@ -110,7 +111,7 @@ class CompactionCommands:
         back are in force again, exactly as recorded."""
 
         def command(session: Session) -> Session.CompactionRedone:
-            plan = self.histories.history(session_id).plan_redo(undo_version)
+            plan = plan_redo(self.histories.history(session_id).whole(), undo_version)
             return session.redo_compaction(
                 plan.undo_version,
                 reason,

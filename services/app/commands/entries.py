@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from domain.content import Entry
-from domain.retraction import RetractionPlan
+from domain.retraction import RetractionPlan, plan_retraction
 from domain.session import Session
-from projections.retraction import plan_retraction
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.idempotency import AppendResult, Idempotency, fingerprint

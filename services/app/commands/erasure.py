@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from domain.erasure import SessionWasErased
+from domain.erasure import SessionWasErased, plan_erasure
 from domain.errors import InvalidRequest, SessionNotFound
 from domain.session import Session
 from services.app import tenancy
@@ -48,7 +48,7 @@ class ErasureCommands:
         by = tenancy.accountable(erased_by)
 
         def command(session: Session) -> Session.EntriesErased:
-            tainted = self.histories.history(session_id).plan_erasure(wanted)
+            tainted = plan_erasure(self.histories.history(session_id).whole(), wanted)
             return session.erase_entries(wanted, tainted, erased_by=by, reason=reason)
 
         written = self.writes.write(session_id, None, command)
@@ -147,7 +147,7 @@ class ErasureCommands:
             if fresh and not fork.erased:
                 fork.erase_entries(
                     fresh,
-                    history.plan_erasure(fresh),
+                    plan_erasure(history, fresh),
                     erased_by=erased_by,
                     reason=reason,
                     erased_with=root.id,

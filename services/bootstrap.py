@@ -8,12 +8,15 @@ tests that need no database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from services.adapters.event_store import EventStore
 from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
 from services.app.context import ContextService
+from services.app.retention import RetentionService
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import EngineContext
@@ -76,3 +79,15 @@ def build_application(config: Config) -> Application:
             wake = read_models.runner.wake
             sessions.on_saved.append(lambda _session, _events: wake())
     return Application(sessions, ContextService(sessions, engines), runner, read_models)
+
+
+def build_retention(
+    sessions: SessionService,
+    read_models: ReadModels,
+    clock: Callable[[], datetime] | None = None,
+) -> RetentionService:
+    """Retention's use case: candidates from the catalog, erasures through the sessions'
+    own erasure (``clock``: when "now" is, for dry runs of a later date and tests)."""
+    if clock is None:
+        return RetentionService(sessions, read_models.queries)
+    return RetentionService(sessions, read_models.queries, clock)

@@ -393,10 +393,11 @@ class SessionService:
         return session, erased, forks
 
     def erase_session(
-        self, session_id: str, *, erased_by: str, reason: str
+        self, session_id: str, *, erased_by: str, reason: str, expected_version: int | None = None
     ) -> tuple[Session, Session.SessionErased, list[str]]:
         """Erases the whole session's content, and that of every session forked from it
-        (transitively, in its tenant; answered); it takes no more writes."""
+        (transitively, in its tenant; answered); it takes no more writes. With
+        ``expected_version``, only if the session is still at that version."""
 
         by = tenancy.accountable(erased_by)
 
@@ -407,7 +408,7 @@ class SessionService:
             return erased
 
         try:
-            session, erased = self._write(session_id, None, command)
+            session, erased = self._write(session_id, expected_version, command)
         except SessionWasErased:
             # Erased before: its forks too, even if that erasure stopped short of them.
             self._erase_in_forks(self._aggregate(session_id), None, erased_by=by, reason=reason)

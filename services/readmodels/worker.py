@@ -5,7 +5,9 @@ store and keeps every read model up to date until SIGTERM or SIGINT; servers
 configured with `worker` then only read the tables. Killing it at any moment
 loses nothing: the next worker continues from the tracked positions. Of
 several workers on one PostgreSQL database one leads and the others wait to
-take over (services.readmodels.leadership); on SQLite run one.
+take over (services.readmodels.leadership); on SQLite run one. The leader
+also applies the retention policies on their schedule
+(services.readmodels.retention).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import threading
 import structlog
 from pydantic import ValidationError
 
-from services.bootstrap import build_event_store
+from services.adapters.event_store import EventStore
+from services.app.sessions import SessionService
+from services.bootstrap import build_event_store, build_retention
 from services.config import Config
 from services.grpc.server import configure_logging
 from services.readmodels.leadership import project_while_leading
-from services.readmodels.service import build_read_models
+from services.readmodels.retention import RetentionScheduler
+from services.readmodels.service import ReadModels, build_read_models
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 log = structlog.get_logger(__name__)
@@ -44,16 +49,41 @@ def main() -> None:
         poll_seconds=config.projection_poll_seconds,
     )
     stopping = threading.Event()
-    leading = threading.Thread(
-        target=project_while_leading, args=(models, stopping), name="leadership"
+    leads = threading.Event()
+    leadership = threading.Thread(
+        target=project_while_leading, args=(models, stopping, leads), name="leadership"
     )
-    leading.start()
+    leadership.start()
+    retention = scheduled_retention(config, events, models, leads)
+    retaining = None
+    if retention is not None:
+        retaining = threading.Thread(target=retention.run, args=(stopping,), name="retention")
+        retaining.start()
     received = signal.sigwait(STOP_SIGNALS)
     log.info("stopping", signal=signal.Signals(received).name)
     stopping.set()
-    leading.join()
+    leadership.join()
+    if retaining is not None:
+        retaining.join()
     models.close()
     events.close()
+
+
+def scheduled_retention(
+    config: Config, events: EventStore, models: ReadModels, leading: threading.Event
+) -> RetentionScheduler | None:
+    """The retention policies applied while this worker leads; None without a file
+    (then retention removes nothing)."""
+    if config.retention_file is None:
+        log.info("retention: no policy file (SESSIONSTORE_RETENTION_FILE), nothing removed")
+        return None
+    sessions = SessionService(config, events)
+    return RetentionScheduler(
+        build_retention(sessions, models),
+        config.retention_file,
+        config.retention_interval_seconds,
+        leading,
+    )
 
 
 if __name__ == "__main__":

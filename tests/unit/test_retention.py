@@ -125,3 +125,12 @@ def test_a_file_is_refused_whole(tmp_path: Path) -> None:
     # An empty file is valid, and removes nothing.
     (tmp_path / "empty.toml").write_text("")
     assert read_policies(tmp_path / "empty.toml") == []
+
+
+def test_the_readme_example_is_a_valid_policy_file() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Retention") :]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    chat, hold = parse_policies(tomllib.loads(example))
+    assert (chat.name, chat.idle_days, chat.max_age_days) == ("chat-idle", 30, 365)
+    assert deciding_policy(facts("acme", {"app": "chat", "hold": "legal"}), [chat, hold]) == hold

@@ -11,6 +11,7 @@ import pytest
 
 from domain.retention import RetentionAction, SessionFacts, cutoffs, deciding_policy, judge
 from services.adapters.retention_file import RetentionFileError, parse_policies, read_policies
+from tests.support.manifests import KUBERNETES, OVERLAYS, environment, find, pod_spec, render
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -134,3 +135,18 @@ def test_the_readme_example_is_a_valid_policy_file() -> None:
     chat, hold = parse_policies(tomllib.loads(example))
     assert (chat.name, chat.idle_days, chat.max_age_days) == ("chat-idle", 30, 365)
     assert deciding_policy(facts("acme", {"app": "chat", "hold": "legal"}), [chat, hold]) == hold
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_deployed_worker_reads_the_shipped_policy_file_which_removes_nothing(
+    overlay: str,
+) -> None:
+    objects = render(KUBERNETES / "overlays" / overlay)
+    spec = pod_spec(find(objects, "Deployment", "sessionstore-worker"))
+    (worker,) = spec["containers"]
+    policy_file = Path(environment(objects, worker)["SESSIONSTORE_RETENTION_FILE"])
+    (mount,) = [m for m in worker["volumeMounts"] if m["mountPath"] == str(policy_file.parent)]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    config_map = find(objects, "ConfigMap", volume["configMap"]["name"])
+    shipped = config_map["data"][policy_file.name]
+    assert parse_policies(tomllib.loads(shipped)) == []

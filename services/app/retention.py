@@ -30,7 +30,7 @@ from pathlib import Path
 import structlog
 
 from domain.erasure import SessionWasErased
-from domain.errors import SessionNotFound, VersionConflict, quoted
+from domain.errors import DomainError, SessionNotFound, VersionConflict, quoted
 from domain.retention import (
     ANY_TENANT,
     RetentionAction,
@@ -208,29 +208,39 @@ class RetentionService:
         """Erases what ``plan`` lists that is still as planned and still due now."""
         outcome = RetentionOutcome()
         for removal in plan.removals:
-            why_not = self._changed_since(removal, policies)
-            if why_not is not None:
-                outcome.skipped.append((removal.session_id, why_not))
-                continue
             try:
-                outcome.exported.extend(self._export(removal))
-            except Exception as error:
-                outcome.failed.append(
-                    (removal.session_id, f"export failed, nothing erased: {error}")
-                )
+                self._apply_one(removal, policies, outcome)
+            except DomainError as error:  # the database away, a deadline: the next run retries
+                outcome.failed.append((removal.session_id, f"not erased: {error}"))
                 log.warning(
-                    "retention: export failed; not erased",
-                    session_id=removal.session_id,
-                    error=str(error),
-                )
-                continue
-            try:
-                self._erase(removal, outcome)
-            except (VersionConflict, SessionWasErased):
-                outcome.skipped.append(
-                    (removal.session_id, "written or erased as it was about to be erased")
+                    "retention: not erased", session_id=removal.session_id, error=str(error)
                 )
         return outcome
+
+    def _apply_one(
+        self,
+        removal: PlannedRemoval,
+        policies: Sequence[RetentionPolicy],
+        outcome: RetentionOutcome,
+    ) -> None:
+        why_not = self._changed_since(removal, policies)
+        if why_not is not None:
+            outcome.skipped.append((removal.session_id, why_not))
+            return
+        try:
+            exported = self._export(removal)
+        except Exception as error:
+            why = f"export failed, nothing erased: {error}"
+            outcome.failed.append((removal.session_id, why))
+            log.warning("retention: not erased", session_id=removal.session_id, error=why)
+            return
+        outcome.exported.extend(exported)
+        try:
+            self._erase(removal, outcome)
+        except (VersionConflict, SessionWasErased):
+            outcome.skipped.append(
+                (removal.session_id, "written or erased as it was about to be erased")
+            )
 
     def _changed_since(
         self, removal: PlannedRemoval, policies: Sequence[RetentionPolicy]

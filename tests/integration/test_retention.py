@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from domain.errors import VersionConflict
 from domain.retention import RetentionPolicy
 from services.adapters.retention_file import parse_policies
 from services.app import tenancy
@@ -272,3 +273,28 @@ def test_a_failed_export_erases_nothing(acme: Store, tmp_path: Path) -> None:
     assert session_id == "acme/idle" and why.startswith("export failed, nothing erased")
     assert not acme.sessions.aggregate("acme/idle").erased
     assert "secret" in acme.readable("acme/idle")
+
+
+def test_a_session_forked_after_the_plan_is_not_erased(acme: Store) -> None:
+    rules = policies(ACME_POLICIES)
+    plan = acme.retention.plan(rules)
+    with tenancy.calling_as(ACME):
+        acme.sessions.fork_session("acme/idle", new_session_id="acme/copy")
+
+    outcome = acme.retention.apply(plan, rules)
+    assert outcome.erased == ["acme/old"]
+    assert outcome.skipped == [("acme/idle", "acme/idle was forked since the plan")]
+    assert not acme.sessions.aggregate("acme/copy").erased
+    assert "secret" in acme.readable("acme/idle") and "secret" in acme.readable("acme/copy")
+
+
+def test_the_erasure_is_saved_only_at_the_planned_version(store: Store) -> None:
+    # What closes the gap between apply's last check and the erasure's save.
+    s = store.sessions
+    s.create_session("acme/s", lambda d: d)
+    s.append("acme/s", [user("secret words")])
+    with pytest.raises(VersionConflict):
+        s.erase_session("acme/s", erased_by="retention", reason="r", expected_version=1)
+    assert not s.aggregate("acme/s").erased and "secret" in store.readable("acme/s")
+    s.erase_session("acme/s", erased_by="retention", reason="r", expected_version=2)
+    assert s.aggregate("acme/s").erased

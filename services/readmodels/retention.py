@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,6 +76,8 @@ class RetentionScheduler:
         self.interval_seconds = interval_seconds
         self.leading = leading
         self.counters = RetentionCounters()
+        # Called with each run's outcome (after the counters): for the worker's metrics.
+        self.on_run: list[Callable[[RetentionOutcome], None]] = []
 
     def run_once(self) -> RetentionOutcome | None:
         """Reads the policies, plans and applies them; None when it could not run."""
@@ -88,6 +90,8 @@ class RetentionScheduler:
             log.error("retention: run failed, nothing more applied", error=str(error))
             return None
         self.counters.add(outcome)
+        for hook in self.on_run:
+            hook(outcome)
         log.info(
             "retention applied",
             policies=len(policies),

@@ -104,6 +104,29 @@ def test_without_a_policy_file_the_worker_removes_nothing(
         worker.end()
 
 
+def test_a_broken_file_applies_nothing_until_it_is_fixed(
+    database_url: str, sessions: SessionService, tmp_path: Path
+) -> None:
+    import_old_session(sessions, "acme/idle", [days_ago(100), days_ago(40)], {"app": "chat"})
+    policy_file = tmp_path / "retention.toml"
+    policy_file.write_text(POLICY.replace("idle_days = 30", "idle_days = -30"))
+    worker = WorkerProcess(
+        database_url, retention_file=str(policy_file), retention_interval_seconds=INTERVAL
+    )
+    try:
+        worker.wait_for("retention: run failed", 60)
+        (failed, *_) = worker.logged("retention: run failed")
+        assert "idle_days must be a number of days, 0 or more" in failed["error"]
+        assert not sessions.aggregate("acme/idle").erased
+        # Read again at every run: once fixed, the next run applies it.
+        policy_file.write_text(POLICY)
+        wait_for_erasure(worker, 0)
+        assert sessions.aggregate("acme/idle").erased
+    finally:
+        assert worker.stop() == 0
+        worker.end()
+
+
 def test_only_the_leading_worker_applies_them(postgres_schema_url: str, tmp_path: Path) -> None:
     sessions = build_service(Config(database_url=postgres_schema_url, projections="off"))
     policy_file = tmp_path / "retention.toml"

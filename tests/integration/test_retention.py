@@ -9,6 +9,8 @@ clock is set to a fixed "now" after them: no component is stood in for."""
 
 from __future__ import annotations
 
+import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,10 +23,11 @@ from domain.errors import VersionConflict
 from domain.retention import RetentionPolicy
 from services.adapters.retention_file import parse_policies
 from services.app import tenancy
-from services.app.retention import RetentionService
+from services.app.retention import RetentionOutcome, RetentionService
 from services.app.sessions import SessionService
 from services.bootstrap import Application, build_application, build_retention
 from services.config import Config
+from services.readmodels.retention import RetentionScheduler
 from tests.support.old_sessions import import_old_session
 from tests.support.raw_keys import raw_key_rows
 from tests.unit.support import user
@@ -298,3 +301,35 @@ def test_the_erasure_is_saved_only_at_the_planned_version(store: Store) -> None:
     assert not s.aggregate("acme/s").erased and "secret" in store.readable("acme/s")
     s.erase_session("acme/s", erased_by="retention", reason="r", expected_version=2)
     assert s.aggregate("acme/s").erased
+
+
+def test_the_scheduler_counts_what_went_and_runs_only_while_leading(
+    acme: Store, tmp_path: Path
+) -> None:
+    policy_file = tmp_path / "retention.toml"
+    policy_file.write_text(ACME_POLICIES)
+    leading = threading.Event()
+    scheduler = RetentionScheduler(acme.retention, policy_file, 0.05, leading)
+    seen: list[RetentionOutcome] = []
+    scheduler.on_run.append(seen.append)
+    stopping = threading.Event()
+    running = threading.Thread(target=scheduler.run, args=(stopping,))
+    running.start()
+    try:
+        time.sleep(0.5)
+        assert scheduler.counters.runs == 0  # not leading: nothing applied
+        assert not acme.sessions.aggregate("acme/idle").erased
+        leading.set()
+        give_up_at = time.monotonic() + 30
+        while scheduler.counters.runs < 2 and time.monotonic() < give_up_at:
+            time.sleep(0.05)
+    finally:
+        stopping.set()
+        running.join()
+    counters = scheduler.counters
+    assert (counters.erased, counters.failed, counters.failed_runs) == (2, 0, 0)
+    assert counters.runs >= 2 and len(seen) == counters.runs
+    assert sorted(seen[0].erased) == ["acme/idle", "acme/old"] and seen[1].erased == []
+    # A file that cannot be read applies nothing, and is counted.
+    policy_file.write_text("[[retention]]\n")
+    assert scheduler.run_once() is None and scheduler.counters.failed_runs == 1

@@ -291,11 +291,15 @@ class RetentionService:
             reason=reason(root),
             expected_version=root.session.version,
         )
+        # EraseSession also names forks erased before (it walks through them): only
+        # those this removal found not yet erased count as erased now.
+        planned = {f.session.session_id for f in removal.forks}
+        now_erased = [f for f in forks if f in planned]
         outcome.erased.append(root.session.session_id)
-        outcome.erased.extend(forks)
+        outcome.erased.extend(now_erased)
         log.info(
             "retention: erased",
             session_id=root.session.session_id,
-            forks=forks,
+            forks=now_erased,
             reason=reason(root),
         )

@@ -184,6 +184,11 @@ def test_forks_go_with_their_parent_only_when_due_themselves(store: Store) -> No
         s, "acme/tree", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
     )
     fork_id = tree.sessions[1].session.id
+    # Another whose fork was erased by hand before: it goes alone, the fork not counted.
+    erased_before = import_old_session(
+        s, "acme/tree2", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
+    ).sessions[1].session.id
+    s.erase_session(erased_before, erased_by="dpo", reason="asked")
     # A parent whose fork (made now, by acme) is in use: erasing it would erase the fork.
     # (A fork copies its parent's events with their times: its own write makes it recent.)
     import_old_session(s, "acme/forked", [days_ago(200), days_ago(40)], {"app": "chat"})
@@ -193,15 +198,16 @@ def test_forks_go_with_their_parent_only_when_due_themselves(store: Store) -> No
     store.caught_up()
 
     plan = store.retention.plan(rules)
-    (removal,) = plan.removals
+    removal, alone = plan.removals
     assert removal.session_id == "acme/tree"
     assert [f.session.session_id for f in removal.forks] == [fork_id]
+    assert alone.session_id == "acme/tree2" and alone.forks == ()
     (held,) = plan.held
     assert held.verdict.session.session_id == "acme/forked"
     assert "fork acme/busy" in held.why and "not due" in held.why
 
     outcome = store.retention.apply(plan, rules)
-    assert outcome.erased == ["acme/tree", fork_id]
+    assert outcome.erased == ["acme/tree", fork_id, "acme/tree2"]
     (fork_erasure,) = s.history(fork_id).erasures()
     assert fork_erasure.erased_with == "acme/tree"
     assert "secret" not in store.readable(fork_id)

@@ -185,9 +185,13 @@ def test_forks_go_with_their_parent_only_when_due_themselves(store: Store) -> No
     )
     fork_id = tree.sessions[1].session.id
     # Another whose fork was erased by hand before: it goes alone, the fork not counted.
-    erased_before = import_old_session(
-        s, "acme/tree2", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
-    ).sessions[1].session.id
+    erased_before = (
+        import_old_session(
+            s, "acme/tree2", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
+        )
+        .sessions[1]
+        .session.id
+    )
     s.erase_session(erased_before, erased_by="dpo", reason="asked")
     # A parent whose fork (made now, by acme) is in use: erasing it would erase the fork.
     # (A fork copies its parent's events with their times: its own write makes it recent.)

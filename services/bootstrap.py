@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opentelemetry.sdk.trace import TracerProvider
+
 from services.adapters.event_store import EventStore
 from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
@@ -19,6 +21,7 @@ from services.config import Config
 from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry
 from services.engine.runner import CompactionRunner
+from services.observability.setup import Observability
 from services.readmodels import ReadModels, build_read_models
 
 # Aggregates read for queries are cached and fast-forwarded from the store.
@@ -39,28 +42,35 @@ class Application:
     runner: CompactionRunner
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
+    # Metrics and traces (each off unless configured), and the calls' log context.
+    observability: Observability | None = None
 
     def close(self) -> None:
         self.runner.close()
         if self.read_models is not None:
             self.read_models.close()
         self.sessions.close()
+        if self.observability is not None:
+            self.observability.close()
 
 
 def build_service(config: Config) -> SessionService:
     return build_application(config).sessions
 
 
-def build_application(config: Config) -> Application:
+def build_application(config: Config, tracer_provider: TracerProvider | None = None) -> Application:
+    """``tracer_provider``: where spans go; None: as the OTEL_* variables say."""
+    observability = Observability(config, tracer_provider)
     providers = load_providers(config.providers_file)
     sessions = SessionService(config, build_event_store(config))
     runner = CompactionRunner(config.compaction_workers)
     engines = EngineRegistry(
         EngineContext(
             port=sessions,
-            summarizers=lambda step: build_summarizer(step, providers),
+            summarizers=observability.summarizers(lambda step: build_summarizer(step, providers)),
             runner=runner,
-        )
+        ),
+        wrap=observability.engine,
     )
     sessions.engine_names = set(engines.names)
     read_models = None
@@ -75,4 +85,7 @@ def build_application(config: Config) -> Application:
         if read_models.runner is not None:
             wake = read_models.runner.wake
             sessions.on_saved.append(lambda _session, _events: wake())
-    return Application(sessions, ContextService(sessions, engines), runner, read_models)
+    observability.watch(sessions, read_models)
+    return Application(
+        sessions, ContextService(sessions, engines), runner, read_models, observability
+    )

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
@@ -156,6 +156,14 @@ class SessionService:
         self._erasures_seen: int | None = None
         with contextlib.suppress(Exception):  # a database down now is found by the monitor
             self._erasures_seen = store.recorder.max_notification_id() or 0
+
+    def caches(self) -> dict[str, WeightedLRU[str, Any]]:
+        """The caches by name, for the metrics."""
+        return {
+            "histories": self._histories,
+            "renderings": self._renderers,
+            "tenants": self._tenants,
+        }
 
     def end_streams(self) -> None:
         """Lets followed event streams finish, as a server shutting down must."""

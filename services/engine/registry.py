@@ -13,6 +13,7 @@ from SESSIONSTORE_SESSION_DEFAULTS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from domain.errors import InvalidSettings, quoted
@@ -30,8 +31,14 @@ BUILT_IN: dict[str, EngineFactory] = {
 class EngineRegistry:
     """Builds each engine once, on first use, with the same context."""
 
-    def __init__(self, context: EngineContext) -> None:
+    def __init__(
+        self,
+        context: EngineContext,
+        wrap: Callable[[ContextEngine], ContextEngine] = lambda engine: engine,
+    ) -> None:
         self._context = context
+        # Laid around each engine built (the tracing of its decisions).
+        self._wrap = wrap
         self._factories: dict[str, EngineFactory] = dict(BUILT_IN)
         for point in entry_points(group=ENTRY_POINT_GROUP):
             self._factories.setdefault(point.name, point.load())
@@ -50,5 +57,5 @@ class EngineRegistry:
                     f"engine {quoted(name)} is not installed; this server has "
                     f"{', '.join(self.names)}"
                 )
-            engine = self._engines[name] = factory(self._context)
+            engine = self._engines[name] = self._wrap(factory(self._context))
         return engine

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import logging
 import os
 import signal
 import sys
@@ -25,6 +24,7 @@ import psycopg
 import structlog
 from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -44,6 +44,7 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
+from services.observability.logs import configure_logging
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
@@ -62,31 +63,6 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 # The asyncio health servicer; the stubs know only the threaded one.
 AsyncHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
-
-
-def configure_logging(config: Config) -> None:
-    renderer = (
-        structlog.processors.JSONRenderer()
-        if config.log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr, format="%(message)s")
-    # While the database is down the pool retries every half second per
-    # connection and warns each time; the database monitor says it once.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelName(config.log_level.upper())
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -222,6 +198,11 @@ class RunningServer:
     def service(self) -> SessionService:
         return self.app.sessions
 
+    @property
+    def metrics_port(self) -> int:
+        """Where /metrics is served (0: nowhere, SESSIONSTORE_METRICS_ADDRESS unset)."""
+        return self.app.observability.metrics_port if self.app.observability else 0
+
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         self.loop.run(self._stop(grace))
         self.loop.close()
@@ -241,12 +222,13 @@ class RunningServer:
             await self.health_server.stop(0)
 
 
-def start(config: Config) -> RunningServer:
-    """Starts serving in background threads and returns at once."""
+def start(config: Config, tracer_provider: TracerProvider | None = None) -> RunningServer:
+    """Starts serving in background threads and returns at once. ``tracer_provider``:
+    where spans go (None: as the OTEL_* variables say)."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
     tokens, credentials = load_security(config)
-    app = build_application(config)
+    app = build_application(config, tracer_provider)
     service = app.sessions
     # Fail now if the database cannot be reached, and open its connection
     # pool, rather than in the first request.
@@ -287,9 +269,13 @@ async def _serve(
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
     deadlines = DeadlineInterceptor(workers)
+    # Observing outermost: it sees the status the error interceptor gives, and the
+    # whole call's time.
     interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(SERVICE, strings), deadlines]
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
+    if app.observability is not None:
+        interceptors.insert(0, app.observability.interceptor())
     server = grpc.aio.server(
         migration_thread_pool=workers,
         interceptors=interceptors,
@@ -324,6 +310,8 @@ async def _serve(
     await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
+    if app.observability is not None:
+        app.observability.serve_metrics()
     return RunningServer(
         server, app, health_servicer, port, monitor, loop, deadlines, health_server, health_port
     )

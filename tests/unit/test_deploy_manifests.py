@@ -152,8 +152,8 @@ RENDERS = {
         for overlay in OVERLAYS
     },
     **{
-        f"production+{component}": lambda component=component: render_with_component(
-            "production", component
+        f"single-node+{component}": lambda component=component: render_with_component(
+            "single-node", component
         )
         for component in COMPONENTS
     },

@@ -167,12 +167,16 @@ class _Call:
 
         def handle(request: Any, context: Any) -> Any:
             self._begin(request)
+            watched = _CodeWatch(context)
             response = None
             try:
                 with self._scope():
-                    response = behaviour(request, context)
+                    response = behaviour(request, watched)
+            except BaseException:
+                watched.ended_by_error()
+                raise
             finally:
-                self._end(_status(context), response)
+                self._end(watched.status(), response)
             return response
 
         return handle
@@ -194,26 +198,62 @@ class _Call:
         def handle(request: Any, context: Any) -> Iterator[Any]:
             # Each step may run in another worker thread: the scope is set per step.
             self._begin(request)
+            watched = _CodeWatch(context)
             responses: Iterator[Any] | None = None
             try:
                 while True:
                     with self._scope():
                         if responses is None:
-                            responses = iter(behaviour(request, context))
+                            responses = iter(behaviour(request, watched))
                         try:
                             response = next(responses)
                         except StopIteration:
                             return
                     yield response
+            except GeneratorExit:
+                watched.cancelled()  # the client went away mid-stream
+                raise
+            except BaseException:
+                watched.ended_by_error()
+                raise
             finally:
-                self._end(_status(context))
+                self._end(watched.status())
 
         return handle
 
 
+class _CodeWatch:
+    """A plain handler's context, which cannot tell the code it was given: noted here
+    as the handlers set it."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._code: grpc.StatusCode | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
+        self._context.set_code(code)
+
+    def abort(self, code: grpc.StatusCode, *args: Any, **kwargs: Any) -> Any:
+        self._code = code
+        return self._context.abort(code, *args, **kwargs)
+
+    def cancelled(self) -> None:
+        self._code = self._code or grpc.StatusCode.CANCELLED
+
+    def ended_by_error(self) -> None:
+        self._code = self._code or grpc.StatusCode.UNKNOWN
+
+    def status(self) -> grpc.StatusCode:
+        return self._code or grpc.StatusCode.OK
+
+
 def _status(context: Any) -> grpc.StatusCode:
-    """The status the call ends with: what the handlers set, else OK, or CANCELLED for
-    a call the client gave up (its task or generator ended without one)."""
+    """The status an asyncio call ends with: what the handlers set, else OK, or
+    CANCELLED for a call the client gave up."""
     code = context.code()
     if code is None:
         return grpc.StatusCode.CANCELLED if context.cancelled() else grpc.StatusCode.OK

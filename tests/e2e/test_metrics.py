@@ -77,6 +77,19 @@ def test_the_endpoint_passes_promtool_and_counts_what_was_done(
     assert calls("AppendEntries") == 13
     assert calls("GetSession", "NOT_FOUND") == 1
     assert calls("CreateSession") == 1
+    for method, code in (
+        ("ReadEvents", "OK"),
+        ("ExportSession", "OK"),
+        ("ExportSession", "NOT_FOUND"),
+    ):
+        streamed = value(
+            exposition,
+            "grpc_server_handled_total",
+            grpc_type="server_stream",
+            grpc_method=method,
+            grpc_code=code,
+        )
+        assert streamed == 1, (method, code)
     started = value(exposition, "grpc_server_started_total", grpc_method="AppendEntries")
     assert started == 13
     timed = value(exposition, "grpc_server_handling_seconds_count", grpc_method="AppendEntries")
@@ -137,6 +150,13 @@ def _workload(store: pb_grpc.SessionStoreStub) -> pb.Compaction:
     )
     refused(
         lambda: store.GetSession(pb.GetSessionRequest(session_id="no-such-session")),
+        grpc.StatusCode.NOT_FOUND,
+    )
+    # Streams, served on the event loop (events) and in worker threads (export).
+    assert list(store.ReadEvents(pb.ReadEventsRequest(session_id=session.id)))
+    assert list(store.ExportSession(pb.ExportSessionRequest(session_id=session.id)))
+    refused(
+        lambda: list(store.ExportSession(pb.ExportSessionRequest(session_id="no-such"))),
         grpc.StatusCode.NOT_FOUND,
     )
     return compacted.compaction

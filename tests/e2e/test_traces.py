@@ -166,6 +166,51 @@ def test_a_compaction_traces_the_engines_decision_and_each_summariser_call(
     assert dict(assembled.attributes or {})["sessionstore.window_guard.level"] == "ok"
 
 
+def test_a_compaction_an_append_starts_joins_that_appends_trace(
+    traced: RunningServer, exporter: InMemorySpanExporter
+) -> None:
+    with (
+        FakeProvider() as provider,
+        grpc.insecure_channel(f"127.0.0.1:{traced.port}") as channel,
+    ):
+        store = pb_grpc.SessionStoreStub(channel)
+        session = store.CreateSession(
+            pb.CreateSessionRequest(
+                settings=pb.SessionSettings(
+                    model="gpt-4o",
+                    context_window_tokens=40_000,
+                    compaction=pb.CompactionPolicy(
+                        threshold_ratio=0.3,
+                        keep_recent_tokens=4_000,
+                        summarizer_model="openai/fake-summarizer",
+                        summarizer_api_base=provider.openai_base,
+                        summarizer_window_tokens=128_000,
+                    ),
+                )
+            )
+        )
+        for n in range(3):  # the third crosses the threshold
+            turn(store, session.id, n, output_chars=15_000)
+
+        def compacted() -> bool:
+            found = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+            return found.compaction_count > 0
+
+        end = time.monotonic() + 30
+        while not compacted():
+            assert time.monotonic() < end, "no compaction in the background"
+            time.sleep(0.1)
+    spans = _finished(exporter, "chat openai/fake-summarizer")
+    appends = {s.context.span_id: s for s in _named(spans, f"{STORE}/AppendEntries")}
+    summaries = [s for s in spans if s.name == "chat openai/fake-summarizer"]
+    for summary in summaries:
+        # Beneath the append that started it, in that append's trace.
+        assert summary.parent is not None and summary.parent.span_id in appends
+        started_by = appends[summary.parent.span_id]
+        assert summary.context.trace_id == started_by.context.trace_id
+        assert dict(summary.attributes or {})["gen_ai.conversation.id"] == session.id
+
+
 def test_tracing_is_off_unless_the_otel_variables_ask_for_an_exporter(tmp_path: Path) -> None:
     assert tracer_provider_from_environment({}) is None
     assert tracer_provider_from_environment({"OTEL_TRACES_EXPORTER": "none"}) is None

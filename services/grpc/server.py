@@ -44,7 +44,7 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.observability.logs import configure_logging
+from services.observability.logs import StateLog, configure_logging
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
@@ -121,6 +121,9 @@ class DatabaseMonitor:
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
         self.reason = ""
+        # A look that fails each interval is said when it starts failing and when
+        # it works again, not every half second.
+        self._erasures = StateLog(log, "could not look for erasures", "looking for erasures again")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -158,8 +161,10 @@ class DatabaseMonitor:
         # without ever being read again: drop it all the same.
         try:
             self._service.forget_erased()
-        except Exception:
-            log.exception("could not look for erasures")
+        except Exception as error:
+            self._erasures.failed(str(error) or type(error).__name__, exc_info=True)
+        else:
+            self._erasures.ok()
 
     def _expire_keys(self) -> None:
         try:

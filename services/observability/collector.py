@@ -26,9 +26,9 @@ log = structlog.get_logger(__name__)
 class StateCollector(Collector):
     def __init__(
         self,
-        caches: Callable[[], dict[str, WeightedLRU[Any, Any]]],
-        event_store_pool: Any | None,
-        read_models: ReadModels | None,
+        caches: Callable[[], dict[str, WeightedLRU[Any, Any]]] = dict,
+        event_store_pool: Any | None = None,
+        read_models: ReadModels | None = None,
     ) -> None:
         self._caches = caches
         self._pool = event_store_pool
@@ -93,6 +93,14 @@ class StateCollector(Collector):
         self._failing = False
         up.add_metric([], 1)
         yield up
+        projecting = GaugeMetricFamily(
+            "sessionstore_read_models_projecting",
+            "1 while this process keeps the read models (a server with in-process "
+            "projections, or the worker that leads).",
+        )
+        runner = read_models.runner
+        projecting.add_metric([], 1 if runner is not None and runner.running else 0)
+        yield projecting
         position = GaugeMetricFamily(
             "sessionstore_read_model_position",
             "The store position each read model has applied.",

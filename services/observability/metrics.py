@@ -31,11 +31,38 @@ TOKEN_BUCKETS = (1_000, 4_000, 16_000, 32_000, 64_000, 128_000, 200_000, 500_000
 RATIO_BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2, 3, 4)
 
 
-class Metrics:
+class Endpoint:
+    """A registry of one process's metrics, and its /metrics listener."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def include_process(self) -> None:
+        """The Python client's process, platform and collector figures."""
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
+
+    def serve(self, address: str) -> int:
+        """Serves /metrics on ``address`` (host:port; port 0 picks one) and answers the port."""
+        host, _, port = address.rpartition(":")
+        server, thread = start_http_server(int(port), addr=host.strip("[]"), registry=self.registry)
+        self._server, self._thread = server, thread
+        return int(server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class Metrics(Endpoint):
     """Every metric the server feeds, registered in ``registry``."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
+    def __init__(self) -> None:
+        super().__init__()
         r = self.registry
         call = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter(
@@ -141,26 +168,6 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    def include_process(self) -> None:
-        """The Python client's process, platform and collector figures (once per process)."""
-        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-            self.registry.register(collector)
-
-    def serve(self, address: str) -> int:
-        """Serves /metrics on ``address`` (host:port; port 0 picks one) and answers the port."""
-        host, _, port = address.rpartition(":")
-        server, thread = start_http_server(int(port), addr=host.strip("[]"), registry=self.registry)
-        self._server, self._thread = server, thread
-        return int(server.server_address[1])
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
 
 class BoundedLabels:

@@ -21,7 +21,7 @@ from services.config import Config
 from services.engine.base import ContextEngine
 from services.observability.calls import ObservingInterceptor
 from services.observability.collector import StateCollector
-from services.observability.metrics import BoundedLabels, Metrics
+from services.observability.metrics import BoundedLabels, Endpoint, Metrics
 from services.observability.store_events import StoreEvents
 from services.observability.tracing import (
     TRACER_NAME,
@@ -96,3 +96,16 @@ class Observability:
             self.metrics.close()
         if self.tracer_provider is not None and self._owns_provider:
             self.tracer_provider.shutdown()
+
+
+def serve_worker_metrics(config: Config, read_models: ReadModels) -> Endpoint | None:
+    """The worker's /metrics (when SESSIONSTORE_METRICS_ADDRESS is set): its process,
+    the read models' progress, and whether it projects (leads) now."""
+    if not config.metrics_address:
+        return None
+    endpoint = Endpoint()
+    endpoint.include_process()
+    endpoint.registry.register(StateCollector(read_models=read_models))
+    port = endpoint.serve(config.metrics_address)
+    log.info("serving metrics", address=config.metrics_address, port=port)
+    return endpoint

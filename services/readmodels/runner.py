@@ -311,6 +311,11 @@ class ReadModelRunner:
         wanted = self.states if names is None else names
         return {n: self.states[n] for n in wanted if self.states[n].failing_since is not None}
 
+    @property
+    def running(self) -> bool:
+        """Whether it projects now (started and not stopped)."""
+        return bool(self._threads)
+
     def wake(self) -> None:
         """New events: catch up once the pause after the last catch-up is over."""
         self._wake.set()

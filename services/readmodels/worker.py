@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from services.bootstrap import build_event_store
 from services.config import Config
 from services.grpc.server import configure_logging
+from services.observability.setup import serve_worker_metrics
 from services.readmodels.leadership import project_while_leading
 from services.readmodels.service import build_read_models
 
@@ -43,6 +44,7 @@ def main() -> None:
         migrate_first=config.migrate_at_start,
         poll_seconds=config.projection_poll_seconds,
     )
+    metrics = serve_worker_metrics(config, models)
     stopping = threading.Event()
     leading = threading.Thread(
         target=project_while_leading, args=(models, stopping), name="leadership"
@@ -54,6 +56,8 @@ def main() -> None:
     leading.join()
     models.close()
     events.close()
+    if metrics is not None:
+        metrics.close()
 
 
 if __name__ == "__main__":

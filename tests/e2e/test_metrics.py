@@ -17,6 +17,7 @@ from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_context_engine import turn
 from tests.e2e.test_grpc_api import append, refused, text, user
+from tests.support.pg_cluster import free_port
 from tests.support.prometheus import (
     PrometheusServer,
     ensure_installed,
@@ -24,6 +25,7 @@ from tests.support.prometheus import (
     scrape,
     value,
 )
+from tests.support.worker_process import LEADING, WAITING, WorkerProcess
 
 STORE = "sessionstore.v1.SessionStore"
 
@@ -202,3 +204,29 @@ def _scraped_workload(store: pb_grpc.SessionStoreStub, prometheus: PrometheusSer
     # The event store's pool on PostgreSQL: connections open, none waited for now.
     prometheus.wait_for("sum(sessionstore_db_pool_connections) > bool 0", 1)
     prometheus.wait_for("sessionstore_db_pool_waiting", 0)
+
+
+def test_each_worker_serves_the_read_models_progress_and_whether_it_leads(
+    postgres_schema_url: str,
+) -> None:
+    # The server makes the schema and its tables; the workers keep the read models.
+    server = start_server(postgres_schema_url, projections="worker")
+    ports = [free_port(), free_port()]
+    workers: list[WorkerProcess] = []
+    try:
+        for port, said in zip(ports, (LEADING, WAITING), strict=True):
+            workers.append(WorkerProcess(postgres_schema_url, metrics_address=f"127.0.0.1:{port}"))
+            workers[-1].wait_for(said, 60)
+        leader, waiting = (scrape(port) for port in ports)
+        for exposition in (leader, waiting):
+            checked = promtool_check(exposition)
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+            assert value(exposition, "sessionstore_read_model_up") == 1
+            assert value(exposition, "sessionstore_read_model_lag_events") == 0
+            assert value(exposition, "process_resident_memory_bytes") > 0
+        assert value(leader, "sessionstore_read_models_projecting") == 1
+        assert value(waiting, "sessionstore_read_models_projecting") == 0
+    finally:
+        for worker in workers:
+            worker.end()
+        server.stop(0)

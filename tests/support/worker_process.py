@@ -19,13 +19,14 @@ WAITING = "waiting for the lead"
 
 
 class WorkerProcess:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, **settings: str) -> None:
         handle, path = tempfile.mkstemp(prefix="sessionstore-worker-", suffix=".log")
         self.log_path = Path(path)
         env = {
             **os.environ,
             "SESSIONSTORE_DATABASE_URL": database_url,
             "SESSIONSTORE_LOG_FORMAT": "json",
+            **{f"SESSIONSTORE_{name.upper()}": value for name, value in settings.items()},
         }
         with os.fdopen(handle, "wb") as log:
             self.process = subprocess.Popen(

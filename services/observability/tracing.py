@@ -63,12 +63,20 @@ def tracer_provider_from_environment(
     name = environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
     for name in exporters:
-        provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
+        provider.add_span_processor(BatchSpanProcessor(_exporter(name, environ)))
     return provider
 
 
-def _exporter(name: str) -> Any:
+def _exporter(name: str, environ: Mapping[str, str]) -> Any:
     if name == "otlp":
+        protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get(
+            "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+        )
+        if protocol != "http/protobuf":
+            raise ValueError(
+                f"OTLP protocol {protocol!r}: this server exports over http/protobuf only "
+                "(the collector's port 4318); unset OTEL_EXPORTER_OTLP_PROTOCOL"
+            )
         # Reads OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout, compression).
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

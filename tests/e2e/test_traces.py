@@ -227,6 +227,8 @@ def test_tracing_is_off_unless_the_otel_variables_ask_for_an_exporter(tmp_path: 
     named.shutdown()
     with pytest.raises(ValueError, match="OTEL_TRACES_EXPORTER"):
         tracer_provider_from_environment({"OTEL_TRACES_EXPORTER": "jaeger"})
+    with pytest.raises(ValueError, match="http/protobuf only"):
+        tracer_provider_from_environment({**endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
     # A server without any: no spans are made at all.
     server = start(Config(address="127.0.0.1:0", database_url=f"sqlite:///{tmp_path}/s.db"))
     try:

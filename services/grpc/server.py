@@ -302,6 +302,9 @@ async def _serve(
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
         )
     port = _listen(server, config.address, credentials)
+    if app.observability is not None:
+        # Before serving: a taken metrics address stops the start, like a taken address.
+        app.observability.serve_metrics()
     health_server, health_port = None, 0
     if config.health_address is not None:
         # Health alone, in plain text: probes that cannot speak TLS reach it, and
@@ -315,8 +318,6 @@ async def _serve(
     await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
-    if app.observability is not None:
-        app.observability.serve_metrics()
     return RunningServer(
         server, app, health_servicer, port, monitor, loop, deadlines, health_server, health_port
     )

@@ -47,7 +47,12 @@ class Endpoint:
     def serve(self, address: str) -> int:
         """Serves /metrics on ``address`` (host:port; port 0 picks one) and answers the port."""
         host, _, port = address.rpartition(":")
-        server, thread = start_http_server(int(port), addr=host.strip("[]"), registry=self.registry)
+        try:
+            server, thread = start_http_server(
+                int(port), addr=host.strip("[]"), registry=self.registry
+            )
+        except OSError as error:
+            raise OSError(f"cannot serve metrics on {address}: {error.strerror or error}") from None
         self._server, self._thread = server, thread
         return int(server.server_address[1])
 

@@ -57,6 +57,12 @@ def test_metrics_are_off_unless_an_address_is_set(tmp_path: Path) -> None:
         server.stop(0)
 
 
+def test_a_taken_metrics_address_stops_the_start(observed: RunningServer, tmp_path: Path) -> None:
+    taken = f"127.0.0.1:{observed.metrics_port}"
+    with pytest.raises(OSError, match=f"cannot serve metrics on {taken}"):
+        start_server(f"sqlite:///{tmp_path}/other.db", metrics_address=taken)
+
+
 def test_the_endpoint_passes_promtool_and_counts_what_was_done(
     observed: RunningServer,
 ) -> None:

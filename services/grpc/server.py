@@ -40,11 +40,12 @@ from services.config import Config
 from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
+from services.grpc.observing import ObservingInterceptor
 from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.observability.logs import StateLog, configure_logging
+from services.logs import StateLog, configure_logging
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
@@ -280,7 +281,8 @@ async def _serve(
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     if app.observability is not None:
-        interceptors.insert(0, app.observability.interceptor())
+        observability = app.observability
+        interceptors.insert(0, ObservingInterceptor(observability.metrics, observability.tracer))
     server = grpc.aio.server(
         migration_thread_pool=workers,
         interceptors=interceptors,
@@ -293,7 +295,10 @@ async def _serve(
         ],
     )
     pb_grpc.add_SessionStoreServicer_to_server(
-        SessionStoreServicer(app.sessions, app.context, app.read_models), server
+        SessionStoreServicer(
+            app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
+        ),
+        server,
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -2,8 +2,8 @@
 
 Metrics are on when SESSIONSTORE_METRICS_ADDRESS is set; traces when the
 OTEL_* variables ask for an exporter (services.observability.tracing). The
-gRPC interceptor is always there: it names each call's request id and
-session in the logs, whatever else is on.
+gRPC interceptor (services.grpc.observing) is always there: it names each
+call's request id and session in the logs, whatever else is on.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from services.adapters.summarizers.base import Summarizer
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import ContextEngine
-from services.observability.calls import ObservingInterceptor
 from services.observability.collector import StateCollector
 from services.observability.metrics import BoundedLabels, Endpoint, Metrics
 from services.observability.store_events import StoreEvents
@@ -77,14 +76,15 @@ class Observability:
             instrument_databases(self.tracer_provider, [database.writer, database.reader])
         if self.metrics is None:
             return
-        sessions.on_saved.append(StoreEvents(self.metrics, self._models).saved)
+        sessions.write_path.on_saved(StoreEvents(self.metrics, self._models).saved)
         # PostgreSQL's pool (psycopg's) has figures; SQLite's has none.
         pool = getattr(getattr(sessions.store.recorder, "datastore", None), "pool", None)
         pool = pool if hasattr(pool, "get_stats") else None
-        self.metrics.registry.register(StateCollector(sessions.caches, pool, read_models))
 
-    def interceptor(self) -> ObservingInterceptor:
-        return ObservingInterceptor(self.metrics, self.tracer)
+        def caches() -> dict[str, Any]:
+            return {**sessions.histories.caches(), **sessions.access.caches()}
+
+        self.metrics.registry.register(StateCollector(caches, pool, read_models))
 
     def serve_metrics(self) -> None:
         if self.metrics is not None and self._address:

@@ -39,7 +39,7 @@ from services.adapters.read_model_store import (
     Unreadable,
     describe_error,
 )
-from services.observability.logs import StateLog
+from services.logs import StateLog
 
 BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import structlog
 
-from services.observability.logs import StateLog
+from services.logs import StateLog
 
 
 def test_a_condition_is_logged_once_each_way_however_often_it_is_seen() -> None:

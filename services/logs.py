@@ -1,12 +1,13 @@
-"""Structured logs: one event a line, as JSON when asked (SESSIONSTORE_LOG_FORMAT=json).
-
-Each line carries what the code bound where it was made (a call's request id
-and session id, bound by the gRPC interceptor) and, inside a traced call, the
-trace and span ids, so a log line leads to its trace. The libraries' own
-records (the standard ``logging`` module) are rendered the same way.
+"""Logging for the server and worker processes: structured lines on stderr, as JSON
+(SESSIONSTORE_LOG_FORMAT=json) or for a console, at the configured level.
 
 A condition that persists (the database down, a read model failing) is logged
 when it starts and when it ends, never once per attempt: see ``StateLog``.
+
+Each line carries what the code bound where it was made (a call's request id
+and session id, bound by the gRPC interceptor) and, inside a traced call, the
+trace and span ids. The libraries' own records (the standard ``logging``
+module) are rendered the same way, so a JSON log holds nothing but JSON lines.
 """
 
 from __future__ import annotations
@@ -20,17 +21,6 @@ import structlog
 from opentelemetry import trace
 
 from services.config import Config
-
-_LOCK = threading.Lock()
-
-
-def add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """The current span's trace and span ids, when a sampled trace is in progress."""
-    context = trace.get_current_span().get_span_context()
-    if context.is_valid:
-        event.setdefault("trace_id", format(context.trace_id, "032x"))
-        event.setdefault("span_id", format(context.span_id, "016x"))
-    return event
 
 
 def configure_logging(config: Config) -> None:
@@ -65,6 +55,15 @@ def configure_logging(config: Config) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+
+
+def add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The current span's trace and span ids, when a sampled trace is in progress."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        event.setdefault("trace_id", format(context.trace_id, "032x"))
+        event.setdefault("span_id", format(context.span_id, "016x"))
+    return event
 
 
 class StateLog:

@@ -10,11 +10,16 @@ the engines act through are all decided below.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 
 from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
+from services.adapters.retention_file import read_policies
 from services.adapters.summarizers import build_summarizer
 from services.app import tenancy
 from services.app.access import SessionAccess
@@ -30,6 +35,8 @@ from services.app.history_cache import HistoryCache
 from services.app.idempotency import Idempotency
 from services.app.imports import ImportService
 from services.app.queries import SessionQueries
+from services.app.retention import RetentionOutcome, RetentionPlan, RetentionService
+from services.app.retention_scheduler import RetentionScheduler
 from services.app.saved_versions import SavedVersions
 from services.app.session_rules import SessionRules
 from services.app.sessions import SessionCommandSet, SessionService
@@ -39,6 +46,7 @@ from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.readmodels import ReadModels, build_read_models
+from services.readmodels.runner import ReadModelRunner
 
 
 @dataclass(frozen=True)
@@ -133,3 +141,83 @@ def build_application(config: Config) -> Application:
         streams=EventStreams(sessions),
         read_models=read_models,
     )
+
+
+def build_retention(
+    sessions: SessionService,
+    read_models: ReadModels,
+    clock: Callable[[], datetime] | None = None,
+) -> RetentionService:
+    """Retention's use case: candidates from the catalog, erasures through the sessions'
+    own erasure (``clock``: when "now" is, for dry runs of a later date and tests)."""
+    if clock is None:
+        return RetentionService(sessions, read_models.queries)
+    return RetentionService(sessions, read_models.queries, clock)
+
+
+def build_worker_retention(
+    config: Config, store: EventStore, read_models: ReadModels, leading: threading.Event
+) -> RetentionScheduler | None:
+    """The retention policies a worker applies while it leads; None without a policy
+    file (then retention removes nothing)."""
+    if config.retention_file is None:
+        return None
+    return RetentionScheduler(
+        build_retention(build_sessions(config, store), read_models),
+        config.retention_file,
+        config.retention_interval_seconds,
+        leading,
+    )
+
+
+CATALOG = "catalog"
+
+
+@contextmanager
+def retention_on_database(
+    database_url: str, at: datetime | None = None
+) -> Iterator[RetentionService]:
+    """Retention straight on the database, as ``migrate`` works, for the CLI: the session
+    catalog is first brought up to the store's latest event, so the plan sees every
+    session; no projection is left running."""
+    config = Config(database_url=database_url)
+    events = build_event_store(config)
+    try:
+        models = build_read_models(
+            events,
+            database_url,
+            run_projection=False,
+            migrate_first=config.migrate_at_start,
+            poll_seconds=0,
+        )
+        try:
+            runner = ReadModelRunner(events, models.store, poll_seconds=0)
+            head = events.recorder.max_notification_id() or 0
+            position = models.store.positions([CATALOG])[CATALOG]
+            while position < head:
+                reached = models.store.catch_up(CATALOG, runner.fetch)[1]
+                if reached <= position:
+                    break  # another projector holds the model: take the catalog as it is
+                position = reached
+            sessions = build_sessions(config, events)
+            yield build_retention(sessions, models, (lambda: at) if at else None)
+        finally:
+            models.close()
+    finally:
+        events.close()
+
+
+def plan_retention(
+    database_url: str, policy_file: Path, at: datetime | None = None
+) -> RetentionPlan:
+    """The dry run: what the policies would remove at ``at`` (now), and why."""
+    policies = read_policies(policy_file)
+    with retention_on_database(database_url, at) as retention:
+        return retention.plan(policies)
+
+
+def apply_retention(database_url: str, policy_file: Path) -> tuple[RetentionPlan, RetentionOutcome]:
+    policies = read_policies(policy_file)
+    with retention_on_database(database_url) as retention:
+        plan = retention.plan(policies)
+        return plan, retention.apply(plan, policies)

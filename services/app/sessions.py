@@ -230,9 +230,11 @@ class SessionService:
         return erased.session, erased.event, erased.forks
 
     def erase_session(
-        self, session_id: str, *, erased_by: str, reason: str
+        self, session_id: str, *, erased_by: str, reason: str, expected_version: int | None = None
     ) -> tuple[Session, Session.SessionErased, list[str]]:
-        erased = self.commands.erasure.erase_session(session_id, erased_by=erased_by, reason=reason)
+        erased = self.commands.erasure.erase_session(
+            session_id, erased_by=erased_by, reason=reason, expected_version=expected_version
+        )
         return erased.session, erased.event, erased.forks
 
     def fork_session(

@@ -106,7 +106,7 @@ class WritePath:
         """
         self.access.check_tenant(session_id)
         # A write inside a read decides on the store's state.
-        with self.histories.deciding(), self._locked(session_id):
+        with self.histories.deciding(), self.locked(session_id):
             return self._write_locked(session_id, expected_version, command)
 
     def _write_locked(
@@ -137,7 +137,7 @@ class WritePath:
             deadline.check("writing to a session other servers were writing to")
 
     @contextlib.contextmanager
-    def _locked(self, session_id: str) -> Iterator[None]:
+    def locked(self, session_id: str) -> Iterator[None]:
         """The session's write lock, waited for no longer than the call's deadline."""
         lock = self._locks[hash(session_id) % LOCK_STRIPES]
         wait = deadline.remaining()

@@ -57,10 +57,11 @@ class ErasureCommands:
         return Erased(written.session, written.result, forks, position or written.position)
 
     def erase_session(
-        self, session_id: str, *, erased_by: str, reason: str
+        self, session_id: str, *, erased_by: str, reason: str, expected_version: int | None = None
     ) -> Erased[Session.SessionErased]:
         """Erases the whole session's content, and that of every session forked from it
-        (transitively, in its tenant; answered); it takes no more writes."""
+        (transitively, in its tenant; answered); it takes no more writes. With
+        ``expected_version``, only if the session is still at that version."""
 
         by = tenancy.accountable(erased_by)
 
@@ -68,7 +69,7 @@ class ErasureCommands:
             return session.erase(erased_by=by, reason=reason)
 
         try:
-            written = self.writes.write(session_id, None, command)
+            written = self.writes.write(session_id, expected_version, command)
         except SessionWasErased:
             # Erased before: its forks too, even if that erasure stopped short of them.
             root = self.writes.access.aggregate(session_id)

@@ -655,10 +655,7 @@ class Session(BaseAggregate[str]):
             return None
         first_fingerprint, version = self.recent_appends[idempotency_key]
         if first_fingerprint != fingerprint:
-            raise IdempotencyKeyReused(
-                f"idempotency key {quoted(idempotency_key)} was used for a different append "
-                f"(version {version}); use a new key for a new append"
-            )
+            raise IdempotencyKeyReused.of(idempotency_key, int(version))
         return int(version)
 
     def append(

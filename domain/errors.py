@@ -45,6 +45,14 @@ class InvalidSettings(InvalidRequest):
 class IdempotencyKeyReused(InvalidRequest):
     """The same key came with a different request."""
 
+    @classmethod
+    def of(cls, idempotency_key: str, version: int) -> "IdempotencyKeyReused":
+        """The refusal of a key first used for the append at ``version``."""
+        return cls(
+            f"idempotency key {quoted(idempotency_key)} was used for a different append "
+            f"(version {version}); use a new key for a new append"
+        )
+
 
 class Conflict(DomainError):
     """The request clashes with what the session already holds."""

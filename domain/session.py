@@ -39,6 +39,7 @@ from domain.content import (
 )
 from domain.context.budget import ContextBudget, context_budget
 from domain.context.calibration import LearnedLimits, TokenLesson, WindowLesson, learn_tokens
+from domain.context.overflow import OverflowReport
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
 from domain.erasure import (
@@ -654,10 +655,7 @@ class Session(BaseAggregate[str]):
             return None
         first_fingerprint, version = self.recent_appends[idempotency_key]
         if first_fingerprint != fingerprint:
-            raise IdempotencyKeyReused(
-                f"idempotency key {quoted(idempotency_key)} was used for a different append "
-                f"(version {version}); use a new key for a new append"
-            )
+            raise IdempotencyKeyReused.of(idempotency_key, int(version))
         return int(version)
 
     def append(
@@ -1118,29 +1116,20 @@ class Session(BaseAggregate[str]):
         self.trigger_event(self.CompactionFailed, failure=failure)
 
     def report_overflow(
-        self,
-        *,
-        provider: str,
-        status_code: int,
-        message: str,
-        kind: str,
-        view_version: int,
-        view_hash: str,
-        stated: tuple[int, int, int] = (0, 0, 0),
-        view_estimate: int | None = None,
-    ) -> None:
+        self, report: OverflowReport, view_estimate: int | None = None
+    ) -> Session.OverflowReported:
         """Records the provider's refusal; ``overflow_attempts`` counts them per turn.
 
-        ``stated`` is what the provider's error said: (window, its count of the
-        refused prompt, the answer's room asked for), 0 where it said nothing;
-        ``view_estimate`` the store's estimate of the refused view. Both are lessons:
-        the window in force and the calibration learn from them."""
+        What the report ``stated`` and ``view_estimate``, the store's estimate of the
+        refused view, are lessons: the window in force and the calibration learn
+        from them."""
+        provider, message, view_version = report.provider, report.message, report.view_version
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
                 f"view_version {view_version} is not a version of this session (1 to "
                 f"{self.version}); send the version of the prompt view the provider refused"
             )
-        window_tokens, prompt_tokens, output_tokens = stated
+        window_tokens, prompt_tokens, output_tokens = report.stated
         quoted_error = message[:200]
         model = self.settings.model
         window = None
@@ -1157,14 +1146,14 @@ class Session(BaseAggregate[str]):
                 prompt_tokens,
                 f"{provider} overflow (view at version {view_version}): {quoted_error}",
             )
-        self.trigger_event(
+        return self._record(
             self.OverflowReported,
             provider=provider,
-            status_code=status_code,
+            status_code=report.status_code,
             message=message[:MAX_PROVIDER_MESSAGE_CHARS],
-            kind=kind,
+            kind=report.kind,
             view_version=view_version,
-            view_hash=view_hash,
+            view_hash=report.view_hash,
             window=window,
             lesson=lesson,
         )

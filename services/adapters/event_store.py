@@ -1,15 +1,14 @@
 """The event store: the eventsourcing library on SQLite or PostgreSQL.
 
-Events and snapshots are stored as JSON; the transcodings below tell the
-library how to write the domain's value objects.
+Events and snapshots are stored as JSON (services.adapters.event_codecs says how
+the domain's value objects are written), each under its session's key scope
+(services.adapters.event_keys).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any, cast
 
 import psycopg
@@ -19,28 +18,23 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     JSONTranscoder,
     Mapper,
-    MapperDeserialisationError,
-    PersistenceError,
     StoredEvent,
-    Transcoding,
 )
 from eventsourcing.popo import POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import sql
 
-from domain.compaction import Compaction, CompactionFailure
-from domain.content import Entry, Usage
-from domain.context.calibration import TokenLesson, WindowLesson
-from domain.context.tool_result_guard import ToolResultDecision
-from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
-from domain.errors import Unavailable
-from domain.pruning import PruneDecision
 from domain.session import Session, SessionEvent
-from domain.settings import SessionSettings
-from domain.system_prompt import SystemPrompt
-from services.adapters import sealed_formats, sqlite_recorder
+from services.adapters import event_codecs, sqlite_recorder
 from services.adapters.data_keys import data_key_rows, shred_rows, snapshot_key_row
+from services.adapters.event_codecs import content_being_read
+from services.adapters.event_keys import (
+    SealingMapper,
+    SessionKeys,
+    keys_being_read,
+    keys_being_written,
+)
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
 from services.adapters.legacy_tenants import legacy_tenants
@@ -51,13 +45,7 @@ from services.adapters.postgres_availability import (
     make_resilient,
 )
 from services.adapters.sealing import (
-    EVENT,
-    SNAPSHOT,
     DataKeyRow,
-    KeyRange,
-    KeyScope,
-    current_scope,
-    scoped,
 )
 from services.config import Config
 
@@ -68,224 +56,6 @@ PROBE_TIMEOUT_SECONDS = 3
 # A session grown by few, large appends reaches few versions: a snapshot every
 # this many entries as well keeps a cold load from decoding its whole history.
 ENTRIES_PER_SNAPSHOT = 1_000
-# What compactions and system prompts seal, and what they read as once erased.
-COMPACTION_CONTENT = ("summary", "instructions", "details", "provider_item")
-COMPACTION_ERASED = {
-    "summary": ERASED_SUMMARY,
-    "instructions": "",
-    "details": ERASED_METADATA,
-    "provider_item": None,
-}
-PROMPT_CONTENT = ("text", "files", "skills", "tools")
-PROMPT_ERASED: dict[str, Any] = {"text": "", "files": [], "skills": [], "tools": []}
-# The settings' content: the title (labels and the rest are the client's structure).
-SETTINGS_CONTENT = ("title",)
-SETTINGS_ERASED = {"title": ""}
-# The keys made for the events being saved: (session, version) -> (kind, key id) -> key.
-_writing: ContextVar[dict[tuple[str, int], dict[tuple[str, str], bytes]] | None] = ContextVar(
-    "writing_keys", default=None
-)
-# False while events are read for their structure only: entries' content stays sealed.
-_entry_content: ContextVar[bool] = ContextVar("entry_content", default=True)
-# The sessions whose keys the read under way loads, at most once per version range.
-_reading: ContextVar[dict[str, SessionKeys] | None] = ContextVar("reading_keys", default=None)
-
-
-class SessionKeys:
-    """One session's data keys for one read: loaded by versions (one query per range
-    the read reaches), never kept past the read, so a key deleted since is not used."""
-
-    def __init__(self, recorder: IndexingRecorder, session_id: str, upto: int | None) -> None:
-        self._recorder = recorder
-        self._session_id = session_id
-        self._upto = upto
-        self._loaded_after: int | None = None
-        self._keys: dict[tuple[int, str, str], bytes] = {}
-
-    def find(self, version: int, kind: str, key_id: str) -> bytes | None:
-        wanted = self.missing(version)
-        if wanted is not None:
-            self.add(self._recorder.data_keys(self._session_id, *wanted), wanted)
-        return self._keys.get((version, kind, key_id))
-
-    def missing(self, version: int) -> KeyRange | None:
-        """The versions whose keys a read from ``version`` on needs and this one has
-        not loaded yet, as (after, upto]; None when it has them all."""
-        if self._loaded_after is not None and version > self._loaded_after:
-            return None
-        return version - 1, self._upto if self._loaded_after is None else self._loaded_after
-
-    def add(self, rows: Sequence[DataKeyRow], loaded: KeyRange) -> None:
-        """The keys of the range ``missing`` answered, read (with events, say)."""
-        for _, v, k, i, key in rows:
-            self._keys[v, k, i] = key
-        self._loaded_after = loaded[0]
-
-
-class SealingMapper(Mapper[str]):
-    """The library's mapper, setting the key scope of each event it maps."""
-
-    store: EventStore
-
-    def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        session_id, version = domain_event.originator_id, domain_event.originator_version
-        keys = (_writing.get() or {}).get((session_id, version), {})
-        kind = SNAPSHOT if isinstance(domain_event, Session.Snapshot) else EVENT
-        with scoped(KeyScope(session_id, version, keys=keys, own_kind=kind)):
-            return super().to_stored_event(domain_event)
-
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        session_id = str(stored_event.originator_id)
-        version = stored_event.originator_version
-        readers = _reading.get() or {}
-        keys = readers.get(session_id) or SessionKeys(self.store.indexing, session_id, version)
-        scope = KeyScope(
-            session_id,
-            version,
-            lookup=lambda kind, i: keys.find(version, kind, i),
-            own_kind=SNAPSHOT if stored_event.topic == SNAPSHOT_TOPIC else EVENT,
-        )
-        with scoped(scope):
-            try:
-                return super().to_domain_event(stored_event)
-            except MapperDeserialisationError as error:
-                # Keys are read while the event decodes: a database fault then is
-                # that fault (UNAVAILABLE, retried), not an event that cannot be read.
-                if isinstance(error.__cause__, Unavailable | PersistenceError):
-                    raise error.__cause__ from None
-                raise
-
-
-class _AsDict(Transcoding):
-    """A value object written as the dict its own to_dict/from_dict define."""
-
-    type: Any  # a class with to_dict() and from_dict()
-    name: str
-
-    def encode(self, obj: Any) -> Any:
-        return obj.to_dict()
-
-    def decode(self, data: Any) -> Any:
-        return self.type.from_dict(data)
-
-
-class EntryAsRecord(Transcoding):
-    """An entry as its positional record, its content sealed under the entry's key.
-
-    Stored as ``{"r": record, "s": sealed}``: the record keeps the structure
-    (ids, role, counts, tool call ids and names) with the content blocks cut to
-    their skeletons and no metadata; ``s`` seals the blocks and metadata. A
-    plain list is an entry stored before sealing, read as it is.
-    """
-
-    type = Entry
-    name = "entry"
-
-    def encode(self, obj: Entry) -> Any:
-        return sealed_formats.seal_entry(current_scope(), obj.to_record())
-
-    def decode(self, data: Any) -> Entry:
-        if isinstance(data, list):
-            return Entry.from_record(data)
-        if not _entry_content.get():
-            return Entry.from_record(sealed_formats.unopened_entry(data))
-        return Entry.from_record(sealed_formats.open_entry(current_scope(), data))
-
-
-class SettingsAsDict(_AsDict):
-    """A session's settings, the title sealed under the key of the event (or snapshot)
-    that holds them. Settings without a title, and those stored before titles were
-    sealed, are a plain dict."""
-
-    type = SessionSettings
-    name = "settings"
-
-    def encode(self, obj: SessionSettings) -> Any:
-        data = obj.to_dict()
-        if not obj.title:
-            return data
-        return sealed_formats.seal_fields(current_scope(), data, SETTINGS_CONTENT)
-
-    def decode(self, data: Any) -> SessionSettings:
-        opened, _ = sealed_formats.open_fields(current_scope, data, SETTINGS_ERASED)
-        return SessionSettings.from_dict(opened)
-
-
-class CompactionAsDict(_AsDict):
-    """A compaction's receipt, its summary and instructions sealed under the event's key."""
-
-    type = Compaction
-    name = "compaction"
-
-    def encode(self, obj: Compaction) -> Any:
-        return sealed_formats.seal_fields(current_scope(), obj.to_dict(), COMPACTION_CONTENT)
-
-    def decode(self, data: Any) -> Compaction:
-        opened, _ = sealed_formats.open_fields(current_scope, data, COMPACTION_ERASED)
-        return Compaction.from_dict(opened)
-
-
-class PruneDecisionAsDict(_AsDict):
-    type = PruneDecision
-    name = "prune"
-
-
-class GuardDecisionAsDict(_AsDict):
-    type = ToolResultDecision
-    name = "guard"
-
-
-class SystemPromptAsDict(_AsDict):
-    """A system prompt, its text, files, skills and tools sealed under the event's key."""
-
-    type = SystemPrompt
-    name = "system_prompt"
-
-    def encode(self, obj: SystemPrompt) -> Any:
-        return sealed_formats.seal_fields(current_scope(), obj.to_dict(), PROMPT_CONTENT)
-
-    def decode(self, data: Any) -> SystemPrompt:
-        opened, _ = sealed_formats.open_fields(current_scope, data, PROMPT_ERASED)
-        return SystemPrompt.from_dict(opened)
-
-
-class CompactionFailureAsDict(_AsDict):
-    type = CompactionFailure
-    name = "compaction_failure"
-
-
-class TokenLessonAsDict(_AsDict):
-    type = TokenLesson
-    name = "token_lesson"
-
-
-class WindowLessonAsDict(_AsDict):
-    type = WindowLesson
-    name = "window_lesson"
-
-
-class UsageAsList(Transcoding):
-    type = Usage
-    name = "usage"
-
-    def encode(self, obj: Usage) -> list[int]:
-        return [obj.input_tokens, obj.output_tokens, obj.cache_read_tokens, obj.cache_write_tokens]
-
-    def decode(self, data: list[int]) -> Usage:
-        return Usage(*data)
-
-
-class MappingAsDict(Transcoding):
-    """Read-only mappings inside value objects (labels, details)."""
-
-    type = MappingProxyType
-    name = "map"
-
-    def encode(self, obj: MappingProxyType[str, Any]) -> dict[str, Any]:
-        return dict(obj)
-
-    def decode(self, data: dict[str, Any]) -> MappingProxyType[str, Any]:
-        return MappingProxyType(data)
 
 
 class EventStore(Application[str]):
@@ -312,32 +82,34 @@ class EventStore(Application[str]):
         mapper = self.factory.mapper(
             transcoder=self.construct_transcoder(), mapper_class=SealingMapper
         )
-        cast(SealingMapper, mapper).store = self
+        cast(SealingMapper, mapper).indexing = lambda: self.indexing
         return mapper
 
     def construct_repository(self) -> Repository[str]:
         repository = super().construct_repository()
         get = repository.get
 
-        def get_reading_keys(aggregate_id: str, *args: Any, **kwargs: Any) -> Any:
+        def getreading_keys_var_keys(aggregate_id: str, *args: Any, **kwargs: Any) -> Any:
             with self.reading_keys(aggregate_id):
                 return get(aggregate_id, *args, **kwargs)
 
-        repository.get = get_reading_keys  # type: ignore[method-assign]
+        repository.get = getreading_keys_var_keys  # type: ignore[method-assign]
         return repository
 
     @contextmanager
     def reading_keys(self, session_id: str, upto: int | None = None) -> Iterator[None]:
         """Decodes within load the session's keys by version range, one query each."""
-        readers = _reading.get() or {}
+        readers = keys_being_read.get() or {}
         if session_id in readers:
             yield
             return
-        token = _reading.set({**readers, session_id: SessionKeys(self.indexing, session_id, upto)})
+        token = keys_being_read.set(
+            {**readers, session_id: SessionKeys(self.indexing, session_id, upto)}
+        )
         try:
             yield
         finally:
-            _reading.reset(token)
+            keys_being_read.reset(token)
 
     def decode_notifications(
         self, stored: Sequence[StoredEvent], *, entry_content: bool = True
@@ -349,13 +121,15 @@ class EventStore(Application[str]):
         for s in stored:
             sid = str(s.originator_id)
             upto[sid] = max(upto.get(sid, 0), s.originator_version)
-        keys = _reading.set({sid: SessionKeys(self.indexing, sid, v) for sid, v in upto.items()})
-        content = _entry_content.set(entry_content)
+        keys = keys_being_read.set(
+            {sid: SessionKeys(self.indexing, sid, v) for sid, v in upto.items()}
+        )
+        content = content_being_read.set(entry_content)
         try:
             return [self.mapper.to_domain_event(s) for s in stored]
         finally:
-            _entry_content.reset(content)
-            _reading.reset(keys)
+            content_being_read.reset(content)
+            keys_being_read.reset(keys)
 
     def construct_recorder(self) -> ApplicationRecorder:
         # The library's in-memory factory takes no recorder class from the
@@ -442,7 +216,7 @@ class EventStore(Application[str]):
             row = snapshot_key_row(session) if due else None
             if row is not None:
                 made.append(row)
-        token = _writing.set(_keys_by_event(made))
+        token = keys_being_written.set(_keys_by_event(made))
         try:
             recordings = self.events.put(
                 events,
@@ -460,7 +234,7 @@ class EventStore(Application[str]):
                 if due and self.snapshots is not None:
                     self.snapshots.put([Session.Snapshot.take(session)])
         finally:
-            _writing.reset(token)
+            keys_being_written.reset(token)
         return positions
 
     def _index_topics(self) -> None:
@@ -484,20 +258,7 @@ class EventStore(Application[str]):
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
-        for transcoding in (
-            EntryAsRecord(),
-            SettingsAsDict(),
-            CompactionAsDict(),
-            PruneDecisionAsDict(),
-            GuardDecisionAsDict(),
-            SystemPromptAsDict(),
-            CompactionFailureAsDict(),
-            TokenLessonAsDict(),
-            WindowLessonAsDict(),
-            UsageAsList(),
-            MappingAsDict(),
-        ):
-            transcoder.register(transcoding)
+        event_codecs.register_all(transcoder)
 
     def session_events(
         self, session_id: str, *, after: int = 0, upto: int | None = None, limit: int | None = None
@@ -519,7 +280,7 @@ class EventStore(Application[str]):
     ) -> Sequence[StoredEvent]:
         """The stored events in (after, upto], and the keys of the versions from
         ``keys_from`` (the first event's) on that this read lacks, in one round trip."""
-        keys = (_reading.get() or {})[session_id]
+        keys = (keys_being_read.get() or {})[session_id]
         wanted = keys.missing(after + 1 if keys_from is None else keys_from)
         stored, rows = self.indexing.events_and_keys(session_id, after, upto, wanted)
         if wanted is not None:

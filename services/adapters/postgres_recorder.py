@@ -10,7 +10,7 @@ later; group commit makes one lock serve many sessions' appends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -21,7 +21,6 @@ from psycopg import sql
 from psycopg.rows import scalar_row
 
 from services.adapters.id_index import (
-    BACKFILL_TOPICS,
     FORK,
     TABLE_SUFFIX,
     IdRow,
@@ -30,13 +29,12 @@ from services.adapters.id_index import (
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.postgres_notifications import BinaryNotifications
+from services.adapters.postgres_schema import PostgresSchema
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
-BACKFILL_PAGE = 1000
 
-
-class PostgresEventRecorder(BinaryNotifications, PostgresApplicationRecorder):
+class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplicationRecorder):
     """The library's PostgreSQL recorder, writing in one statement and one round trip.
 
     The stock recorder sends BEGIN, SET, LOCK TABLE, NOTIFY, INSERT (of a
@@ -207,24 +205,6 @@ class PostgresEventRecorder(BinaryNotifications, PostgresApplicationRecorder):
             (sessions, versions, kinds, key_ids),
         )
 
-    def create_data_key_table(self) -> None:
-        names = {
-            "schema": sql.Identifier(self.datastore.schema),
-            "table": sql.Identifier(self.data_keys_table_name),
-        }
-        with self.datastore.transaction(commit=True) as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                (f"{self.datastore.schema}.{self.data_keys_table_name}",),
-            )
-            cursor.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {schema}.{table} (session_id text NOT NULL, "
-                    "version bigint NOT NULL, kind text NOT NULL, key_id text NOT NULL, "
-                    "data_key bytea NOT NULL, PRIMARY KEY (session_id, version, kind, key_id))"
-                ).format(**names)
-            )
-
     def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
         with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
             self._send_data_keys(conn, cursor, session_id, (after, upto))
@@ -308,31 +288,6 @@ class PostgresEventRecorder(BinaryNotifications, PostgresApplicationRecorder):
             )
         return statement
 
-    def create_key_table(self) -> None:
-        names = {
-            "schema": sql.Identifier(self.datastore.schema),
-            "keys": sql.Identifier(self.keys_table_name),
-            "index": sql.Identifier(self.keys_table_name + "_created_at"),
-        }
-        with self.datastore.transaction(commit=True) as cursor:
-            # Several servers may start at once: one creates, the others wait and find.
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                (f"{self.datastore.schema}.{self.keys_table_name}",),
-            )
-            cursor.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {schema}.{keys} (session_id text NOT NULL, "
-                    "key text NOT NULL, fingerprint text NOT NULL, version bigint NOT NULL, "
-                    "created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (session_id, key))"
-                ).format(**names)
-            )
-            cursor.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{keys} (created_at)"
-                ).format(**names)
-            )
-
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float
     ) -> tuple[str, int] | None:
@@ -364,136 +319,3 @@ class PostgresEventRecorder(BinaryNotifications, PostgresApplicationRecorder):
                 (ttl_seconds,),
             )
             return int(cursor.rowcount)
-
-    def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
-        """Creates the lock function and the id index, filled from the stored events.
-
-        One transaction under an advisory lock: of several servers starting
-        on an old database exactly one fills the index, and a crash half way
-        leaves no half-filled table behind.
-        """
-        names = {
-            "schema": sql.Identifier(self.datastore.schema),
-            "table": sql.Identifier(self.events_table_name),
-            "ids": sql.Identifier(self.ids_table_name),
-            "lock": sql.Identifier(self.lock_function_name),
-            "channel": sql.Identifier(self.channel_name),
-        }
-        with self.datastore.transaction(commit=True) as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                (f"{self.datastore.schema}.{self.ids_table_name}",),
-            )
-            cursor.execute(
-                sql.SQL(
-                    "CREATE OR REPLACE FUNCTION {schema}.{lock}() RETURNS void "
-                    "LANGUAGE plpgsql AS $$ BEGIN "
-                    "PERFORM set_config('lock_timeout', {timeout}, true); "
-                    "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-                    "NOTIFY {channel}; "
-                    "END $$"
-                ).format(timeout=sql.Literal(f"{self.datastore.lock_timeout}s"), **names)
-            )
-            cursor.execute("SELECT to_regclass(%s) AS found", (self._qualified_ids_name(),))
-            row = cursor.fetchone()
-            filled = 0
-            if row is None or row["found"] is None:
-                cursor.execute(
-                    sql.SQL(
-                        "CREATE TABLE {schema}.{ids} (session_id text NOT NULL, "
-                        "kind text NOT NULL, key text NOT NULL, version bigint NOT NULL, "
-                        "PRIMARY KEY (session_id, kind, key))"
-                    ).format(**names)
-                )
-                filled = self._backfill(cursor, backfill, names)
-            self._create_insert_function(cursor)
-            return filled
-
-    def _create_insert_function(self, cursor: psycopg.Cursor[Any]) -> None:
-        """The function every save calls (see _insert). PL/pgSQL resolves the tables
-        when it runs, so the key table may come after it."""
-        names = {
-            "schema": sql.Identifier(self.datastore.schema),
-            "table": sql.Identifier(self.events_table_name),
-            "ids": sql.Identifier(self.ids_table_name),
-            "keys": sql.Identifier(self.keys_table_name),
-            "data_keys": sql.Identifier(self.data_keys_table_name),
-            "function": sql.Identifier(self.insert_function_name),
-            "channel": sql.Identifier(self.channel_name),
-            "id_type": sql.Identifier(self.datastore.originator_id_type),
-            "timeout": sql.Literal(f"{self.datastore.lock_timeout}s"),
-        }
-        cursor.execute(
-            sql.SQL(
-                "CREATE OR REPLACE FUNCTION {schema}.{function}("
-                "e_ids {id_type}[], e_versions bigint[], e_topics text[], e_states bytea[], "
-                "i_sessions text[], i_kinds text[], i_keys text[], i_versions bigint[], "
-                "k_sessions text[], k_keys text[], k_prints text[], k_versions bigint[], "
-                "d_sessions text[], d_versions bigint[], d_kinds text[], d_key_ids text[], "
-                "d_keys bytea[]) "
-                "RETURNS TABLE (notification_id bigint) LANGUAGE plpgsql AS $$ BEGIN "
-                "PERFORM set_config('lock_timeout', {timeout}, true); "
-                "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-                "NOTIFY {channel}; "
-                # Events first: a version another writer took is a lost race,
-                # told apart from an id another writer took.
-                "RETURN QUERY INSERT INTO {schema}.{table} AS e "
-                "(originator_id, originator_version, topic, state) "
-                "SELECT * FROM unnest(e_ids, e_versions, e_topics, e_states) "
-                "RETURNING e.notification_id; "
-                "INSERT INTO {schema}.{ids} (session_id, kind, key, version) "
-                "SELECT * FROM unnest(i_sessions, i_kinds, i_keys, i_versions); "
-                # A row left by an expired use of the key gives way to the new one.
-                "INSERT INTO {schema}.{keys} AS k (session_id, key, fingerprint, version) "
-                "SELECT * FROM unnest(k_sessions, k_keys, k_prints, k_versions) "
-                "ON CONFLICT (session_id, key) DO UPDATE SET "
-                "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
-                "created_at = EXCLUDED.created_at; "
-                "INSERT INTO {schema}.{data_keys} (session_id, version, kind, key_id, data_key) "
-                "SELECT * FROM unnest(d_sessions, d_versions, d_kinds, d_key_ids, d_keys); "
-                "END $$"
-            ).format(**names)
-        )
-
-    def _qualified_ids_name(self) -> str:
-        return ".".join(
-            sql.Identifier(n).as_string() for n in (self.datastore.schema, self.ids_table_name)
-        )
-
-    def _backfill(
-        self,
-        cursor: psycopg.Cursor[Any],
-        backfill: Callable[[StoredEvent], list[IdRow]],
-        names: dict[str, sql.Identifier],
-    ) -> int:
-        select = sql.SQL(
-            "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE topic = ANY(%s) AND notification_id > %s "
-            "ORDER BY notification_id LIMIT %s"
-        ).format(**names)
-        # An old race between servers may have stored an id twice: the first stays.
-        insert = sql.SQL(
-            "INSERT INTO {schema}.{ids} VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
-        ).format(**names)
-        after, filled = 0, 0
-        while True:
-            cursor.execute(select, (list(BACKFILL_TOPICS), after, BACKFILL_PAGE))
-            page = cursor.fetchall()
-            if not page:
-                return filled
-            after = page[-1]["notification_id"]
-            rows = [
-                row
-                for r in page
-                for row in backfill(
-                    StoredEvent(
-                        originator_id=r["originator_id"],
-                        originator_version=r["originator_version"],
-                        topic=r["topic"],
-                        state=bytes(r["state"]),
-                    )
-                )
-            ]
-            if rows:
-                cursor.executemany(insert, rows)
-            filled += len(rows)

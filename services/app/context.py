@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from domain.compaction import Trigger
 from domain.content import Role
 from domain.context.budget import ContextBudget
+from domain.context.overflow import OverflowReport
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
@@ -133,12 +134,8 @@ class ContextService:
     def report_overflow(
         self,
         session_id: str,
+        report: OverflowReport,
         *,
-        error_text: str,
-        status_code: int,
-        provider: str,
-        view_version: int,
-        view_hash: str,
         provider_format: str,
         deadline: float | None,
     ) -> ServedView:
@@ -146,8 +143,8 @@ class ContextService:
         ``max_attempts`` reports a turn, then ``compaction_failure``."""
         session = self.sessions.aggregate(session_id)
         model = session.settings.model
-        provider = provider or model_metadata.provider(model) or "openai"
-        verdict = classify_provider_error(error_text, status_code, provider, model)
+        provider = report.provider or model_metadata.provider(model) or "openai"
+        verdict = classify_provider_error(report.message, report.status_code, provider, model)
         if not verdict.is_overflow:
             raise InvalidRequest(
                 f"this error is not a context overflow ({verdict.kind}: {verdict.message[:300]}); "
@@ -161,16 +158,10 @@ class ContextService:
                 "with other instructions, or switch to a model with a larger window",
                 session.overflow_attempts,
             )
-        stated = stated_limits(error_text)
+        stated = stated_limits(report.message)
         session = self.sessions.report_overflow(
             session_id,
-            provider=provider,
-            status_code=status_code,
-            message=error_text,
-            kind=verdict.kind,
-            view_version=view_version,
-            view_hash=view_hash,
-            stated=stated.as_tuple(),
+            replace(report, provider=provider, kind=verdict.kind, stated=stated.as_tuple()),
         )
         engine = self.engines.get(session.settings.engine)
         if stated.window_tokens or stated.prompt_tokens:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from domain.content import Entry
-from domain.errors import IdempotencyKeyReused, quoted
+from domain.errors import IdempotencyKeyReused
 from domain.session import Session
 from services.adapters.event_store import EventStore
 
@@ -51,10 +51,7 @@ class Idempotency:
                 return None
             first_fingerprint, version = found
         if first_fingerprint != fingerprint:
-            raise IdempotencyKeyReused(
-                f"idempotency key {quoted(idempotency_key)} was used for a different append "
-                f"(version {version}); use a new key for a new append"
-            )
+            raise IdempotencyKeyReused.of(idempotency_key, version)
         event = event or self._appended(session.id, version)
         return AppendResult(version, list(event.entries), replayed=True)
 

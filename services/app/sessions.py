@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry
+from domain.context.overflow import OverflowReport
 from domain.pruning import PruneDecision
 from domain.retraction import RetractionPlan
 from domain.session import Session, SessionEvent
@@ -217,28 +218,8 @@ class SessionService:
         written = self.commands.compactions.record_compaction_failure(session_id, failure)
         return written.session.version
 
-    def report_overflow(
-        self,
-        session_id: str,
-        *,
-        provider: str,
-        status_code: int,
-        message: str,
-        kind: str,
-        view_version: int,
-        view_hash: str,
-        stated: tuple[int, int, int] = (0, 0, 0),
-    ) -> Session:
-        return self.commands.compactions.report_overflow(
-            session_id,
-            provider=provider,
-            status_code=status_code,
-            message=message,
-            kind=kind,
-            view_version=view_version,
-            view_hash=view_hash,
-            stated=stated,
-        ).session
+    def report_overflow(self, session_id: str, report: OverflowReport) -> Session:
+        return self.commands.compactions.report_overflow(session_id, report).session
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str

@@ -44,8 +44,8 @@ from services.adapters.summarizers.base import (
     SummarizerError,
     SummarizerOverflow,
     SummarizerUnavailable,
+    SummaryRequest,
     SummaryResult,
-    summary_request,
     with_notes,
 )
 from services.adapters.summarizers.offline import UNLIMITED_WINDOW_TOKENS
@@ -133,16 +133,28 @@ class _Run:
         notes: Sequence[str] = (),
     ) -> int:
         """The request's prompt tokens, counted on exactly what would be sent."""
-        prompt = summary_request(
+        request = self.request(entries, notes, max_result_chars)
+        return self.summarizer.count_tokens(request.prompt())
+
+    def request(
+        self,
+        entries: Sequence[Entry],
+        notes: Sequence[str],
+        max_result_chars: int | None,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> SummaryRequest:
+        """The call this step makes to summarise ``entries``."""
+        return SummaryRequest(
             entries,
             previous_summary=self.summary,
             instructions=self.instructions,
             identifier_policy=self.identifier_policy,
             identifier_instructions=self.identifier_instructions,
             notes=notes,
+            max_output_tokens=self.max_output_tokens,
+            timeout_seconds=timeout_seconds,
             max_result_chars=max_result_chars,
         )
-        return self.summarizer.count_tokens(prompt)
 
     def fits(
         self,
@@ -231,15 +243,7 @@ class _Run:
                 raise CompactionStepFailed(self.stage, self._timed_out())
             try:
                 result = self.summarizer.summarize(
-                    entries,
-                    previous_summary=self.summary,
-                    instructions=self.instructions,
-                    identifier_policy=self.identifier_policy,
-                    identifier_instructions=self.identifier_instructions,
-                    notes=notes,
-                    max_output_tokens=self.max_output_tokens,
-                    timeout_seconds=remaining,
-                    max_result_chars=limit,
+                    self.request(entries, notes, limit, timeout_seconds=remaining)
                 )
             except SummarizerOverflow:
                 self.failed_calls += 1

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction
@@ -49,7 +50,7 @@ def catalog_filter(request: pb.ListSessionsRequest) -> CatalogFilter:
 
 
 def _timestamp(micros: int) -> Any:
-    timestamp = mapping.Timestamp()
+    timestamp = Timestamp()
     timestamp.FromMicroseconds(micros)
     return timestamp
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import grpc
 
+from domain.context.overflow import OverflowReport
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc import context_mapping, mapping
@@ -97,13 +98,16 @@ class ContextRpcs(RpcBase):
     def ReportOverflow(
         self, request: pb.ReportOverflowRequest, context: grpc.ServicerContext
     ) -> pb.PromptView:
-        served = self.context.report_overflow(
-            self._session_id(request),
-            error_text=request.error_text,
-            status_code=request.status_code,
+        report = OverflowReport(
             provider=request.provider,
+            status_code=request.status_code,
+            message=request.error_text,
             view_version=request.view_version,
             view_hash=request.view_hash,
+        )
+        served = self.context.report_overflow(
+            self._session_id(request),
+            report,
             provider_format=mapping.prompt_format(request.format),
             deadline=fields.deadline(context),
         )

@@ -22,13 +22,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from domain.content import Entry
 from domain.context.summary import SummaryPrompt
 from domain.session import Session
 from services.adapters.summarizers.base import (
     Summarizer,
     SummarizerOverflow,
     SummarizerUnavailable,
+    SummaryRequest,
     SummaryResult,
 )
 from services.engine.base import Assembly, CompactionOutcome, CompactionRequest, ContextEngine
@@ -126,12 +126,12 @@ class ObservedSummarizer:
     def count_tokens(self, prompt: SummaryPrompt) -> int:
         return self._inner.count_tokens(prompt)
 
-    def summarize(self, prompt_entries: Sequence[Entry], **options: Any) -> SummaryResult:
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self.name,
-            "gen_ai.request.max_tokens": options.get("max_output_tokens", 0),
-            "sessionstore.summarizer.entries": len(prompt_entries),
+            "gen_ai.request.max_tokens": request.max_output_tokens,
+            "sessionstore.summarizer.entries": len(request.entries),
         }
         if current_conversation():
             attributes["gen_ai.conversation.id"] = current_conversation()
@@ -144,7 +144,7 @@ class ObservedSummarizer:
             set_status_on_exception=True,
         ) as span:
             try:
-                result = self._inner.summarize(prompt_entries, **options)
+                result = self._inner.summarize(request)
             except Exception as error:
                 span.set_attribute("error.type", type(error).__name__)
                 self._count(started, "error", _error_kind(error))

@@ -3,6 +3,7 @@ that a later read cannot serve. Over SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -111,6 +112,22 @@ def test_moderately_nested_arguments_are_kept(store: Stub) -> None:
     append(store, session.id, call_with("c1", nested))
     append(store, session.id, tool_result("c1", "ok"))
     all_views_answer(store, session.id)
+    sent = json.loads(nested)
+    # Kept as sent in the durable log: the nesting, the integer beyond 64 bits, the é.
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    (kept,) = [b.tool_call for e in log.entries for b in e.content if b.tool_call.id == "c1"]
+    assert json.loads(kept.arguments_json) == sent
+    # And in a prompt view, as the provider is sent them.
+    view = store.GetPromptView(
+        pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    )
+    (shown,) = [
+        call
+        for message in json.loads(view.messages_json)
+        for call in message.get("tool_calls") or ()
+        if call["id"] == "c1"
+    ]
+    assert json.loads(shown["function"]["arguments"]) == sent
 
 
 @pytest.mark.parametrize("schema", UNRENDERABLE_JSON.values(), ids=UNRENDERABLE_JSON.keys())

@@ -21,13 +21,13 @@ from domain.session import Session
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from services.adapters import sealed_formats, sealing
-from services.adapters.event_store import (
+from services.adapters.event_codecs import (
     CompactionAsDict,
     EntryAsRecord,
-    EventStore,
     SettingsAsDict,
     SystemPromptAsDict,
 )
+from services.adapters.event_store import EventStore
 from services.config import persistence_env
 
 NAME = ("s1", 3, sealing.ENTRY, "e1")

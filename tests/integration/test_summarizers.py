@@ -32,7 +32,7 @@ from services.adapters.summarizers import (
     SummarizerUnavailable,
     build_summarizer,
 )
-from services.adapters.summarizers.base import summary_request
+from services.adapters.summarizers.base import SummaryRequest
 from services.engine.staged_summary import CompactionStepFailed, summarize_plan
 from tests.support.fake_provider import (
     ANTHROPIC_PATH,
@@ -107,7 +107,9 @@ def test_a_model_summarises_over_the_providers_protocol(
 ) -> None:
     make, path = PROTOCOLS[protocol]
     entries = _turn(1, 400)
-    summary = make(provider).summarize(entries, previous_summary="## Goal\n- earlier goal")
+    summary = make(provider).summarize(
+        SummaryRequest(entries, previous_summary="## Goal\n- earlier goal")
+    )
 
     assert summary.text.startswith("## Goal\n- step 1: check src/module_1.py")
     assert summary.model in ("gpt-4o-mini", "claude-haiku-4-5")
@@ -128,9 +130,9 @@ def test_a_model_summarises_over_the_providers_protocol(
 def test_model_and_offline_receipts_hash_the_same_prompt(provider: FakeProvider) -> None:
     entries = _turn(2, 400)
     notes = ("[Large tool (~60K tokens) omitted from summary]",)
-    model = openai(provider).summarize(entries, notes=notes)
-    offline = OfflineSummarizer().summarize(entries, notes=notes)
-    expected = summary_request(
+    model = openai(provider).summarize(SummaryRequest(entries, notes=notes))
+    offline = OfflineSummarizer().summarize(SummaryRequest(entries, notes=notes))
+    expected = SummaryRequest(
         entries,
         previous_summary="",
         instructions="",
@@ -138,7 +140,7 @@ def test_model_and_offline_receipts_hash_the_same_prompt(provider: FakeProvider)
         identifier_instructions="",
         notes=notes,
     )
-    assert model.prompt_hash == offline.prompt_hash == prompt_hash(expected)
+    assert model.prompt_hash == offline.prompt_hash == prompt_hash(expected.prompt())
     # The model was told to keep the note; it is kept even though this one did not.
     assert notes[0] in model.text and notes[0] in offline.text
 
@@ -159,7 +161,7 @@ def test_what_the_user_said_is_asked_for_and_put_back_when_the_model_drops_it(
     previous = "## Constraints\n- User instruction (entry u0): Remember the rota."
     forgetful = "## Goal\n- Fix the deploy.\n\n## Critical Context\n- (none)\n"
     provider.script(reply(forgetful))
-    summary = make(provider).summarize(entries, previous_summary=previous)
+    summary = make(provider).summarize(SummaryRequest(entries, previous_summary=previous))
 
     (request,) = provider.requests
     asked = request.text()
@@ -183,7 +185,7 @@ def test_keys_come_from_the_environment_as_litellm_reads_them(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
     summarizer = LiteLLMSummarizer("anthropic/claude-haiku-4-5", api_base=provider.url)
-    summarizer.summarize(_turn(1, 100))
+    summarizer.summarize(SummaryRequest(_turn(1, 100)))
     assert provider.requests[0].headers.get("x-api-key") == "sk-ant-from-env"
 
 
@@ -211,7 +213,7 @@ def test_provider_errors_become_typed_failures(
     make, _ = PROTOCOLS[protocol]
     provider.script(fail(error))
     with pytest.raises(SummarizerError) as raised:
-        make(provider).summarize(_turn(1, 100))
+        make(provider).summarize(SummaryRequest(_turn(1, 100)))
     assert type(raised.value) is typed
     if status is not None:
         assert raised.value.status_code == status
@@ -223,7 +225,7 @@ def test_a_slow_provider_times_out_as_unavailable(provider: FakeProvider) -> Non
     provider.script(delay(10))
     started = time.monotonic()
     with pytest.raises(SummarizerUnavailable):
-        openai(provider).summarize(_turn(1, 100), timeout_seconds=0.5)
+        openai(provider).summarize(SummaryRequest(_turn(1, 100), timeout_seconds=0.5))
     assert time.monotonic() - started < 5
 
 
@@ -235,7 +237,7 @@ def test_no_server_is_unavailable() -> None:
         "openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1", api_key=KEY
     )
     with pytest.raises(SummarizerUnavailable):
-        summarizer.summarize(_turn(1, 100), timeout_seconds=5)
+        summarizer.summarize(SummaryRequest(_turn(1, 100), timeout_seconds=5))
 
 
 def test_the_configured_model_picks_the_summariser() -> None:
@@ -273,10 +275,10 @@ def test_a_providers_file_names_where_a_model_is_served_and_with_which_key(
         SummarizerStep("openai/qwen@hosted", "openai/qwen", "hosted"), providers
     )
     assert hosted.window_tokens == 64_000
-    hosted.summarize(_turn(1, 100))
+    hosted.summarize(SummaryRequest(_turn(1, 100)))
     assert provider.requests[-1].headers["authorization"] == "Bearer sk-from-a-secret-file"
     local = build_summarizer(SummarizerStep("openai/qwen@local", "openai/qwen", "local"), providers)
-    local.summarize(_turn(2, 100))
+    local.summarize(SummaryRequest(_turn(2, 100)))
     assert provider.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
     with pytest.raises(InvalidSettings, match="not in this server's providers file"):
         providers.check({"elsewhere"})

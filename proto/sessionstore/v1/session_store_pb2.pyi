@@ -667,7 +667,9 @@ class PruningPolicy(_message.Message):
     OLD_MAX_BYTES_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     mode: _builtins.str
-    """"off" (default), "cache-ttl" (SPEC 3.4) or "recent-n" (byte caps by recency)."""
+    """"off" (default), "cache-ttl" (docs/context-management.md 3.4) or "recent-n"
+    (byte caps by recency).
+    """
     ttl_seconds: _builtins.int
     keep_last_assistants: _builtins.int
     soft_trim_ratio: _builtins.float
@@ -2305,7 +2307,7 @@ Global___DurableLog: _TypeAlias = DurableLog  # noqa: Y015
 
 @_typing.final
 class WindowGuardState(_message.Message):
-    """The context window guard's verdict (SPEC 3.1)."""
+    """The context window guard's verdict (docs/context-management.md 3.1)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2343,7 +2345,9 @@ Global___WindowGuardState: _TypeAlias = WindowGuardState  # noqa: Y015
 
 @_typing.final
 class GuardDecision(_message.Message):
-    """How the tool-result guard shows one result it did not keep whole (SPEC 3.2)."""
+    """How the tool-result guard shows one result it did not keep whole
+    (docs/context-management.md 3.2).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

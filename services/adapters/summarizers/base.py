@@ -2,7 +2,7 @@
 
 The engine summarises a compaction's chunks through a :class:`Summarizer`
 without knowing whether a model or the offline writer does the work. Both
-build the same prompt (:func:`summary_request`) and report its hash, so a
+build the same prompt (:meth:`SummaryRequest.prompt`) and report its hash, so a
 compaction's receipt says what was asked whichever one answered.
 
 Failures are typed by what the engine should do next: shrink the request
@@ -68,55 +68,52 @@ class SummarizerUnavailable(SummarizerError):
     retryable = True
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """One call to a summariser: the entries to summarise and everything that shapes
+    the summary and the call."""
+
+    entries: Sequence[Entry]
+    previous_summary: str = ""
+    instructions: str = ""
+    identifier_policy: str = "preserve"
+    identifier_instructions: str = ""
+    # Notes on entries left out, which the summary must carry as written.
+    notes: Sequence[str] = ()
+    max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    # Tool results longer than this are clipped in the prompt (None: kept whole).
+    max_result_chars: int | None = None
+
+    def prompt(self) -> SummaryPrompt:
+        """The prompt a model is sent: the summary prompt, with the notes on left-out
+        entries added to the instructions so the model copies them into the summary."""
+        instructions = self.instructions
+        if self.notes:
+            listed = "\n".join(f"- {note}" for note in self.notes)
+            copy = f"Copy these notes into Critical Context exactly as written:\n{listed}"
+            instructions = f"{instructions.strip()}\n\n{copy}" if instructions.strip() else copy
+        return build_summary_prompt(
+            self.entries,
+            previous_summary=self.previous_summary,
+            instructions=instructions,
+            identifier_policy=self.identifier_policy,
+            identifier_instructions=self.identifier_instructions,
+            max_result_chars=self.max_result_chars,
+        )
+
+
 class Summarizer(Protocol):
     # The model's name as configured, or "offline".
     name: str
     # The summarising model's own context window, in tokens.
     window_tokens: int
 
-    def summarize(
-        self,
-        prompt_entries: Sequence[Entry],
-        *,
-        previous_summary: str = "",
-        instructions: str = "",
-        identifier_policy: str = "preserve",
-        identifier_instructions: str = "",
-        notes: Sequence[str] = (),
-        max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        max_result_chars: int | None = None,
-    ) -> SummaryResult: ...
+    def summarize(self, request: SummaryRequest) -> SummaryResult: ...
 
     def count_tokens(self, prompt: SummaryPrompt) -> int:
         """The prompt tokens the summarising model counts for ``prompt``, as sent."""
         ...
-
-
-def summary_request(
-    entries: Sequence[Entry],
-    *,
-    previous_summary: str,
-    instructions: str,
-    identifier_policy: str,
-    identifier_instructions: str,
-    notes: Sequence[str],
-    max_result_chars: int | None = None,
-) -> SummaryPrompt:
-    """The prompt a model is sent: the summary prompt, with the notes on left-out
-    entries added to the instructions so the model copies them into the summary."""
-    if notes:
-        listed = "\n".join(f"- {note}" for note in notes)
-        copy = f"Copy these notes into Critical Context exactly as written:\n{listed}"
-        instructions = f"{instructions.strip()}\n\n{copy}" if instructions.strip() else copy
-    return build_summary_prompt(
-        entries,
-        previous_summary=previous_summary,
-        instructions=instructions,
-        identifier_policy=identifier_policy,
-        identifier_instructions=identifier_instructions,
-        max_result_chars=max_result_chars,
-    )
 
 
 def with_notes(text: str, notes: Sequence[str]) -> str:

@@ -16,22 +16,18 @@ only one.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
-from domain.content import Entry
-from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
 from domain.context.summary import SummaryPrompt, prompt_hash, with_required_facts
 from services.adapters.litellm_loader import load_litellm
 from services.adapters.model_info import ModelMetadata, model_metadata
 from services.adapters.overflow import CONTEXT_WINDOW_EXCEEDED, OTHER, kind_of
 from services.adapters.summarizers.base import (
-    DEFAULT_TIMEOUT_SECONDS,
     SummarizerError,
     SummarizerOverflow,
     SummarizerUnavailable,
+    SummaryRequest,
     SummaryResult,
-    summary_request,
     with_notes,
 )
 from services.adapters.tokenizers import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, tokenizer_for
@@ -77,28 +73,8 @@ class LiteLLMSummarizer:
             for m in prompt.messages
         )
 
-    def summarize(
-        self,
-        prompt_entries: Sequence[Entry],
-        *,
-        previous_summary: str = "",
-        instructions: str = "",
-        identifier_policy: str = "preserve",
-        identifier_instructions: str = "",
-        notes: Sequence[str] = (),
-        max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        max_result_chars: int | None = None,
-    ) -> SummaryResult:
-        prompt = summary_request(
-            prompt_entries,
-            previous_summary=previous_summary,
-            instructions=instructions,
-            identifier_policy=identifier_policy,
-            identifier_instructions=identifier_instructions,
-            notes=notes,
-            max_result_chars=max_result_chars,
-        )
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        prompt = request.prompt()
         litellm = load_litellm()
         started = time.perf_counter()
         try:
@@ -107,8 +83,8 @@ class LiteLLMSummarizer:
                 messages=prompt.to_list(),
                 api_base=self.api_base,
                 api_key=self._api_key,
-                timeout=timeout_seconds,
-                max_tokens=max_output_tokens,
+                timeout=request.timeout_seconds,
+                max_tokens=request.max_output_tokens,
                 temperature=self.temperature,
                 max_retries=0,
             )
@@ -121,10 +97,10 @@ class LiteLLMSummarizer:
         usage = getattr(response, "usage", None)
         # A model may drop what the user said (an instruction, a ticket id): put it back.
         text = with_required_facts(
-            with_notes(text.strip(), notes),
-            prompt_entries,
-            previous_summary,
-            identifier_policy=identifier_policy,
+            with_notes(text.strip(), request.notes),
+            request.entries,
+            request.previous_summary,
+            identifier_policy=request.identifier_policy,
         )
         return SummaryResult(
             text=text,

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
 
-from domain.content import Entry
-from domain.context.compaction_planner import SUMMARIZATION_OVERHEAD_TOKENS
 from domain.context.summary import SummaryPrompt, prompt_hash, summarize_offline
 from services.adapters.summarizers.base import (
-    DEFAULT_TIMEOUT_SECONDS,
+    SummaryRequest,
     SummaryResult,
-    summary_request,
 )
 from services.adapters.tokenizers import tokenizer_for
 
@@ -46,40 +42,18 @@ class OfflineSummarizer:
         calls as a model would be called (a dry run); the writer itself sends nothing."""
         return sum(_chars_over_four(m.content) for m in prompt.messages)
 
-    def summarize(
-        self,
-        prompt_entries: Sequence[Entry],
-        *,
-        previous_summary: str = "",
-        instructions: str = "",
-        identifier_policy: str = "preserve",
-        identifier_instructions: str = "",
-        notes: Sequence[str] = (),
-        max_output_tokens: int = SUMMARIZATION_OVERHEAD_TOKENS,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        max_result_chars: int | None = None,
-    ) -> SummaryResult:
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
         started = time.perf_counter()
         # The hash of the prompt a model would have been sent, so receipts compare.
-        fingerprint = prompt_hash(
-            summary_request(
-                prompt_entries,
-                previous_summary=previous_summary,
-                instructions=instructions,
-                identifier_policy=identifier_policy,
-                identifier_instructions=identifier_instructions,
-                notes=notes,
-                max_result_chars=max_result_chars,
-            )
-        )
+        fingerprint = prompt_hash(request.prompt())
         text = summarize_offline(
-            prompt_entries,
-            previous_summary=previous_summary,
-            instructions=instructions,
-            identifier_policy=identifier_policy,
-            notes=notes,
+            request.entries,
+            previous_summary=request.previous_summary,
+            instructions=request.instructions,
+            identifier_policy=request.identifier_policy,
+            notes=request.notes,
             count=tokenizer_for(BOUNDING_MODEL).count_text,
-            max_tokens=max_output_tokens,
+            max_tokens=request.max_output_tokens,
         )
         elapsed = round((time.perf_counter() - started) * 1000)
         return SummaryResult(text, OFFLINE, fingerprint, duration_ms=elapsed)

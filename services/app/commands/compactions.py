@@ -8,6 +8,7 @@ from types import MappingProxyType
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.compaction_changes import plan_redo, plan_undo
+from domain.context.overflow import OverflowReport
 from domain.context_edits import parse_applied_edits, provider_clears
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
@@ -191,36 +192,18 @@ class CompactionCommands:
         return self.writes.write(session_id, None, command)
 
     def report_overflow(
-        self,
-        session_id: str,
-        *,
-        provider: str,
-        status_code: int,
-        message: str,
-        kind: str,
-        view_version: int,
-        view_hash: str,
-        stated: tuple[int, int, int] = (0, 0, 0),
-    ) -> Written[None]:
+        self, session_id: str, report: OverflowReport
+    ) -> Written[Session.OverflowReported]:
         """Records the provider's refusal; the session counts the attempts of its turn and
-        learns what the error ``stated`` (window, the prompt's tokens, the answer's room)."""
+        learns what the error stated (window, the prompt's tokens, the answer's room)."""
 
-        def command(session: Session) -> None:
+        def command(session: Session) -> Session.OverflowReported:
             estimate = None
-            if stated[1] and 1 <= view_version <= session.version:
+            version = report.view_version
+            if report.stated[1] and 1 <= version <= session.version:
                 # The store's estimate of the refused view, against the provider's count.
-                estimate = (
-                    self.histories.history(session_id).prompt_view(view_version).estimated_tokens
-                )
-            session.report_overflow(
-                provider=provider,
-                status_code=status_code,
-                message=message,
-                kind=kind,
-                view_version=view_version,
-                view_hash=view_hash,
-                stated=stated,
-                view_estimate=estimate,
-            )
+                history = self.histories.history(session_id)
+                estimate = history.prompt_view(version).estimated_tokens
+            return session.report_overflow(report, view_estimate=estimate)
 
         return self.writes.write(session_id, None, command)

@@ -372,7 +372,8 @@ class PruningPolicy:
     """The PruningPolicy message."""
 
     PROTO: ClassVar[str] = "sessionstore.v1.PruningPolicy"
-    #: "off" (default), "cache-ttl" (SPEC 3.4) or "recent-n" (byte caps by recency).
+    #: "off" (default), "cache-ttl" (docs/context-management.md 3.4) or "recent-n"
+    #: (byte caps by recency).
     mode: str | None = None
     ttl_seconds: int | None = None
     keep_last_assistants: int | None = None
@@ -934,7 +935,7 @@ class DurableLog:
 
 @dataclass(slots=True)
 class WindowGuardState:
-    """The context window guard's verdict (SPEC 3.1)."""
+    """The context window guard's verdict (docs/context-management.md 3.1)."""
 
     PROTO: ClassVar[str] = "sessionstore.v1.WindowGuardState"
     #: "ok", "warn" or "block".
@@ -949,7 +950,9 @@ class WindowGuardState:
 
 @dataclass(slots=True)
 class GuardDecision:
-    """How the tool-result guard shows one result it did not keep whole (SPEC 3.2)."""
+    """How the tool-result guard shows one result it did not keep whole
+    (docs/context-management.md 3.2).
+    """
 
     PROTO: ClassVar[str] = "sessionstore.v1.GuardDecision"
     entry_id: str = ""

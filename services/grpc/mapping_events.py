@@ -1,0 +1,294 @@
+"""Translation of compactions, prunes, the durable log (paged to fit a message),
+events and view audits between the v1 protobuf messages and the domain's values."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from types import MappingProxyType
+from typing import assert_never
+
+from domain.compaction import Compaction, CompactionFailure, Trigger
+from domain.context.calibration import TokenLesson
+from domain.context.tool_result_guard import ToolResultDecision
+from domain.context.window_guard import WindowVerdict
+from domain.erasure import is_erased
+from domain.errors import InvalidRequest
+from domain.pruning import PruneDecision
+from domain.session import Session, SessionEvent
+from projections.session_history import DurableLog, RecordedCompaction
+from projections.view_audit import ViewAudit
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.grpc.mapping_entries import (
+    _ACTION_NUMBERS,
+    _ACTIONS,
+    _unknown,
+    entry_to_pb,
+    format_to_pb,
+    provider_item_from_pb,
+    provider_item_to_pb,
+    to_timestamp,
+)
+from services.grpc.mapping_sessions import (
+    erasure_event_to_pb,
+    erasure_to_pb,
+    settings_to_pb,
+    system_prompt_to_pb,
+)
+
+# -- compactions and prunes ---------------------------------------------------------
+
+
+def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
+    item = (
+        provider_item_from_pb(request.provider_item) if request.HasField("provider_item") else None
+    )
+    return Compaction(
+        summary=request.summary,
+        first_kept_entry_id=request.first_kept_entry_id,
+        tokens_before=request.tokens_before,
+        tokens_after=request.tokens_after,
+        reason=request.reason or (Trigger.PROVIDER if item is not None else Trigger.MANUAL),
+        summarizer_model=request.summarizer_model,
+        details=MappingProxyType(dict(request.details)),
+        provider_item=item,
+    )
+
+
+def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) -> pb.Compaction:
+    # The receipt's fields carry the same names in both.
+    receipt = compaction.to_dict()
+    receipt["details"] = dict(compaction.details)
+    receipt["attempts"] = [pb.SummarizerAttempt(**a) for a in receipt["attempts"]]
+    item = compaction.provider_item
+    receipt["provider_item"] = None if item is None else provider_item_to_pb(item)
+    return pb.Compaction(
+        **receipt,
+        version=version,
+        timestamp=to_timestamp(timestamp),
+        tainted=is_erased(compaction.details),
+    )
+
+
+def failure_to_pb(
+    failure: CompactionFailure, version: int, timestamp: datetime
+) -> pb.CompactionFailure:
+    return pb.CompactionFailure(
+        **failure.to_dict(), version=version, timestamp=to_timestamp(timestamp)
+    )
+
+
+def guard_decision_to_pb(decision: ToolResultDecision) -> pb.GuardDecision:
+    fields = decision.to_dict()
+    del fields["style"], fields["read_back_tool"]  # how the notice reads: in the text itself
+    return pb.GuardDecision(**fields)
+
+
+def token_lesson_to_pb(lesson: TokenLesson) -> pb.TokenLesson:
+    return pb.TokenLesson(**lesson.to_dict())
+
+
+def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:
+    return pb.WindowGuardState(**verdict.to_dict())
+
+
+def recorded_compaction_to_pb(recorded: RecordedCompaction) -> pb.Compaction:
+    return compaction_to_pb(recorded.compaction, recorded.version, recorded.timestamp)
+
+
+def prune_decisions_from_pb(entries: list[pb.PrunedEntry]) -> list[PruneDecision]:
+    decisions = []
+    for index, entry in enumerate(entries):
+        if entry.action == pb.PRUNE_ACTION_UNSPECIFIED:
+            raise InvalidRequest(
+                f"entries[{index}]: action is missing; set PRUNE_ACTION_SOFT_TRIM or "
+                "PRUNE_ACTION_HARD_CLEAR"
+            )
+        if entry.action not in _ACTIONS:
+            raise _unknown(f"entries[{index}].action", entry.action, pb.PruneAction, _ACTIONS)
+        decisions.append(
+            PruneDecision(
+                entry.entry_id,
+                _ACTIONS[entry.action],
+                entry.head_chars if entry.HasField("head_chars") else None,
+                entry.tail_chars if entry.HasField("tail_chars") else None,
+            )
+        )
+    return decisions
+
+
+def prune_decision_to_pb(decision: PruneDecision) -> pb.PrunedEntry:
+    return pb.PrunedEntry(
+        entry_id=decision.entry_id,
+        action=_ACTION_NUMBERS[decision.action],
+        head_chars=decision.head_chars,
+        tail_chars=decision.tail_chars,
+    )
+
+
+# -- views and events ---------------------------------------------------------------
+
+
+# What a repeated message field adds around each element: tag and length.
+_ELEMENT_OVERHEAD_BYTES = 16
+
+
+def durable_log_to_pb(
+    log: DurableLog, offset: int = 0, page_size: int = 0, max_bytes: int = 0
+) -> tuple[pb.DurableLog, int | None]:
+    """A page of the log from entry ``offset`` on: at most ``page_size`` entries (0: no
+    limit), in a message of at most ``max_bytes`` (0: no limit) unless a single entry is
+    larger. Answers the message and the offset the next page starts at, if any."""
+    message = pb.DurableLog(
+        session_id=log.session_id,
+        version=log.version,
+        total_tokens=log.total_tokens,
+        pinned=[entry_to_pb(e, v) for e, v in zip(log.pinned, log.pinned_versions, strict=True)],
+        erasures=[erasure_to_pb(e) for e in log.erasures],
+    )
+    if log.compaction:
+        message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
+    end = len(log.entries) if not page_size else min(len(log.entries), offset + page_size)
+    room = max_bytes - message.ByteSize() if max_bytes else None
+    entries: list[pb.Entry] = []
+    position = offset
+    while position < end:
+        entry = entry_to_pb(log.entries[position], log.entry_versions[position])
+        if room is not None:
+            room -= entry.ByteSize() + _ELEMENT_OVERHEAD_BYTES
+            if room < 0 and entries:
+                break
+        entries.append(entry)
+        position += 1
+    message.entries.extend(entries)
+    return message, (position if position < len(log.entries) else None)
+
+
+def compaction_undone_to_pb(event: Session.CompactionUndone) -> pb.CompactionUndone:
+    return pb.CompactionUndone(
+        compaction_version=event.compaction_version,
+        reason=event.reason,
+        requested_by=event.requested_by,
+        restored_compaction_version=event.restored_compaction_version,
+        first_kept_position=event.first_kept_position,
+        prompt_tokens=event.prompt_tokens,
+    )
+
+
+def compaction_redone_to_pb(event: Session.CompactionRedone) -> pb.CompactionRedone:
+    return pb.CompactionRedone(
+        undo_version=event.undo_version,
+        compaction_versions=list(event.compaction_versions),
+        reason=event.reason,
+        requested_by=event.requested_by,
+        first_kept_position=event.first_kept_position,
+        prompt_tokens=event.prompt_tokens,
+    )
+
+
+def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
+    message = pb.SessionEvent(
+        session_id=event.originator_id,
+        version=event.originator_version,
+        timestamp=to_timestamp(event.timestamp),
+    )
+    version = event.originator_version
+    match event:
+        case Session.Started():
+            message.started.settings.CopyFrom(
+                settings_to_pb(event.settings, event.context_window_tokens)
+            )
+            message.started.parent_session_id = event.parent_session_id
+            message.started.forked_at_version = event.forked_at_version
+        case Session.ToolCallsAbandoned():
+            message.tool_calls_abandoned.CopyFrom(
+                pb.ToolCallsAbandoned(
+                    tool_call_ids=list(event.tool_call_ids),
+                    reason=event.reason,
+                    entry=entry_to_pb(event.entry, version),
+                )
+            )
+        case Session.EntriesAppended():
+            message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
+            message.entries_appended.idempotency_key = event.idempotency_key
+            message.entries_appended.guarded.extend(guard_decision_to_pb(d) for d in event.guarded)
+            message.entries_appended.lessons.extend(
+                token_lesson_to_pb(lesson) for lesson in event.lessons or ()
+            )
+        case Session.CompactionRecorded():
+            message.compaction_recorded.CopyFrom(
+                compaction_to_pb(event.compaction, version, event.timestamp)
+            )
+        case Session.PruneRecorded():
+            message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
+            message.prune_recorded.reason = event.reason
+            message.prune_recorded.applied_edits_json = event.applied_edits_json
+        case Session.SettingsChanged():
+            message.settings_changed.settings.CopyFrom(
+                settings_to_pb(event.settings, event.context_window_tokens)
+            )
+        case Session.CompactionFailed():
+            message.compaction_failed.CopyFrom(
+                failure_to_pb(event.failure, version, event.timestamp)
+            )
+        case Session.OverflowReported():
+            message.overflow_reported.CopyFrom(
+                pb.OverflowReported(
+                    provider=event.provider,
+                    status_code=event.status_code,
+                    message=event.message,
+                    kind=event.kind,
+                    view_version=event.view_version,
+                    view_hash=event.view_hash,
+                    learned_window_tokens=event.window.window_tokens if event.window else 0,
+                    learned_output_tokens=event.window.output_tokens if event.window else 0,
+                    lesson=token_lesson_to_pb(event.lesson) if event.lesson else None,
+                )
+            )
+        case Session.SystemPromptSet():
+            message.system_prompt_set.CopyFrom(system_prompt_to_pb(event.system_prompt))
+        case Session.CompactionUndone():
+            message.compaction_undone.CopyFrom(compaction_undone_to_pb(event))
+        case Session.EntriesErased() | Session.SessionErased():
+            message.erasure.CopyFrom(erasure_event_to_pb(event))
+        case Session.CompactionRedone():
+            message.compaction_redone.CopyFrom(compaction_redone_to_pb(event))
+        case Session.EntryRetracted():
+            message.entry_retracted.CopyFrom(
+                pb.EntryRetracted(entry_id=event.entry_id, reason=event.reason)
+            )
+        case Session.SessionCleared():
+            message.session_cleared.CopyFrom(
+                pb.SessionCleared(entries_cleared=event.entries, reason=event.reason)
+            )
+        case _:
+            assert_never(event)
+    return message
+
+
+def view_audit_to_pb(audit: ViewAudit) -> pb.ViewAudit:
+    return pb.ViewAudit(
+        session_id=audit.session_id,
+        version=audit.version,
+        entries=[
+            pb.EntryStatus(
+                entry_id=e.entry_id,
+                role=e.role,
+                version=e.version,
+                status=e.status,
+                detail=e.detail,
+            )
+            for e in audit.entries
+        ],
+        turns=[
+            pb.TurnVerification(
+                entry_id=t.entry_id,
+                view_version=t.view_version,
+                format=format_to_pb(t.provider_format),
+                claimed_hash=t.claimed_hash,
+                replayed_hash=t.replayed_hash,
+                verified=t.verified,
+            )
+            for t in audit.turns
+        ],
+        erasures=[erasure_to_pb(e) for e in audit.erasures],
+    )

@@ -1,0 +1,215 @@
+"""Translation of sessions, their settings, erasures and system prompts between the
+v1 protobuf messages and the domain's values."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+from google.protobuf.message import Message
+
+from domain.session import Session
+from domain.settings import CompactionPolicy, SessionSettings
+from domain.system_prompt import (
+    FileStatus,
+    InjectedFile,
+    PartTokens,
+    Skill,
+    SystemPrompt,
+    Tool,
+)
+from projections.session_history import RecordedErasure
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.grpc.mapping_entries import to_timestamp, usage_to_pb
+
+# -- settings -----------------------------------------------------------------------
+
+
+def _set_fields(message: Message) -> dict[str, Any]:
+    return {field.name: value for field, value in message.ListFields()}
+
+
+_POLICY_FIELDS = ("pruning", "compaction", "window_guard", "tool_result_guard")
+
+
+def settings_from_pb(
+    message: pb.SessionSettings, base: SessionSettings, remove_labels: Sequence[str] = ()
+) -> SessionSettings:
+    """``base`` with the fields the message sets (unset fields keep base's value), less the
+    labels named in ``remove_labels``."""
+    changes = {
+        k: v for k, v in _set_fields(message).items() if k != "labels" and k not in _POLICY_FIELDS
+    }
+    labels = dict(message.labels) if message.labels else dict(base.labels)
+    for key in remove_labels:
+        labels.pop(key, None)
+    if labels != base.labels:
+        changes["labels"] = MappingProxyType(labels)
+    for name in _POLICY_FIELDS:
+        if message.HasField(name):  # type: ignore[arg-type]
+            changes[name] = _policy_from_pb(getattr(message, name), getattr(base, name))
+    return dataclasses.replace(base, **changes)
+
+
+def _policy_from_pb(message: Message, base: Any) -> Any:
+    fields = _set_fields(message)
+    tools = fields.pop("tools", None)
+    if tools is not None:  # the pruning policy's tool filter, set as a whole
+        fields["allow_tools"], fields["deny_tools"] = tuple(tools.allow), tuple(tools.deny)
+    chain = fields.pop("summarizers", None)
+    if chain is not None:  # the compaction policy's summariser chain, set as a whole
+        fields["summarizers"] = tuple(step.strip() for step in chain.steps)
+    return dataclasses.replace(base, **fields)
+
+
+def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.SessionSettings:
+    """The settings, showing the window in force whatever its source."""
+    pruning = dataclasses.asdict(settings.pruning)
+    tools = pb.ToolFilter(allow=pruning.pop("allow_tools"), deny=pruning.pop("deny_tools"))
+    return pb.SessionSettings(
+        model=settings.model,
+        context_window_tokens=context_window_tokens,
+        max_entry_bytes=settings.max_entry_bytes,
+        title=settings.title,
+        labels=dict(settings.labels),
+        pruning=pb.PruningPolicy(**pruning, tools=tools),
+        compaction=_compaction_policy_to_pb(settings.compaction),
+        engine=settings.engine,
+        window_guard=pb.WindowGuardPolicy(**dataclasses.asdict(settings.window_guard)),
+        tool_result_guard=pb.ToolResultGuardPolicy(
+            **dataclasses.asdict(settings.tool_result_guard)
+        ),
+        max_system_file_chars=settings.max_system_file_chars,
+    )
+
+
+def _compaction_policy_to_pb(policy: CompactionPolicy) -> pb.CompactionPolicy:
+    fields = dataclasses.asdict(policy)
+    steps = fields.pop("summarizers")
+    return pb.CompactionPolicy(**fields, summarizers=pb.SummarizerChain(steps=steps))
+
+
+def session_to_pb(session: Session) -> pb.Session:
+    return pb.Session(
+        id=session.id,
+        version=session.version,
+        settings=settings_to_pb(session.settings, session.context_window_tokens),
+        context_window_source=session.context_window_source,
+        created_at=to_timestamp(session.created_on),
+        updated_at=to_timestamp(session.modified_on),
+        entry_count=session.entry_count,
+        total_tokens=session.total_tokens,
+        compaction_count=session.compaction_count,
+        total_usage=usage_to_pb(session.usage),
+        last_entry_id=session.last_entry_id or "",
+        open_tool_call_ids=list(session.open_tool_calls),
+        parent_session_id=session.parent_session_id,
+        forked_at_version=session.forked_at_version,
+        erased=(
+            pb.Erasure(
+                erased_by=session.erasure[0],
+                reason=session.erasure[1],
+                version=session.erasure[2],
+                whole_session=True,
+            )
+            if session.erasure
+            else None
+        ),
+    )
+
+
+def erasure_to_pb(erasure: RecordedErasure) -> pb.Erasure:
+    return pb.Erasure(
+        entry_ids=list(erasure.entry_ids),
+        tainted_compaction_versions=list(erasure.tainted_compactions),
+        erased_by=erasure.erased_by,
+        reason=erasure.reason,
+        version=erasure.version,
+        erased_at=to_timestamp(erasure.timestamp),
+        whole_session=erasure.whole_session,
+        erased_with=erasure.erased_with,
+    )
+
+
+def erasure_event_to_pb(event: Session.EntriesErased | Session.SessionErased) -> pb.Erasure:
+    if isinstance(event, Session.EntriesErased):
+        ids, tainted = list(event.entry_ids), list(event.tainted_compactions)
+    else:
+        ids, tainted = [], []
+    return erasure_to_pb(
+        RecordedErasure(
+            ids,
+            tainted,
+            event.erased_by,
+            event.reason,
+            event.originator_version,
+            event.timestamp,
+            event.erased_with,
+        )
+    )
+
+
+# -- the system prompt --------------------------------------------------------------
+
+
+def system_prompt_from_pb(message: pb.SystemPrompt) -> SystemPrompt:
+    """The prompt as sent; the session cuts its files and counts its tokens."""
+    return SystemPrompt(
+        text=message.text,
+        files=tuple(
+            InjectedFile(f.path, "", 0, FileStatus.MISSING)
+            if f.missing
+            else InjectedFile(f.path, f.content, len(f.content), FileStatus.OK)
+            for f in message.files
+        ),
+        skills=tuple(Skill(s.name, s.description) for s in message.skills),
+        tools=tuple(Tool(t.name, t.description, t.parameters_json or "{}") for t in message.tools),
+    )
+
+
+_FILE_STATUSES = {
+    FileStatus.OK: pb.FILE_STATUS_OK,
+    FileStatus.TRUNCATED: pb.FILE_STATUS_TRUNCATED,
+    FileStatus.MISSING: pb.FILE_STATUS_MISSING,
+}
+
+
+def file_status_to_pb(status: FileStatus) -> pb.FileStatus.ValueType:
+    return _FILE_STATUSES[status]
+
+
+def system_prompt_tokens_to_pb(tokens: PartTokens) -> pb.SystemPromptTokens:
+    return pb.SystemPromptTokens(
+        text=tokens.text,
+        files=tokens.files,
+        skills=tokens.skills,
+        tool_list=tokens.tool_list,
+        tool_schemas=tokens.tool_schemas,
+        total=tokens.total,
+        tokenizer=tokens.tokenizer,
+    )
+
+
+def system_prompt_to_pb(prompt: SystemPrompt) -> pb.SystemPrompt:
+    return pb.SystemPrompt(
+        text=prompt.text,
+        files=[
+            pb.InjectedFile(
+                path=f.path,
+                content=f.content,
+                missing=f.status is FileStatus.MISSING,
+                raw_chars=f.raw_chars,
+                injected_chars=f.injected_chars,
+                status=file_status_to_pb(f.status),
+            )
+            for f in prompt.files
+        ],
+        skills=[pb.Skill(name=s.name, description=s.description) for s in prompt.skills],
+        tools=[
+            pb.Tool(name=t.name, description=t.description, parameters_json=t.parameters_json)
+            for t in prompt.tools
+        ],
+        tokens=system_prompt_tokens_to_pb(prompt.tokens),
+    )

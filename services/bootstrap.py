@@ -81,8 +81,11 @@ def build_sessions(
 ) -> SessionService:
     """The session use cases on a store, each role its own object."""
     rules = SessionRules(config, engine_names)
-    access = SessionAccess(store, tenancy.SessionIds(store.legacy_tenants))
-    histories = HistoryCache(store, access, config.cache_max_mb << 20)
+    # The cache cap: a sixth for the aggregates, the rest for histories and
+    # their renderings.
+    budget = config.cache_max_mb << 20
+    access = SessionAccess(store, tenancy.SessionIds(store.legacy_tenants), budget // 6)
+    histories = HistoryCache(store, access, budget - budget // 6)
     writes = WritePath(store, access, histories, SavedVersions())
     idempotency = Idempotency(store, config.idempotency_ttl_seconds)
     erasure = ErasureCommands(writes, histories)

@@ -47,7 +47,9 @@ class Config(BaseSettings):
     )
     snapshot_interval: int = Field(100, description="events between aggregate snapshots")
     cache_max_mb: int = Field(
-        512, description="memory for cached session histories and rendered prompts"
+        512,
+        description="memory for cached sessions: their histories and rendered prompts, "
+        "and (a sixth) their aggregates",
     )
     max_workers: int = Field(32, description="gRPC worker threads")
     max_followers: int = Field(

@@ -13,27 +13,47 @@ from domain.errors import SessionExists, SessionNotFound, quoted
 from domain.session import Session
 from services.adapters.event_store import EventStore
 from services.app import tenancy
-from services.app.cache import WeightedLRU
+from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU
 
-WRITE_CACHE_SESSIONS = 10_000
 # Sessions whose tenant this server remembers (a tenant never changes).
 TENANT_CACHE_SESSIONS = 100_000
+# What a loaded aggregate holds before the parts that grow with its use, and
+# what each of those adds (live bytes, measured with tracemalloc on sessions of
+# 200 entries: settings, counters, the snapshot's decoded state), scaled like
+# the history cache's weights by what the process really holds per live byte.
+AGGREGATE_BYTES = 3_800
+IDEMPOTENCY_KEY_BYTES = 200
+OPEN_CALL_BYTES = 120
+CUT_BYTES = 100
+
+
+def aggregate_weight(session: Session) -> float:
+    """Roughly the memory one cached aggregate keeps alive."""
+    live = (
+        AGGREGATE_BYTES
+        + IDEMPOTENCY_KEY_BYTES * len(session.recent_appends)
+        + OPEN_CALL_BYTES * len(session.open_tool_calls)
+        + CUT_BYTES * len(session.cuts)
+    )
+    return live * RSS_PER_LIVE_BYTE
 
 
 class SessionAccess:
-    def __init__(self, store: EventStore, ids: tenancy.SessionIds) -> None:
+    def __init__(self, store: EventStore, ids: tenancy.SessionIds, budget_bytes: int) -> None:
         self.store = store
         # How callers name sessions, and the streams that hold them (by tenant).
         self.ids = ids
-        # The aggregates this server saved last, for its next write to them.
-        self.written: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
-        # Aggregates read for the read path, trusted while the history agrees.
-        self.read: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
+        # Half the budget each: the aggregates this server saved last, for its
+        # next write to them, and those read for the read path, trusted while
+        # the history agrees. Weighed in bytes, so that the cache cap counts
+        # them (at 10,000 sessions they held some 75 MB beside it).
+        self.written: WeightedLRU[str, Session] = WeightedLRU(budget_bytes // 2, aggregate_weight)
+        self.read: WeightedLRU[str, Session] = WeightedLRU(budget_bytes // 2, aggregate_weight)
         self._tenants: WeightedLRU[str, str] = WeightedLRU(TENANT_CACHE_SESSIONS, lambda _: 1)
 
     def caches(self) -> dict[str, WeightedLRU[str, Any]]:
         """The caches by name, for the metrics."""
-        return {"tenants": self._tenants}
+        return {"tenants": self._tenants, "written": self.written, "read": self.read}
 
     def load(self, session_id: str) -> Session:
         """The session as stored, whoever asks."""

@@ -11,6 +11,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+# Resident memory per byte of cached objects: the allocator keeps freed
+# memory of evicted sessions in partly used arenas.
+RSS_PER_LIVE_BYTE = 1.4
+
 K = TypeVar("K")
 V = TypeVar("V")
 

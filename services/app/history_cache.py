@@ -23,12 +23,9 @@ from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import PromptView, SessionHistory, load_from_cut
 from services.adapters.event_store import EventStore
 from services.app.access import SessionAccess
-from services.app.cache import WeightedLRU
+from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU
 
 LOCK_STRIPES = 1024
-# Resident memory per byte of cached objects: the allocator keeps freed
-# memory of evicted sessions in partly used arenas.
-RSS_PER_LIVE_BYTE = 1.4
 ERASURES_PER_LOOK = 1_000
 ERASURES = (Session.EntriesErased, Session.SessionErased)
 

@@ -124,3 +124,26 @@ def test_another_tenants_session_is_missing_to_every_role(app: Application) -> N
             app.sessions.commands.entries.append(stream, [user("hello")])
         with pytest.raises(SessionNotFound):
             app.sessions.queries.get_session(stream)
+
+
+def test_cached_aggregates_are_weighed_within_the_cache_cap() -> None:
+    """The aggregates a server keeps for its next write and read count against
+    SESSIONSTORE_CACHE_MAX_MB like the histories do: past their share, the coldest go,
+    and a session written again is loaded from the store as it stands."""
+    app = build_application(Config(database_url="memory:", cache_max_mb=1))
+    try:
+        commands = app.sessions.commands
+        for n in range(200):
+            commands.sessions.create_session(f"s-{n}", lambda defaults: defaults)
+            commands.entries.append(f"s-{n}", [user(f"turn of {n}")], idempotency_key=f"k{n}")
+        written = app.sessions.access.written
+        share = (1 << 20) // 6 // 2
+        assert written.max_weight == share
+        assert 0 < written.weight <= share
+        assert 10 < len(written) < 200
+        assert written.get("s-0") is None  # the coldest went first
+        again = commands.entries.append("s-0", [user("back again")])
+        assert again.result.version == 3
+        assert written.get("s-0") is not None
+    finally:
+        app.close()

@@ -4,7 +4,8 @@ No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
 server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
-``POST /v1/messages`` (Anthropic) with the providers' own response
+``POST /v1/messages`` (Anthropic) and ``POST /v1/embeddings`` (OpenAI's
+embeddings, a deterministic bag of concepts) with the providers' own response
 and error bodies, so litellm's real client and error mapping run end to end.
 
 Every request is recorded. Behaviour is scripted per request, in order
@@ -17,8 +18,12 @@ prove no call exceeded the summariser's window.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import re
+import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -29,6 +34,25 @@ from typing import Any, Self
 OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
+EMBEDDINGS_PATH = "/v1/embeddings"
+EMBEDDING_DIMENSIONS = 64
+# The loopback embedding model's notion of meaning: words of one concept embed
+# alike, so a semantic search finds what shares no word with the query.
+CONCEPTS = {
+    "automobile": "car",
+    "vehicle": "car",
+    "sedan": "car",
+    "cars": "car",
+    "canine": "dog",
+    "puppy": "dog",
+    "hound": "dog",
+    "dogs": "dog",
+    "feline": "cat",
+    "kitten": "cat",
+    "cats": "cat",
+    "colour": "color",
+    "hue": "color",
+}
 
 # The providers' error bodies, as their APIs send them.
 OPENAI_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
@@ -251,6 +275,9 @@ class FakeProvider(LoopbackServer):
         received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
         with self._lock:
             self.requests.append(received)
+        if path == EMBEDDINGS_PATH:
+            send(handler, 200, embeddings_reply(body))
+            return
         if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
@@ -287,6 +314,38 @@ class FakeProvider(LoopbackServer):
         if prompt + completion <= self.window_tokens:
             return None
         return overflow_error(anthropic, prompt, completion, self.window_tokens)
+
+
+def embed_text(text: str) -> list[float]:
+    """A deterministic unit vector: each word (as its concept) adds to one dimension."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"\w+", text.lower()):
+        concept = CONCEPTS.get(word, word)
+        digest = hashlib.sha256(concept.encode()).digest()
+        vector[int.from_bytes(digest[:4], "little") % EMBEDDING_DIMENSIONS] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def embeddings_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's /v1/embeddings answer; base64 float32 when the client asks for it (the
+    openai SDK does by default)."""
+    inputs = body.get("input", [])
+    texts = [inputs] if isinstance(inputs, str) else list(inputs)
+    data = []
+    for index, text in enumerate(texts):
+        vector = embed_text(str(text))
+        encoded: Any = vector
+        if body.get("encoding_format") == "base64":
+            encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = sum(math.ceil(len(str(t)) / 4) for t in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": body.get("model", ""),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def overflow_error(anthropic: bool, prompt: int, completion: int, window: int) -> dict[str, Any]:

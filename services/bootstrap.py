@@ -14,6 +14,7 @@ from services.adapters.event_store import EventStore
 from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
 from services.app.context import ContextService
+from services.app.recall import RecallService
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import EngineContext
@@ -39,6 +40,8 @@ class Application:
     runner: CompactionRunner
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
+    # Long-term memory over the whole history (answers RecallOff without read models).
+    recall: RecallService | None = None
 
     def close(self) -> None:
         self.runner.close()
@@ -75,4 +78,5 @@ def build_application(config: Config) -> Application:
         if read_models.runner is not None:
             wake = read_models.runner.wake
             sessions.on_saved.append(lambda _session, _events: wake())
-    return Application(sessions, ContextService(sessions, engines), runner, read_models)
+    recall = RecallService(sessions, read_models)
+    return Application(sessions, ContextService(sessions, engines), runner, read_models, recall)

@@ -302,7 +302,7 @@ async def _serve(
         ],
     )
     pb_grpc.add_SessionStoreServicer_to_server(
-        SessionStoreServicer(app.sessions, app.context, app.read_models), server
+        SessionStoreServicer(app.sessions, app.context, app.read_models, app.recall), server
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

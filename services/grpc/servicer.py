@@ -20,10 +20,12 @@ from services.app.audit import AuditService
 from services.app.context import ContextService
 from services.app.event_streams import EventStreams
 from services.app.imports import ImportResult, ImportService
+from services.app.recall import RecallService
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, AsOf, SessionService
 from services.grpc import context_mapping, mapping
 from services.grpc.audit import AuditRpcs, catalog_filter
 from services.grpc.errors import status_for
+from services.grpc.recall import RecallRpcs
 from services.readmodels import ReadModels
 
 NO_DEADLINE_SECONDS = 365 * 24 * 3600
@@ -98,18 +100,20 @@ def _deadline(context: grpc.ServicerContext) -> float | None:
     return time.monotonic() + remaining
 
 
-class SessionStoreServicer(AuditRpcs, pb_grpc.SessionStoreServicer):
+class SessionStoreServicer(AuditRpcs, RecallRpcs, pb_grpc.SessionStoreServicer):
     def __init__(
         self,
         service: SessionService,
         context: ContextService,
         read_models: ReadModels | None = None,
+        recall: RecallService | None = None,
     ) -> None:
         self.service = service
         self.context = context
         self.imports = ImportService(service)
         self.audit = AuditService(service, read_models)
         self.streams = EventStreams(service)
+        self.recall = recall or RecallService(service, read_models)
 
     def _session_id(self, request: object) -> str:
         """The stream of the request's session, refused unless the id could name one."""

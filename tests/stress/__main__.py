@@ -80,6 +80,9 @@ def main() -> int:
         moments=moments,
         outcomes=outcomes,
         codes=codes,
+        odd_answers={
+            code: details for result in results for code, details in result.odd_answers.items()
+        },
         resends=sum(result.resends for result in results),
         resend_failures=[failure for result in results for failure in result.resend_failures],
         verdict=verdict,

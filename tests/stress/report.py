@@ -13,7 +13,7 @@ from tests.stress.workload import Outcome
 
 # Answers a client may get and retry; anything else fails the run (above all
 # ABORTED, which a plain append must never answer).
-EXPECTED_CODES = frozenset({"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"})
+EXPECTED_CODES = frozenset({"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED (stream reset)"})
 
 
 @dataclass
@@ -22,6 +22,8 @@ class Run:
     moments: list[Moment]
     outcomes: list[Outcome]
     codes: Counter[str]
+    # The first details of each status other than OK, with its wall-clock time.
+    odd_answers: dict[str, str]
     # Acknowledged appends sent again on purpose, and those not answered as replays.
     resends: int
     resend_failures: list[str]
@@ -53,7 +55,8 @@ def judge(run: Run) -> list[str]:
             f"too little progress: {acknowledged} appends acknowledged, at least {least:.0f} "
             f"needed ({run.config.min_appends_per_second:g}/s)"
         )
-    if not _acknowledged_between(run.outcomes, run.moments[-2].at, run.moments[-1].at):
+    last_fault = max(moment.at for moment in run.moments if moment.fault)
+    if not _acknowledged_between(run.outcomes, last_fault, run.moments[-1].at):
         reasons.append("no append acknowledged after the last fault")
     if run.resend_failures:
         reasons.append(f"{len(run.resend_failures)} resent append(s) not answered as a replay")
@@ -86,6 +89,7 @@ def render(run: Run, reasons: list[str]) -> str:
     retried = [o.attempts for o in run.outcomes if o.attempts > 1]
     lines += [
         f"  status codes seen: {_codes(run.codes)}",
+        *(f"    first {code}: {details}" for code, details in sorted(run.odd_answers.items())),
         f"  appends retried: {len(retried):,} (most attempts for one: {max(retried, default=1)})",
         f"  acknowledged appends resent on purpose: {run.resends:,}, answered as a replay "
         f"of the first: {run.resends - len(run.resend_failures):,}",

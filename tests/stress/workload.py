@@ -29,6 +29,26 @@ from tests.stress.config import StressConfig
 # for now, or the answer did not come in time (the append may have landed: the
 # retry's idempotency key finds it).
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# A stream the transport reset (HTTP/2 RST_STREAM) as a server went away: gRPC
+# answers CANCELLED, though no one cancelled the call. The append may have
+# landed, so it is retried like UNAVAILABLE; any other CANCELLED is a refusal.
+RESET_STREAM = "RST_STREAM"
+
+
+def is_retryable(error: grpc.RpcError) -> bool:
+    code = error.code()
+    return code in RETRYABLE or (
+        code == grpc.StatusCode.CANCELLED and RESET_STREAM in (error.details() or "")
+    )
+
+
+def code_name(error: grpc.RpcError) -> str:
+    """The status as counted: a transport's reset stream apart from a real CANCELLED."""
+    if error.code() == grpc.StatusCode.CANCELLED and RESET_STREAM in (error.details() or ""):
+        return "CANCELLED (stream reset)"
+    return str(error.code().name)
+
+
 CALL_TIMEOUT_SECONDS = 5.0
 FIRST_BACKOFF_SECONDS = 0.02
 MAX_BACKOFF_SECONDS = 0.5
@@ -123,6 +143,8 @@ class WorkerResult:
     outcomes: list[Outcome] = field(default_factory=list)
     codes: Counter[str] = field(default_factory=Counter)
     resends: int = 0
+    # The first details of each status no append should answer, with its time.
+    odd_answers: dict[str, str] = field(default_factory=dict)
     # Resent appends not answered as a replay of the first, saying how.
     resend_failures: list[str] = field(default_factory=list)
 
@@ -206,10 +228,14 @@ class Client:
             try:
                 answer = self.stubs[self.server].AppendEntries(request, timeout=timeout)
             except grpc.RpcError as error:
-                code = error.code()
-                self.result.codes[code.name] += 1
-                if code not in RETRYABLE:
-                    return None, attempts, f"{code.name}: {error.details()}"
+                code = code_name(error)
+                self.result.codes[code] += 1
+                if error.code() not in RETRYABLE:
+                    self.result.odd_answers.setdefault(
+                        code, f"at {time.time():.1f}: {error.details()}"
+                    )
+                if not is_retryable(error):
+                    return None, attempts, f"{code}: {error.details()}"
                 if time.time() > self.plan.give_up_at:
                     return None, attempts, ""
                 self.server = (self.server + 1) % len(self.stubs)
@@ -241,6 +267,8 @@ def run_worker(plan: WorkerPlan) -> WorkerResult:
     for client in clients:
         merged.outcomes.extend(client.result.outcomes)
         merged.codes.update(client.result.codes)
+        for code, details in client.result.odd_answers.items():
+            merged.odd_answers.setdefault(code, details)
         merged.resends += client.result.resends
         merged.resend_failures.extend(client.result.resend_failures)
     return merged
@@ -266,7 +294,7 @@ def create_sessions(address: str, run: str, config: StressConfig) -> list[str]:
                     stub.CreateSession(request, timeout=10)
                     break
                 except grpc.RpcError as error:
-                    if error.code() not in RETRYABLE or attempt == 19:
+                    if not is_retryable(error) or attempt == 19:
                         raise
                     time.sleep(0.1)
     return ids

@@ -39,6 +39,7 @@ from services.cli.erase import erase
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
+from services.cli.recall import recall
 from services.cli.sessions import create, list_sessions, settings, show
 from services.cli.system_prompt import system_prompt
 from services.cli.tokens import token_group
@@ -171,6 +172,7 @@ for _command in (
     undo_compaction,
     token_group,
     erase,
+    recall,
 ):
     cli.add_command(_command)
 

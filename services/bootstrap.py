@@ -15,6 +15,7 @@ from services.adapters.providers import load_providers
 from services.adapters.summarizers import build_summarizer
 from services.app.context import ContextService
 from services.app.recall import RecallService
+from services.app.retrieval import Retrieval
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import EngineContext
@@ -79,4 +80,5 @@ def build_application(config: Config) -> Application:
             wake = read_models.runner.wake
             sessions.on_saved.append(lambda _session, _events: wake())
     recall = RecallService(sessions, read_models)
-    return Application(sessions, ContextService(sessions, engines), runner, read_models, recall)
+    context = ContextService(sessions, engines, Retrieval(recall))
+    return Application(sessions, context, runner, read_models, recall)

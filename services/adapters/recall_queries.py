@@ -1,6 +1,6 @@
 """Queries of the recall index: full text in SQL, vectors for an exact search.
 
-Full text is FTS5's bm25 on SQLite and ts_rank_cd over the GIN-indexed
+Full text is FTS5's bm25 on SQLite and ts_rank over the GIN-indexed
 tsvector on PostgreSQL. A query's words are matched with OR, ranked by how
 many and how rare: an agent's question rarely repeats a fact's every word.
 
@@ -118,7 +118,9 @@ class RecallQueries:
             search: Any = literal_column("recall_chunks.search")
             terms = " | ".join(f"'{w}'" for w in words)
             tsquery = func.to_tsquery(literal_column("'simple'"), literal(terms))
-            rank = func.ts_rank_cd(search, tsquery)
+            # ts_rank over length (normalisation 1): cover density (ts_rank_cd) would
+            # rank a chunk repeating one common word over one holding most of the query.
+            rank = func.ts_rank(search, tsquery, 1)
             query = (
                 select(*_CHUNK_COLUMNS).where(search.op("@@")(tsquery)).order_by(rank.desc(), c.id)
             )

@@ -288,3 +288,55 @@ def test_an_entry_event_the_index_cannot_read_is_quarantined_and_stops_nothing(
     # The catalog reads every event, so it quarantined it too.
     assert ("recall", "poison-1") in {(q.model, q.session_id) for q in status.quarantined}
     assert {m.name: m.lag for m in status.models}["recall"] == 0
+
+
+def test_the_prompt_view_recalls_hidden_entries_for_the_newest_turn_within_budget(
+    store: Stub,
+) -> None:
+    memory = pb.MemoryPolicy(retrieval_top_k=2)
+    settings = pb.SessionSettings(model="gpt-4o", context_window_tokens=20_000, memory=memory)
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="agent", settings=settings))
+    fact_id = append(store, session.id, user(FACT)).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
+    for step in range(6):
+        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 120))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, f"Step {step} reviewed."))
+    compacted = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
+    assert compacted.compacted, compacted.reason
+    # The summary tells the agent where the raw history is and how to search it.
+    assert "Recall(session_id, query)" in compacted.compaction.summary
+
+    append(store, session.id, user("Which vault path holds the staging password?"))
+    # A view does not wait for the index (it would slow every turn): a search does.
+    _recall(store, session.id, "vault")
+    view = store.GetPromptView(
+        pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_ANTHROPIC)
+    )
+    assert "<recalled_context" in view.messages_json, view.actions
+    assert "zebra-7731" in view.messages_json
+    (action,) = [a for a in view.actions if a.kind == "recalled"]
+    assert fact_id in action.detail
+    assert view.estimated_tokens <= view.budget_tokens
+    # The log itself is untouched.
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert "recalled_context" not in str(log)
+
+    # Without retrieval the same view holds no block.
+    store.UpdateSettings(
+        pb.UpdateSettingsRequest(
+            session_id=session.id,
+            settings=pb.SessionSettings(memory=pb.MemoryPolicy(retrieval_top_k=0)),
+        )
+    )
+    plain = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+    assert "recalled_context" not in plain.messages_json
+    assert not [a for a in plain.actions if a.kind.startswith("recall")]
+
+
+def test_retrieval_top_k_out_of_range_is_refused(store: Stub) -> None:
+    settings = pb.SessionSettings(memory=pb.MemoryPolicy(retrieval_top_k=500))
+    message = refused(
+        lambda: store.CreateSession(pb.CreateSessionRequest(settings=settings)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert "memory.retrieval_top_k" in message

@@ -2448,7 +2448,10 @@ class EngineAction(_message.Message):
     DETAIL_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
-    """"compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed"."""
+    """"compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed";
+    "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
+    marked context block before the newest user turn) or "recall_skipped".
+    """
     detail: _builtins.str
     version: _builtins.int
     """The version of the event that recorded it."""

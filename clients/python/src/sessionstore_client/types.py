@@ -990,7 +990,9 @@ class EngineAction:
     """Something the context engine did to serve a view."""
 
     PROTO: ClassVar[str] = "sessionstore.v1.EngineAction"
-    #: "compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed".
+    #: "compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed";
+    #: "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
+    #: marked context block before the newest user turn) or "recall_skipped".
     kind: str = ""
     detail: str = ""
     #: The version of the event that recorded it.

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -147,11 +147,31 @@ class RecallQueries:
 
     # -- vectors -----------------------------------------------------------------------
 
+    def generation(self, models: Sequence[str]) -> tuple[Any, ...]:
+        """What changes whenever the chunks a search reads may have: the read models'
+        positions (the recall index, and the catalog a tenant-wide scope reads) and
+        the newest chunk id (a rebuild brings the positions back where they were)."""
+        tracking = t.tracking.c
+        with reading(self.database.reader) as connection:
+            newest = connection.execute(select(func.max(t.recall_chunks.c.id))).scalar()
+            rows = connection.execute(
+                select(tracking.name, tracking.position).where(tracking.name.in_(list(models)))
+            )
+            return (newest, *sorted(rows))
+
     def vectors(
-        self, scope: RecallScope, provider: str, model: str
+        self, scope: RecallScope, provider: str, model: str, generation: tuple[Any, ...]
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
-        """(chunk ids, their vectors as rows) of the chunks in scope whose embedding is
-        cached, and (content hash, text) of those whose embedding is not."""
+        """(chunk ids, their vectors as unit rows) of the chunks in scope whose embedding
+        is cached, and (content hash, text) of those whose embedding is not. The set is
+        kept in memory while ``generation`` (or, when that moved, the scope's chunks)
+        stays the same."""
+        key = (scope.key(), provider, model)
+        with self._lock:
+            kept = self._vectors.get(key)
+            if kept is not None and kept.generation == generation:
+                self._vectors.move_to_end(key)
+                return kept.ids, kept.matrix, []
         c = t.recall_chunks.c
         with reading(self.database.reader) as connection:
             signature = tuple(
@@ -159,38 +179,49 @@ class RecallQueries:
                     _scoped(select(func.count(c.id), func.max(c.id), func.sum(c.id)), scope)
                 ).one()
             )
-        key = (scope.key(), provider, model)
-        with self._lock:
-            kept = self._vectors.get(key)
-            if kept is not None and kept.signature == signature:
-                self._vectors.move_to_end(key)
-                return kept.ids, kept.matrix, []
+        if kept is not None and kept.signature == signature:
+            with self._lock:
+                self._vectors[key] = replace(kept, generation=generation)
+            return kept.ids, kept.matrix, []
         e = t.recall_embeddings.c
         joined = t.recall_chunks.outerjoin(
             t.recall_embeddings,
             and_(e.provider == provider, e.model == model, e.content_hash == c.content_hash),
         )
-        query = _scoped(
-            select(c.id, c.content_hash, e.vector, c.text).select_from(joined), scope
-        ).order_by(c.id)
+        query = _scoped(select(c.id, c.content_hash, e.vector).select_from(joined), scope)
         ids: list[int] = []
         vectors: list[bytes] = []
-        missing: dict[str, str] = {}
+        missing: set[str] = set()
         with reading(self.database.reader) as connection:
-            for chunk_id, content_hash, vector, chunk_text in connection.execute(query):
+            for chunk_id, content_hash, vector in connection.execute(query.order_by(c.id)):
                 if vector is None:
-                    missing.setdefault(content_hash, chunk_text)
+                    missing.add(content_hash)
                 else:
                     ids.append(chunk_id)
                     vectors.append(vector)
         id_array = np.asarray(ids, dtype=np.int64)
-        matrix = _matrix(vectors)
-        if not missing:
-            with self._lock:
-                self._vectors[key] = _VectorSet(signature, id_array, matrix)
-                while len(self._vectors) > VECTOR_SETS:
-                    self._vectors.popitem(last=False)
-        return id_array, matrix, list(missing.items())
+        matrix = _unit_rows(_matrix(vectors))
+        if missing:
+            return id_array, matrix, self._texts(scope, sorted(missing))
+        with self._lock:
+            self._vectors[key] = _VectorSet(generation, signature, id_array, matrix)
+            while len(self._vectors) > VECTOR_SETS:
+                self._vectors.popitem(last=False)
+        return id_array, matrix, []
+
+    def _texts(self, scope: RecallScope, hashes: Sequence[str]) -> list[tuple[str, str]]:
+        """(content hash, text) of chunks in scope, one per hash."""
+        c = t.recall_chunks.c
+        found: dict[str, str] = {}
+        with reading(self.database.reader) as connection:
+            for start in range(0, len(hashes), 500):
+                wanted = list(hashes[start : start + 500])
+                query = _scoped(select(c.content_hash, c.text), scope)
+                for content_hash, text_ in connection.execute(
+                    query.where(c.content_hash.in_(wanted))
+                ):
+                    found.setdefault(content_hash, text_)
+        return list(found.items())
 
     def cached_embeddings(
         self, provider: str, model: str, hashes: Sequence[str]
@@ -229,9 +260,17 @@ class RecallQueries:
 
 @dataclass(frozen=True)
 class _VectorSet:
+    generation: tuple[Any, ...]
     signature: tuple[Any, ...]
     ids: np.ndarray
-    matrix: np.ndarray
+    matrix: np.ndarray  # unit rows: a dot product is the cosine
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    if matrix.size == 0:
+        return matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.asarray(matrix / np.where(norms == 0, 1.0, norms), dtype=np.float32)
 
 
 def _matrix(vectors: Sequence[bytes]) -> np.ndarray:

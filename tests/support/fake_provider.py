@@ -35,7 +35,7 @@ OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 EMBEDDINGS_PATH = "/v1/embeddings"
-EMBEDDING_DIMENSIONS = 64
+EMBEDDING_DIMENSIONS = 256
 # The loopback embedding model's notion of meaning: words of one concept embed
 # alike, so a semantic search finds what shares no word with the query.
 CONCEPTS = {

@@ -71,7 +71,12 @@ def upgrade() -> None:
             "GENERATED ALWAYS AS (to_tsvector('simple', regexp_replace(text, '\\W+', ' ', 'g'))) "
             "STORED"
         )
-        op.execute(f"CREATE INDEX recall_chunks_search ON {table} USING GIN (search)")
+        # No pending list (fastupdate): the projection pays for each chunk's terms as
+        # it writes them, and no search scans thousands of unmerged rows.
+        op.execute(
+            f"CREATE INDEX recall_chunks_search ON {table} USING GIN (search) "
+            "WITH (fastupdate = off)"
+        )
         return
     op.execute(
         "CREATE VIRTUAL TABLE recall_fts USING fts5("

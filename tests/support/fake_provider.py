@@ -4,8 +4,10 @@ No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
 server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
-``POST /v1/messages`` (Anthropic) and ``POST /v1/embeddings`` (OpenAI's
-embeddings, a deterministic bag of concepts) with the providers' own response
+``POST /v1/messages`` (Anthropic, compaction by ``context_management``
+included), ``POST /v1/responses/compact`` (OpenAI's compaction) and
+``POST /v1/embeddings`` (OpenAI's embeddings, a deterministic bag of
+concepts) with the providers' own response
 and error bodies, so litellm's real client and error mapping run end to end.
 
 Every request is recorded. Behaviour is scripted per request, in order
@@ -35,6 +37,7 @@ OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 EMBEDDINGS_PATH = "/v1/embeddings"
+COMPACT_PATH = "/v1/responses/compact"
 EMBEDDING_DIMENSIONS = 256
 # The loopback embedding model's notion of meaning: words of one concept embed
 # alike, so a semantic search finds what shares no word with the query.
@@ -278,7 +281,7 @@ class FakeProvider(LoopbackServer):
         if path == EMBEDDINGS_PATH:
             send(handler, 200, embeddings_reply(body))
             return
-        if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH):
+        if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH, COMPACT_PATH):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
         anthropic = path == ANTHROPIC_PATH
@@ -299,7 +302,11 @@ class FakeProvider(LoopbackServer):
         text = behaviour.text if behaviour.text is not None else default_summary(body)
         output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
         usage = (received.estimated_tokens, output_tokens)
-        if path == RESPONSES_PATH:
+        if path == COMPACT_PATH:
+            send(handler, 200, compact_reply(body, compaction_summary(body), *usage))
+        elif anthropic and _compacts(body):
+            send(handler, 200, anthropic_compaction_reply(body, compaction_summary(body), *usage))
+        elif path == RESPONSES_PATH:
             send(handler, 200, _responses_reply(body, text, received, output_tokens))
         elif anthropic:
             send(handler, 200, anthropic_reply(body, text, behaviour.calls, *usage))
@@ -488,6 +495,58 @@ def _responses_reply(
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         },
+    }
+
+
+def compaction_summary(body: dict[str, Any]) -> str:
+    """What the loopback provider's compaction keeps: the start of what it was sent."""
+    return "Compacted conversation: " + " ".join(_request_text(body).split())[:400]
+
+
+def encrypted(text: str) -> str:
+    """What the loopback provider's opaque compaction items hold: the summary, in base64."""
+    return base64.b64encode(text.encode()).decode()
+
+
+def compact_reply(
+    body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """OpenAI's POST /v1/responses/compact answer: the compacted window, here one
+    opaque compaction item whose content is the summary, encrypted (in base64)."""
+    return {
+        "id": f"resp_compact{len(text)}",
+        "object": "response.compaction",
+        "created_at": 1_700_000_000,
+        "model": body.get("model", ""),
+        "output": [
+            {"type": "compaction", "id": f"cmp_{len(text)}", "encrypted_content": encrypted(text)}
+        ],
+        "usage": {
+            "input_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": prompt_tokens + output_tokens,
+        },
+    }
+
+
+def _compacts(body: dict[str, Any]) -> bool:
+    edits = (body.get("context_management") or {}).get("edits") or []
+    return any(edit.get("type") == "compact_20260112" for edit in edits)
+
+
+def anthropic_compaction_reply(
+    body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Messages reply that compacted (compact_20260112) and paused after it."""
+    return {
+        "id": f"msg_compact{len(text)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "compaction", "content": text}],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
     }
 
 

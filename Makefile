@@ -80,6 +80,8 @@ lint: setup proto-check
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	# The layers and no circles (pyproject.toml, [tool.importlinter]).
+	$(RUN) lint-imports
 	# The client as its users' code sees it: strict, and a user's script with it.
 	$(RUN) mypy --strict clients/python/src/sessionstore_client clients/python/examples
 	$(UV) lock --check

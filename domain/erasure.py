@@ -9,9 +9,12 @@ id, so every view stays one a provider accepts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import MappingProxyType
+from typing import Protocol
 
-from domain.errors import PreconditionFailed, quoted
+from domain.compaction_changes import RecordedCut
+from domain.errors import EntryNotFound, PreconditionFailed, quoted
 
 ERASED_TEXT = "[erased]"
 ERASED_SUMMARY = (
@@ -36,3 +39,26 @@ class SessionWasErased(PreconditionFailed):
 
 def is_erased(metadata: object) -> bool:
     return isinstance(metadata, MappingProxyType | dict) and metadata.get(ERASED_KEY) == "true"
+
+
+class ErasedContent(Protocol):
+    """What planning an erasure asks of the session's whole history."""
+
+    def position_of(self, entry_id: str) -> int | None: ...
+
+    def compactions(self) -> Sequence[RecordedCut]:
+        """Every compaction recorded, undone or not, oldest first."""
+
+
+def plan_erasure(history: ErasedContent, entry_ids: Sequence[str]) -> list[int]:
+    """The compactions an erasure of these entries taints: every one whose cut lies
+    past one of them (a later summary may be built on an earlier one). Raises
+    EntryNotFound for an id not in the session."""
+    positions = []
+    for entry_id in entry_ids:
+        position = history.position_of(entry_id)
+        if position is None:
+            raise EntryNotFound(f"entry {quoted(entry_id)} is not in this session")
+        positions.append(position)
+    first = min(positions)
+    return [c.version for c in history.compactions() if c.first_kept_position > first]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from eventsourcing.domain import (
     BaseAggregate,
@@ -67,6 +67,9 @@ from domain.retraction import check_reason as check_retraction_reason
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt
 from domain.tool_call_ids import original_call_id
+
+# An event class, as a command answers the event it recorded.
+E = TypeVar("E")
 
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 TENANT = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
@@ -568,6 +571,11 @@ class Session(BaseAggregate[str]):
             raise SessionWasErased(self.id)
         super().trigger_event(event_class, **kwargs)
 
+    def _record(self, event_class: type[E], **kwargs: Any) -> E:
+        """Triggers the event and answers it: a command answers what it decided."""
+        self.trigger_event(event_class, **kwargs)
+        return cast(E, self._pending_events[-1])
+
     # -- commands ---------------------------------------------------------------
 
     @classmethod
@@ -966,7 +974,7 @@ class Session(BaseAggregate[str]):
         *,
         prompt_tokens: int = -1,
         timestamp: datetime | None = None,
-    ) -> None:
+    ) -> Session.CompactionRecorded:
         compaction.validate()
         if self.entry_count == 0:
             raise InvalidCutPoint("the session has no entries to compact")
@@ -986,7 +994,7 @@ class Session(BaseAggregate[str]):
                 "compaction that directly follows another must cut later"
             )
         compaction.check_shrinks()
-        self.trigger_event(
+        return self._record(
             self.CompactionRecorded,
             compaction=compaction,
             first_kept_position=position,
@@ -1004,7 +1012,7 @@ class Session(BaseAggregate[str]):
         restored: tuple[int, int],
         prompt_tokens: int,
         requested_by: str = "",
-    ) -> None:
+    ) -> Session.CompactionUndone:
         """Takes back the compaction recorded at ``compaction_version``, which must be in
         force; ``restored`` is the cut in force before it, (compaction version or 0,
         first kept position), as the history folded it."""
@@ -1015,7 +1023,7 @@ class Session(BaseAggregate[str]):
         restored_version, position = restored
         if position > self.first_kept_position:
             raise InvalidRequest("undoing a compaction cannot move the cut forward")
-        self.trigger_event(
+        return self._record(
             self.CompactionUndone,
             compaction_version=compaction_version,
             reason=reason,
@@ -1035,7 +1043,7 @@ class Session(BaseAggregate[str]):
         cuts: Sequence[Sequence[int]],
         prompt_tokens: int,
         requested_by: str = "",
-    ) -> None:
+    ) -> Session.CompactionRedone:
         """Takes back the undo recorded at ``undo_version``: the compactions it took
         back (``compaction_versions``, oldest first, whose ``cuts`` the history
         gives) are in force again, and the cut is the newest one's."""
@@ -1047,7 +1055,7 @@ class Session(BaseAggregate[str]):
             raise InvalidRequest("taking back an undo needs the compactions it took back")
         if first_kept_position < self.first_kept_position:
             raise InvalidRequest("taking back an undo cannot move the cut backward")
-        self.trigger_event(
+        return self._record(
             self.CompactionRedone,
             undo_version=undo_version,
             compaction_versions=list(compaction_versions),
@@ -1065,7 +1073,7 @@ class Session(BaseAggregate[str]):
         history: History,
         prompt_tokens_after: Callable[[Sequence[PruneDecision]], int] | None = None,
         applied_edits_json: str = "",
-    ) -> None:
+    ) -> Session.PruneRecorded:
         """Records prunes of tool results in the prompt view; ``prompt_tokens_after``
         counts the prompt's tokens with them, so the running estimate stays exact.
         A provider's report of its own edits (``applied_edits_json``) is recorded
@@ -1097,7 +1105,7 @@ class Session(BaseAggregate[str]):
             d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
         ]
         chars = [_prune_chars(history.entry(d.entry_id), d) for d in sized]
-        self.trigger_event(
+        return self._record(
             self.PruneRecorded,
             decisions=sized,
             reason=reason,
@@ -1169,13 +1177,13 @@ class Session(BaseAggregate[str]):
         erased_by: str,
         reason: str,
         erased_with: str = "",
-    ) -> None:
+    ) -> Session.EntriesErased:
         """Records the erasure of entries the history found in this session
         (``erased_with``: of the session this one was forked from, which erased them)."""
         _check_erasure(erased_by, reason)
         if not entry_ids:
             raise InvalidRequest("name at least one entry to erase")
-        self.trigger_event(
+        return self._record(
             self.EntriesErased,
             entry_ids=list(entry_ids),
             tainted_compactions=list(tainted_compactions),
@@ -1184,11 +1192,11 @@ class Session(BaseAggregate[str]):
             erased_with=erased_with,
         )
 
-    def erase(self, *, erased_by: str, reason: str, erased_with: str = "") -> None:
+    def erase(self, *, erased_by: str, reason: str, erased_with: str = "") -> Session.SessionErased:
         """Records the erasure of the whole session's content (``erased_with``: as in
         erase_entries)."""
         _check_erasure(erased_by, reason)
-        self.trigger_event(
+        return self._record(
             self.SessionErased, erased_by=erased_by, reason=reason, erased_with=erased_with
         )
 

@@ -32,8 +32,6 @@ from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.errors import (
     EntryNotFound,
-    InvalidCutPoint,
-    InvalidRequest,
     VersionOutOfRange,
     quoted,
 )
@@ -212,31 +210,6 @@ class PromptView:
     def shown_result(self, entry_id: str, result: ToolResult) -> str:
         """A tool result as the model sees it in this view."""
         return shown.shown_result(result, self.pruned.get(entry_id), self.guarded.get(entry_id, ()))
-
-
-@dataclass(frozen=True, slots=True)
-class UndoPlan:
-    """What an undo of a compaction records: which one, and the cut it brings back."""
-
-    compaction_version: int
-    restored_compaction_version: int
-    first_kept_position: int
-    # The prompt's message tokens after it (the system prompt aside).
-    prompt_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class RedoPlan:
-    """What taking back an undo records: the compactions it brings back and their cuts."""
-
-    undo_version: int
-    compaction_versions: Sequence[int]
-    first_kept_position: int
-    # Per compaction, the aggregate's cut: (version, first kept position, version
-    # that appended the first kept entry, settings and system prompt versions then).
-    cuts: Sequence[tuple[int, int, int, int, int]]
-    # The prompt's message tokens after it (the system prompt aside).
-    prompt_tokens: int
 
 
 # In a history loaded from a cut: the cut in force is one whose entries it does not
@@ -887,6 +860,16 @@ class SessionHistory:
             self.learned(log.version, settings_at[1].model),
         )
 
+    def log_tail(self) -> tuple[Entry, int, str] | None:
+        """The durable log's latest entry now, the prompt tokens it takes as shown, and
+        the id of the entry before it ("" when none); None when the log is empty."""
+        view = self.prompt_view()
+        entries = view.log.entries
+        if not entries:
+            return None
+        before = entries[-2].id if len(entries) > 1 else ""
+        return entries[-1], view.as_shown()[-1].token_count, before
+
     def system_prompt(self, version: int | None = None) -> SystemPrompt:
         """The system prompt in force at ``version`` (empty if none was ever set)."""
         version = self.resolve_version(version)
@@ -932,20 +915,6 @@ class SessionHistory:
         """Versions of the compactions whose summaries were erased with entries they covered."""
         return {v for e in self.erasures() for v in e.tainted_compactions}
 
-    def plan_erasure(self, entry_ids: Sequence[str]) -> list[int]:
-        """The compactions an erasure of these entries taints: every one whose cut lies
-        past one of them (a later summary may be built on an earlier one). Raises
-        EntryNotFound for an id not in the session."""
-        whole = self.whole()
-        positions = []
-        for entry_id in entry_ids:
-            position = whole.position_of(entry_id)
-            if position is None:
-                raise EntryNotFound(f"entry {quoted(entry_id)} is not in this session")
-            positions.append(position)
-        first = min(positions)
-        return [c.version for c in whole._compactions if c.first_kept_position > first]
-
     def compactions(self, version: int | None = None) -> list[RecordedCompaction]:
         """Every compaction recorded by ``version``, undone or not, oldest first."""
         if self._loader is not None:
@@ -976,92 +945,27 @@ class SessionHistory:
                 stack.extend(change.compactions)
         return stack
 
-    def plan_undo(self, compaction_version: int = 0) -> UndoPlan:
-        """What undoing the compaction recorded at ``compaction_version`` (0: the latest
-        in force) does now, or a refusal saying why it cannot be undone."""
-        if compaction_version < 0:
-            raise InvalidRequest(
-                f"compaction version {compaction_version} is negative; send the version of a "
-                "compaction in force, or 0 for the latest"
-            )
-        whole = self.whole()
-        in_force = whole.compactions_in_force()
-        if not in_force:
-            raise InvalidCutPoint(
-                f"no compaction is in force in session {self.session_id!r}; nothing to undo"
-            )
-        target = in_force[-1]
-        if compaction_version:
-            found = [c for c in in_force if c.version == compaction_version]
-            if not found:
-                versions = ", ".join(str(c.version) for c in in_force)
-                raise InvalidCutPoint(
-                    f"no compaction in force was recorded at version {compaction_version}; "
-                    f"the compactions in force are at versions {versions}"
-                )
-            target = found[0]
-        before = [c for c in in_force if c.version < target.version]
-        restored = before[-1] if before else None
-        view = whole.prompt_view_with_cut(restored)
-        return UndoPlan(
-            target.version,
-            restored.version if restored else 0,
-            restored.first_kept_position if restored else 0,
-            view.estimated_tokens - view.system_prompt.tokens.total,
-        )
+    def _recorded(self, compaction_version: int) -> RecordedCompaction | None:
+        if not compaction_version:
+            return None
+        return next(c for c in self.whole()._compactions if c.version == compaction_version)
 
-    def plan_redo(self, undo_version: int) -> RedoPlan:
-        """What taking back the undo recorded at ``undo_version`` does now: the
-        compactions it took back are in force again, exactly as recorded. Refused
-        unless the compactions in force are still those the undo left (a later
-        compaction or undo is taken back first, so undos and redos chain)."""
+    def prompt_tokens_with_cut(self, compaction_version: int) -> int:
+        """The prompt's message tokens (the system prompt aside) were the compaction
+        recorded at ``compaction_version`` the cut in force (0: no cut)."""
+        view = self.whole().prompt_view_with_cut(self._recorded(compaction_version))
+        return view.estimated_tokens - view.system_prompt.tokens.total
+
+    def cut_versions(self, compaction_version: int) -> tuple[int, int, int]:
+        """For the compaction at that version: the versions that appended its first kept
+        entry, and of the settings and the system prompt in force when it was recorded."""
         whole = self.whole()
-        undo = next((u for u in whole._undos if u.version == undo_version), None)
-        if undo is None:
-            undos = ", ".join(str(u.version) for u in whole._undos) or "none"
-            raise InvalidCutPoint(
-                f"no undo of a compaction was recorded at version {undo_version} in session "
-                f"{quoted(self.session_id)}; its undos are at versions {undos}"
-            )
-        redone = next((r for r in whole._redos if r.undo_version == undo_version), None)
-        if redone is not None:
-            raise InvalidCutPoint(
-                f"the undo at version {undo_version} was already taken back at version "
-                f"{redone.version}; undo the compaction again to take that back"
-            )
-        left = whole.compactions_in_force(undo.version)
-        now = whole.compactions_in_force()
-        if [c.version for c in now] != [c.version for c in left]:
-            versions = [
-                *(c.version for c in whole._compactions),
-                *(u.version for u in whole._undos),
-                *(r.version for r in whole._redos),
-            ]
-            changes = [v for v in versions if v > undo.version]
-            raise InvalidCutPoint(
-                f"the compactions in force changed since the undo at version {undo_version} "
-                f"(at versions {', '.join(map(str, sorted(changes)))}); take those back first, "
-                "newest first"
-            )
-        before = whole.compactions_in_force(undo.version - 1)
-        again = [c for c in before if c.version >= undo.compaction_version]
-        cuts = [
-            (
-                c.version,
-                c.first_kept_position,
-                whole.entry_version(c.first_kept_position),
-                whole._latest_settings(c.version)[0],
-                whole._system_prompt_version(c.version),
-            )
-            for c in again
-        ]
-        view = whole.prompt_view_with_cut(again[-1])
-        return RedoPlan(
-            undo_version,
-            [c.version for c in again],
-            again[-1].first_kept_position,
-            cuts,
-            view.estimated_tokens - view.system_prompt.tokens.total,
+        compaction = whole._recorded(compaction_version)
+        assert compaction is not None
+        return (
+            whole.entry_version(compaction.first_kept_position),
+            whole._latest_settings(compaction.version)[0],
+            whole._system_prompt_version(compaction.version),
         )
 
     def _system_prompt_version(self, version: int) -> int:

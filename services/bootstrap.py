@@ -3,33 +3,52 @@
 The gRPC server, the CLI's in-process tests and the service-layer tests all
 build the application here, so they run the same wiring. ``memory:`` as the
 database URL gives the eventsourcing library's in-memory recorders, for
-tests that need no database.
+tests that need no database. Nothing else builds a service or wires one
+part to another: who listens to saves, which engines exist and which port
+the engines act through are all decided below.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 
-from services.adapters.event_store import EventStore
+from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
+from services.adapters.retention_file import read_policies
 from services.adapters.summarizers import build_summarizer
+from services.app import tenancy
+from services.app.access import SessionAccess
+from services.app.audit import AuditService
+from services.app.commands.compactions import CompactionCommands
+from services.app.commands.entries import EntryCommands
+from services.app.commands.erasure import ErasureCommands
+from services.app.commands.forks import ForkCommands
+from services.app.commands.sessions import SessionCommands
 from services.app.context import ContextService
+from services.app.event_streams import EventStreams
+from services.app.history_cache import HistoryCache
+from services.app.idempotency import Idempotency
+from services.app.imports import ImportService
+from services.app.queries import SessionQueries
 from services.app.recall import RecallService
+from services.app.retention import RetentionOutcome, RetentionPlan, RetentionService
+from services.app.retention_scheduler import RetentionScheduler
 from services.app.retrieval import Retrieval
-from services.app.sessions import SessionService
+from services.app.saved_versions import SavedVersions
+from services.app.session_rules import SessionRules
+from services.app.sessions import SessionCommandSet, SessionService
+from services.app.write_path import WritePath
 from services.config import Config
 from services.engine.base import EngineContext
-from services.engine.registry import EngineRegistry
+from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.readmodels import ReadModels, build_read_models
-
-# Aggregates read for queries are cached and fast-forwarded from the store.
-AGGREGATE_CACHE_SIZE = 10_000
-
-
-def build_event_store(config: Config) -> EventStore:
-    env = {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE)}
-    return EventStore(env, snapshot_interval=config.snapshot_interval)
+from services.readmodels.runner import ReadModelRunner
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,9 @@ class Application:
     sessions: SessionService
     context: ContextService
     runner: CompactionRunner
+    imports: ImportService
+    audit: AuditService
+    streams: EventStreams
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
     # Long-term memory over the whole history (answers RecallOff without read models).
@@ -51,22 +73,55 @@ class Application:
         self.sessions.close()
 
 
+def build_sessions(
+    config: Config, store: EventStore, engine_names: Collection[str] = ()
+) -> SessionService:
+    """The session use cases on a store, each role its own object."""
+    rules = SessionRules(config, engine_names)
+    access = SessionAccess(store, tenancy.SessionIds(store.legacy_tenants))
+    histories = HistoryCache(store, access, config.cache_max_mb << 20)
+    writes = WritePath(store, access, histories, SavedVersions())
+    idempotency = Idempotency(store, config.idempotency_ttl_seconds)
+    erasure = ErasureCommands(writes, histories)
+    commands = SessionCommandSet(
+        sessions=SessionCommands(writes, histories, rules),
+        entries=EntryCommands(writes, histories, idempotency),
+        compactions=CompactionCommands(writes, histories),
+        erasure=erasure,
+        forks=ForkCommands(writes, histories, rules, erasure),
+    )
+    return SessionService(
+        config,
+        store,
+        rules=rules,
+        access=access,
+        histories=histories,
+        write_path=writes,
+        idempotency=idempotency,
+        queries=SessionQueries(store, access, histories),
+        commands=commands,
+    )
+
+
 def build_service(config: Config) -> SessionService:
     return build_application(config).sessions
 
 
 def build_application(config: Config) -> Application:
     providers = load_providers(config.providers_file)
-    sessions = SessionService(config, build_event_store(config))
+    factories = installed_engines()
+    sessions = build_sessions(config, build_event_store(config), engine_names=factories)
     runner = CompactionRunner(config.compaction_workers)
+    # The engines act on sessions through the service (their SessionPort), and
+    # hear of every save from the write path.
     engines = EngineRegistry(
         EngineContext(
             port=sessions,
             summarizers=lambda step: build_summarizer(step, providers),
             runner=runner,
-        )
+        ),
+        factories,
     )
-    sessions.engine_names = set(engines.names)
     read_models = None
     if config.database_url != "memory:" and config.projections != "off":
         read_models = build_read_models(
@@ -78,7 +133,97 @@ def build_application(config: Config) -> Application:
         )
         if read_models.runner is not None:
             wake = read_models.runner.wake
-            sessions.on_saved.append(lambda _session, _events: wake())
+            sessions.write_path.on_saved(lambda _session, _events: wake())
     recall = RecallService(sessions, read_models)
     context = ContextService(sessions, engines, Retrieval(recall))
-    return Application(sessions, context, runner, read_models, recall)
+    sessions.write_path.on_saved(context.ingest)
+    return Application(
+        sessions,
+        context,
+        runner,
+        imports=ImportService(sessions),
+        audit=AuditService(sessions, read_models),
+        streams=EventStreams(sessions),
+        read_models=read_models,
+        recall=recall,
+    )
+
+
+def build_retention(
+    sessions: SessionService,
+    read_models: ReadModels,
+    clock: Callable[[], datetime] | None = None,
+) -> RetentionService:
+    """Retention's use case: candidates from the catalog, erasures through the sessions'
+    own erasure (``clock``: when "now" is, for dry runs of a later date and tests)."""
+    if clock is None:
+        return RetentionService(sessions, read_models.queries)
+    return RetentionService(sessions, read_models.queries, clock)
+
+
+def build_worker_retention(
+    config: Config, store: EventStore, read_models: ReadModels, leading: threading.Event
+) -> RetentionScheduler | None:
+    """The retention policies a worker applies while it leads; None without a policy
+    file (then retention removes nothing)."""
+    if config.retention_file is None:
+        return None
+    return RetentionScheduler(
+        build_retention(build_sessions(config, store), read_models),
+        config.retention_file,
+        config.retention_interval_seconds,
+        leading,
+    )
+
+
+CATALOG = "catalog"
+
+
+@contextmanager
+def retention_on_database(
+    database_url: str, at: datetime | None = None
+) -> Iterator[RetentionService]:
+    """Retention straight on the database, as ``migrate`` works, for the CLI: the session
+    catalog is first brought up to the store's latest event, so the plan sees every
+    session; no projection is left running."""
+    config = Config(database_url=database_url)
+    events = build_event_store(config)
+    try:
+        models = build_read_models(
+            events,
+            database_url,
+            run_projection=False,
+            migrate_first=config.migrate_at_start,
+            poll_seconds=0,
+        )
+        try:
+            runner = ReadModelRunner(events, models.store, poll_seconds=0)
+            head = events.recorder.max_notification_id() or 0
+            position = models.store.positions([CATALOG])[CATALOG]
+            while position < head:
+                reached = models.store.catch_up(CATALOG, runner.fetch)[1]
+                if reached <= position:
+                    break  # another projector holds the model: take the catalog as it is
+                position = reached
+            sessions = build_sessions(config, events)
+            yield build_retention(sessions, models, (lambda: at) if at else None)
+        finally:
+            models.close()
+    finally:
+        events.close()
+
+
+def plan_retention(
+    database_url: str, policy_file: Path, at: datetime | None = None
+) -> RetentionPlan:
+    """The dry run: what the policies would remove at ``at`` (now), and why."""
+    policies = read_policies(policy_file)
+    with retention_on_database(database_url, at) as retention:
+        return retention.plan(policies)
+
+
+def apply_retention(database_url: str, policy_file: Path) -> tuple[RetentionPlan, RetentionOutcome]:
+    policies = read_policies(policy_file)
+    with retention_on_database(database_url) as retention:
+        plan = retention.plan(policies)
+        return plan, retention.apply(plan, policies)

@@ -81,6 +81,18 @@ class Config(BaseSettings):
         description="how often the projection looks for new events when not woken (SQLite "
         "cannot notify; on PostgreSQL this is the fallback of LISTEN/NOTIFY)",
     )
+    retention_file: Path | None = Field(
+        None,
+        description="TOML file of retention policies (per tenant and label: idle_days, "
+        "max_age_days, erase or export-then-erase) the worker applies on a schedule; unset "
+        "or empty: no session is ever removed by retention",
+    )
+    retention_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="how often the leading worker applies the retention policies (it reads "
+        "the file again each time)",
+    )
     tokens_file: Path | None = Field(
         None,
         description="TOML file of the bearer tokens this server accepts, by SHA-256 only, each "

@@ -59,6 +59,7 @@ from services.adapters.sealing import (
     current_scope,
     scoped,
 )
+from services.config import Config
 
 STARTED_TOPIC = get_topic(Session.Started)
 SNAPSHOT_TOPIC = get_topic(Session.Snapshot)
@@ -387,6 +388,17 @@ class EventStore(Application[str]):
         recorder: Any = self.recorder
         return recorder
 
+    def session(self, session_id: str) -> Session | None:
+        """The aggregate as stored (from its latest snapshot on), None when there is none."""
+        try:
+            return cast(Session, self.repository.get(session_id))
+        except AggregateNotFoundError:
+            return None
+
+    def head_position(self) -> int:
+        """The position of the latest event stored, by any server (0 when none)."""
+        return self.recorder.max_notification_id() or 0
+
     def ids_of(self, session_id: str) -> StoredIds:
         """The id lookup an append to this session asks."""
         return StoredIds(self._indexing_recorder, session_id)
@@ -625,3 +637,13 @@ def _check_postgres(env: dict[str, str]) -> None:
         schema = env.get("POSTGRES_SCHEMA")
         if schema:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+
+
+# Aggregates read for queries are cached and fast-forwarded from the store.
+AGGREGATE_CACHE_SIZE = 10_000
+
+
+def build_event_store(config: Config) -> EventStore:
+    """The store the configuration names (the server's, the worker's, the admin's)."""
+    env = {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE)}
+    return EventStore(env, snapshot_interval=config.snapshot_interval)

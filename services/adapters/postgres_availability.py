@@ -28,7 +28,7 @@ from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from domain.errors import Unavailable
-from services.app import deadline
+from services import deadline
 
 RECONNECT_DELAY = 0.5
 PROBE_CONNECT_TIMEOUT = 2  # libpq's least

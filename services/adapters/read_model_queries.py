@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, select
+from sqlalchemy import Select, and_, exists, or_, select
 
 from domain.errors import InvalidRequest
 from services.adapters import read_model_tables as t
@@ -202,3 +202,25 @@ class ReadModelQueries:
         more = len(rows) > limit
         rows = rows[:limit]
         return rows, encode_token(rows[-1]["position"], rows[-1]["entry_id"]) if more else ""
+
+    def retention_candidates(
+        self,
+        tenants: Sequence[str] | None,
+        idle_before_us: int | None,
+        created_before_us: int | None,
+    ) -> list[str]:
+        """The sessions not erased, of these tenants (every tenant's when None), idle
+        since one time or before, or started at another or before, oldest first: the catalog's
+        guess, which retention checks against the store (the catalog may lag)."""
+        c = t.catalog.c
+        older = []
+        if idle_before_us is not None:
+            older.append(c.updated_us <= idle_before_us)
+        if created_before_us is not None:
+            older.append(c.created_us <= created_before_us)
+        if not older:
+            return []
+        query = select(c.session_id).where(c.erased == 0, or_(*older))
+        if tenants is not None:
+            query = query.where(c.tenant.in_(list(tenants)))
+        return [str(row["session_id"]) for row in self._rows(query.order_by(c.created_position))]

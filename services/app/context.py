@@ -1,5 +1,6 @@
 """The context-management use cases: prompt views the engine keeps within the window,
-compaction on request, overflow reports, the system prompt and the context report.
+compaction on request, overflow reports and the context report (the system prompt is a
+command of its own, services.app.commands.sessions).
 
 Each session's engine is chosen by its ``engine`` setting. Replays (a view as
 of an earlier version or time) never run the engine: they show what was.
@@ -16,7 +17,6 @@ from domain.context.budget import ContextBudget
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
-from domain.system_prompt import SystemPrompt
 from projections.context_report import ContextReport, build_context_report
 from projections.prompt_formats import PromptRenderer, RenderedPrompt, appended_messages
 from projections.session_history import PromptView
@@ -55,9 +55,9 @@ class ContextService:
         self.sessions = sessions
         self.engines = engines
         self.retrieval = retrieval or Retrieval(None)
-        sessions.on_saved.append(self._ingest)
 
-    def _ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
+    def ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
+        """Tells the session's engine of a save (the composition root wires it)."""
         engine = self.engines.get(session.settings.engine)
         engine.ingest(session)
         if _ends_turn(session, saved):
@@ -207,14 +207,6 @@ class ContextService:
             served.engine,
             (*actions, *served.actions),
         )
-
-    def set_system_prompt(
-        self, session_id: str, prompt: SystemPrompt, expected_version: int | None
-    ) -> tuple[int, SystemPrompt, bool]:
-        session, stored, changed = self.sessions.set_system_prompt(
-            session_id, prompt, expected_version
-        )
-        return session.version, stored, changed
 
     def context_report(self, session_id: str) -> ContextReport:
         history = self.sessions.history(session_id)

@@ -59,6 +59,8 @@ class ImportResult:
     format: str
     sessions: Sequence[ImportedSession]
     bytes: int
+    # The position of the import's last event, for a client to wait on.
+    position: int = 0
 
 
 class _HistoryIds:
@@ -297,8 +299,10 @@ class ImportService:
                     ),
                 )
             )
-        self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
-        return ImportResult(transcript.format, [summary for _, summary in built], len(data))
+        position = self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
+        return ImportResult(
+            transcript.format, [summary for _, summary in built], len(data), position
+        )
 
     def export_pi(self, session_id: str, version: int | None = None) -> Iterator[bytes]:
         """The session (as of ``version``) as a pi v3 file, in chunks of about 1 MiB."""

@@ -27,14 +27,22 @@ BUILT_IN: dict[str, EngineFactory] = {
 }
 
 
+def installed_engines() -> dict[str, EngineFactory]:
+    """The engines' factories by name: the built-in ones and those packages register."""
+    factories = dict(BUILT_IN)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        factories.setdefault(point.name, point.load())
+    return factories
+
+
 class EngineRegistry:
     """Builds each engine once, on first use, with the same context."""
 
-    def __init__(self, context: EngineContext) -> None:
+    def __init__(
+        self, context: EngineContext, factories: dict[str, EngineFactory] | None = None
+    ) -> None:
         self._context = context
-        self._factories: dict[str, EngineFactory] = dict(BUILT_IN)
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            self._factories.setdefault(point.name, point.load())
+        self._factories = installed_engines() if factories is None else dict(factories)
         self._engines: dict[str, ContextEngine] = {}
 
     @property

@@ -1,4 +1,4 @@
-"""Carries each call's deadline and cut to the code serving it (see services.app.deadline).
+"""Carries each call's deadline and cut to the code serving it (see services.deadline).
 
 Waits for a session's write lock, a database connection, a retry or the read
 models then end with the call instead of keeping a worker thread busy for a
@@ -24,8 +24,8 @@ from typing import Any
 
 import grpc
 
-from services.app import deadline
-from services.app.deadline import Cut
+from services import deadline
+from services.deadline import Cut
 from services.grpc.handlers import behaviour_of, is_async, rewrapped, stepwise
 
 # Without a deadline gRPC answers a remaining time of centuries.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import logging
 import os
 import signal
 import sys
@@ -44,6 +43,7 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
+from services.logs import configure_logging
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
@@ -62,31 +62,6 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 # The asyncio health servicer; the stubs know only the threaded one.
 AsyncHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
-
-
-def configure_logging(config: Config) -> None:
-    renderer = (
-        structlog.processors.JSONRenderer()
-        if config.log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr, format="%(message)s")
-    # While the database is down the pool retries every half second per
-    # connection and warns each time; the database monitor says it once.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelName(config.log_level.upper())
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -302,7 +277,15 @@ async def _serve(
         ],
     )
     pb_grpc.add_SessionStoreServicer_to_server(
-        SessionStoreServicer(app.sessions, app.context, app.read_models, app.recall), server
+        SessionStoreServicer(
+            app.sessions,
+            app.context,
+            imports=app.imports,
+            audit=app.audit,
+            streams=app.streams,
+            recall=app.recall,
+        ),
+        server,
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

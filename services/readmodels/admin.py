@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from services.adapters.event_store import build_event_store
 from services.adapters.read_model_db import (
     is_transient,
     migrate,
@@ -20,7 +21,6 @@ from services.adapters.read_model_db import (
 )
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
-from services.bootstrap import build_event_store
 from services.config import Config
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.service import ModelStatus, ReadModels, build_read_models

@@ -86,13 +86,18 @@ class Lease:
             self._conn = None
 
 
-def project_while_leading(models: ReadModels, stopping: threading.Event) -> None:
+def project_while_leading(
+    models: ReadModels, stopping: threading.Event, leading: threading.Event | None = None
+) -> None:
     """Runs the read models' projection while this process leads, until ``stopping``
-    (then the caller closes the models)."""
+    (then the caller closes the models). ``leading`` is set while it leads, for
+    the work only the leader does (retention)."""
+    leading = leading or threading.Event()
     names = sorted(models.store.models)
     if not models.database.postgres:
         log.info("projecting; on SQLite run one worker only", read_models=names)
         models.start()
+        leading.set()
         stopping.wait()
         return
     lease = Lease(models.database)
@@ -109,8 +114,10 @@ def project_while_leading(models: ReadModels, stopping: threading.Event) -> None
                     return
             log.info("leading: projecting", read_models=names)
             models.start()
+            leading.set()
             while not stopping.wait(TRY_SECONDS) and lease.held():
                 pass
+            leading.clear()
             if stopping.is_set():
                 return  # the caller closes the models, projection included
             log.warning("lost the lead (the database ended its session); waiting again")

@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.errors import PreconditionFailed, Unavailable, VersionOutOfRange
+from services import deadline
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
 from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_store import Quarantined, ReadModelStore
 from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit
 from services.adapters.recall_index import RecallIndex
-from services.app import deadline
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.topics import COMPACTION_TOPICS, PRUNE_TOPICS
 

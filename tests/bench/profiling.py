@@ -66,7 +66,9 @@ def main() -> None:
     backend = parser.parse_args().backend
     with database(backend) as db:
         app = build_application(Config(database_url=db.url))
-        servicer = SessionStoreServicer(app.sessions, app.context)
+        servicer = SessionStoreServicer(
+            app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
+        )
         context: Any = _NoDeadline()
         try:
             create = pb.CreateSessionRequest(settings=pb.SessionSettings(model="gpt-4o"))
@@ -115,7 +117,9 @@ def main() -> None:
         # A new service: its history cache is empty, as in a fresh server process.
         app = build_application(Config(database_url=db.url))
         try:
-            servicer = SessionStoreServicer(app.sessions, app.context)
+            servicer = SessionStoreServicer(
+                app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
+            )
             _profile(
                 "first prompt view, 10,000 entries (history loaded from the database)",
                 1,

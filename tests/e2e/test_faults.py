@@ -252,7 +252,7 @@ def test_a_call_past_its_deadline_stops_and_frees_its_worker(tmp_path: Path) -> 
                     refusals.append(error.code())
 
             # Another write holds the session for longer than the clients wait.
-            with server.service._locked(session.id):
+            with server.service.write_path.locked(session.id):
                 threads = [threading.Thread(target=impatient) for _ in range(workers)]
                 for thread in threads:
                     thread.start()

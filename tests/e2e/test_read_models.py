@@ -346,7 +346,7 @@ def worker_server(database_url: str) -> Iterator[RunningServer]:
 def _worker(database_url: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "SESSIONSTORE_DATABASE_URL": database_url}
     return subprocess.Popen(
-        [sys.executable, "-m", "services.readmodels.worker"],
+        [sys.executable, "-m", "services.worker"],
         env=env,
         stderr=subprocess.DEVNULL,
     )

@@ -40,13 +40,13 @@ def test_a_fork_saved_while_its_parent_is_erased_is_erased_too(
     forker.append("p", [user("secret words", id="u1"), assistant("ok", id="a1")])
     # The fork has read the parent's content; another server erases the parent
     # before the fork is saved: it finds no fork to follow.
-    copied, read_at = forker._copied("p", None, "", "f", None)
+    copied, read_at = forker.commands.forks.copied("p", None, "", "f", None)
     if whole:
         _, _, forks = eraser.erase_session("p", erased_by="dpo", reason="asked")
     else:
         _, _, forks = eraser.erase_entries("p", ["u1"], erased_by="dpo", reason="asked")
     assert forks == []
-    fork = forker._save_fork(copied, "p", read_at)
+    fork = forker.commands.forks.save_fork(copied, "p", read_at).session
 
     assert fork.erased is whole
     assert "secret" not in _contents(eraser, "f") and "secret" not in _contents(forker, "f")

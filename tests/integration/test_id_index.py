@@ -18,7 +18,7 @@ from psycopg import sql
 from domain.errors import DuplicateEntry, InvalidRequest
 from domain.ids import UsedIds
 from services.app.sessions import SessionService
-from services.bootstrap import build_service
+from services.bootstrap import build_service, build_sessions
 from services.config import Config
 from tests.unit.support import assistant, call, tool, user
 
@@ -49,7 +49,7 @@ def cold(url: str) -> Iterator[tuple[SessionService, SessionService]]:
     seeded(first)
     # Nothing outlives a memory store: there the second service shares it.
     shared = url == "memory:"
-    second = SessionService(first.config, first.store) if shared else service_on(url)
+    second = build_sessions(first.config, first.store) if shared else service_on(url)
     yield first, second
     if not shared:
         second.close()
@@ -68,14 +68,14 @@ def test_a_cold_service_refuses_used_ids_without_reading_the_history(
         service.append("s-1", [replace(user("branch"), parent_id="nope")])
     branched = service.append("s-1", [replace(user("branch", id="u2"), parent_id="u1")])
     assert branched.entries[0].parent_id == "u1"
-    assert service._histories.get("s-1") is None
+    assert not service.history_cached("s-1")
 
 
 def test_ids_are_per_session(cold: tuple[SessionService, SessionService]) -> None:
     _, service = cold
     service.create_session("s-2", lambda s: s)
     service.append("s-2", [user("hi", id="u1"), assistant(calls=[call("c1")])])
-    assert service._histories.get("s-1") is None
+    assert not service.history_cached("s-1")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -105,7 +105,7 @@ def test_an_existing_database_gets_its_index_filled_at_start(durable_url: str) -
         with pytest.raises(DuplicateEntry, match="tool call id 'c1'"):
             restarted.append("s-1", [assistant(calls=[call("c1")])])
         # The refusals came from the index: the history was never loaded.
-        assert restarted._histories.get("s-1") is None
+        assert not restarted.history_cached("s-1")
         assert service_on(url).store.backfilled_ids == 0  # filled once only
     finally:
         restarted.close()

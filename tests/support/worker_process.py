@@ -1,4 +1,4 @@
-"""The projection worker as a deployment runs it: ``python -m services.readmodels.worker``
+"""The projection worker as a deployment runs it: ``python -m services.worker``
 in a process of its own, its JSON log in a file the caller reads."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.server_process import REPO_ROOT
 
@@ -19,17 +20,19 @@ WAITING = "waiting for the lead"
 
 
 class WorkerProcess:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, **settings: str) -> None:
         handle, path = tempfile.mkstemp(prefix="sessionstore-worker-", suffix=".log")
         self.log_path = Path(path)
         env = {
             **os.environ,
             "SESSIONSTORE_DATABASE_URL": database_url,
             "SESSIONSTORE_LOG_FORMAT": "json",
+            # Any other setting, by its name in the settings object (retention_file=...).
+            **{f"SESSIONSTORE_{name.upper()}": value for name, value in settings.items()},
         }
         with os.fdopen(handle, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.readmodels.worker"],
+                [sys.executable, "-m", "services.worker"],
                 cwd=REPO_ROOT,
                 env=env,
                 stderr=log,
@@ -37,8 +40,17 @@ class WorkerProcess:
 
     def said(self, event: str) -> bool:
         """Whether the worker has logged an event that starts so."""
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        return any(json.loads(line).get("event", "").startswith(event) for line in lines if line)
+        return bool(self.logged(event))
+
+    def logged(self, event: str) -> list[dict[str, Any]]:
+        """The worker's log records whose event starts so, oldest first."""
+        records = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a line still being written
+        return [r for r in records if str(r.get("event", "")).startswith(event)]
 
     def wait_for(self, event: str, within: float) -> float:
         """Seconds until the worker logged ``event``; fails after ``within``."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.compaction import Compaction
+from domain.compaction_changes import plan_redo, plan_undo
 from domain.content import (
     Entry,
     ImageRef,
@@ -124,7 +125,7 @@ class Tracked:
 
     def undo(self, compaction_version: int = 0, reason: str = "test") -> None:
         """Takes back a compaction in force, as the service does."""
-        plan = self.history.plan_undo(compaction_version)
+        plan = plan_undo(self.history.whole(), compaction_version)
         self.session.undo_compaction(
             plan.compaction_version,
             reason,
@@ -135,7 +136,7 @@ class Tracked:
 
     def redo(self, undo_version: int, reason: str = "test") -> None:
         """Takes back an undo, as the service does."""
-        plan = self.history.plan_redo(undo_version)
+        plan = plan_redo(self.history.whole(), undo_version)
         self.session.redo_compaction(
             plan.undo_version,
             reason,

@@ -11,7 +11,7 @@ entries' metadata, so a session can be written back.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -155,26 +155,3 @@ def sniff(data: bytes, file_name: str = "") -> str:
     raise TranscriptError(
         1, "cannot tell the file's format; name it (pi, openclaw, claude-code or openai)"
     )
-
-
-Reader = Callable[[bytes], Transcript]
-
-
-def read_transcript(data: bytes, file_format: str, file_name: str = "") -> Transcript:
-    """Reads a transcript of the given format ("auto" or empty: detected)."""
-    from services.adapters.transcripts import claude_code, openai, pi
-
-    chosen = file_format or "auto"
-    if chosen == "auto":
-        chosen = sniff(data, file_name)
-    readers: dict[str, Reader] = {
-        "pi": pi.read,
-        "openclaw": pi.read_openclaw,
-        "claude-code": claude_code.read,
-        "openai": openai.read,
-    }
-    if chosen not in readers:
-        raise InvalidRequest(
-            f"format {file_format!r} is not one this server reads; use auto, " + ", ".join(FORMATS)
-        )
-    return readers[chosen](data)

@@ -45,9 +45,9 @@ from services.adapters.transcripts.ir import (
     parse_time,
     require,
 )
+from services.adapters.transcripts.pi_content import SYNTHETIC, pi_content
 
 EMPTY_TURN = "empty_assistant_turn"
-SYNTHETIC = "abandoned"
 _RECORD_FIELDS = ("type", "id", "parentId", "timestamp")
 _PLACED = ("id", "parentId", "message")
 
@@ -283,8 +283,6 @@ def _message_entry(
 
 
 def _content_round_trips(entry: Entry, role: str, raw: Any) -> bool:
-    from services.adapters.transcripts.pi_export import pi_content
-
     try:
         return bool(pi_content(entry, role) == raw)
     except (TypeError, ValueError):

@@ -19,50 +19,14 @@ from typing import Any
 from domain.compaction import Compaction
 from domain.content import (
     Entry,
-    ImageRef,
     Role,
     TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResult,
 )
 from domain.session import Session, SessionEvent
 from services.adapters.transcripts.ir import ORIGINAL_KEY, dumps, format_time
-from services.adapters.transcripts.pi import SYNTHETIC
+from services.adapters.transcripts.pi_content import SYNTHETIC, pi_content
 
 _ROLES = {Role.USER: "user", Role.ASSISTANT: "assistant", Role.TOOL: "toolResult"}
-
-
-def pi_content(entry: Entry, role: str) -> Any:
-    """The entry's blocks as a pi message's ``content``."""
-    if role == "toolResult":
-        results = entry.tool_results
-        return [{"type": "text", "text": results[0].content}] if results else []
-    blocks: list[dict[str, Any]] = []
-    for block in entry.content:
-        match block:
-            case TextBlock(text=text):
-                blocks.append({"type": "text", "text": text})
-            case ThinkingBlock(thinking=thinking, signature=signature):
-                thought: dict[str, Any] = {"type": "thinking", "thinking": thinking}
-                if signature:
-                    thought["thinkingSignature"] = signature
-                blocks.append(thought)
-            case ToolCall(id=call_id, name=name, arguments_json=arguments):
-                blocks.append(
-                    {
-                        "type": "toolCall",
-                        "id": call_id,
-                        "name": name,
-                        "arguments": json.loads(arguments),
-                    }
-                )
-            case ImageRef(uri=uri, media_type=media_type):
-                data = uri.split(";base64,", 1)[1] if ";base64," in uri else uri
-                blocks.append({"type": "image", "data": data, "mimeType": media_type})
-            case ToolResult():
-                raise ValueError("a tool result in a message that is not a toolResult")
-    return blocks
 
 
 def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[str]:

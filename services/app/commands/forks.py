@@ -1,0 +1,104 @@
+"""Forking a session: a new one whose history is the parent's up to a point."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from domain.erasure import SessionWasErased
+from domain.errors import EntryNotFound, SessionNotFound, quoted
+from domain.session import Session, new_id
+from domain.settings import SessionSettings
+from services.app.commands.erasure import ErasureCommands
+from services.app.history_cache import ERASURES, HistoryCache
+from services.app.session_rules import SessionRules
+from services.app.write_path import WritePath, Written
+
+
+class ForkCommands:
+    def __init__(
+        self,
+        writes: WritePath,
+        histories: HistoryCache,
+        rules: SessionRules,
+        erasure: ErasureCommands,
+    ) -> None:
+        self.writes = writes
+        self.histories = histories
+        self.rules = rules
+        self.erasure = erasure
+
+    def fork_session(
+        self,
+        session_id: str,
+        *,
+        version: int | None = None,
+        entry_id: str = "",
+        new_session_id: str = "",
+        choose: Callable[[SessionSettings], SessionSettings] | None = None,
+    ) -> Written[None]:
+        """A new session whose history is the parent's up to ``version`` (or up to the
+        version that appended ``entry_id``; now when neither), with the settings
+        ``choose`` makes recorded after the copy. The parent is not touched."""
+        fork, read_at = self.copied(session_id, version, entry_id, new_session_id, choose)
+        return self.save_fork(fork, session_id, read_at)
+
+    def copied(
+        self,
+        session_id: str,
+        version: int | None,
+        entry_id: str,
+        new_session_id: str,
+        choose: Callable[[SessionSettings], SessionSettings] | None,
+    ) -> tuple[Session, int]:
+        """The fork, not saved yet, and the parent's version when it was read."""
+        access = self.writes.access
+        history = self.histories.history(session_id)
+        if history.erased() is not None:
+            raise SessionWasErased(session_id)
+        if entry_id:
+            position = history.position_of(entry_id)
+            if position is None:
+                raise EntryNotFound(
+                    f"no entry {quoted(entry_id)} in session "
+                    f"{quoted(access.ids.client(session_id))}"
+                )
+            version = history.entry_version(position)
+        version = history.resolve_version(version)
+        fork_id = new_session_id or access.ids.stream(new_id())
+        access.check_new_session_id(fork_id)
+        events = self.writes.store.session_events(session_id, upto=version)
+        fork = Session.fork(fork_id, events, tenant=access.ids.tenant_and_id(fork_id)[0])
+        if choose is not None:
+            settings = choose(fork.settings)
+            self.rules.check(settings)
+            fork.change_settings(
+                settings,
+                self.rules.context_window(settings),
+                max_entry_bytes_limit=self.rules.max_entry_bytes_limit,
+            )
+        return fork, history.version
+
+    def save_fork(self, fork: Session, parent_id: str, read_at: int) -> Written[None]:
+        """Saves a fork, then follows into it the erasures of its parent stored since
+        the parent was read (an erasure racing the fork could not find its link yet):
+        of the erasure and the fork, whichever committed second sees the other."""
+        position = self.writes.save(fork)
+        later = self.writes.store.session_events(parent_id, after=read_at)
+        erasures = [e for e in later if isinstance(e, ERASURES)]
+        if not erasures:
+            return Written(fork, None, position)
+        parent = self.writes.access.load(parent_id)
+        for erasure in erasures:
+            ids = list(erasure.entry_ids) if isinstance(erasure, Session.EntriesErased) else None
+            with contextlib.suppress(SessionNotFound):  # forked into another tenant
+                followed = self.erasure.follow_erasure(
+                    fork.id,
+                    parent,
+                    ids,
+                    fork.forked_at_version,
+                    erased_by=erasure.erased_by,
+                    reason=erasure.reason,
+                )
+                position = followed.position or position
+        return Written(self.writes.access.load(fork.id), None, position)

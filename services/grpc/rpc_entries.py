@@ -1,0 +1,179 @@
+"""The entry RPCs: append (and the view after it), read the log, an entry and the
+events, and take entries out of the views (abandon, retract, clear)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from domain.errors import DomainError, InvalidRequest
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.app.event_streams import EventStreams
+from services.app.queries import AsOf
+from services.app.session_rules import MESSAGE_ENVELOPE_BYTES
+from services.grpc import context_mapping, mapping
+from services.grpc import request_fields as fields
+from services.grpc.errors import status_for
+from services.grpc.rpc_base import RpcBase
+
+
+class EntryRpcs(RpcBase):
+    streams: EventStreams
+
+    def AppendEntries(
+        self, request: pb.AppendEntriesRequest, context: grpc.ServicerContext
+    ) -> pb.AppendEntriesResponse:
+        drafts = [mapping.entry_from_pb(e, i) for i, e in enumerate(request.entries)]
+        session_id = self._session_id(request)
+        wanted = request.view_after_append if request.HasField("view_after_append") else None
+        if wanted is not None:
+            # Checked before writing: a bad view request writes nothing.
+            view_args = (
+                mapping.prompt_format(wanted.format),
+                fields.deadline(context),
+                fields.token_budget(wanted),
+                fields.held(wanted),
+            )
+        written = self.commands.entries.append(
+            session_id,
+            drafts,
+            expected_version=fields.expected_version(request),
+            idempotency_key=request.idempotency_key,
+        )
+        result = written.result
+        response = pb.AppendEntriesResponse(
+            version=result.version,
+            entry_ids=[e.id for e in result.entries],
+            token_counts=[e.token_count for e in result.entries],
+            replayed=result.replayed,
+            position=self._position(written.position),
+        )
+        if wanted is not None:
+            try:
+                served = self.context.prompt_view(
+                    session_id,
+                    AsOf(),
+                    *view_args,
+                    # A replayed append wrote nothing now: its view catches up.
+                    just_written=None if result.replayed else result.version,
+                )
+            except DomainError as error:
+                # The append stands: say why its view is missing rather than
+                # fail a call whose write succeeded.
+                code, message = status_for(error)
+                response.view_after_append_error = f"{code.name}: {message}"
+            else:
+                response.view_after_append.CopyFrom(context_mapping.served_view_to_pb(served))
+                response.view_after_append.session_id = request.session_id
+        return response
+
+    def GetDurableLog(
+        self, request: pb.GetViewRequest, context: grpc.ServicerContext
+    ) -> pb.DurableLog:
+        session_id = self._session_id(request)
+        if request.page_size < 0:
+            raise InvalidRequest(
+                f"page_size {request.page_size} is negative; send 0 for as many entries as "
+                "fit in one message"
+            )
+        as_of, offset = fields.as_of(request), 0
+        if request.page_token:
+            # Later pages are of the first page's version, however the session moved on.
+            version, offset = fields.log_page_token(request.page_token)
+            as_of = AsOf(version=version)
+        log = self.service.durable_log(session_id, as_of)
+        if offset > len(log.entries):
+            raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))
+        message, next_offset = mapping.durable_log_to_pb(
+            log, offset, request.page_size, self._page_bytes
+        )
+        if next_offset is not None:
+            message.next_page_token = f"{log.version}.{next_offset}"
+        message.session_id = request.session_id
+        return message
+
+    @property
+    def _page_bytes(self) -> int:
+        return (self.service.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
+
+    def AuditView(
+        self, request: pb.AuditViewRequest, context: grpc.ServicerContext
+    ) -> pb.ViewAudit:
+        audit = self.service.audit_view(self._session_id(request), fields.as_of(request))
+        message = mapping.view_audit_to_pb(audit)
+        message.session_id = request.session_id
+        return message
+
+    def GetEntry(self, request: pb.GetEntryRequest, context: grpc.ServicerContext) -> pb.Entry:
+        entry_id = fields.entry_id(request.entry_id, "entry_id")
+        entry, version = self.service.entry(self._session_id(request), entry_id)
+        return mapping.entry_to_pb(entry, version)
+
+    async def ReadEvents(
+        self, request: pb.ReadEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.SessionEvent]:
+        # Served on the event loop, so that a follower holds no worker thread.
+        if request.after_version < 0:
+            raise InvalidRequest("after_version must not be negative")
+        events = self.streams.read(
+            self._session_id(request), request.after_version, follow=request.follow
+        )
+        async for event in events:
+            yield self._event_shown(mapping.event_to_pb(event), request.session_id)
+
+    def _event_shown(self, event: pb.SessionEvent, session_id: str) -> pb.SessionEvent:
+        """The event with the session ids it names as the caller names them."""
+        event.session_id = session_id
+        ids = self.service.ids
+        if event.started.parent_session_id:
+            event.started.parent_session_id = ids.client(event.started.parent_session_id)
+        if event.erasure.erased_with:
+            event.erasure.erased_with = ids.client(event.erasure.erased_with)
+        return event
+
+    def AbandonToolCalls(
+        self, request: pb.AbandonToolCallsRequest, context: grpc.ServicerContext
+    ) -> pb.AbandonToolCallsResponse:
+        written = self.commands.entries.abandon_tool_calls(
+            self._session_id(request),
+            list(request.tool_call_ids),
+            request.reason,
+            fields.expected_version(request),
+        )
+        version, entry = written.session.version, written.result
+        return pb.AbandonToolCallsResponse(
+            version=version,
+            tool_call_ids=[r.tool_call_id for r in entry.tool_results],
+            entry=mapping.entry_to_pb(entry, version),
+            position=self._position(written.position),
+        )
+
+    def RetractEntry(
+        self, request: pb.RetractEntryRequest, context: grpc.ServicerContext
+    ) -> pb.RetractEntryResponse:
+        written = self.commands.entries.retract_entry(
+            self._session_id(request),
+            request.entry_id,
+            request.reason,
+            fields.expected_version(request),
+        )
+        plan = written.result
+        return pb.RetractEntryResponse(
+            version=written.session.version,
+            entry=mapping.entry_to_pb(plan.entry, plan.appended_at),
+            position=self._position(written.position),
+        )
+
+    def ClearSession(
+        self, request: pb.ClearSessionRequest, context: grpc.ServicerContext
+    ) -> pb.ClearSessionResponse:
+        written = self.commands.entries.clear_session(
+            self._session_id(request), request.reason, fields.expected_version(request)
+        )
+        return pb.ClearSessionResponse(
+            version=written.session.version,
+            entries_cleared=written.result,
+            position=self._position(written.position),
+        )

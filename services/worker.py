@@ -1,0 +1,75 @@
+"""The projection as a process of its own (SESSIONSTORE_PROJECTIONS=worker).
+
+`sessionstore-worker` (or `python -m services.worker`) follows the store and
+keeps every read model up to date until SIGTERM or SIGINT; servers configured
+with `worker` then only read the tables. Killing it at any moment loses
+nothing: the next worker continues from the tracked positions. Of several
+workers on one PostgreSQL database one leads and the others wait to take over
+(services.readmodels.leadership); on SQLite run one. The leader also applies
+the retention policies on their schedule (services.app.retention_scheduler).
+
+It sits beside the gRPC server at the top of the layers: like the server, it
+composes the store's parts (through services.bootstrap) into a process.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import structlog
+from pydantic import ValidationError
+
+from services.adapters.event_store import build_event_store
+from services.bootstrap import build_worker_retention
+from services.config import Config
+from services.logs import configure_logging
+from services.readmodels.leadership import project_while_leading
+from services.readmodels.service import build_read_models
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+log = structlog.get_logger(__name__)
+
+
+def main() -> None:
+    # As in the server: signals are taken by sigwait, never by a handler.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        config = Config()
+    except ValidationError as error:
+        sys.exit(f"sessionstore-worker: invalid configuration:\n{error}")
+    configure_logging(config)
+    events = build_event_store(config)
+    models = build_read_models(
+        events,
+        config.database_url,
+        run_projection=True,
+        migrate_first=config.migrate_at_start,
+        poll_seconds=config.projection_poll_seconds,
+    )
+    stopping = threading.Event()
+    leads = threading.Event()
+    threads = [
+        threading.Thread(
+            target=project_while_leading, args=(models, stopping, leads), name="leadership"
+        )
+    ]
+    retention = build_worker_retention(config, events, models, leads)
+    if retention is None:
+        log.info("retention: no policy file (SESSIONSTORE_RETENTION_FILE), nothing removed")
+    else:
+        threads.append(threading.Thread(target=retention.run, args=(stopping,), name="retention"))
+    for thread in threads:
+        thread.start()
+    received = signal.sigwait(STOP_SIGNALS)
+    log.info("stopping", signal=signal.Signals(received).name)
+    stopping.set()
+    for thread in threads:
+        thread.join()
+    models.close()
+    events.close()
+
+
+if __name__ == "__main__":
+    main()

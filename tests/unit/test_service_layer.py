@@ -1,0 +1,126 @@
+"""The service layer's use cases, one role at a time, built by the composition root on
+the in-memory store: a change to a command, a query or the write path is tested here
+without a server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from domain.compaction import Compaction
+from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
+from domain.session import Session
+from services.app import tenancy
+from services.bootstrap import Application, build_application
+from services.config import Config
+from tests.unit.support import assistant, call, clear, tool, user
+
+
+@pytest.fixture
+def app() -> Iterator[Application]:
+    app = build_application(Config(database_url="memory:"))
+    yield app
+    app.close()
+
+
+def _turns(app: Application, session_id: str = "s-1") -> None:
+    commands = app.sessions.commands
+    commands.sessions.create_session(session_id, lambda defaults: defaults)
+    commands.entries.append(session_id, [user("read the file", id="u1")])
+    commands.entries.append(session_id, [assistant(id="a1", calls=[call("c1")])])
+    commands.entries.append(session_id, [tool("c1", "x" * 400, id="t1"), assistant("done")])
+    commands.entries.append(session_id, [user("and now?", id="u2"), assistant("now this")])
+
+
+def test_every_write_answers_its_own_position(app: Application) -> None:
+    commands = app.sessions.commands
+    created = commands.sessions.create_session("s-1", lambda defaults: defaults)
+    first = commands.entries.append("s-1", [user("hi")], idempotency_key="k")
+    second = commands.entries.append("s-1", [user("again")])
+    assert created.position is not None and first.position is not None
+    assert second.position is not None
+    assert created.position < first.position < second.position
+    assert second.position == app.sessions.head_position()
+    # A retry saves nothing: it answers the first result, and no position of its own.
+    retried = commands.entries.append("s-1", [user("hi")], idempotency_key="k")
+    assert retried.result.replayed and retried.result.version == first.result.version
+    assert retried.position is None
+    with pytest.raises(IdempotencyKeyReused):
+        commands.entries.append("s-1", [user("other")], idempotency_key="k")
+
+
+def test_commands_answer_the_events_they_recorded(app: Application) -> None:
+    _turns(app)
+    compactions = app.sessions.commands.compactions
+    pruned = compactions.record_prune("s-1", [clear("t1")], "too long")
+    assert [d.entry_id for d in pruned.result.decisions] == ["t1"]
+    assert pruned.position == app.sessions.head_position()
+    recorded = compactions.record_compaction("s-1", Compaction("they read a file", "u2"))
+    assert isinstance(recorded.result, Session.CompactionRecorded)
+    assert recorded.result.originator_version == recorded.session.version
+    undone = compactions.undo_compaction("s-1", recorded.session.version, reason="wrong")
+    assert undone.result.compaction_version == recorded.session.version
+    redone = compactions.redo_compaction("s-1", undone.session.version)
+    assert list(redone.result.compaction_versions) == [recorded.session.version]
+
+
+def test_an_expected_version_is_checked_by_the_write_path(app: Application) -> None:
+    _turns(app)
+    version = app.sessions.get_session("s-1").version
+    with pytest.raises(VersionConflict):
+        app.sessions.commands.entries.clear_session("s-1", "start over", version - 1)
+    cleared = app.sessions.commands.entries.clear_session("s-1", "start over", version)
+    assert cleared.result == 6 and app.sessions.durable_log("s-1").entries == []
+
+
+def test_an_erasure_follows_into_forks_and_answers_the_last_write(app: Application) -> None:
+    _turns(app)
+    forked = app.sessions.commands.forks.fork_session("s-1", new_session_id="f-1")
+    assert forked.session.parent_session_id == "s-1" and forked.position is not None
+    erased = app.sessions.commands.erasure.erase_entries(
+        "s-1", ["u1"], erased_by="dpo", reason="asked"
+    )
+    assert erased.forks == ["f-1"] and list(erased.event.entry_ids) == ["u1"]
+    assert erased.position == app.sessions.head_position()
+    for session_id in ("s-1", "f-1"):
+        log = app.sessions.durable_log(session_id)
+        assert "read the file" not in repr([e.content for e in log.entries])
+
+
+def test_the_history_cache_is_extended_by_writes_and_dropped_by_erasure(
+    app: Application,
+) -> None:
+    _turns(app)
+    histories = app.sessions.histories
+    history = histories.history("s-1")
+    app.sessions.commands.entries.append("s-1", [user("more")])
+    # The write extended the same copy: no fold from the store.
+    assert histories.history("s-1") is history and history.version == 6
+    app.sessions.commands.erasure.erase_session("s-1", erased_by="dpo", reason="asked")
+    assert not histories.cached("s-1")
+
+
+def test_every_save_is_heard_by_the_write_paths_listeners(app: Application) -> None:
+    heard: list[int] = []
+    app.sessions.write_path.on_saved(lambda session, _events: heard.append(session.version))
+    app.sessions.commands.sessions.create_session("s-1", lambda d: replace(d, title="t"))
+    app.sessions.commands.entries.append("s-1", [user("hi")])
+    assert heard == [1, 2]
+
+
+def test_another_tenants_session_is_missing_to_every_role(app: Application) -> None:
+    alice = tenancy.Principal("alice", "a", tenancy.Role.TENANT)
+    bob = tenancy.Principal("bob", "b", tenancy.Role.TENANT)
+    with tenancy.calling_as(alice):
+        stream = app.sessions.ids.stream("mine")
+        app.sessions.commands.sessions.create_session(stream, lambda d: d)
+        app.sessions.commands.entries.append(stream, [user("hi")])
+    with tenancy.calling_as(bob):
+        with pytest.raises(SessionNotFound):
+            app.sessions.queries.durable_log(stream)
+        with pytest.raises(SessionNotFound):
+            app.sessions.commands.entries.append(stream, [user("hello")])
+        with pytest.raises(SessionNotFound):
+            app.sessions.queries.get_session(stream)

@@ -340,3 +340,19 @@ def test_retrieval_top_k_out_of_range_is_refused(store: Stub) -> None:
         grpc.StatusCode.INVALID_ARGUMENT,
     )
     assert "memory.retrieval_top_k" in message
+
+
+def test_retracted_cleared_and_forked_histories_are_found_too(store: Stub) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="raw"))
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
+    oops = append(store, session.id, user("The wrong key is marmot-55.")).entry_ids[0]
+    store.RetractEntry(pb.RetractEntryRequest(session_id=session.id, entry_id=oops))
+    store.ClearSession(pb.ClearSessionRequest(session_id=session.id, reason="fresh start"))
+    found = {h.entry_id: h for h in _recall(store, session.id, "zebra-7731 marmot").hits}
+    assert set(found) == {fact, oops}
+    assert all(h.hidden_by_compaction == 0 for h in found.values())  # a clear, no compaction
+
+    store.ForkSession(pb.ForkSessionRequest(session_id=session.id, new_session_id="raw-fork"))
+    forked = _recall(store, "raw-fork", "zebra-7731").hits
+    assert [(h.session_id, h.entry_id) for h in forked] == [("raw-fork", fact)]

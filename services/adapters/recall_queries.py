@@ -42,10 +42,14 @@ from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, reading
 
 MAX_QUERY_WORDS = 32
+# Longer "words" (a hash, a blob) are cut: PostgreSQL refuses lexemes over 2,047 bytes.
+MAX_WORD_CHARS = 100
 _WORD = re.compile(r"\w+")
 _fts = table("recall_fts", column("rowid"))
-# Sets of vectors kept in memory (each a session's, or a tenant's search's).
+# Sets of vectors kept in memory (each a session's, or a tenant's search's), at most
+# this many bytes of them all: 10,000 chunks of 1,536 dimensions take 61 MB.
 VECTOR_SETS = 64
+VECTOR_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class ChunkRow:
 def query_words(query: str) -> list[str]:
     words = []
     for word in _WORD.findall(query.lower()):
+        word = word[:MAX_WORD_CHARS]
         if word not in words:
             words.append(word)
     return words[:MAX_QUERY_WORDS]
@@ -205,7 +210,10 @@ class RecallQueries:
             return id_array, matrix, self._texts(scope, sorted(missing))
         with self._lock:
             self._vectors[key] = _VectorSet(generation, signature, id_array, matrix)
-            while len(self._vectors) > VECTOR_SETS:
+            while len(self._vectors) > VECTOR_SETS or (
+                len(self._vectors) > 1
+                and sum(v.matrix.nbytes for v in self._vectors.values()) > VECTOR_BYTES
+            ):
                 self._vectors.popitem(last=False)
         return id_array, matrix, []
 

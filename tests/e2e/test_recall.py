@@ -356,3 +356,9 @@ def test_retracted_cleared_and_forked_histories_are_found_too(store: Stub) -> No
     store.ForkSession(pb.ForkSessionRequest(session_id=session.id, new_session_id="raw-fork"))
     forked = _recall(store, "raw-fork", "zebra-7731").hits
     assert [(h.session_id, h.entry_id) for h in forked] == [("raw-fork", fact)]
+
+
+def test_a_query_of_one_very_long_word_is_answered(store: Stub) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="long"))
+    append(store, session.id, user("a" * 3_000))
+    assert len(_recall(store, session.id, "b" * 3_000).hits) == 0

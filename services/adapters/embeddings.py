@@ -9,6 +9,8 @@ search then answers by full text alone rather than fail.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,10 @@ from services.adapters.litellm_loader import load_litellm
 
 # Inputs per provider call: OpenAI takes up to 2,048; fewer keeps each request small.
 BATCH = 256
+
+
+# Embedding calls in flight; one that outlives its search finishes here, unawaited.
+_calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embeddings")
 
 
 class EmbeddingFailed(Exception):
@@ -32,11 +38,23 @@ def provider_key(model: str, api_base: str) -> str:
 
 
 def embed(model: str, api_base: str, texts: Sequence[str], timeout: float) -> np.ndarray:
-    """The texts' embeddings as rows of a float32 matrix."""
+    """The texts' embeddings as rows of a float32 matrix, within ``timeout`` seconds in
+    all. The calls run on a thread of their own and are waited for no longer: the
+    provider's client retries a timed-out call by itself (litellm takes a max_retries
+    of 0 for its default), which would stretch one timeout into three."""
+    load_litellm()  # its first import takes seconds, which are not the provider's
+    future = _calls.submit(_embed, model, api_base, list(texts), timeout)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        raise EmbeddingFailed(f"{model} did not answer within {timeout:.1f} s") from None
+
+
+def _embed(model: str, api_base: str, texts: list[str], timeout: float) -> np.ndarray:
     litellm = load_litellm()
     rows: list[Any] = []
     for start in range(0, len(texts), BATCH):
-        batch = list(texts[start : start + BATCH])
+        batch = texts[start : start + BATCH]
         try:
             response: Any = litellm.embedding(
                 model=model, input=batch, api_base=api_base or None, timeout=timeout

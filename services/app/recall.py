@@ -15,6 +15,7 @@ An embedding provider that fails or is too slow leaves the full-text answer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +41,8 @@ SNIPPET_CHARS = 240
 # A search embeds at most this many chunks not embedded yet; the rest are found
 # by full text until a later search embeds them.
 MAX_EMBEDDED_PER_SEARCH = 20_000
+# The share of what is left of a search's deadline its embedding call may take.
+DEADLINE_SHARE = 0.5
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +133,16 @@ class RecallService:
         model = ""
         if policy.embedding_model:
             generation = queries.generation(names)
-            semantic = self._semantic(queries, scope, request.query, policy, generation)
+            timeout = float(policy.embedding_timeout_seconds)
+            if deadline is not None:
+                # The provider gets half of what is left of the call's own deadline at
+                # most: the full-text answer still comes in time when it does not answer.
+                timeout = min(timeout, (deadline - time.monotonic()) * DEADLINE_SHARE)
+            semantic = None
+            if timeout > 0:
+                semantic = self._semantic(
+                    queries, scope, request.query, policy, generation, timeout
+                )
             if semantic is not None:
                 rankings.append(("semantic", semantic))
                 model = policy.embedding_model
@@ -152,6 +164,7 @@ class RecallService:
         query: str,
         policy: MemoryPolicy,
         generation: tuple[object, ...],
+        timeout: float,
     ) -> list[ChunkRow] | None:
         """The chunks nearest the query in meaning, best first; None when the provider
         could not embed what the search needs."""
@@ -165,9 +178,7 @@ class RecallService:
             if query_vector is None:
                 wanted.append((query_hash, query))
             if wanted:
-                made = embed(
-                    model, api_base, [text for _, text in wanted], policy.embedding_timeout_seconds
-                )
+                made = embed(model, api_base, [text for _, text in wanted], timeout)
                 fresh = {h: made[i] for i, (h, _) in enumerate(wanted)}
                 queries.store_embeddings(provider, model, fresh)
                 query_vector = fresh.get(query_hash, query_vector)

@@ -6,6 +6,7 @@ search with label and time filters; bad requests refused clearly."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +24,7 @@ from services.adapters import read_model_tables as t
 from services.grpc.server import RunningServer
 from services.readmodels.admin import rebuild_read_model
 from tests.e2e.test_grpc_api import append, refused, text, user
-from tests.support.fake_provider import EMBEDDINGS_PATH, FakeProvider
+from tests.support.fake_provider import EMBEDDINGS_PATH, FakeProvider, delay
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
@@ -362,3 +363,22 @@ def test_a_query_of_one_very_long_word_is_answered(store: Stub) -> None:
     session = store.CreateSession(pb.CreateSessionRequest(session_id="long"))
     append(store, session.id, user("a" * 3_000))
     assert len(_recall(store, session.id, "b" * 3_000).hits) == 0
+
+
+def test_a_slow_embedding_provider_leaves_the_full_text_answer_within_the_deadline(
+    store: Stub, provider: FakeProvider
+) -> None:
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL,
+        embedding_api_base=provider.openai_base,
+        embedding_timeout_seconds=30,
+    )
+    session = store.CreateSession(
+        pb.CreateSessionRequest(settings=pb.SessionSettings(memory=memory))
+    )
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    provider.script(delay(10))
+    started = time.monotonic()
+    found = store.Recall(pb.RecallRequest(session_id=session.id, query="zebra"), timeout=3)
+    assert time.monotonic() - started < 3
+    assert found.embedding_model == "" and found.hits[0].entry_id == fact

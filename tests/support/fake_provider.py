@@ -279,6 +279,13 @@ class FakeProvider(LoopbackServer):
         with self._lock:
             self.requests.append(received)
         if path == EMBEDDINGS_PATH:
+            behaviour = self._next()
+            if behaviour.delay and self._stopping.wait(behaviour.delay):
+                return
+            if behaviour.error is not None:
+                status, error_body = OPENAI_ERRORS[behaviour.error]
+                send(handler, status, error_body)
+                return
             send(handler, 200, embeddings_reply(body))
             return
         if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH, COMPACT_PATH):

@@ -89,7 +89,7 @@ class ContextService:
             name = self.sessions.recent(session_id).settings.engine
             engine = self.engines.get(name)
             assembly = engine.assemble(session_id, token_budget, deadline)
-            view, recalled = self.retrieval.add_to(assembly.view, assembly.budget)
+            view, recalled = self.retrieval.add_to(assembly.view, assembly.budget, deadline)
             if recalled is not None and view is not assembly.view:
                 # A view of its own: the session's renderer keeps each version's one.
                 rendered = PromptRenderer().render(view, provider_format)

@@ -15,6 +15,8 @@ renderer's per-entry cache can never serve one block for another.
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from dataclasses import replace
 
 from domain.content import Entry, Role, TextBlock
@@ -28,6 +30,8 @@ from services.engine.base import EngineAction
 OPEN = '<recalled_context source="session history hidden by compaction">'
 CLOSE = "</recalled_context>"
 RECALLED_TYPE = "recalled_context"
+# The longest a prompt view waits for an embedding of its newest turn.
+RETRIEVAL_SECONDS = 2.0
 
 
 class Retrieval:
@@ -35,10 +39,12 @@ class Retrieval:
         self.recall = recall
 
     def add_to(
-        self, view: PromptView, budget: ContextBudget
+        self, view: PromptView, budget: ContextBudget, deadline: float | None = None
     ) -> tuple[PromptView, EngineAction | None]:
         """The view with the recalled block before its newest user turn, and the action
-        that says so; the view as it is (and no action) when retrieval is off."""
+        that says so; the view as it is (and no action) when retrieval is off. An
+        embedding provider gets at most half of what is left before ``deadline``
+        (time.monotonic()), and never more than RETRIEVAL_SECONDS: the view waits."""
         top_k = view.settings.memory.retrieval_top_k
         entries = list(view.log.entries)
         newest = next(
@@ -59,6 +65,10 @@ class Retrieval:
                     query=query[:MAX_QUERY_CHARS],
                     limit=min(MAX_LIMIT, top_k * 3),
                     min_position=-1,
+                ),
+                min(
+                    deadline or math.inf,
+                    time.monotonic() + 2 * RETRIEVAL_SECONDS,  # the recall gives half of it
                 ),
             )
         except DomainError as error:

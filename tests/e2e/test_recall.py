@@ -382,3 +382,14 @@ def test_a_slow_embedding_provider_leaves_the_full_text_answer_within_the_deadli
     found = store.Recall(pb.RecallRequest(session_id=session.id, query="zebra"), timeout=3)
     assert time.monotonic() - started < 3
     assert found.embedding_model == "" and found.hits[0].entry_id == fact
+
+
+def test_a_session_erased_whole_is_never_found_again(store: Stub, server: RunningServer) -> None:
+    for name in ("gone", "kept"):
+        store.CreateSession(pb.CreateSessionRequest(session_id=name))
+        append(store, name, user(FACT))
+    store.EraseSession(pb.EraseSessionRequest(session_id="gone", reason="GDPR request"))
+    assert list(_recall(store, "gone", "zebra-7731").hits) == []
+    wide = _recall(store, "kept", "zebra-7731", tenant_wide=True)
+    assert [h.session_id for h in wide.hits] == ["kept"]
+    assert _chunks_holding(server, "zebra") == 1

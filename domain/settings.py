@@ -18,6 +18,7 @@ DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
 MAX_TOOL_NAME_CHARS = 128
 MAX_SUMMARIZER_STEPS = 8
+MAX_RETRIEVAL_TOP_K = 20
 # Settings are stored with this format number. Format 1 (no number) stored every
 # budget as a fixed figure; format 2 stores 0 for "derived from the window".
 SETTINGS_FORMAT = 2
@@ -160,11 +161,39 @@ class CompactionPolicy:
                 )
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryPolicy:
+    """Long-term memory over the whole raw history (seed 001): how Recall searches
+    and whether the prompt view retrieves from it."""
+
+    # A litellm embedding model: Recall searches by meaning too. Empty: full text only.
+    embedding_model: str = ""
+    embedding_api_base: str = ""
+    # The prompt view holds the best this many recalled hits for the newest user
+    # turn, in a marked context block; 0: off.
+    retrieval_top_k: int = 0
+    # An embedding call gives up after this long; the search is then full text.
+    embedding_timeout_seconds: int = 10
+
+    def validate(self) -> None:
+        _require_non_negative(self, "memory")
+        if self.retrieval_top_k > MAX_RETRIEVAL_TOP_K:
+            raise InvalidSettings(
+                f"memory.retrieval_top_k must be at most {MAX_RETRIEVAL_TOP_K}, "
+                f"not {self.retrieval_top_k}"
+            )
+        if self.embedding_timeout_seconds < 1:
+            raise InvalidSettings("memory.embedding_timeout_seconds must be at least 1")
+        if len(self.embedding_model) > 256:
+            raise InvalidSettings("memory.embedding_model is longer than 256 characters")
+
+
 _POLICIES: dict[str, type] = {
     "window_guard": WindowGuardPolicy,
     "tool_result_guard": ToolResultGuardPolicy,
     "pruning": PruningPolicy,
     "compaction": CompactionPolicy,
+    "memory": MemoryPolicy,
 }
 
 
@@ -184,6 +213,7 @@ class SessionSettings:
     tool_result_guard: ToolResultGuardPolicy = ToolResultGuardPolicy()
     # Injected system prompt files are cut to this many characters each (seed 004).
     max_system_file_chars: int = 20_000
+    memory: MemoryPolicy = MemoryPolicy()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SessionSettings:
         return self  # immutable, and its read-only labels cannot be deep-copied

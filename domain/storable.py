@@ -58,6 +58,8 @@ _KINDS: dict[str, int | None] = {
             "description",
             "path",
             "summarizer_api_base",
+            "embedding_api_base",
+            "query",  # a recall's words (services.app.recall bounds it further)
             "file_name",
             "labels.value",
             "details.value",

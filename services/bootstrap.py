@@ -37,8 +37,10 @@ from services.app.history_cache import HistoryCache
 from services.app.idempotency import Idempotency
 from services.app.imports import ImportService
 from services.app.queries import SessionQueries
+from services.app.recall import RecallService
 from services.app.retention import RetentionOutcome, RetentionPlan, RetentionService
 from services.app.retention_scheduler import RetentionScheduler
+from services.app.retrieval import Retrieval
 from services.app.saved_versions import SavedVersions
 from services.app.session_rules import SessionRules
 from services.app.sessions import SessionCommandSet, SessionService
@@ -64,6 +66,8 @@ class Application:
     streams: EventStreams
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
+    # Long-term memory over the whole history (answers RecallOff without read models).
+    recall: RecallService | None = None
     # Metrics and traces (each off unless configured), and the calls' log context.
     observability: Observability | None = None
 
@@ -143,7 +147,8 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         if read_models.runner is not None:
             wake = read_models.runner.wake
             sessions.write_path.on_saved(lambda _session, _events: wake())
-    context = ContextService(sessions, engines)
+    recall = RecallService(sessions, read_models)
+    context = ContextService(sessions, engines, Retrieval(recall))
     sessions.write_path.on_saved(context.ingest)
     observability.watch(sessions, read_models)
     return Application(
@@ -154,6 +159,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         audit=AuditService(sessions, read_models),
         streams=EventStreams(sessions),
         read_models=read_models,
+        recall=recall,
         observability=observability,
     )
 

@@ -8,6 +8,9 @@ A session names its chain in ``compaction.summarizers``, e.g.::
 * a litellm model name, optionally ``@`` the name of an entry of the server's
   providers file (a name starting with a letter), which says where the model is
   served and with which key (so no key is ever written into settings or events);
+* ``provider`` - the conversation model's provider compacts on its side (OpenAI's
+  ``/responses/compact``, Anthropic's compaction), and its own compaction item is
+  recorded as a provider compaction (served at ``summarizer_api_base`` when set);
 * ``offline`` - the summariser that needs no model;
 * ``hard-drop`` - no summary of the dropped part beyond an offline note: the
   oldest entries go until the rest fits. It always lands, so every chain ends
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from domain.settings import CompactionPolicy
 
 CONVERSATION = "conversation"
+PROVIDER = "provider"
 OFFLINE = "offline"
 HARD_DROP = "hard-drop"
 
@@ -42,6 +46,8 @@ class SummarizerStep:
     # summarizer_model (the chain's first step when no chain is named).
     api_base: str = ""
     window_tokens: int = 0
+    # The provider compacts on its side (``provider``): ``model`` is the conversation's.
+    remote: bool = False
 
     @property
     def is_model(self) -> bool:
@@ -79,6 +85,10 @@ def _step(name: str, policy: CompactionPolicy, conversation_model: str) -> Summa
     name = name.strip()
     if name in (OFFLINE, HARD_DROP):
         return SummarizerStep(name, name)
+    if name == PROVIDER:
+        return SummarizerStep(
+            name, conversation_model, api_base=policy.summarizer_api_base, remote=True
+        )
     model, provider = _split_provider(name)
     if model == CONVERSATION:
         model = conversation_model
@@ -103,10 +113,10 @@ def _split_provider(name: str) -> tuple[str, str]:
 
 
 def _unique(steps: list[SummarizerStep]) -> list[SummarizerStep]:
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, bool]] = set()
     unique = []
     for step in steps:
-        if (step.model, step.provider) not in seen:
-            seen.add((step.model, step.provider))
+        if (step.model, step.provider, step.remote) not in seen:
+            seen.add((step.model, step.provider, step.remote))
             unique.append(step)
     return unique

@@ -8,7 +8,7 @@ that a schema change is always a migration.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Integer, LargeBinary, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -112,4 +112,40 @@ quarantine = Table(
     Column("error", Text, nullable=False),
     Column("recorded_us", BigInteger, nullable=False),
     Column("attempts", Integer, nullable=False),
+)
+
+# The recall index (services.adapters.recall_index). Its full-text side is not
+# here: an FTS5 table on SQLite, a generated tsvector column on PostgreSQL.
+recall_chunks = Table(
+    "recall_chunks",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("entry_id", Text, nullable=False),
+    Column("chunk", Integer, nullable=False),
+    Column("entry_position", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_us", BigInteger, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+)
+
+recall_sessions = Table(
+    "recall_sessions",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("entries", BigInteger, nullable=False),
+)
+
+recall_embeddings = Table(
+    "recall_embeddings",
+    metadata,
+    Column("provider", Text, primary_key=True),
+    Column("model", Text, primary_key=True),
+    Column("content_hash", String(64), primary_key=True),
+    Column("dimensions", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+    Column("created_us", BigInteger, nullable=False),
 )

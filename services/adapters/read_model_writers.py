@@ -49,6 +49,9 @@ class ReadModel(ABC):
     name: str
     topics: Sequence[str] = ()  # empty: every event
     tables: Sequence[Table] = ()
+    # Whether it reads the entries' content (decrypted for it), not only their
+    # structure and counts: its batches are then read apart from the others'.
+    entry_content: bool = False
 
     @abstractmethod
     def write(self, connection: Connection, position: int, event: Any) -> None:

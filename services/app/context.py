@@ -19,10 +19,11 @@ from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
 from projections.context_report import ContextReport, build_context_report
-from projections.prompt_formats import RenderedPrompt, appended_messages
+from projections.prompt_formats import PromptRenderer, RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
 from services.adapters.overflow import classify_provider_error, stated_limits
+from services.app.retrieval import Retrieval
 from services.app.sessions import AsOf, SessionService
 from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
 from services.engine.registry import EngineRegistry
@@ -46,9 +47,15 @@ class ServedView:
 
 
 class ContextService:
-    def __init__(self, sessions: SessionService, engines: EngineRegistry) -> None:
+    def __init__(
+        self,
+        sessions: SessionService,
+        engines: EngineRegistry,
+        retrieval: Retrieval | None = None,
+    ) -> None:
         self.sessions = sessions
         self.engines = engines
+        self.retrieval = retrieval or Retrieval(None)
 
     def ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
         """Tells the session's engine of a save (the composition root wires it)."""
@@ -83,16 +90,17 @@ class ContextService:
             name = self.sessions.recent(session_id).settings.engine
             engine = self.engines.get(name)
             assembly = engine.assemble(session_id, token_budget, deadline)
-            rendered = self.sessions.render(assembly.view, provider_format)
+            view, recalled = self.retrieval.add_to(assembly.view, assembly.budget, deadline)
+            if recalled is not None and view is not assembly.view:
+                # A view of its own: the session's renderer keeps each version's one.
+                rendered = PromptRenderer().render(view, provider_format)
+            else:
+                rendered = self.sessions.render(view, provider_format)
+            actions = (*assembly.actions, *([recalled] if recalled else []))
             served = ServedView(
-                assembly.view,
-                rendered,
-                assembly.verdict,
-                assembly.budget,
-                name,
-                tuple(assembly.actions),
+                view, rendered, assembly.verdict, assembly.budget, name, tuple(actions)
             )
-            if held is None:
+            if held is None or view is not assembly.view:
                 return served
             return self._since(session_id, provider_format, held, served)
 

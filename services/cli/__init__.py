@@ -39,6 +39,7 @@ from services.cli.erase import erase
 from services.cli.events import events
 from services.cli.options import json_option
 from services.cli.output import print_json
+from services.cli.recall import recall
 from services.cli.retention import retention
 from services.cli.sessions import create, list_sessions, settings, show
 from services.cli.system_prompt import system_prompt
@@ -172,6 +173,7 @@ for _command in (
     undo_compaction,
     token_group,
     erase,
+    recall,
     retention,
 ):
     cli.add_command(_command)

@@ -22,6 +22,7 @@ from domain.pruning import PruneDecision
 from domain.session import Session
 from projections.session_history import PromptView, SessionHistory
 from services.adapters.summarizers.base import Summarizer
+from services.adapters.summarizers.provider import ProviderCompactor
 from services.engine.runner import CompactionRunner
 
 
@@ -118,8 +119,9 @@ class SessionPort(Protocol):
     ) -> Session.PruneRecorded: ...
 
 
-# Builds the summariser one step of a compaction's chain names (model, provider, window).
-SummarizerFactory = Callable[[SummarizerStep], Summarizer]
+# Builds the summariser one step of a compaction's chain names (model, provider, window),
+# or the provider's own compaction for a ``provider`` step.
+SummarizerFactory = Callable[[SummarizerStep], Summarizer | ProviderCompactor]
 
 
 class ContextEngine(Protocol):

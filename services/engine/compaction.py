@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt, Trigger
 from domain.content import Role
@@ -30,6 +31,7 @@ from domain.context.cuts import turn_start
 from domain.errors import DomainError
 from projections.session_history import PromptView
 from services.adapters.summarizers.base import SummarizerError
+from services.adapters.summarizers.provider import ProviderCompactor
 from services.adapters.tokenizers import tokenizer_for
 from services.engine.base import (
     CompactionOutcome,
@@ -38,6 +40,7 @@ from services.engine.base import (
     SummarizerFactory,
 )
 from services.engine.fit import fit
+from services.engine.provider_step import compact_by_provider, provider_compaction
 from services.engine.staged_summary import CompactionStepFailed, summarize_plan
 
 
@@ -135,20 +138,24 @@ def _try_step(
     try:
         summarizer = summarizers(step)
         # Chunks are sized for this summariser's own window.
-        plan = _plan(view, budget, open_calls, request, summarizer.window_tokens)
+        plan = _plan(view, budget, open_calls, request, summarizer.window_tokens or None)
         if isinstance(plan, CompactionRefused):
             raise CompactionStepFailed("plan", plan.reason)
-        previous = view.log.compaction.compaction.summary if view.log.compaction else ""
-        staged = summarize_plan(
-            plan,
-            {e.id: e for e in view.as_sent()},
-            summarizer,
-            previous_summary=without_current_request(previous) if previous else "",
-            instructions=request.instructions,
-            identifier_policy=policy.identifier_policy,
-            identifier_instructions=policy.identifier_instructions,
-            timeout_seconds=min(policy.step_timeout_seconds, policy.timeout_seconds),
-        )
+        timeout = min(policy.step_timeout_seconds, policy.timeout_seconds)
+        if isinstance(summarizer, ProviderCompactor):
+            remote = compact_by_provider(summarizer, view, plan, timeout)
+        else:
+            previous = view.log.compaction.compaction.summary if view.log.compaction else ""
+            staged = summarize_plan(
+                plan,
+                {e.id: e for e in view.as_sent()},
+                summarizer,
+                previous_summary=without_current_request(previous) if previous else "",
+                instructions=request.instructions,
+                identifier_policy=policy.identifier_policy,
+                identifier_instructions=policy.identifier_instructions,
+                timeout_seconds=timeout,
+            )
     except (CompactionStepFailed, SummarizerError, DomainError) as error:
         timed_out = isinstance(error, CompactionStepFailed) and "timed out" in error.reason
         attempts.append(
@@ -169,7 +176,11 @@ def _try_step(
                 ),
             )
         return None
-    summary = _carrying(view, staged.text)
+    if isinstance(summarizer, ProviderCompactor):
+        # The provider's item is what its view carries: that is what must fit.
+        summary = remote.item.json
+    else:
+        summary = _carrying(view, staged.text)
     after = _tokens_after(view, plan, summary)
     if after > budget.target_estimate:
         attempts.append(
@@ -183,7 +194,30 @@ def _try_step(
         )
         return None
     attempts.append(SummarizerAttempt(step.name, "used", plan.reason, _ms(started)))
-    compaction = Compaction(
+    if isinstance(summarizer, ProviderCompactor):
+        engine = view.settings.engine
+        compaction = provider_compaction(remote, plan, request, engine, tuple(attempts))
+    else:
+        compaction = _summarised(view, plan, staged, summary, request, attempts)
+    try:
+        recorded = port.record_compaction(session_id, compaction)
+    except DomainError as error:  # the session moved under the plan
+        attempts[-1] = SummarizerAttempt(step.name, "failed", str(error), _ms(started))
+        raise _SessionMoved from error
+    return CompactionOutcome(
+        True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
+    )
+
+
+def _summarised(
+    view: PromptView,
+    plan: CompactionPlan,
+    staged: Any,
+    summary: str,
+    request: CompactionRequest,
+    attempts: list[SummarizerAttempt],
+) -> Compaction:
+    return Compaction(
         summary=summary,
         first_kept_entry_id=plan.first_kept_entry_id,
         reason=request.trigger,
@@ -199,14 +233,6 @@ def _try_step(
         engine=view.settings.engine,
         instructions=request.instructions,
         attempts=tuple(attempts),
-    )
-    try:
-        recorded = port.record_compaction(session_id, compaction)
-    except DomainError as error:  # the session moved under the plan
-        attempts[-1] = SummarizerAttempt(step.name, "failed", str(error), _ms(started))
-        raise _SessionMoved from error
-    return CompactionOutcome(
-        True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
     )
 
 

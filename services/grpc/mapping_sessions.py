@@ -31,7 +31,7 @@ def _set_fields(message: Message) -> dict[str, Any]:
     return {field.name: value for field, value in message.ListFields()}
 
 
-_POLICY_FIELDS = ("pruning", "compaction", "window_guard", "tool_result_guard")
+_POLICY_FIELDS = ("pruning", "compaction", "window_guard", "tool_result_guard", "memory")
 
 
 def settings_from_pb(
@@ -82,6 +82,7 @@ def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.
             **dataclasses.asdict(settings.tool_result_guard)
         ),
         max_system_file_chars=settings.max_system_file_chars,
+        memory=pb.MemoryPolicy(**dataclasses.asdict(settings.memory)),
     )
 
 

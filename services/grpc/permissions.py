@@ -26,6 +26,8 @@ METHOD_PERMISSIONS: dict[str, Permission] = {
     # upkeep, as for any reader of the prompt.
     "GetPromptView": READ,
     "GetEntry": READ,
+    # The recall index's embedding cache fills as searches need it: the server's upkeep.
+    "Recall": READ,
     "ReadEvents": READ,
     "SetSystemPrompt": WRITE,
     # A dry run writes nothing, but the same call without it does.

@@ -296,7 +296,12 @@ async def _serve(
     )
     pb_grpc.add_SessionStoreServicer_to_server(
         SessionStoreServicer(
-            app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
+            app.sessions,
+            app.context,
+            imports=app.imports,
+            audit=app.audit,
+            streams=app.streams,
+            recall=app.recall,
         ),
         server,
     )

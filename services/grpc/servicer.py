@@ -2,7 +2,7 @@
 
 No rules live here: the domain decides, errors.py maps refusals to statuses.
 The RPCs are grouped by area, one module each (rpc_sessions, rpc_entries,
-rpc_context, rpc_transfer, audit); a new RPC goes with its area. The use
+rpc_context, rpc_transfer, audit, recall); a new RPC goes with its area. The use
 cases come ready-made from the composition root (services.bootstrap).
 """
 
@@ -13,8 +13,10 @@ from services.app.audit import AuditService
 from services.app.context import ContextService
 from services.app.event_streams import EventStreams
 from services.app.imports import ImportService
+from services.app.recall import RecallService
 from services.app.sessions import SessionService
 from services.grpc.audit import AuditRpcs
+from services.grpc.recall import RecallRpcs
 from services.grpc.rpc_context import ContextRpcs
 from services.grpc.rpc_entries import EntryRpcs
 from services.grpc.rpc_sessions import SessionRpcs
@@ -27,6 +29,7 @@ class SessionStoreServicer(
     ContextRpcs,
     TransferRpcs,
     AuditRpcs,
+    RecallRpcs,
     pb_grpc.SessionStoreServicer,
 ):
     def __init__(
@@ -37,6 +40,7 @@ class SessionStoreServicer(
         imports: ImportService,
         audit: AuditService,
         streams: EventStreams,
+        recall: RecallService | None = None,
     ) -> None:
         self.service = service
         self.commands = service.commands
@@ -44,3 +48,5 @@ class SessionStoreServicer(
         self.imports = imports
         self.audit = audit
         self.streams = streams
+        # Without one (no read models), Recall answers that it is not available.
+        self.recall = recall or RecallService(service, None)

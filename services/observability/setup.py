@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.adapters.summarizers.base import Summarizer
+from services.adapters.summarizers.provider import ProviderCompactor
 from services.app.retention_scheduler import RetentionScheduler
 from services.app.sessions import SessionService
 from services.config import Config
@@ -32,6 +33,9 @@ from services.observability.tracing import (
     tracer_provider_from_environment,
 )
 from services.readmodels import ReadModels
+
+# What a step of the summariser chain is built as.
+Step = Summarizer | ProviderCompactor
 
 log = structlog.get_logger(__name__)
 
@@ -61,12 +65,17 @@ class Observability:
     def tracing(self) -> bool:
         return self.tracer_provider is not None
 
-    def summarizers(self, factory: Callable[[Any], Summarizer]) -> Callable[[Any], Summarizer]:
+    def summarizers(self, factory: Callable[[Any], Step]) -> Callable[[Any], Step]:
         if self.metrics is None and not self.tracing:
             return factory
-        return lambda step: ObservedSummarizer(
-            factory(step), self.tracer, self.metrics, self._models
-        )
+
+        def observed(step: Any) -> Step:
+            made = factory(step)
+            if isinstance(made, ProviderCompactor):
+                return made  # the provider's own compaction: no summariser to observe
+            return ObservedSummarizer(made, self.tracer, self.metrics, self._models)
+
+        return observed
 
     def engine(self, engine: ContextEngine) -> ContextEngine:
         return TracedEngine(engine, self.tracer) if self.tracing else engine

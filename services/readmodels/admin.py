@@ -77,9 +77,12 @@ def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
     with _read_models(database_url) as models:
         models.store.reset(name)
         runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
+        content = models.store.model(name).entry_content
         applied = 0
         while True:
-            count, position = models.store.catch_up(name, runner.fetch)
+            count, position = models.store.catch_up(
+                name, lambda at, topics: runner.fetch(at, topics, content)
+            )
             applied += count
             if count < runner.batch:
                 return applied, position
@@ -110,6 +113,7 @@ def retry_quarantined(database_url: str, names: Sequence[str] = ()) -> RetryResu
         still: list[Quarantined] = []
         for model, session_id in sorted(sessions):
             found = session_notifications(models.events.recorder, session_id)
-            events = list(zip([n.id for n in found], runner.decoded(found), strict=True))
+            decoded = runner.decoded(found, models.store.model(model).entry_content)
+            events = list(zip([n.id for n in found], decoded, strict=True))
             still += models.store.reproject(model, session_id, events)
         return RetryResult(len(sessions), len(before) - len(still), still)

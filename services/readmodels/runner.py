@@ -95,9 +95,12 @@ class ReadModelRunner:
             "listening for the store's notifications again",
         )
 
-    def fetch(self, position: int, topics: Sequence[str]) -> tuple[Batch, int]:
+    def fetch(
+        self, position: int, topics: Sequence[str], content: bool = False
+    ) -> tuple[Batch, int]:
         """The next batch of events after ``position`` of the given topics, and the
-        position it reaches (the store's head, when the batch is its last)."""
+        position it reaches (the store's head, when the batch is its last);
+        ``content``: with the entries' content opened."""
         recorder = self.events.recorder
         head = recorder.max_notification_id() or 0
         if head <= position:
@@ -110,20 +113,22 @@ class ReadModelRunner:
             inclusive_of_start=False,
         )
         reached = found[-1].id if len(found) == self.batch else head
-        return list(zip([n.id for n in found], self.decoded(found), strict=True)), reached
+        decoded = self.decoded(found, content)
+        return list(zip([n.id for n in found], decoded, strict=True)), reached
 
-    def decoded(self, found: Sequence[Notification]) -> list[Any]:
-        """The events, their entries' content left sealed (the read models count
-        entries and tokens); one that cannot be decoded becomes an Unreadable."""
+    def decoded(self, found: Sequence[Notification], content: bool = False) -> list[Any]:
+        """The events, their entries' content left sealed unless ``content`` (most
+        read models count entries and tokens); one that cannot be decoded becomes
+        an Unreadable."""
         try:
-            return self.events.decode_notifications(found, entry_content=False)
+            return self.events.decode_notifications(found, entry_content=content)
         except Exception as error:
             if is_transient(error):
                 raise
         decoded: list[Any] = []
         for notification in found:
             try:
-                decoded += self.events.decode_notifications([notification], entry_content=False)
+                decoded += self.events.decode_notifications([notification], entry_content=content)
             except Exception as error:
                 if is_transient(error):
                     raise
@@ -175,16 +180,19 @@ class ReadModelRunner:
             for name in due:
                 self._failed(name, error)
             return 0, False
-        groups: dict[int, list[str]] = {}
+        # Models that read entries' content share no read with those that do not:
+        # opening every entry's content costs what the others need not pay.
+        groups: dict[tuple[int, bool], list[str]] = {}
         for name in due:
             if positions[name] < head:
-                groups.setdefault(positions[name], []).append(name)
+                content = self.models.model(name).entry_content
+                groups.setdefault((positions[name], content), []).append(name)
             else:
                 self._recovered(name)
         applied, more = 0, False
-        for start, names in sorted(groups.items()):
+        for (start, content), names in sorted(groups.items()):
             try:
-                batch, reached = self.fetch(start, self._topics(names))
+                batch, reached = self.fetch(start, self._topics(names), content)
             except Exception as error:
                 for name in names:
                     self._failed(name, error)
@@ -236,6 +244,7 @@ class ReadModelRunner:
         """On the recovery thread: one model alone, batch after batch, until it reaches
         the store's head (it rejoins the shared loop) or fails again (it backs off)."""
         topics = self._topics([name])
+        content = self.models.model(name).entry_content
         try:
             while not self._stopping.is_set():
                 position = self.models.positions([name])[name]
@@ -243,7 +252,7 @@ class ReadModelRunner:
                 if position >= head:
                     self._recovered(name)
                     return
-                batch, reached = self.fetch(position, topics)
+                batch, reached = self.fetch(position, topics, content)
                 self._report_quarantined(name, self.models.apply(name, batch, position, reached))
                 with self.progress:
                     self.progress.notify_all()

@@ -25,6 +25,7 @@ from services.adapters.read_model_db import ReadModelDatabase, migrate, open_dat
 from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_store import Quarantined, ReadModelStore
 from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit
+from services.adapters.recall_index import RecallIndex
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.topics import COMPACTION_TOPICS, PRUNE_TOPICS
 
@@ -51,7 +52,13 @@ class ReadModelQuarantined(PreconditionFailed):
 
 def model_store(database: ReadModelDatabase) -> ReadModelStore:
     return ReadModelStore(
-        database, [Catalog(), CompactionAudit(COMPACTION_TOPICS), PruneAudit(PRUNE_TOPICS)]
+        database,
+        [
+            Catalog(),
+            CompactionAudit(COMPACTION_TOPICS),
+            PruneAudit(PRUNE_TOPICS),
+            RecallIndex(database.postgres),
+        ],
     )
 
 

@@ -27,6 +27,7 @@ from tests.bench import (
     hostile,
     memory,
     peers,
+    recall,
     replicas,
     tokencount,
     views,
@@ -53,6 +54,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "fuzz": hostile.fuzz,
     "agentloop": agentloop.agentloop,
     "replicas": replicas.replicas,
+    "recall": recall.recall,
 }
 PACKAGES = (
     "eventsourcing",

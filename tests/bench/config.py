@@ -64,6 +64,9 @@ class Scale:
     agentloop_full: bool
     # Group "replicas": seconds of appending per run and layout.
     replica_seconds: float
+    # Group "recall": entries of the searched session, and searches timed per run.
+    recall_entries: int = 10_000
+    recall_queries: int = 30
 
 
 FULL = Scale(
@@ -128,6 +131,8 @@ QUICK = Scale(
     fidelity_turns=(200,),
     agentloop_full=False,
     replica_seconds=0.5,
+    recall_entries=2_000,
+    recall_queries=10,
 )
 
 

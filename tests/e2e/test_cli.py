@@ -446,3 +446,25 @@ def test_times_carry_their_zone(
     assert entry_time.endswith(shown)
     assert all(re.search(TIME_WITH_ZONE, line) for line in event_lines), event_lines
     assert re.search(rf"{session}.*{TIME_WITH_ZONE}", listed)
+
+
+def test_recall_finds_a_compacted_turn_and_names_what_hid_it(address: str) -> None:
+    session = new_session(address)
+    fact, fact_version = appended(
+        ok(address, "append", session, "--role", "user", "the release key is quokka-1984")
+    )
+    ok(address, "append", session, "--role", "assistant", "noted")
+    kept, _ = appended(ok(address, "append", session, "--role", "user", "now ship it"))
+    compacted = ok(address, "compact", session, "--summary", "release", "--first-kept", kept)
+    version = re.search(r"version (\d+)", compacted)
+    assert version, compacted
+
+    found = ok(address, "recall", session, "quokka")
+    assert fact in found and f"compaction {version.group(1)}" in found
+    as_json = json.loads(ok(address, "--json", "recall", session, "quokka", "--limit", "1"))
+    (hit,) = as_json["hits"]
+    assert (hit["entryId"], hit["version"]) == (fact, fact_version)
+    assert "quokka-1984" in hit["snippet"]
+    assert "no hits" in ok(address, "recall", session, "wombat")
+    refused = run(address, "recall", session, "quokka", "--label", "nokey")
+    assert refused.exit_code != 0 and "KEY=VALUE" in refused.output

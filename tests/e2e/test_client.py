@@ -232,3 +232,19 @@ def test_tls_and_mutual_tls(tmp_path: Path, pki: Pki) -> None:  # noqa: F811
             client.list_sessions()
     finally:
         server.stop(0)
+
+
+def test_recall_finds_a_compacted_turn_through_the_client(client: Client) -> None:
+    session = client.create_session(settings=SessionSettings(model="gpt-4o"))
+    fact = client.append_entries(session.id, entries=[user("The build tag is orchid-42.")])
+    kept = client.append_entries(session.id, entries=[user("Now ship it.")])
+    compacted = client.record_compaction(
+        session.id, summary="Shipping.", first_kept_entry_id=kept.entry_ids[0]
+    )
+    found = client.recall(session.id, query="orchid")
+    (hit,) = found.hits
+    assert (hit.entry_id, hit.version) == (fact.entry_ids[0], fact.version)
+    assert hit.hidden_by_compaction == compacted.version
+    assert hit.timestamp is not None and "orchid-42" in hit.snippet
+    with pytest.raises(errors.InvalidArgument):
+        client.recall(session.id, query="")

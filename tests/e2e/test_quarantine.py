@@ -133,6 +133,7 @@ def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: s
                 "catalog": (1, 0, ""),
                 "compactions": (1, 0, ""),
                 "prunes": (0, 0, ""),
+                "recall": (0, 0, ""),
             }
             assert {(q.model, q.session_id, q.topic) for q in status.quarantined} == {
                 ("catalog", POISON, COMPACTION_TOPIC),

@@ -201,7 +201,19 @@ def _read_model_status(b: Stub, w: World) -> None:
         grpc.StatusCode.PERMISSION_DENIED,
     )
     status = w.stubs["root"].GetReadModelStatus(pb.GetReadModelStatusRequest())
-    assert {m.name for m in status.models} == {"catalog", "compactions", "prunes"}
+    assert {m.name for m in status.models} == {"catalog", "compactions", "prunes", "recall"}
+
+
+def _recall(b: Stub, w: World) -> None:
+    _hidden(lambda: b.Recall(pb.RecallRequest(session_id="a-1", query="Turn one")))
+    # Tenant-wide is the caller's tenant: B's own sessions (its copies of A's
+    # history among them), never A's.
+    wide = b.Recall(pb.RecallRequest(session_id="b-1", query="Turn one a.txt", tenant_wide=True))
+    assert "a-1" not in {h.session_id for h in wide.hits}
+    mine = w.stubs["alice"].Recall(
+        pb.RecallRequest(session_id="a-2", query="Turn one a.txt", tenant_wide=True)
+    )
+    assert {h.session_id for h in mine.hits} == {"a-1"}
 
 
 CASES: dict[str, Case] = {
@@ -287,6 +299,7 @@ CASES: dict[str, Case] = {
     "ListPrunes": _list_prunes,
     "AuditView": lambda b, w: _hidden(lambda: b.AuditView(pb.AuditViewRequest(session_id="a-1"))),
     "GetReadModelStatus": _read_model_status,
+    "Recall": _recall,
     "EraseSession": lambda b, w: _hidden(
         lambda: b.EraseSession(pb.EraseSessionRequest(session_id="a-1", reason="by B"))
     ),

@@ -4,7 +4,10 @@ No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
 server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
-``POST /v1/messages`` (Anthropic) with the providers' own response
+``POST /v1/messages`` (Anthropic, compaction by ``context_management``
+included), ``POST /v1/responses/compact`` (OpenAI's compaction) and
+``POST /v1/embeddings`` (OpenAI's embeddings, a deterministic bag of
+concepts) with the providers' own response
 and error bodies, so litellm's real client and error mapping run end to end.
 
 Every request is recorded. Behaviour is scripted per request, in order
@@ -17,8 +20,12 @@ prove no call exceeded the summariser's window.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import re
+import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -29,6 +36,26 @@ from typing import Any, Self
 OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
+EMBEDDINGS_PATH = "/v1/embeddings"
+COMPACT_PATH = "/v1/responses/compact"
+EMBEDDING_DIMENSIONS = 256
+# The loopback embedding model's notion of meaning: words of one concept embed
+# alike, so a semantic search finds what shares no word with the query.
+CONCEPTS = {
+    "automobile": "car",
+    "vehicle": "car",
+    "sedan": "car",
+    "cars": "car",
+    "canine": "dog",
+    "puppy": "dog",
+    "hound": "dog",
+    "dogs": "dog",
+    "feline": "cat",
+    "kitten": "cat",
+    "cats": "cat",
+    "colour": "color",
+    "hue": "color",
+}
 
 # The providers' error bodies, as their APIs send them.
 OPENAI_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
@@ -251,7 +278,17 @@ class FakeProvider(LoopbackServer):
         received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
         with self._lock:
             self.requests.append(received)
-        if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH):
+        if path == EMBEDDINGS_PATH:
+            behaviour = self._next()
+            if behaviour.delay and self._stopping.wait(behaviour.delay):
+                return
+            if behaviour.error is not None:
+                status, error_body = OPENAI_ERRORS[behaviour.error]
+                send(handler, status, error_body)
+                return
+            send(handler, 200, embeddings_reply(body))
+            return
+        if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH, COMPACT_PATH):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
         anthropic = path == ANTHROPIC_PATH
@@ -272,7 +309,11 @@ class FakeProvider(LoopbackServer):
         text = behaviour.text if behaviour.text is not None else default_summary(body)
         output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
         usage = (received.estimated_tokens, output_tokens)
-        if path == RESPONSES_PATH:
+        if path == COMPACT_PATH:
+            send(handler, 200, compact_reply(body, compaction_summary(body), *usage))
+        elif anthropic and _compacts(body):
+            send(handler, 200, anthropic_compaction_reply(body, compaction_summary(body), *usage))
+        elif path == RESPONSES_PATH:
             send(handler, 200, _responses_reply(body, text, received, output_tokens))
         elif anthropic:
             send(handler, 200, anthropic_reply(body, text, behaviour.calls, *usage))
@@ -287,6 +328,38 @@ class FakeProvider(LoopbackServer):
         if prompt + completion <= self.window_tokens:
             return None
         return overflow_error(anthropic, prompt, completion, self.window_tokens)
+
+
+def embed_text(text: str) -> list[float]:
+    """A deterministic unit vector: each word (as its concept) adds to one dimension."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"\w+", text.lower()):
+        concept = CONCEPTS.get(word, word)
+        digest = hashlib.sha256(concept.encode()).digest()
+        vector[int.from_bytes(digest[:4], "little") % EMBEDDING_DIMENSIONS] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def embeddings_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's /v1/embeddings answer; base64 float32 when the client asks for it (the
+    openai SDK does by default)."""
+    inputs = body.get("input", [])
+    texts = [inputs] if isinstance(inputs, str) else list(inputs)
+    data = []
+    for index, text in enumerate(texts):
+        vector = embed_text(str(text))
+        encoded: Any = vector
+        if body.get("encoding_format") == "base64":
+            encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = sum(math.ceil(len(str(t)) / 4) for t in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": body.get("model", ""),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def overflow_error(anthropic: bool, prompt: int, completion: int, window: int) -> dict[str, Any]:
@@ -429,6 +502,58 @@ def _responses_reply(
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         },
+    }
+
+
+def compaction_summary(body: dict[str, Any]) -> str:
+    """What the loopback provider's compaction keeps: the start of what it was sent."""
+    return "Compacted conversation: " + " ".join(_request_text(body).split())[:400]
+
+
+def encrypted(text: str) -> str:
+    """What the loopback provider's opaque compaction items hold: the summary, in base64."""
+    return base64.b64encode(text.encode()).decode()
+
+
+def compact_reply(
+    body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """OpenAI's POST /v1/responses/compact answer: the compacted window, here one
+    opaque compaction item whose content is the summary, encrypted (in base64)."""
+    return {
+        "id": f"resp_compact{len(text)}",
+        "object": "response.compaction",
+        "created_at": 1_700_000_000,
+        "model": body.get("model", ""),
+        "output": [
+            {"type": "compaction", "id": f"cmp_{len(text)}", "encrypted_content": encrypted(text)}
+        ],
+        "usage": {
+            "input_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": prompt_tokens + output_tokens,
+        },
+    }
+
+
+def _compacts(body: dict[str, Any]) -> bool:
+    edits = (body.get("context_management") or {}).get("edits") or []
+    return any(edit.get("type") == "compact_20260112" for edit in edits)
+
+
+def anthropic_compaction_reply(
+    body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Messages reply that compacted (compact_20260112) and paused after it."""
+    return {
+        "id": f"msg_compact{len(text)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "compaction", "content": text}],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
     }
 
 

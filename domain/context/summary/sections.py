@@ -99,7 +99,9 @@ def sections(
 
     sections["Raw History"] = [
         f"Entries `{entries[0].id}` .. `{entries[-1].id}` ({len(entries)} entries) are "
-        "summarised here. They remain in the store: GetEntry(entry_id) reads any entry whole.",
+        "summarised here. They remain in the store: GetEntry(entry_id) reads any entry whole, "
+        "and Recall(session_id, query) with this session's id finds any of them again by "
+        "words or meaning (CLI: sessionstore recall SESSION QUERY).",
         *(
             f"`{ident(path)}`: latest in entry {entry_id}"
             for path, entry_id in list(facts.files.items())[-8:]

@@ -1098,6 +1098,7 @@ class SessionSettings(_message.Message):
     WINDOW_GUARD_FIELD_NUMBER: _builtins.int
     TOOL_RESULT_GUARD_FIELD_NUMBER: _builtins.int
     MAX_SYSTEM_FILE_CHARS_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5"."""
     context_window_tokens: _builtins.int
@@ -1121,6 +1122,10 @@ class SessionSettings(_message.Message):
     def window_guard(self) -> Global___WindowGuardPolicy: ...
     @_builtins.property
     def tool_result_guard(self) -> Global___ToolResultGuardPolicy: ...
+    @_builtins.property
+    def memory(self) -> Global___MemoryPolicy:
+        """Long-term memory: how Recall searches and what assemble retrieves."""
+
     def __init__(
         self,
         *,
@@ -1135,10 +1140,11 @@ class SessionSettings(_message.Message):
         window_guard: Global___WindowGuardPolicy | None = ...,
         tool_result_guard: Global___ToolResultGuardPolicy | None = ...,
         max_system_file_chars: _builtins.int | None = ...,
+        memory: Global___MemoryPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "memory", b"memory", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "labels", b"labels", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens", "_engine", b"_engine", "_max_entry_bytes", b"_max_entry_bytes", "_max_system_file_chars", b"_max_system_file_chars", "_model", b"_model", "_title", b"_title", "compaction", b"compaction", "context_window_tokens", b"context_window_tokens", "engine", b"engine", "labels", b"labels", "max_entry_bytes", b"max_entry_bytes", "max_system_file_chars", b"max_system_file_chars", "memory", b"memory", "model", b"model", "pruning", b"pruning", "title", b"title", "tool_result_guard", b"tool_result_guard", "window_guard", b"window_guard"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_window_tokens: _TypeAlias = _typing.Literal["context_window_tokens"]  # noqa: Y015
     _WhichOneofArgType__context_window_tokens: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens"]  # noqa: Y015
@@ -1166,6 +1172,57 @@ class SessionSettings(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__title) -> _WhichOneofReturnType__title | None: ...
 
 Global___SessionSettings: _TypeAlias = SessionSettings  # noqa: Y015
+
+@_typing.final
+class MemoryPolicy(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    EMBEDDING_API_BASE_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_TOP_K_FIELD_NUMBER: _builtins.int
+    EMBEDDING_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    embedding_model: _builtins.str
+    """An embedding model through litellm (e.g. "openai/text-embedding-3-small"):
+    Recall then also searches by meaning. Empty: full text only, no model.
+    """
+    embedding_api_base: _builtins.str
+    """Where the embedding model is served; empty: litellm's default for it."""
+    retrieval_top_k: _builtins.int
+    """The prompt view holds the best this many recalled hits for the newest
+    user turn, as a marked context block within the budget; 0: off.
+    """
+    embedding_timeout_seconds: _builtins.int
+    """An embedding call gives up after this long (the search is then full text)."""
+    def __init__(
+        self,
+        *,
+        embedding_model: _builtins.str | None = ...,
+        embedding_api_base: _builtins.str | None = ...,
+        retrieval_top_k: _builtins.int | None = ...,
+        embedding_timeout_seconds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_embedding_api_base", b"_embedding_api_base", "_embedding_model", b"_embedding_model", "_embedding_timeout_seconds", b"_embedding_timeout_seconds", "_retrieval_top_k", b"_retrieval_top_k", "embedding_api_base", b"embedding_api_base", "embedding_model", b"embedding_model", "embedding_timeout_seconds", b"embedding_timeout_seconds", "retrieval_top_k", b"retrieval_top_k"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_embedding_api_base", b"_embedding_api_base", "_embedding_model", b"_embedding_model", "_embedding_timeout_seconds", b"_embedding_timeout_seconds", "_retrieval_top_k", b"_retrieval_top_k", "embedding_api_base", b"embedding_api_base", "embedding_model", b"embedding_model", "embedding_timeout_seconds", b"embedding_timeout_seconds", "retrieval_top_k", b"retrieval_top_k"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__embedding_api_base: _TypeAlias = _typing.Literal["embedding_api_base"]  # noqa: Y015
+    _WhichOneofArgType__embedding_api_base: _TypeAlias = _typing.Literal["_embedding_api_base", b"_embedding_api_base"]  # noqa: Y015
+    _WhichOneofReturnType__embedding_model: _TypeAlias = _typing.Literal["embedding_model"]  # noqa: Y015
+    _WhichOneofArgType__embedding_model: _TypeAlias = _typing.Literal["_embedding_model", b"_embedding_model"]  # noqa: Y015
+    _WhichOneofReturnType__embedding_timeout_seconds: _TypeAlias = _typing.Literal["embedding_timeout_seconds"]  # noqa: Y015
+    _WhichOneofArgType__embedding_timeout_seconds: _TypeAlias = _typing.Literal["_embedding_timeout_seconds", b"_embedding_timeout_seconds"]  # noqa: Y015
+    _WhichOneofReturnType__retrieval_top_k: _TypeAlias = _typing.Literal["retrieval_top_k"]  # noqa: Y015
+    _WhichOneofArgType__retrieval_top_k: _TypeAlias = _typing.Literal["_retrieval_top_k", b"_retrieval_top_k"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__embedding_api_base) -> _WhichOneofReturnType__embedding_api_base | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__embedding_model) -> _WhichOneofReturnType__embedding_model | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__embedding_timeout_seconds) -> _WhichOneofReturnType__embedding_timeout_seconds | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retrieval_top_k) -> _WhichOneofReturnType__retrieval_top_k | None: ...
+
+Global___MemoryPolicy: _TypeAlias = MemoryPolicy  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):
@@ -2395,7 +2452,10 @@ class EngineAction(_message.Message):
     DETAIL_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
-    """"compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed"."""
+    """"compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed";
+    "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
+    marked context block before the newest user turn) or "recall_skipped".
+    """
     detail: _builtins.str
     version: _builtins.int
     """The version of the event that recorded it."""
@@ -4794,3 +4854,159 @@ class ReadModelStatus(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReadModelStatus: _TypeAlias = ReadModelStatus  # noqa: Y015
+
+@_typing.final
+class RecallRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    TENANT_WIDE_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    MIN_POSITION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session searched; with tenant_wide, the session whose settings
+    (memory.embedding_model) the search uses.
+    """
+    query: _builtins.str
+    """Words to find (full text) and, with an embedding model, a meaning to match."""
+    limit: _builtins.int
+    """At most this many hits (1 to 100; 0: 10)."""
+    tenant_wide: _builtins.bool
+    """Search every session of the caller's tenant, not only session_id."""
+    min_position: _builtins.int
+    """As in ListSessionsRequest: wait until the index has reached this position."""
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Only sessions with all of these labels."""
+
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only entries stored since <= time < until."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        tenant_wide: _builtins.bool = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        min_position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "limit", b"limit", "min_position", b"min_position", "query", b"query", "session_id", b"session_id", "since", b"since", "tenant_wide", b"tenant_wide", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
+
+@_typing.final
+class RecallHit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    HIDDEN_BY_COMPACTION_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    MATCHED_BY_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    session_id: _builtins.str
+    version: _builtins.int
+    """The version of the event that appended the entry."""
+    score: _builtins.float
+    """Higher is better: reciprocal rank fusion of the full-text and semantic
+    ranks (full text alone without an embedding model).
+    """
+    snippet: _builtins.str
+    """The matching piece of the entry's text."""
+    hidden_by_compaction: _builtins.int
+    """The version of the compaction in force that hid the entry from the
+    prompt view; 0 when the entry is still in the view.
+    """
+    role: _builtins.str
+    """The entry's role (user, assistant, tool, system) and when it was stored."""
+    matched_by: _builtins.str
+    """How it was found: "fulltext", "semantic" or "fulltext+semantic"."""
+    @_builtins.property
+    def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        score: _builtins.float = ...,
+        snippet: _builtins.str = ...,
+        hidden_by_compaction: _builtins.int = ...,
+        role: _builtins.str = ...,
+        timestamp: _timestamp_pb2.Timestamp | None = ...,
+        matched_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_id", b"entry_id", "hidden_by_compaction", b"hidden_by_compaction", "matched_by", b"matched_by", "role", b"role", "score", b"score", "session_id", b"session_id", "snippet", b"snippet", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallHit: _TypeAlias = RecallHit  # noqa: Y015
+
+@_typing.final
+class RecallResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    """The index's position the answer reflects."""
+    embedding_model: _builtins.str
+    """The embedding model used; empty for a full-text search."""
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]: ...
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___RecallHit] | None = ...,
+        position: _builtins.int = ...,
+        embedding_model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_model", b"embedding_model", "hits", b"hits", "position", b"position"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallResponse: _TypeAlias = RecallResponse  # noqa: Y015

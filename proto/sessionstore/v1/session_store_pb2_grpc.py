@@ -179,6 +179,11 @@ class SessionStoreStub:
                 request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.SerializeToString,
                 response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.FromString,
                 _registered_method=True)
+        self.Recall = channel.unary_unary(
+                '/sessionstore.v1.SessionStore/Recall',
+                request_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallRequest.SerializeToString,
+                response_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStoreServicer:
@@ -431,6 +436,16 @@ class SessionStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Recall(self, request, context):
+        """Long-term memory: searches a session's whole raw history (what compaction
+        hid from the prompt included), or every session of the caller's tenant,
+        by full text, and by meaning when memory.embedding_model is set. Each hit
+        names its entry, the version that appended it and the compaction that hid it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -578,6 +593,11 @@ def add_SessionStoreServicer_to_server(servicer, server):
                     servicer.GetReadModelStatus,
                     request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.FromString,
                     response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.SerializeToString,
+            ),
+            'Recall': grpc.unary_unary_rpc_method_handler(
+                    servicer.Recall,
+                    request_deserializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallRequest.FromString,
+                    response_serializer=proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1363,6 +1383,33 @@ class SessionStore:
             '/sessionstore.v1.SessionStore/GetReadModelStatus',
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.GetReadModelStatusRequest.SerializeToString,
             proto_dot_sessionstore_dot_v1_dot_session__store__pb2.ReadModelStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Recall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sessionstore.v1.SessionStore/Recall',
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallRequest.SerializeToString,
+            proto_dot_sessionstore_dot_v1_dot_session__store__pb2.RecallResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -157,6 +157,12 @@ class SessionStoreStub:
     behind the store, whether this server's projection of it is failing now
     and why, and the events it quarantined (could not apply, and went on past).
     """
+    Recall: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecallRequest, _session_store_pb2.RecallResponse]
+    """Long-term memory: searches a session's whole raw history (what compaction
+    hid from the prompt included), or every session of the caller's tenant,
+    by full text, and by meaning when memory.embedding_model is set. Each hit
+    names its entry, the version that appended it and the compaction that hid it.
+    """
 
 @_typing.type_check_only
 class SessionStoreAsyncStub(SessionStoreStub):
@@ -280,6 +286,12 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """The read models' health in detail (admin): each model's position and lag
     behind the store, whether this server's projection of it is failing now
     and why, and the events it quarantined (could not apply, and went on past).
+    """
+    Recall: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecallRequest, _session_store_pb2.RecallResponse]  # type: ignore[assignment]
+    """Long-term memory: searches a session's whole raw history (what compaction
+    hid from the prompt included), or every session of the caller's tenant,
+    by full text, and by meaning when memory.embedding_model is set. Each hit
+    names its entry, the version that appended it and the compaction that hid it.
     """
 
 class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
@@ -575,6 +587,18 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """The read models' health in detail (admin): each model's position and lag
         behind the store, whether this server's projection of it is failing now
         and why, and the events it quarantined (could not apply, and went on past).
+        """
+
+    @_abc_1.abstractmethod
+    def Recall(
+        self,
+        request: _session_store_pb2.RecallRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_session_store_pb2.RecallResponse, _abc.Awaitable[_session_store_pb2.RecallResponse]]:
+        """Long-term memory: searches a session's whole raw history (what compaction
+        hid from the prompt included), or every session of the caller's tenant,
+        by full text, and by meaning when memory.embedding_model is set. Each hit
+        names its entry, the version that appended it and the compaction that hid it.
         """
 
 def add_SessionStoreServicer_to_server(servicer: SessionStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

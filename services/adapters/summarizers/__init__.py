@@ -15,14 +15,18 @@ from services.adapters.summarizers.base import (
 )
 from services.adapters.summarizers.llm import LiteLLMSummarizer
 from services.adapters.summarizers.offline import OFFLINE, OfflineSummarizer
+from services.adapters.summarizers.provider import ProviderCompactor
 
 # What an OpenAI-compatible client is given for a server that takes no key: the
 # client insists on one, and a local server ignores it.
 NO_KEY = "sessionstore-no-key"
 
 
-def build_summarizer(step: SummarizerStep, providers: Providers = NO_PROVIDERS) -> Summarizer:
-    """The summariser one step of a chain runs (a model step, or offline)."""
+def build_summarizer(
+    step: SummarizerStep, providers: Providers = NO_PROVIDERS
+) -> Summarizer | ProviderCompactor:
+    """The summariser one step of a chain runs (a model step, offline, or the
+    conversation's provider compacting on its side)."""
     if not step.is_model:
         return OfflineSummarizer()
     provider = providers.get(step.provider) if step.provider else None
@@ -30,6 +34,8 @@ def build_summarizer(step: SummarizerStep, providers: Providers = NO_PROVIDERS) 
     api_key = provider.api_key() if provider else None
     if api_key is None and api_base and not _environment_key(step.model):
         api_key = NO_KEY
+    if step.remote:
+        return ProviderCompactor(step.model, api_base, api_key)
     window = step.window_tokens or (provider.window_tokens if provider else 0)
     return LiteLLMSummarizer(
         step.model, api_base=api_base or None, api_key=api_key, window_tokens=window or None
@@ -48,6 +54,7 @@ __all__ = [
     "OFFLINE",
     "LiteLLMSummarizer",
     "OfflineSummarizer",
+    "ProviderCompactor",
     "Summarizer",
     "SummarizerError",
     "SummarizerOverflow",

@@ -55,6 +55,8 @@ from sessionstore_client.types import (
     PrunedEntry,
     ReadEventsRequest,
     ReadModelStatus,
+    RecallRequest,
+    RecallResponse,
     RecordCompactionRequest,
     RecordCompactionResponse,
     RecordPruneRequest,
@@ -719,6 +721,40 @@ class SyncMethods:
             "GetReadModelStatus", GetReadModelStatusRequest(), ReadModelStatus, timeout
         )
 
+    def recall(
+        self,
+        session_id: str,
+        *,
+        query: str = "",
+        limit: int = 0,
+        tenant_wide: bool = False,
+        labels: Mapping[str, str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_position: int = 0,
+        timeout: float | None = None,
+    ) -> RecallResponse:
+        """Long-term memory: searches a session's whole raw history (what compaction
+        hid from the prompt included), or every session of the caller's tenant,
+        by full text, and by meaning when memory.embedding_model is set. Each hit
+        names its entry, the version that appended it and the compaction that hid it.
+        """
+        return self._unary(
+            "Recall",
+            RecallRequest(
+                session_id=session_id,
+                query=query,
+                limit=limit,
+                tenant_wide=tenant_wide,
+                labels=dict(labels or ()),
+                since=since,
+                until=until,
+                min_position=min_position,
+            ),
+            RecallResponse,
+            timeout,
+        )
+
 
 class AsyncMethods:
     """The RPCs as methods of the asyncio client."""
@@ -1365,4 +1401,38 @@ class AsyncMethods:
         """
         return await self._unary(
             "GetReadModelStatus", GetReadModelStatusRequest(), ReadModelStatus, timeout
+        )
+
+    async def recall(
+        self,
+        session_id: str,
+        *,
+        query: str = "",
+        limit: int = 0,
+        tenant_wide: bool = False,
+        labels: Mapping[str, str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_position: int = 0,
+        timeout: float | None = None,
+    ) -> RecallResponse:
+        """Long-term memory: searches a session's whole raw history (what compaction
+        hid from the prompt included), or every session of the caller's tenant,
+        by full text, and by meaning when memory.embedding_model is set. Each hit
+        names its entry, the version that appended it and the compaction that hid it.
+        """
+        return await self._unary(
+            "Recall",
+            RecallRequest(
+                session_id=session_id,
+                query=query,
+                limit=limit,
+                tenant_wide=tenant_wide,
+                labels=dict(labels or ()),
+                since=since,
+                until=until,
+                min_position=min_position,
+            ),
+            RecallResponse,
+            timeout,
         )

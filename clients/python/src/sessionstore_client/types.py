@@ -117,6 +117,7 @@ __all__ = [
     "ListPrunesResponse",
     "ListSessionsRequest",
     "ListSessionsResponse",
+    "MemoryPolicy",
     "OmittedBlock",
     "OverflowReported",
     "PlanChunk",
@@ -133,6 +134,9 @@ __all__ = [
     "ReadEventsRequest",
     "ReadModelState",
     "ReadModelStatus",
+    "RecallHit",
+    "RecallRequest",
+    "RecallResponse",
     "RecordCompactionRequest",
     "RecordCompactionResponse",
     "RecordPruneRequest",
@@ -507,6 +511,25 @@ class SessionSettings:
     tool_result_guard: ToolResultGuardPolicy | None = None
     #: Injected system prompt files are cut to this many characters each.
     max_system_file_chars: int | None = None
+    #: Long-term memory: how Recall searches and what assemble retrieves.
+    memory: MemoryPolicy | None = None
+
+
+@dataclass(slots=True)
+class MemoryPolicy:
+    """The MemoryPolicy message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.MemoryPolicy"
+    #: An embedding model through litellm (e.g. "openai/text-embedding-3-small"):
+    #: Recall then also searches by meaning. Empty: full text only, no model.
+    embedding_model: str | None = None
+    #: Where the embedding model is served; empty: litellm's default for it.
+    embedding_api_base: str | None = None
+    #: The prompt view holds the best this many recalled hits for the newest
+    #: user turn, as a marked context block within the budget; 0: off.
+    retrieval_top_k: int | None = None
+    #: An embedding call gives up after this long (the search is then full text).
+    embedding_timeout_seconds: int | None = None
 
 
 @dataclass(slots=True)
@@ -970,7 +993,9 @@ class EngineAction:
     """Something the context engine did to serve a view."""
 
     PROTO: ClassVar[str] = "sessionstore.v1.EngineAction"
-    #: "compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed".
+    #: "compacted", "waited_for_compaction", "pruned", "truncated", "compaction_failed";
+    #: "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
+    #: marked context block before the newest user turn) or "recall_skipped".
     kind: str = ""
     detail: str = ""
     #: The version of the event that recorded it.
@@ -1914,6 +1939,65 @@ class ReadModelStatus:
     quarantined: list[QuarantinedEvent] = field(default_factory=list)
     #: Who keeps the read models: inprocess (this server), worker or off.
     projections: str = ""
+
+
+@dataclass(slots=True)
+class RecallRequest:
+    """The RecallRequest message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.RecallRequest"
+    #: The session searched; with tenant_wide, the session whose settings
+    #: (memory.embedding_model) the search uses.
+    session_id: str = ""
+    #: Words to find (full text) and, with an embedding model, a meaning to match.
+    query: str = ""
+    #: At most this many hits (1 to 100; 0: 10).
+    limit: int = 0
+    #: Search every session of the caller's tenant, not only session_id.
+    tenant_wide: bool = False
+    #: Only sessions with all of these labels.
+    labels: dict[str, str] = field(default_factory=dict)
+    #: Only entries stored since <= time < until.
+    since: datetime | None = None
+    until: datetime | None = None
+    #: As in ListSessionsRequest: wait until the index has reached this position.
+    min_position: int = 0
+
+
+@dataclass(slots=True)
+class RecallHit:
+    """The RecallHit message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.RecallHit"
+    entry_id: str = ""
+    session_id: str = ""
+    #: The version of the event that appended the entry.
+    version: int = 0
+    #: Higher is better: reciprocal rank fusion of the full-text and semantic
+    #: ranks (full text alone without an embedding model).
+    score: float = 0.0
+    #: The matching piece of the entry's text.
+    snippet: str = ""
+    #: The version of the compaction in force that hid the entry from the
+    #: prompt view; 0 when the entry is still in the view.
+    hidden_by_compaction: int = 0
+    #: The entry's role (user, assistant, tool, system) and when it was stored.
+    role: str = ""
+    timestamp: datetime | None = None
+    #: How it was found: "fulltext", "semantic" or "fulltext+semantic".
+    matched_by: str = ""
+
+
+@dataclass(slots=True)
+class RecallResponse:
+    """The RecallResponse message."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.RecallResponse"
+    hits: list[RecallHit] = field(default_factory=list)
+    #: The index's position the answer reflects.
+    position: int = 0
+    #: The embedding model used; empty for a full-text search.
+    embedding_model: str = ""
 
 
 ContentBlock: TypeAlias = (

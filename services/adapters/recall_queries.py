@@ -1,0 +1,312 @@
+"""Queries of the recall index: full text in SQL, vectors for an exact search.
+
+Full text is FTS5's bm25 on SQLite and ts_rank over the GIN-indexed
+tsvector on PostgreSQL. A query's words are matched with OR, ranked by how
+many and how rare: an agent's question rarely repeats a fact's every word.
+
+Vectors are searched exactly, with numpy, over the stored embeddings of the
+sessions searched: sqlite-vec cannot be loaded by this Python's sqlite3 (built
+without extension loading) and pgvector is not installed on the PostgreSQL
+this runs against. A session's vectors are kept in memory between searches,
+checked against the index with one aggregate query each time, so a search
+whose embeddings are all cached costs a query and a matrix product.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    column,
+    exists,
+    func,
+    literal,
+    literal_column,
+    select,
+    table,
+    text,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from services.adapters import read_model_tables as t
+from services.adapters.read_model_db import ReadModelDatabase, reading
+
+MAX_QUERY_WORDS = 32
+# Longer "words" (a hash, a blob) are cut: PostgreSQL refuses lexemes over 2,047 bytes.
+MAX_WORD_CHARS = 100
+_WORD = re.compile(r"\w+")
+_fts = table("recall_fts", column("rowid"))
+# Sets of vectors kept in memory (each a session's, or a tenant's search's), at most
+# this many bytes of them all: 10,000 chunks of 1,536 dimensions take 61 MB.
+VECTOR_SETS = 64
+VECTOR_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class RecallScope:
+    """Which chunks a search reads: these sessions', or (``tenant`` set) those of every
+    session of the tenant the catalog knows and that was not erased; of sessions with
+    all these labels; stored since <= time < until."""
+
+    session_ids: tuple[str, ...] = ()
+    tenant: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    since_us: int | None = None
+    until_us: int | None = None
+
+    def key(self) -> tuple[Any, ...]:
+        return (
+            self.session_ids,
+            self.tenant,
+            tuple(sorted(self.labels.items())),
+            self.since_us,
+            self.until_us,
+        )
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    session_id: str
+    entry_id: str
+    version: int
+    entry_position: int
+    recorded_us: int
+    role: str
+    text: str
+
+
+def query_words(query: str) -> list[str]:
+    words = []
+    for word in _WORD.findall(query.lower()):
+        word = word[:MAX_WORD_CHARS]
+        if word not in words:
+            words.append(word)
+    return words[:MAX_QUERY_WORDS]
+
+
+_CHUNK_COLUMNS = (
+    t.recall_chunks.c.id,
+    t.recall_chunks.c.session_id,
+    t.recall_chunks.c.entry_id,
+    t.recall_chunks.c.version,
+    t.recall_chunks.c.entry_position,
+    t.recall_chunks.c.recorded_us,
+    t.recall_chunks.c.role,
+    t.recall_chunks.c.text,
+)
+
+
+class RecallQueries:
+    def __init__(self, database: ReadModelDatabase) -> None:
+        self.database = database
+        self._vectors: OrderedDict[tuple[Any, ...], _VectorSet] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fulltext(self, scope: RecallScope, words: Sequence[str], limit: int) -> list[ChunkRow]:
+        """The best ``limit`` chunks matching any of the words, best first."""
+        if not words:
+            return []
+        c = t.recall_chunks.c
+        if self.database.postgres:
+            # The generated column is PostgreSQL's alone, so not in the shared metadata.
+            search: Any = literal_column("recall_chunks.search")
+            terms = " | ".join(f"'{w}'" for w in words)
+            tsquery = func.to_tsquery(literal_column("'simple'"), literal(terms))
+            # ts_rank over length (normalisation 1): cover density (ts_rank_cd) would
+            # rank a chunk repeating one common word over one holding most of the query.
+            rank = func.ts_rank(search, tsquery, 1)
+            query = (
+                select(*_CHUNK_COLUMNS).where(search.op("@@")(tsquery)).order_by(rank.desc(), c.id)
+            )
+        else:
+            match = " OR ".join(f'"{w}"' for w in words)
+            rank = func.bm25(literal_column("recall_fts"))
+            query = (
+                select(*_CHUNK_COLUMNS)
+                .select_from(t.recall_chunks.join(_fts, _fts.c.rowid == c.id))
+                .where(text("recall_fts MATCH :match").bindparams(match=match))
+                .order_by(rank, c.id)
+            )
+        return self._chunks(_scoped(query, scope).limit(limit))
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        if not ids:
+            return []
+        query = select(*_CHUNK_COLUMNS).where(t.recall_chunks.c.id.in_(list(ids)))
+        return self._chunks(query)
+
+    def _chunks(self, query: Select[Any]) -> list[ChunkRow]:
+        with reading(self.database.reader) as connection:
+            return [ChunkRow(*row) for row in connection.execute(query)]
+
+    # -- vectors -----------------------------------------------------------------------
+
+    def generation(self, models: Sequence[str]) -> tuple[Any, ...]:
+        """What changes whenever the chunks a search reads may have: the read models'
+        positions (the recall index, and the catalog a tenant-wide scope reads) and
+        the newest chunk id (a rebuild brings the positions back where they were)."""
+        tracking = t.tracking.c
+        with reading(self.database.reader) as connection:
+            newest = connection.execute(select(func.max(t.recall_chunks.c.id))).scalar()
+            rows = connection.execute(
+                select(tracking.name, tracking.position).where(tracking.name.in_(list(models)))
+            )
+            return (newest, *sorted(rows))
+
+    def vectors(
+        self, scope: RecallScope, provider: str, model: str, generation: tuple[Any, ...]
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        """(chunk ids, their vectors as unit rows) of the chunks in scope whose embedding
+        is cached, and (content hash, text) of those whose embedding is not. The set is
+        kept in memory while ``generation`` (or, when that moved, the scope's chunks)
+        stays the same."""
+        key = (scope.key(), provider, model)
+        with self._lock:
+            kept = self._vectors.get(key)
+            if kept is not None and kept.generation == generation:
+                self._vectors.move_to_end(key)
+                return kept.ids, kept.matrix, []
+        c = t.recall_chunks.c
+        with reading(self.database.reader) as connection:
+            signature = tuple(
+                connection.execute(
+                    _scoped(select(func.count(c.id), func.max(c.id), func.sum(c.id)), scope)
+                ).one()
+            )
+        if kept is not None and kept.signature == signature:
+            with self._lock:
+                self._vectors[key] = replace(kept, generation=generation)
+            return kept.ids, kept.matrix, []
+        e = t.recall_embeddings.c
+        joined = t.recall_chunks.outerjoin(
+            t.recall_embeddings,
+            and_(e.provider == provider, e.model == model, e.content_hash == c.content_hash),
+        )
+        query = _scoped(select(c.id, c.content_hash, e.vector).select_from(joined), scope)
+        ids: list[int] = []
+        vectors: list[bytes] = []
+        missing: set[str] = set()
+        with reading(self.database.reader) as connection:
+            for chunk_id, content_hash, vector in connection.execute(query.order_by(c.id)):
+                if vector is None:
+                    missing.add(content_hash)
+                else:
+                    ids.append(chunk_id)
+                    vectors.append(vector)
+        id_array = np.asarray(ids, dtype=np.int64)
+        matrix = _unit_rows(_matrix(vectors))
+        if missing:
+            return id_array, matrix, self._texts(scope, sorted(missing))
+        with self._lock:
+            self._vectors[key] = _VectorSet(generation, signature, id_array, matrix)
+            while len(self._vectors) > VECTOR_SETS or (
+                len(self._vectors) > 1
+                and sum(v.matrix.nbytes for v in self._vectors.values()) > VECTOR_BYTES
+            ):
+                self._vectors.popitem(last=False)
+        return id_array, matrix, []
+
+    def _texts(self, scope: RecallScope, hashes: Sequence[str]) -> list[tuple[str, str]]:
+        """(content hash, text) of chunks in scope, one per hash."""
+        c = t.recall_chunks.c
+        found: dict[str, str] = {}
+        with reading(self.database.reader) as connection:
+            for start in range(0, len(hashes), 500):
+                wanted = list(hashes[start : start + 500])
+                query = _scoped(select(c.content_hash, c.text), scope)
+                for content_hash, text_ in connection.execute(
+                    query.where(c.content_hash.in_(wanted))
+                ):
+                    found.setdefault(content_hash, text_)
+        return list(found.items())
+
+    def cached_embeddings(
+        self, provider: str, model: str, hashes: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        e = t.recall_embeddings.c
+        query = select(e.content_hash, e.vector).where(
+            e.provider == provider, e.model == model, e.content_hash.in_(list(hashes))
+        )
+        with reading(self.database.reader) as connection:
+            return {h: np.frombuffer(v, dtype="<f4") for h, v in connection.execute(query)}
+
+    def store_embeddings(
+        self, provider: str, model: str, vectors: Mapping[str, np.ndarray]
+    ) -> None:
+        """Caches embeddings by (provider, model, content hash); one another server
+        stored meanwhile is kept."""
+        if not vectors:
+            return
+        now = int(time.time() * 1_000_000)
+        rows = [
+            {
+                "provider": provider,
+                "model": model,
+                "content_hash": content_hash,
+                "dimensions": int(vector.shape[0]),
+                "vector": np.asarray(vector, dtype="<f4").tobytes(),
+                "created_us": now,
+            }
+            for content_hash, vector in vectors.items()
+        ]
+        dialect: Any = postgresql if self.database.postgres else sqlite
+        statement = dialect.insert(t.recall_embeddings).on_conflict_do_nothing()
+        with self.database.writer.begin() as connection:
+            connection.execute(statement, rows)
+
+
+@dataclass(frozen=True)
+class _VectorSet:
+    generation: tuple[Any, ...]
+    signature: tuple[Any, ...]
+    ids: np.ndarray
+    matrix: np.ndarray  # unit rows: a dot product is the cosine
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    if matrix.size == 0:
+        return matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.asarray(matrix / np.where(norms == 0, 1.0, norms), dtype=np.float32)
+
+
+def _matrix(vectors: Sequence[bytes]) -> np.ndarray:
+    if not vectors:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+
+
+def _scoped(query: Any, scope: RecallScope) -> Any:
+    c = t.recall_chunks.c
+    conditions: list[ColumnElement[bool]] = []
+    if scope.tenant is not None:
+        catalog = t.catalog.c
+        sessions = select(catalog.session_id).where(
+            catalog.tenant == scope.tenant, catalog.erased == 0
+        )
+        conditions.append(c.session_id.in_(sessions))
+    else:
+        conditions.append(c.session_id.in_(list(scope.session_ids)))
+    for name, value in scope.labels.items():
+        label = t.catalog_labels.c
+        conditions.append(
+            exists().where(
+                and_(label.session_id == c.session_id, label.key == name, label.value == value)
+            )
+        )
+    if scope.since_us is not None:
+        conditions.append(c.recorded_us >= scope.since_us)
+    if scope.until_us is not None:
+        conditions.append(c.recorded_us < scope.until_us)
+    return query.where(*conditions)

@@ -1,0 +1,74 @@
+"""The chain's ``provider`` step: the plan's covered part compacted by the provider.
+
+The part the plan cuts off (the summary in force first, as the view shows it)
+is rendered in the provider's own format and sent to it; its compaction item
+becomes the compaction's ``provider_item``, recorded like any provider
+compaction a client records: that provider's view carries it verbatim in
+place of a summary, the others read its summary (Anthropic's) or a note that
+it is opaque (OpenAI's), it is listed and undone like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from domain.compaction import Compaction, SummarizerAttempt
+from domain.context.compaction_planner import CompactionPlan
+from projections.prompt_formats import PromptRenderer
+from projections.session_history import PromptView
+from services.adapters.summarizers.provider import ProviderCompaction, ProviderCompactor
+from services.engine.base import CompactionRequest
+
+
+def compact_by_provider(
+    compactor: ProviderCompactor, view: PromptView, plan: CompactionPlan, timeout_seconds: float
+) -> ProviderCompaction:
+    """The provider's compaction of what the plan summarises."""
+    entries = list(view.log.entries)
+    cut = next(i for i, e in enumerate(entries) if e.id == plan.first_kept_entry_id)
+    covered = replace(
+        view,
+        log=replace(
+            view.log, entries=entries[:cut], entry_versions=list(view.log.entry_versions)[:cut]
+        ),
+    )
+    # A renderer of its own: the session's keeps each version's whole view.
+    rendered = PromptRenderer().render(covered, compactor.provider_format)
+    system = json.loads(rendered.system_json) if rendered.system_json else None
+    return compactor.compact(json.loads(rendered.messages_json), system, timeout_seconds)
+
+
+def provider_compaction(
+    done: ProviderCompaction,
+    plan: CompactionPlan,
+    request: CompactionRequest,
+    engine: str,
+    attempts: tuple[SummarizerAttempt, ...],
+) -> Compaction:
+    return Compaction(
+        summary="",
+        provider_item=done.item,
+        first_kept_entry_id=plan.first_kept_entry_id,
+        reason=request.trigger,
+        summarizer_model=f"provider:{done.model}",
+        first_covered_entry_id=plan.summarised.first_id,
+        last_covered_entry_id=plan.summarised.last_id,
+        entries_covered=plan.summarised.count,
+        prompt_hash=done.prompt_hash,
+        chunks=1,
+        fallback_stage="provider",
+        attempt=request.attempt,
+        duration_ms=done.duration_ms,
+        engine=engine,
+        instructions=request.instructions,
+        attempts=attempts,
+        details={
+            name: str(value)
+            for name, value in (
+                ("provider_input_tokens", done.input_tokens),
+                ("provider_output_tokens", done.output_tokens),
+            )
+            if value is not None
+        },
+    )

@@ -1,0 +1,111 @@
+"""`compaction.summarizers = ["provider"]` through the gRPC API, on SQLite and
+PostgreSQL: the store asks the conversation's provider to compact (OpenAI's
+/responses/compact through litellm, Anthropic's compaction through the
+Messages API), against the loopback provider speaking those protocols, and
+records the answer as a provider compaction: in that provider's view verbatim,
+in the audit, undoable; a provider that fails hands over to the next step."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from tests.e2e.test_grpc_api import append, text, user
+from tests.support.fake_provider import ANTHROPIC_PATH, COMPACT_PATH, FakeProvider, fail
+
+Stub = pb_grpc.SessionStoreStub
+FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
+MODELS = {
+    "openai": ("openai/gpt-4o", pb.PROMPT_FORMAT_OPENAI_RESPONSES, COMPACT_PATH),
+    "anthropic": ("anthropic/claude-sonnet-4-5", pb.PROMPT_FORMAT_ANTHROPIC, ANTHROPIC_PATH),
+}
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with FakeProvider() as running:
+        yield running
+
+
+def _session(store: Stub, provider: FakeProvider, model: str, chain: list[str]) -> str:
+    policy = pb.CompactionPolicy(
+        summarizers=pb.SummarizerChain(steps=chain),
+        summarizer_api_base=provider.openai_base,
+        mode="manual",
+    )
+    settings = pb.SessionSettings(model=model, context_window_tokens=20_000, compaction=policy)
+    session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
+    append(store, session.id, user(FACT))
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
+    for step in range(6):
+        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 120))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, f"Step {step} reviewed."))
+    return session.id
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undone(
+    store: Stub, provider: FakeProvider, name: str
+) -> None:
+    model, view_format, path = MODELS[name]
+    session_id = _session(store, provider, model, ["provider"])
+
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    receipt = compacted.compaction
+    assert receipt.summarizer_model.startswith("provider:")
+    assert [(a.summarizer, a.outcome) for a in receipt.attempts] == [("provider", "used")]
+    item = receipt.provider_item
+    assert (item.provider, item.type) == (name, "compaction")
+    sent = [r for r in provider.requests if r.path == path]
+    assert len(sent) == 1 and "zebra-7731" in sent[0].text()
+    if name == "anthropic":
+        edits = sent[0].body["context_management"]["edits"]
+        assert edits[0]["type"] == "compact_20260112"
+        assert sent[0].headers["anthropic-beta"] == "compact-2026-01-12"
+        kept = json.loads(item.json)["content"]
+    else:
+        # The item as the provider sent it, nothing added by the way.
+        assert set(json.loads(item.json)) == {"type", "id", "encrypted_content"}
+        kept = base64.b64decode(json.loads(item.json)["encrypted_content"]).decode()
+    assert "zebra-7731" in kept  # what the provider made of the covered part
+
+    # That provider's view carries the item verbatim, in place of the part it covers.
+    view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, format=view_format))
+    assert json.loads(item.json) in json.loads(view.messages_json) or any(
+        json.loads(item.json) in (m.get("content") or [])
+        for m in json.loads(view.messages_json)
+        if isinstance(m.get("content"), list)
+    )
+    assert '"Noted."' not in view.messages_json  # the covered turn, as a message of its own
+
+    # The audit lists it; an undo brings the covered entries back.
+    listed = store.ListCompactions(
+        pb.ListCompactionsRequest(session_id=session_id, min_position=compacted.position)
+    ).compactions
+    assert [(c.version, c.summarizer_model) for c in listed] == [
+        (compacted.version, receipt.summarizer_model)
+    ]
+    store.UndoCompaction(pb.UndoCompactionRequest(session_id=session_id, reason="check"))
+    again = store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, format=view_format))
+    assert "zebra-7731" in again.messages_json
+
+
+def test_a_provider_that_fails_hands_over_to_the_next_step(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session_id = _session(store, provider, "openai/gpt-4o", ["provider", "offline"])
+    provider.script(fail("server_error"))
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    attempts = [(a.summarizer, a.outcome) for a in compacted.compaction.attempts]
+    assert attempts == [("provider", "failed"), ("offline", "used")]
+    assert not compacted.compaction.HasField("provider_item")
+    assert "Recall(session_id, query)" in compacted.compaction.summary

@@ -1,0 +1,395 @@
+"""Recall through the gRPC API, on SQLite and PostgreSQL: a fact from a turn that
+compaction hid is found again (by full text, offline; by meaning, against the
+loopback provider's embeddings endpoint), names the compaction that hid it,
+and is never found again once erased, nor its embedding kept; tenant-wide
+search with label and time filters; bad requests refused clearly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from eventsourcing.domain import get_topic
+from eventsourcing.persistence import StoredEvent
+from google.protobuf.timestamp_pb2 import Timestamp
+from sqlalchemy import func, select
+
+from domain.session import Session
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from services.adapters import read_model_tables as t
+from services.grpc.server import RunningServer
+from services.readmodels.admin import rebuild_read_model
+from tests.e2e.test_grpc_api import append, refused, text, user
+from tests.support.fake_provider import EMBEDDINGS_PATH, FakeProvider, delay
+
+Stub = pb_grpc.SessionStoreStub
+FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
+EMBEDDING_MODEL = "openai/text-embedding-3-small"
+
+
+def _history_with_hidden_fact(store: Stub, session_id: str) -> tuple[str, int, int]:
+    """A fact in the first turn, then turns enough to compact it away. Answers the
+    fact's entry id, the version that appended it, and the compaction's version."""
+    fact = append(store, session_id, user(FACT))
+    append(store, session_id, text(pb.ROLE_ASSISTANT, "Noted, I will remember it."))
+    kept = append(store, session_id, user("Now list the open pull requests."))
+    append(store, session_id, text(pb.ROLE_ASSISTANT, "There are three open pull requests."))
+    compaction = store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session_id,
+            summary="## Goal\nOperate staging.\n## Progress\nListed pull requests.",
+            first_kept_entry_id=kept.entry_ids[0],
+            tokens_before=900,
+            tokens_after=60,
+            reason="threshold",
+        )
+    )
+    return fact.entry_ids[0], fact.version, compaction.version
+
+
+def _recall(store: Stub, session_id: str, query: str, **fields: object) -> pb.RecallResponse:
+    return store.Recall(pb.RecallRequest(session_id=session_id, query=query, **fields))  # type: ignore[arg-type]
+
+
+def _chunks_holding(server: RunningServer, needle: str) -> int:
+    models = server.app.read_models
+    assert models is not None
+    c = t.recall_chunks.c
+    with models.database.reader.connect() as connection:
+        query = select(func.count()).where(c.text.contains(needle))
+        return int(connection.execute(query).scalar() or 0)
+
+
+def _embeddings(server: RunningServer) -> int:
+    models = server.app.read_models
+    assert models is not None
+    with models.database.reader.connect() as connection:
+        return int(
+            connection.execute(select(func.count()).select_from(t.recall_embeddings)).scalar() or 0
+        )
+
+
+def test_a_compacted_fact_is_recalled_by_full_text_until_erased(
+    store: Stub, server: RunningServer
+) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="ops"))
+    fact_id, fact_version, compaction_version = _history_with_hidden_fact(store, session.id)
+    view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+    assert "zebra-7731" not in str(view), "the fact must be hidden from the prompt"
+
+    found = _recall(store, session.id, "vault zebra-7731")
+    assert found.embedding_model == ""
+    top = found.hits[0]
+    assert (top.entry_id, top.session_id, top.version) == (fact_id, "ops", fact_version)
+    assert top.hidden_by_compaction == compaction_version
+    assert "zebra-7731" in top.snippet and top.role == "user"
+    assert top.matched_by == "fulltext" and top.score > 0
+    # A turn still in the view names no compaction.
+    visible = _recall(store, session.id, "pull requests").hits[0]
+    assert visible.hidden_by_compaction == 0
+    # The client fetches the entry the hit names.
+    entry = store.GetEntry(pb.GetEntryRequest(session_id=session.id, entry_id=top.entry_id))
+    assert FACT in str(entry)
+
+    store.EraseEntries(
+        pb.EraseEntriesRequest(session_id=session.id, entry_ids=[fact_id], reason="GDPR request")
+    )
+    after = _recall(store, session.id, "vault zebra-7731")
+    assert fact_id not in [h.entry_id for h in after.hits]
+    assert _chunks_holding(server, "zebra") == 0
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeProvider() as running:
+        yield running
+
+
+def test_semantic_recall_finds_by_meaning_embeds_once_and_forgets_erased_text(
+    store: Stub, server: RunningServer, provider: FakeProvider
+) -> None:
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL, embedding_api_base=provider.openai_base
+    )
+    session = store.CreateSession(
+        pb.CreateSessionRequest(session_id="trip", settings=pb.SessionSettings(memory=memory))
+    )
+    parked = append(store, session.id, user("I parked my car on level three, bay 42.")).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Got it, level three, bay 42."))
+    kept = append(store, session.id, user("Book a table for two at eight.")).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Booked for eight."))
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session.id, summary="## Goal\nEvening plans.", first_kept_entry_id=kept
+        )
+    )
+
+    # No word of the query is in the fact: only its meaning matches.
+    found = _recall(store, session.id, "automobile")
+    assert found.embedding_model == EMBEDDING_MODEL
+    assert found.hits[0].entry_id == parked
+    assert found.hits[0].matched_by == "semantic"
+    assert found.hits[0].hidden_by_compaction > 0
+    calls = [r for r in provider.requests if r.path == EMBEDDINGS_PATH]
+    embedded = [text for r in calls for text in r.body["input"]]
+    assert len(embedded) == len(set(embedded)) == 5  # four entries and the query
+
+    # Asked again (and by another session with the same text): nothing is embedded twice.
+    assert _recall(store, session.id, "automobile").hits[0].entry_id == parked
+    other = store.CreateSession(
+        pb.CreateSessionRequest(session_id="copy", settings=pb.SessionSettings(memory=memory))
+    )
+    append(store, other.id, user("I parked my car on level three, bay 42."))
+    assert _recall(store, other.id, "automobile").hits[0].session_id == "copy"
+    assert len([r for r in provider.requests if r.path == EMBEDDINGS_PATH]) == len(calls)
+
+    # Both words and meaning: the fused rank says so.
+    both = _recall(store, session.id, "car bay")
+    assert both.hits[0].entry_id == parked and both.hits[0].matched_by == "fulltext+semantic"
+
+    before = _embeddings(server)
+    store.EraseEntries(pb.EraseEntriesRequest(session_id=session.id, entry_ids=[parked]))
+    assert parked not in [h.entry_id for h in _recall(store, session.id, "automobile").hits]
+    assert _embeddings(server) < before  # the erased text's embedding is gone
+
+
+def test_semantic_recall_falls_back_to_full_text_when_the_provider_fails(
+    store: Stub, provider: FakeProvider
+) -> None:
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL, embedding_api_base=provider.url + "/nowhere"
+    )
+    session = store.CreateSession(
+        pb.CreateSessionRequest(settings=pb.SessionSettings(memory=memory))
+    )
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    found = _recall(store, session.id, "zebra-7731")
+    assert found.embedding_model == "" and found.hits[0].entry_id == fact
+
+
+def _stamp(moment: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def test_tenant_wide_recall_with_label_and_time_filters(store: Stub) -> None:
+    for name, team in (("alpha", "blue"), ("beta", "blue"), ("gamma", "red")):
+        store.CreateSession(
+            pb.CreateSessionRequest(
+                session_id=name, settings=pb.SessionSettings(labels={"team": team})
+            )
+        )
+        append(store, name, user(f"The {name} release is tagged v-orchid-{name}."))
+    now = datetime.now(UTC)
+
+    alone = _recall(store, "alpha", "orchid")
+    assert {h.session_id for h in alone.hits} == {"alpha"}
+    everywhere = _recall(store, "alpha", "orchid", tenant_wide=True)
+    assert {h.session_id for h in everywhere.hits} == {"alpha", "beta", "gamma"}
+    blue = _recall(store, "alpha", "orchid", tenant_wide=True, labels={"team": "blue"})
+    assert {h.session_id for h in blue.hits} == {"alpha", "beta"}
+    red = _recall(store, "alpha", "orchid", labels={"team": "red"})
+    assert list(red.hits) == []  # alpha itself is not red
+
+    hour = timedelta(hours=1)
+    window = _recall(
+        store,
+        "alpha",
+        "orchid",
+        tenant_wide=True,
+        since=_stamp(now - hour),
+        until=_stamp(now + hour),
+    )
+    assert len(window.hits) == 3
+    assert (
+        list(_recall(store, "alpha", "orchid", tenant_wide=True, since=_stamp(now + hour)).hits)
+        == []
+    )
+    assert (
+        list(_recall(store, "alpha", "orchid", tenant_wide=True, until=_stamp(now - hour)).hits)
+        == []
+    )
+
+
+def test_bad_recall_requests_are_refused_clearly(store: Stub) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="s1"))
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    assert "query is required" in refused(lambda: _recall(store, session.id, "  "), invalid)
+    assert "session_id is required" in refused(lambda: _recall(store, "", "x"), invalid)
+    assert "limit 500" in refused(lambda: _recall(store, session.id, "x", limit=500), invalid)
+    assert "limit -1" in refused(lambda: _recall(store, session.id, "x", limit=-1), invalid)
+    later, earlier = _stamp(datetime.now(UTC)), _stamp(datetime.now(UTC) - timedelta(days=1))
+    assert "since must be before until" in refused(
+        lambda: _recall(store, session.id, "x", since=later, until=earlier), invalid
+    )
+    assert "query is" in refused(lambda: _recall(store, session.id, "x" * 5_000), invalid)
+    missing = refused(lambda: _recall(store, "nobody", "x"), grpc.StatusCode.NOT_FOUND)
+    assert "nobody" in missing
+    # Words no entry holds, and query syntax of either database, answer no hits, not errors.
+    for query in ("zzzz", 'a" OR b', "NEAR(x y)", "a & b | !c", "*", "'"):
+        assert list(_recall(store, session.id, query).hits) == [], query
+
+
+def _index_rows(server: RunningServer) -> list[tuple[object, ...]]:
+    """The index's chunks, less their surrogate ids, in a stable order."""
+    models = server.app.read_models
+    assert models is not None
+    c = t.recall_chunks.c
+    columns = [col for col in t.recall_chunks.columns if col.name != "id"]
+    with models.database.reader.connect() as connection:
+        rows = connection.execute(
+            select(*columns).order_by(c.session_id, c.entry_position, c.chunk)
+        )
+        return [tuple(row) for row in rows]
+
+
+def test_the_index_rebuilds_from_zero_without_what_was_erased(
+    store: Stub, server: RunningServer
+) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="ops"))
+    fact_id, _, _ = _history_with_hidden_fact(store, session.id)
+    append(store, session.id, user("tail " * 2_000))  # several chunks
+    store.EraseEntries(pb.EraseEntriesRequest(session_id=session.id, entry_ids=[fact_id]))
+    _recall(store, session.id, "anything")  # waits for the index
+    live = _index_rows(server)
+    assert len({r[1] for r in live}) == 4  # entries: the fact is gone
+    assert max(r[2] for r in live) > 0  # the long entry is cut in chunks
+
+    rebuild_read_model(server.service.config.database_url, "recall")
+    assert _index_rows(server) == live
+    assert fact_id not in [h.entry_id for h in _recall(store, session.id, "zebra-7731").hits]
+
+
+def test_an_entry_event_the_index_cannot_read_is_quarantined_and_stops_nothing(
+    store: Stub, server: RunningServer
+) -> None:
+    models = server.app.read_models
+    assert models is not None and models.runner is not None
+    models.runner.stop()
+    server.service.store.recorder.insert_events(
+        [StoredEvent("poison-1", 2, get_topic(Session.EntriesAppended), b"\xffnot an event")]
+    )
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="after"))
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    models.runner.start()
+    try:
+        found = _recall(store, session.id, "zebra")
+    except grpc.RpcError as refusal:  # the first wait past it is told of it
+        assert refusal.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "recall read model could not apply" in str(refusal.details())
+        found = _recall(store, session.id, "zebra")
+    assert found.hits[0].entry_id == fact
+    status = store.GetReadModelStatus(pb.GetReadModelStatusRequest())
+    # The catalog reads every event, so it quarantined it too.
+    assert ("recall", "poison-1") in {(q.model, q.session_id) for q in status.quarantined}
+    assert {m.name: m.lag for m in status.models}["recall"] == 0
+
+
+def test_the_prompt_view_recalls_hidden_entries_for_the_newest_turn_within_budget(
+    store: Stub,
+) -> None:
+    memory = pb.MemoryPolicy(retrieval_top_k=2)
+    settings = pb.SessionSettings(model="gpt-4o", context_window_tokens=20_000, memory=memory)
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="agent", settings=settings))
+    fact_id = append(store, session.id, user(FACT)).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
+    for step in range(6):
+        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 120))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, f"Step {step} reviewed."))
+    compacted = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
+    assert compacted.compacted, compacted.reason
+    # The summary tells the agent where the raw history is and how to search it.
+    assert "Recall(session_id, query)" in compacted.compaction.summary
+
+    append(store, session.id, user("Which vault path holds the staging password?"))
+    # A view does not wait for the index (it would slow every turn): a search does.
+    _recall(store, session.id, "vault")
+    view = store.GetPromptView(
+        pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_ANTHROPIC)
+    )
+    assert "<recalled_context" in view.messages_json, view.actions
+    assert "zebra-7731" in view.messages_json
+    (action,) = [a for a in view.actions if a.kind == "recalled"]
+    assert fact_id in action.detail
+    assert view.estimated_tokens <= view.budget_tokens
+    # The log itself is untouched.
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert "recalled_context" not in str(log)
+
+    # Without retrieval the same view holds no block.
+    store.UpdateSettings(
+        pb.UpdateSettingsRequest(
+            session_id=session.id,
+            settings=pb.SessionSettings(memory=pb.MemoryPolicy(retrieval_top_k=0)),
+        )
+    )
+    plain = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+    assert "recalled_context" not in plain.messages_json
+    assert not [a for a in plain.actions if a.kind.startswith("recall")]
+
+
+def test_retrieval_top_k_out_of_range_is_refused(store: Stub) -> None:
+    settings = pb.SessionSettings(memory=pb.MemoryPolicy(retrieval_top_k=500))
+    message = refused(
+        lambda: store.CreateSession(pb.CreateSessionRequest(settings=settings)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert "memory.retrieval_top_k" in message
+
+
+def test_retracted_cleared_and_forked_histories_are_found_too(store: Stub) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="raw"))
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
+    oops = append(store, session.id, user("The wrong key is marmot-55.")).entry_ids[0]
+    store.RetractEntry(pb.RetractEntryRequest(session_id=session.id, entry_id=oops))
+    store.ClearSession(pb.ClearSessionRequest(session_id=session.id, reason="fresh start"))
+    found = {h.entry_id: h for h in _recall(store, session.id, "zebra-7731 marmot").hits}
+    assert set(found) == {fact, oops}
+    assert all(h.hidden_by_compaction == 0 for h in found.values())  # a clear, no compaction
+
+    store.ForkSession(pb.ForkSessionRequest(session_id=session.id, new_session_id="raw-fork"))
+    forked = _recall(store, "raw-fork", "zebra-7731").hits
+    assert [(h.session_id, h.entry_id) for h in forked] == [("raw-fork", fact)]
+
+
+def test_a_query_of_one_very_long_word_is_answered(store: Stub) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="long"))
+    append(store, session.id, user("a" * 3_000))
+    assert len(_recall(store, session.id, "b" * 3_000).hits) == 0
+
+
+def test_a_slow_embedding_provider_leaves_the_full_text_answer_within_the_deadline(
+    store: Stub, provider: FakeProvider
+) -> None:
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL,
+        embedding_api_base=provider.openai_base,
+        embedding_timeout_seconds=30,
+    )
+    session = store.CreateSession(
+        pb.CreateSessionRequest(settings=pb.SessionSettings(memory=memory))
+    )
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    provider.script(delay(10))
+    started = time.monotonic()
+    found = store.Recall(pb.RecallRequest(session_id=session.id, query="zebra"), timeout=3)
+    assert time.monotonic() - started < 3
+    assert found.embedding_model == "" and found.hits[0].entry_id == fact
+
+
+def test_a_session_erased_whole_is_never_found_again(store: Stub, server: RunningServer) -> None:
+    for name in ("gone", "kept"):
+        store.CreateSession(pb.CreateSessionRequest(session_id=name))
+        append(store, name, user(FACT))
+    store.EraseSession(pb.EraseSessionRequest(session_id="gone", reason="GDPR request"))
+    assert list(_recall(store, "gone", "zebra-7731").hits) == []
+    wide = _recall(store, "kept", "zebra-7731", tenant_wide=True)
+    assert [h.session_id for h in wide.hits] == ["kept"]
+    assert _chunks_holding(server, "zebra") == 1

@@ -63,6 +63,7 @@ run: .venv/.synced-runtime
 # `make test` runs every tier; each tier also has a target of its own.
 test: setup proto-check
 	bash .ci/ensure-postgres
+	bash .ci/ensure-prometheus
 	$(RUN) pytest tests/unit tests/integration tests/e2e
 
 test-unit: setup
@@ -74,6 +75,7 @@ test-integration: setup
 
 test-e2e: setup
 	bash .ci/ensure-postgres
+	bash .ci/ensure-prometheus
 	$(RUN) pytest tests/e2e
 
 lint: setup proto-check

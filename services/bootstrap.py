@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
+
 from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
 from services.adapters.retention_file import read_policies
@@ -45,6 +47,7 @@ from services.config import Config
 from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
+from services.observability.setup import Observability
 from services.readmodels import ReadModels, build_read_models
 from services.readmodels.runner import ReadModelRunner
 
@@ -61,12 +64,16 @@ class Application:
     streams: EventStreams
     # The SQL read models, unless the database is memory: or projections are off.
     read_models: ReadModels | None = None
+    # Metrics and traces (each off unless configured), and the calls' log context.
+    observability: Observability | None = None
 
     def close(self) -> None:
         self.runner.close()
         if self.read_models is not None:
             self.read_models.close()
         self.sessions.close()
+        if self.observability is not None:
+            self.observability.close()
 
 
 def build_sessions(
@@ -103,7 +110,9 @@ def build_service(config: Config) -> SessionService:
     return build_application(config).sessions
 
 
-def build_application(config: Config) -> Application:
+def build_application(config: Config, tracer_provider: TracerProvider | None = None) -> Application:
+    """``tracer_provider``: where spans go; None: as the OTEL_* variables say."""
+    observability = Observability(config, tracer_provider)
     providers = load_providers(config.providers_file)
     factories = installed_engines()
     sessions = build_sessions(config, build_event_store(config), engine_names=factories)
@@ -113,10 +122,11 @@ def build_application(config: Config) -> Application:
     engines = EngineRegistry(
         EngineContext(
             port=sessions,
-            summarizers=lambda step: build_summarizer(step, providers),
+            summarizers=observability.summarizers(lambda step: build_summarizer(step, providers)),
             runner=runner,
         ),
         factories,
+        wrap=observability.engine,
     )
     read_models = None
     if config.database_url != "memory:" and config.projections != "off":
@@ -132,6 +142,7 @@ def build_application(config: Config) -> Application:
             sessions.write_path.on_saved(lambda _session, _events: wake())
     context = ContextService(sessions, engines)
     sessions.write_path.on_saved(context.ingest)
+    observability.watch(sessions, read_models)
     return Application(
         sessions,
         context,
@@ -140,6 +151,7 @@ def build_application(config: Config) -> Application:
         audit=AuditService(sessions, read_models),
         streams=EventStreams(sessions),
         read_models=read_models,
+        observability=observability,
     )
 
 

@@ -126,10 +126,18 @@ class Config(BaseSettings):
         "sessions' compaction.summarizers (model@name); keys never enter settings or events",
     )
     reflection: bool = Field(True, description="serve gRPC server reflection")
-    log_format: str = Field("console", description="console or json")
+    metrics_address: str | None = Field(
+        None,
+        description="host:port where Prometheus metrics are served over HTTP at /metrics "
+        "(e.g. 0.0.0.0:9464); unset: no metrics",
+    )
+    log_format: Literal["console", "json"] = Field(
+        "console",
+        description="console (for a person) or json (one object a line, for a log collector)",
+    )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
-    @field_validator("address", "health_address")
+    @field_validator("address", "health_address", "metrics_address")
     @classmethod
     def _host_and_port(cls, address: str | None) -> str | None:
         if address is None:

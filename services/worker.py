@@ -25,6 +25,7 @@ from services.adapters.event_store import build_event_store
 from services.bootstrap import build_worker_retention
 from services.config import Config
 from services.logs import configure_logging
+from services.observability.setup import serve_worker_metrics
 from services.readmodels.leadership import project_while_leading
 from services.readmodels.service import build_read_models
 
@@ -48,6 +49,7 @@ def main() -> None:
         migrate_first=config.migrate_at_start,
         poll_seconds=config.projection_poll_seconds,
     )
+    metrics = serve_worker_metrics(config, models)
     stopping = threading.Event()
     leads = threading.Event()
     threads = [
@@ -69,6 +71,8 @@ def main() -> None:
         thread.join()
     models.close()
     events.close()
+    if metrics is not None:
+        metrics.close()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ changes, so it is remembered once known.
 
 from __future__ import annotations
 
+from typing import Any
+
 from domain.errors import SessionExists, SessionNotFound, quoted
 from domain.session import Session
 from services.adapters.event_store import EventStore
@@ -28,6 +30,10 @@ class SessionAccess:
         # Aggregates read for the read path, trusted while the history agrees.
         self.read: WeightedLRU[str, Session] = WeightedLRU(WRITE_CACHE_SESSIONS, lambda _: 1)
         self._tenants: WeightedLRU[str, str] = WeightedLRU(TENANT_CACHE_SESSIONS, lambda _: 1)
+
+    def caches(self) -> dict[str, WeightedLRU[str, Any]]:
+        """The caches by name, for the metrics."""
+        return {"tenants": self._tenants}
 
     def load(self, session_id: str) -> Session:
         """The session as stored, whoever asks."""

@@ -22,16 +22,26 @@ class WeightedLRU(Generic[K, V]):
         self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
         self._total = 0.0
         self._lock = threading.Lock()
+        # Since start, for the metrics (read without the lock: a scrape may be a
+        # lookup behind).
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
 
     @property
     def weight(self) -> float:
         return self._total
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def get(self, key: K) -> V | None:
         with self._lock:
             item = self._items.get(key)
             if item is None:
+                self.misses += 1
                 return None
+            self.hits += 1
             self._items.move_to_end(key)
             return item[0]
 
@@ -48,6 +58,7 @@ class WeightedLRU(Generic[K, V]):
             while self._total > self.max_weight and len(self._items) > 1:
                 _, (_, evicted) = self._items.popitem(last=False)
                 self._total -= evicted
+                self.evictions += 1
 
     def discard(self, key: K) -> None:
         with self._lock:

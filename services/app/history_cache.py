@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError
 
@@ -68,6 +69,10 @@ class HistoryCache:
 
     def _lock(self, session_id: str) -> threading.Lock:
         return self._locks[hash(session_id) % LOCK_STRIPES]
+
+    def caches(self) -> dict[str, WeightedLRU[str, Any]]:
+        """The caches by name, for the metrics."""
+        return {"histories": self._histories, "renderings": self._renderers}
 
     # -- one read -------------------------------------------------------------------
 

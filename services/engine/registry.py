@@ -13,6 +13,7 @@ from SESSIONSTORE_SESSION_DEFAULTS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from domain.errors import InvalidSettings, quoted
@@ -39,10 +40,15 @@ class EngineRegistry:
     """Builds each engine once, on first use, with the same context."""
 
     def __init__(
-        self, context: EngineContext, factories: dict[str, EngineFactory] | None = None
+        self,
+        context: EngineContext,
+        factories: dict[str, EngineFactory] | None = None,
+        wrap: Callable[[ContextEngine], ContextEngine] = lambda engine: engine,
     ) -> None:
         self._context = context
         self._factories = installed_engines() if factories is None else dict(factories)
+        # Laid around each engine built (the tracing of its decisions).
+        self._wrap = wrap
         self._engines: dict[str, ContextEngine] = {}
 
     @property
@@ -58,5 +64,5 @@ class EngineRegistry:
                     f"engine {quoted(name)} is not installed; this server has "
                     f"{', '.join(self.names)}"
                 )
-            engine = self._engines[name] = factory(self._context)
+            engine = self._engines[name] = self._wrap(factory(self._context))
         return engine

@@ -15,6 +15,7 @@ queue behind a model's minutes. The jobs of one lane run one at a time.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,7 +47,8 @@ class CompactionRunner:
                 with lane_lock:
                     return job()
 
-            future = self._pool.submit(one_at_a_time)
+            # In the context of who started it: its trace, its log context.
+            future = self._pool.submit(contextvars.copy_context().run, one_at_a_time)
             self._latest[key] = future
         # Outside the lock: a job already done runs the callback right here.
         future.add_done_callback(lambda done: self._forget(key, done))

@@ -171,6 +171,10 @@ def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple
     code, message = status_for(error)
     if code is grpc.StatusCode.INTERNAL:
         log.exception("request failed", method=method)
+    elif code is grpc.StatusCode.UNAVAILABLE:
+        # A state of the server (the database down, a read model behind, a stop),
+        # which is logged when it starts and ends: not once more per call it refuses.
+        log.debug("request refused", method=method, code=code.name, reason=message)
     else:
         log.info("request refused", method=method, code=code.name, reason=message)
     if isinstance(error, errors.DomainError) and error.reason:

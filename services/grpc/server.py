@@ -24,6 +24,7 @@ import psycopg
 import structlog
 from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -39,11 +40,12 @@ from services.config import Config
 from services.grpc.auth import AuthInterceptor
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
+from services.grpc.observing import ObservingInterceptor
 from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.logs import configure_logging
+from services.logs import StateLog, configure_logging
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
 SERVICE_NAME = SERVICE.full_name
@@ -120,6 +122,9 @@ class DatabaseMonitor:
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
         self.reason = ""
+        # A look that fails each interval is said when it starts failing and when
+        # it works again, not every half second.
+        self._erasures = StateLog(log, "could not look for erasures", "looking for erasures again")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -157,8 +162,10 @@ class DatabaseMonitor:
         # without ever being read again: drop it all the same.
         try:
             self._service.forget_erased()
-        except Exception:
-            log.exception("could not look for erasures")
+        except Exception as error:
+            self._erasures.failed(str(error) or type(error).__name__, exc_info=True)
+        else:
+            self._erasures.ok()
 
     def _expire_keys(self) -> None:
         try:
@@ -197,6 +204,11 @@ class RunningServer:
     def service(self) -> SessionService:
         return self.app.sessions
 
+    @property
+    def metrics_port(self) -> int:
+        """Where /metrics is served (0: nowhere, SESSIONSTORE_METRICS_ADDRESS unset)."""
+        return self.app.observability.metrics_port if self.app.observability else 0
+
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         self.loop.run(self._stop(grace))
         self.loop.close()
@@ -216,12 +228,13 @@ class RunningServer:
             await self.health_server.stop(0)
 
 
-def start(config: Config) -> RunningServer:
-    """Starts serving in background threads and returns at once."""
+def start(config: Config, tracer_provider: TracerProvider | None = None) -> RunningServer:
+    """Starts serving in background threads and returns at once. ``tracer_provider``:
+    where spans go (None: as the OTEL_* variables say)."""
     if not structlog.is_configured():
         configure_logging(config)  # else log lines would go to stdout
     tokens, credentials = load_security(config)
-    app = build_application(config)
+    app = build_application(config, tracer_provider)
     service = app.sessions
     # Fail now if the database cannot be reached, and open its connection
     # pool, rather than in the first request.
@@ -262,9 +275,14 @@ async def _serve(
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
     deadlines = DeadlineInterceptor(workers)
+    # Observing outermost: it sees the status the error interceptor gives, and the
+    # whole call's time.
     interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(SERVICE, strings), deadlines]
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
+    if app.observability is not None:
+        observability = app.observability
+        interceptors.insert(0, ObservingInterceptor(observability.metrics, observability.tracer))
     server = grpc.aio.server(
         migration_thread_pool=workers,
         interceptors=interceptors,
@@ -289,6 +307,9 @@ async def _serve(
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
         )
     port = _listen(server, config.address, credentials)
+    if app.observability is not None:
+        # Before serving: a taken metrics address stops the start, like a taken address.
+        app.observability.serve_metrics()
     health_server, health_port = None, 0
     if config.health_address is not None:
         # Health alone, in plain text: probes that cannot speak TLS reach it, and

@@ -39,6 +39,7 @@ from services.adapters.read_model_store import (
     Unreadable,
     describe_error,
 )
+from services.logs import StateLog
 
 BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:
@@ -87,6 +88,12 @@ class ReadModelRunner:
         self._threads: list[threading.Thread] = []
         # The store's head as of this runner's latest catch-up of every model.
         self._reached = -1
+        # LISTEN lost with the database: said once, and once when it is back.
+        self._listening = StateLog(
+            log,
+            "cannot listen for the store's notifications; polling until it can",
+            "listening for the store's notifications again",
+        )
 
     def fetch(self, position: int, topics: Sequence[str]) -> tuple[Batch, int]:
         """The next batch of events after ``position`` of the given topics, and the
@@ -304,6 +311,11 @@ class ReadModelRunner:
         wanted = self.states if names is None else names
         return {n: self.states[n] for n in wanted if self.states[n].failing_since is not None}
 
+    @property
+    def running(self) -> bool:
+        """Whether it projects now (started and not stopped)."""
+        return bool(self._threads)
+
     def wake(self) -> None:
         """New events: catch up once the pause after the last catch-up is over."""
         self._wake.set()
@@ -359,6 +371,7 @@ class ReadModelRunner:
             try:
                 with connect_postgres(self.models.database) as conn:
                     conn.execute(f'LISTEN "{channel}"')
+                    self._listening.ok()
                     while not self._stopping.is_set():
                         for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):
                             self._wake.set()
@@ -366,6 +379,7 @@ class ReadModelRunner:
                         # of the pause wait in the socket and are read together, not
                         # one wake-up of this thread per write.
                         self._stopping.wait(COALESCE_SECONDS)
-            except psycopg.Error:
+            except psycopg.Error as error:
                 # Polling goes on meanwhile; listen again after a pause.
+                self._listening.failed(describe_error(error))
                 self._stopping.wait(self.poll_seconds * 5)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.stress.config import StressConfig
 from tests.stress.faults import Moment
@@ -22,8 +22,6 @@ class Run:
     moments: list[Moment]
     outcomes: list[Outcome]
     codes: Counter[str]
-    # The first details of each status other than OK, with its wall-clock time.
-    odd_answers: dict[str, str]
     # Acknowledged appends sent again on purpose, and those not answered as replays.
     resends: int
     resend_failures: list[str]
@@ -32,6 +30,8 @@ class Run:
     crashed: list[str]
     total_seconds: float
     read_side: ReadSideChecks
+    # The first details of each status other than OK, with its wall-clock time.
+    odd_answers: dict[str, str] = field(default_factory=dict)
 
 
 def judge(run: Run) -> list[str]:

@@ -132,6 +132,28 @@ CUSTOM_KINDS = {
             ("selector", "endpoints"),
         ),
     ),
+    ("monitoring.coreos.com/v1", "PodMonitor"): _kind(
+        "monitoring.coreos.com/v1",
+        "PodMonitor",
+        _closed(
+            {
+                "selector": _closed({"matchLabels": STRINGS}, ("matchLabels",)),
+                "podMetricsEndpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": _closed(
+                        {
+                            "port": {"type": "string"},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "interval": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"},
+                        },
+                        ("port",),
+                    ),
+                },
+            },
+            ("selector", "podMetricsEndpoints"),
+        ),
+    ),
 }
 
 
@@ -152,8 +174,8 @@ RENDERS = {
         for overlay in OVERLAYS
     },
     **{
-        f"production+{component}": lambda component=component: render_with_component(
-            "production", component
+        f"single-node+{component}": lambda component=component: render_with_component(
+            "single-node", component
         )
         for component in COMPONENTS
     },
@@ -303,3 +325,36 @@ def test_the_readme_shows_the_clients_service_config() -> None:
     readme = (KUBERNETES.parents[1] / "README.md").read_text()
     deploy = readme[readme.index("## Deploy") : readme.index("## Architecture")]
     assert f"'{json.dumps(json.loads(shown))}'" in deploy
+
+
+def test_prometheus_finds_the_metrics_port_of_every_server_and_worker() -> None:
+    objects = render(KUBERNETES / "overlays" / "production")
+    service = find(objects, "Service", "sessionstore")
+    monitor = find(objects, "ServiceMonitor", "sessionstore")
+    selected = monitor["spec"]["selector"]["matchLabels"].items()
+    assert selected <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    pod_monitor = find(objects, "PodMonitor", "sessionstore-worker")
+    for name, monitor_port in (
+        ("sessionstore", endpoint["port"]),
+        ("sessionstore-worker", pod_monitor["spec"]["podMetricsEndpoints"][0]["port"]),
+    ):
+        workload = find(objects, "Deployment", name)
+        if name == "sessionstore-worker":
+            selector = pod_monitor["spec"]["selector"]["matchLabels"].items()
+            assert selector <= workload["spec"]["template"]["metadata"]["labels"].items()
+        (container,) = pod_spec(workload)["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        # The process listens where the port the monitor scrapes points.
+        address = environment(objects, container)["SESSIONSTORE_METRICS_ADDRESS"]
+        assert address == f"0.0.0.0:{ports[monitor_port]}", name
+    # And the network policies let the scrapes in.
+    allowed = {
+        policy["metadata"]["name"]: {
+            port["port"] for rule in policy["spec"].get("ingress", []) for port in rule["ports"]
+        }
+        for policy in objects
+        if policy["kind"] == "NetworkPolicy"
+    }
+    assert 9464 in allowed["sessionstore-server"] and 9464 in allowed["sessionstore-worker"]

@@ -58,7 +58,7 @@ def loaded(variables: dict[str, Any], tmp_path: Path) -> Config:
 def all_renders() -> dict[str, list[Object]]:
     found = {o: render(KUBERNETES / "overlays" / o) for o in OVERLAYS}
     for component in COMPONENTS:
-        found[f"production+{component}"] = render_with_component("production", component)
+        found[f"single-node+{component}"] = render_with_component("single-node", component)
     return found
 
 

@@ -108,7 +108,11 @@ def run_with(
         drain_seconds=30,
         seed=1,
     )
-    moments = [Moment(0.0, "load starts"), Moment(0.5, "database started"), Moment(2.0, "stop")]
+    moments = [
+        Moment(0.0, "load starts"),
+        Moment(0.5, "database started", fault=True),
+        Moment(2.0, "stop"),
+    ]
     return Run(
         config, moments, outcomes, codes, 0, [], Verdict(), [], 1.0, read_side or ReadSideChecks()
     )
@@ -134,3 +138,22 @@ def test_a_read_side_that_did_not_hold_fails_the_run() -> None:
         read_models=["read models quarantined 1 event(s): catalog #9: DataError"],
     )
     assert judge(run_with(many, Counter(OK=100_000), checks)) == checks.reasons()
+
+
+def test_appends_after_the_last_fault_count_though_a_restart_came_later() -> None:
+    """The SIGTERM fault is over when its server has exited; its restart, which may
+    take until the load ends on a slow machine, is not a fault to serve after."""
+    many = [acknowledged(f"c0-a{n}", n + 2, 1) for n in range(100_000)]
+    run = run_with(many, Counter(OK=100_000))
+    run.moments[-1:-1] = [Moment(1.9, "server 2 restarted and SERVING")]
+    assert judge(run) == []
+    run.moments[1] = Moment(1.5, "SIGTERM server 2: exited", fault=True)
+    assert judge(run) == ["no append acknowledged after the last fault"]
+
+
+def test_a_stream_reset_is_retried_but_any_other_cancel_fails_the_run() -> None:
+    many = [acknowledged(f"c0-a{n}", n + 2, 1) for n in range(100_000)]
+    reset = Counter({"OK": 100_000, "CANCELLED (stream reset)": 1})
+    assert judge(run_with(many, reset)) == []
+    reasons = judge(run_with(many, Counter(OK=100_000, CANCELLED=1)))
+    assert reasons == ["statuses no append should answer: CANCELLED 1"]

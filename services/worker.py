@@ -49,7 +49,6 @@ def main() -> None:
         migrate_first=config.migrate_at_start,
         poll_seconds=config.projection_poll_seconds,
     )
-    metrics = serve_worker_metrics(config, models)
     stopping = threading.Event()
     leads = threading.Event()
     threads = [
@@ -58,6 +57,7 @@ def main() -> None:
         )
     ]
     retention = build_worker_retention(config, events, models, leads)
+    metrics = serve_worker_metrics(config, models, retention)
     if retention is None:
         log.info("retention: no policy file (SESSIONSTORE_RETENTION_FILE), nothing removed")
     else:

@@ -16,11 +16,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.adapters.summarizers.base import Summarizer
+from services.app.retention_scheduler import RetentionScheduler
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import ContextEngine
 from services.observability.collector import StateCollector
 from services.observability.metrics import BoundedLabels, Endpoint, Metrics
+from services.observability.retention_figures import RetentionCollector
 from services.observability.store_events import StoreEvents
 from services.observability.tracing import (
     TRACER_NAME,
@@ -98,14 +100,19 @@ class Observability:
             self.tracer_provider.shutdown()
 
 
-def serve_worker_metrics(config: Config, read_models: ReadModels) -> Endpoint | None:
+def serve_worker_metrics(
+    config: Config, read_models: ReadModels, retention: RetentionScheduler | None = None
+) -> Endpoint | None:
     """The worker's /metrics (when SESSIONSTORE_METRICS_ADDRESS is set): its process,
-    the read models' progress, and whether it projects (leads) now."""
+    the read models' progress, whether it projects (leads) now, and what retention
+    removed."""
     if not config.metrics_address:
         return None
     endpoint = Endpoint()
     endpoint.include_process()
     endpoint.registry.register(StateCollector(read_models=read_models))
+    if retention is not None:
+        endpoint.registry.register(RetentionCollector(retention))
     port = endpoint.serve(config.metrics_address)
     log.info("serving metrics", address=config.metrics_address, port=port)
     return endpoint

@@ -18,6 +18,8 @@ from services.app.sessions import SessionService
 from services.bootstrap import build_service
 from services.config import Config
 from tests.support.old_sessions import import_old_session
+from tests.support.pg_cluster import free_port
+from tests.support.prometheus import ensure_installed, promtool_check, scrape, value
 from tests.support.worker_process import LEADING, WAITING, WorkerProcess
 
 RUN = "retention applied"
@@ -67,8 +69,13 @@ def test_the_worker_applies_the_policies_on_its_schedule(
     import_old_session(sessions, "globex/idle", [days_ago(100), days_ago(40)], {"app": "chat"})
     policy_file = tmp_path / "retention.toml"
     policy_file.write_text(POLICY)
+    ensure_installed()
+    metrics_port = free_port()
     worker = WorkerProcess(
-        database_url, retention_file=str(policy_file), retention_interval_seconds=INTERVAL
+        database_url,
+        retention_file=str(policy_file),
+        retention_interval_seconds=INTERVAL,
+        metrics_address=f"127.0.0.1:{metrics_port}",
     )
     try:
         wait_for_erasure(worker, 0)
@@ -83,6 +90,14 @@ def test_the_worker_applies_the_policies_on_its_schedule(
         # The next run finds nothing left to do, and says so with the total so far.
         last = runs_after(worker, len(worker.logged(RUN)))[0]
         assert (last["erased"], last["erased_total"], last["failed"]) == (0, 2, 0)
+        # The worker's /metrics says as much.
+        exposition = scrape(metrics_port)
+        checked = promtool_check(exposition)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert value(exposition, "sessionstore_retention_erased_sessions_total") == 2
+        assert value(exposition, "sessionstore_retention_failed_sessions_total") == 0
+        assert value(exposition, "sessionstore_retention_runs_total") >= 3
+        assert value(exposition, "sessionstore_retention_last_run_timestamp_seconds") > 0
         assert sessions.history("acme/later").erasures()[0].erased_by == "retention"
     finally:
         assert worker.stop() == 0

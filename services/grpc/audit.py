@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,20 +14,13 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.read_model_queries import AuditFilter, CatalogFilter
 from services.app.audit import AuditService
 from services.grpc import mapping
+from services.grpc import request_fields as fields
 
-NO_DEADLINE_SECONDS = 365 * 24 * 3600
 RECORD_FIELDS = {f.name for f in pb.CompactionRecord.DESCRIPTOR.fields}
 PRUNE_ACTIONS = {
     PruneAction.SOFT_TRIM.value: pb.PRUNE_ACTION_SOFT_TRIM,
     PruneAction.HARD_CLEAR.value: pb.PRUNE_ACTION_HARD_CLEAR,
 }
-
-
-def deadline(context: grpc.ServicerContext) -> float | None:
-    remaining = context.time_remaining()
-    if remaining is None or remaining > NO_DEADLINE_SECONDS:
-        return None
-    return time.monotonic() + remaining
 
 
 def _micros(request: Any, name: str) -> int | None:
@@ -110,7 +102,11 @@ class AuditRpcs:
             outcome=request.outcome,
         )
         rows, token, position = self.audit.list_compactions(
-            where, request.page_size, request.page_token, request.min_position, deadline(context)
+            where,
+            request.page_size,
+            request.page_token,
+            request.min_position,
+            fields.deadline(context),
         )
         return pb.ListCompactionsResponse(
             compactions=[self._record_shown(compaction_record(r)) for r in rows],
@@ -127,7 +123,7 @@ class AuditRpcs:
             self._stream_or_all(request.session_id),
             request.version,
             request.min_position,
-            deadline(context),
+            fields.deadline(context),
         )
         response = pb.GetCompactionResponse(
             record=self._record_shown(compaction_record(detail.row)),
@@ -155,7 +151,11 @@ class AuditRpcs:
             action=_action(request.action),
         )
         rows, token, position = self.audit.list_prunes(
-            where, request.page_size, request.page_token, request.min_position, deadline(context)
+            where,
+            request.page_size,
+            request.page_token,
+            request.min_position,
+            fields.deadline(context),
         )
         return pb.ListPrunesResponse(
             prunes=[self._record_shown(prune_record(r)) for r in rows],

@@ -23,20 +23,13 @@ PRUNE_ACTIONS = {
 }
 
 
-def _micros(request: Any, name: str) -> int | None:
-    if not request.HasField(name):
-        return None
-    moment = mapping.to_datetime(getattr(request, name), name)
-    return int(moment.timestamp() * 1_000_000)
-
-
 def catalog_filter(request: pb.ListSessionsRequest) -> CatalogFilter:
     return CatalogFilter(
         labels=dict(request.labels),
         model=request.model,
         title_contains=request.title_contains,
-        updated_after_us=_micros(request, "updated_after"),
-        updated_before_us=_micros(request, "updated_before"),
+        updated_after_us=fields.micros(request, "updated_after"),
+        updated_before_us=fields.micros(request, "updated_before"),
         order_by=request.order_by or "created",
     )
 
@@ -95,8 +88,8 @@ class AuditRpcs:
     ) -> pb.ListCompactionsResponse:
         where = AuditFilter(
             session_id=self._stream_or_all(request.session_id),
-            since_us=_micros(request, "since"),
-            until_us=_micros(request, "until"),
+            since_us=fields.micros(request, "since"),
+            until_us=fields.micros(request, "until"),
             trigger=request.trigger,
             model=request.model,
             outcome=request.outcome,
@@ -146,8 +139,8 @@ class AuditRpcs:
     ) -> pb.ListPrunesResponse:
         where = AuditFilter(
             session_id=self._stream_or_all(request.session_id),
-            since_us=_micros(request, "since"),
-            until_us=_micros(request, "until"),
+            since_us=fields.micros(request, "since"),
+            until_us=fields.micros(request, "until"),
             action=_action(request.action),
         )
         rows, token, position = self.audit.list_prunes(

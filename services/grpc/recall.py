@@ -8,7 +8,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.recall import RecallHit, RecallQuery, RecallService
-from services.grpc.audit import _micros, deadline
+from services.grpc.request_fields import deadline, micros
 
 
 class RecallRpcs:
@@ -23,8 +23,8 @@ class RecallRpcs:
             limit=request.limit,
             tenant_wide=request.tenant_wide,
             labels=dict(request.labels),
-            since_us=_micros(request, "since"),
-            until_us=_micros(request, "until"),
+            since_us=micros(request, "since"),
+            until_us=micros(request, "until"),
             min_position=request.min_position,
         )
         session_id = request.session_id

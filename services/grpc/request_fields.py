@@ -7,6 +7,7 @@ before any use case runs.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import grpc
 
@@ -84,3 +85,11 @@ def deadline(context: grpc.ServicerContext) -> float | None:
     if remaining is None or remaining > NO_DEADLINE_SECONDS:
         return None
     return time.monotonic() + remaining
+
+
+def micros(request: Any, name: str) -> int | None:
+    """A Timestamp field in microseconds since the epoch; None when it is not set."""
+    if not request.HasField(name):
+        return None
+    moment = mapping.to_datetime(getattr(request, name), name)
+    return int(moment.timestamp() * 1_000_000)

@@ -143,6 +143,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
             run_projection=config.projections == "inprocess",
             migrate_first=config.migrate_at_start,
             poll_seconds=config.projection_poll_seconds,
+            recall_index=config.recall_index,
         )
         if read_models.runner is not None:
             wake = read_models.runner.wake

@@ -46,6 +46,11 @@ class Config(BaseSettings):
         4, description="compactions that run at once (of different sessions)"
     )
     snapshot_interval: int = Field(100, description="events between aggregate snapshots")
+    recall_index: bool = Field(
+        False,
+        description="keep the recall index and answer Recall: entries' text, unsealed, in "
+        "the read models' tables until erased; off: content stays sealed at rest",
+    )
     cache_max_mb: int = Field(
         512,
         description="memory for cached sessions: their histories and rendered prompts, "

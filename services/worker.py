@@ -48,6 +48,7 @@ def main() -> None:
         run_projection=True,
         migrate_first=config.migrate_at_start,
         poll_seconds=config.projection_poll_seconds,
+        recall_index=config.recall_index,
     )
     stopping = threading.Event()
     leads = threading.Event()

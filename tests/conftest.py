@@ -80,6 +80,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def start_server(database_url: str, **settings: object) -> RunningServer:
+    # The suite's servers keep the recall index (off by default: it holds the
+    # entries' text unsealed), so that recall is tested wherever sessions are;
+    # the erasure tests start theirs without it, as deployed by default.
+    settings.setdefault("recall_index", True)
     return start(Config(address="127.0.0.1:0", database_url=database_url, **settings))  # type: ignore[arg-type]
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from services.adapters.litellm_loader import load_litellm
+
+if TYPE_CHECKING:
+    # Imported where first needed: numpy's import starts its BLAS threads, and a
+    # thread started before the server blocks its stop signals takes them, by
+    # the default action (the process ends at once).
+    import numpy as np
 
 # Inputs per provider call: OpenAI takes up to 2,048; fewer keeps each request small.
 BATCH = 256
@@ -51,6 +55,8 @@ def embed(model: str, api_base: str, texts: Sequence[str], timeout: float) -> np
 
 
 def _embed(model: str, api_base: str, texts: list[str], timeout: float) -> np.ndarray:
+    import numpy as np
+
     litellm = load_litellm()
     rows: list[Any] = []
     for start in range(0, len(texts), BATCH):

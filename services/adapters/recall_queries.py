@@ -20,9 +20,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Select,
@@ -40,6 +39,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, reading
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_QUERY_WORDS = 32
 # Longer "words" (a hash, a blob) are cut: PostgreSQL refuses lexemes over 2,047 bytes.
@@ -171,6 +173,8 @@ class RecallQueries:
         is cached, and (content hash, text) of those whose embedding is not. The set is
         kept in memory while ``generation`` (or, when that moved, the scope's chunks)
         stays the same."""
+        import numpy as np
+
         key = (scope.key(), provider, model)
         with self._lock:
             kept = self._vectors.get(key)
@@ -234,6 +238,8 @@ class RecallQueries:
     def cached_embeddings(
         self, provider: str, model: str, hashes: Sequence[str]
     ) -> dict[str, np.ndarray]:
+        import numpy as np
+
         e = t.recall_embeddings.c
         query = select(e.content_hash, e.vector).where(
             e.provider == provider, e.model == model, e.content_hash.in_(list(hashes))
@@ -246,6 +252,8 @@ class RecallQueries:
     ) -> None:
         """Caches embeddings by (provider, model, content hash); one another server
         stored meanwhile is kept."""
+        import numpy as np
+
         if not vectors:
             return
         now = int(time.time() * 1_000_000)
@@ -275,6 +283,8 @@ class _VectorSet:
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     if matrix.size == 0:
         return matrix
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -282,6 +292,8 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def _matrix(vectors: Sequence[bytes]) -> np.ndarray:
+    import numpy as np
+
     if not vectors:
         return np.zeros((0, 0), dtype=np.float32)
     return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import structlog
 
 from domain.errors import InvalidRequest, PreconditionFailed
@@ -155,6 +154,12 @@ class RecallService:
                 "this server keeps no read models (SESSIONSTORE_PROJECTIONS=off or a memory: "
                 "database), so no recall index: recall is not available"
             )
+        if "recall" not in self.read_models.store.models:
+            raise RecallOff(
+                "recall is off on this server: start it with SESSIONSTORE_RECALL_INDEX=true "
+                "(the index keeps entries' text unsealed in the read models' tables until "
+                "they are erased)"
+            )
         return self.read_models, self.queries
 
     def _semantic(
@@ -168,6 +173,8 @@ class RecallService:
     ) -> list[ChunkRow] | None:
         """The chunks nearest the query in meaning, best first; None when the provider
         could not embed what the search needs."""
+        import numpy as np
+
         model, api_base = policy.embedding_model, policy.embedding_api_base
         provider = provider_key(model, api_base)
         query_hash = content_hash(query)

@@ -57,12 +57,20 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
 
 
 @contextmanager
-def _read_models(database_url: str) -> Iterator[ReadModels]:
-    """The read models of the database, migrated, with no projection running here."""
-    events = build_event_store(Config(database_url=database_url))
+def _read_models(database_url: str, recall_index: bool = False) -> Iterator[ReadModels]:
+    """The read models of the database, migrated, with no projection running here;
+    the recall index among them when SESSIONSTORE_RECALL_INDEX or ``recall_index``
+    asks for it."""
+    config = Config(database_url=database_url)
+    events = build_event_store(config)
     try:
         models = build_read_models(
-            events, database_url, run_projection=False, migrate_first=True, poll_seconds=0
+            events,
+            database_url,
+            run_projection=False,
+            migrate_first=True,
+            poll_seconds=0,
+            recall_index=config.recall_index or recall_index,
         )
         try:
             yield models
@@ -74,7 +82,8 @@ def _read_models(database_url: str) -> Iterator[ReadModels]:
 
 def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
     """Drops the model's rows, quarantine and position, and applies every event again."""
-    with _read_models(database_url) as models:
+    # Rebuilding the recall index by name asks for it, whatever the environment says.
+    with _read_models(database_url, recall_index=name == "recall") as models:
         models.store.reset(name)
         runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
         content = models.store.model(name).entry_content

@@ -50,16 +50,13 @@ class ReadModelQuarantined(PreconditionFailed):
     reason = "READ_MODEL_QUARANTINED"
 
 
-def model_store(database: ReadModelDatabase) -> ReadModelStore:
-    return ReadModelStore(
-        database,
-        [
-            Catalog(),
-            CompactionAudit(COMPACTION_TOPICS),
-            PruneAudit(PRUNE_TOPICS),
-            RecallIndex(database.postgres),
-        ],
-    )
+def model_store(database: ReadModelDatabase, recall_index: bool = False) -> ReadModelStore:
+    """The read models kept; the recall index only when asked for, as it holds the
+    entries' text unsealed (SESSIONSTORE_RECALL_INDEX)."""
+    models = [Catalog(), CompactionAudit(COMPACTION_TOPICS), PruneAudit(PRUNE_TOPICS)]
+    if recall_index:
+        models.append(RecallIndex(database.postgres))
+    return ReadModelStore(database, models)
 
 
 @dataclass(frozen=True)
@@ -192,10 +189,11 @@ def build_read_models(
     run_projection: bool,
     migrate_first: bool,
     poll_seconds: float,
+    recall_index: bool = False,
 ) -> ReadModels:
     database = open_database(database_url)
     if migrate_first:
         migrate(database)
-    store = model_store(database)
+    store = model_store(database, recall_index)
     runner = ReadModelRunner(events, store, poll_seconds) if run_projection else None
     return ReadModels(events, database, store, ReadModelQueries(database), runner)

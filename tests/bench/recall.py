@@ -85,7 +85,7 @@ def recall(ctx: Context) -> None:
         with (
             FakeProvider() as provider,
             database(backend) as db,
-            running(db, env={"OPENAI_API_KEY": "sk-bench"}) as server,
+            running(db, env={"OPENAI_API_KEY": "sk-bench"}, recall_index="true") as server,
         ):
             stub = server.stub()
             semantic = pb.MemoryPolicy(

@@ -29,7 +29,9 @@ def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # CliRunner swaps that for the command's output: the in-process server's
     # log lines would land in the CLI's stdout. Keep them out of it.
     with structlog.testing.capture_logs():
-        running = start(Config(address="127.0.0.1:0", database_url=f"sqlite:///{database}"))  # type: ignore[call-arg]
+        running = start(
+            Config(address="127.0.0.1:0", database_url=f"sqlite:///{database}", recall_index=True)  # type: ignore[call-arg]
+        )
         yield f"127.0.0.1:{running.port}"
         running.stop(0)
 

@@ -33,6 +33,14 @@ from tests.e2e.test_grpc_api import (
 from tests.support.raw_keys import raw_key_rows
 
 
+@pytest.fixture
+def server(database_url: str) -> Iterator[RunningServer]:
+    """As deployed by default: no recall index, so no content is kept unsealed at rest."""
+    running = start_server(database_url, recall_index=False)
+    yield running
+    running.stop(0)
+
+
 def _marker() -> str:
     return f"MARK{uuid.uuid4().hex[:10]}"
 
@@ -148,7 +156,7 @@ def _fill(store: Stub, marker: str) -> str:
 def second(database_url: str, server: RunningServer) -> Iterator[tuple[RunningServer, Stub]]:
     """Another server on the same database."""
     del server  # started first: it creates the tables
-    other = start_server(database_url)
+    other = start_server(database_url, recall_index=False)
     with grpc.insecure_channel(f"127.0.0.1:{other.port}") as channel:
         yield other, pb_grpc.SessionStoreStub(channel)
     other.stop(0)
@@ -290,7 +298,7 @@ def test_erase_command(tmp_path: Path) -> None:
     from services.cli import cli
 
     with structlog.testing.capture_logs():
-        running = start_server(f"sqlite:///{tmp_path}/cli.db")
+        running = start_server(f"sqlite:///{tmp_path}/cli.db", recall_index=False)
         address = f"127.0.0.1:{running.port}"
         try:
             with grpc.insecure_channel(address) as channel:

@@ -5,13 +5,26 @@ table, and the SQLite files' bytes) after the erasure, over SQLite and PostgreSQ
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import sealing
+from services.grpc.server import RunningServer
+from tests.conftest import start_server
 from tests.e2e.test_erasure import _appears, _key_rows, _marker, _texts
 from tests.e2e.test_grpc_api import Stub, append, new_session, text, user
 from tests.support.raw_keys import raw_key_rows
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[RunningServer]:
+    """As deployed by default: no recall index, so no content is kept unsealed at rest."""
+    running = start_server(database_url, recall_index=False)
+    yield running
+    running.stop(0)
 
 
 def _key_names(database_url: str, session_id: str) -> set[tuple[str, str]]:

@@ -70,6 +70,7 @@ PROBES: dict[str, Probe] = {
     "ListCompactions": lambda s, i: s.ListCompactions(pb.ListCompactionsRequest(session_id=i)),
     "GetCompaction": lambda s, i: s.GetCompaction(pb.GetCompactionRequest(session_id=i, version=9)),
     "ListPrunes": lambda s, i: s.ListPrunes(pb.ListPrunesRequest(session_id=i)),
+    "Recall": lambda s, i: s.Recall(pb.RecallRequest(session_id=i, query="secret")),
     "AuditView": lambda s, i: s.AuditView(pb.AuditViewRequest(session_id=i)),
     "EraseSession": lambda s, i: s.EraseSession(pb.EraseSessionRequest(session_id=i)),
     "EraseEntries": lambda s, i: s.EraseEntries(

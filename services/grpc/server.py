@@ -6,18 +6,14 @@ calls, lets running ones finish (within a grace period) and closes the store.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import os
 import signal
 import sys
 import threading
-import time
-from collections.abc import Coroutine
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import psycopg
@@ -27,7 +23,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import sealing
 from services.adapters.litellm_loader import load_in_background
@@ -38,153 +33,29 @@ from services.app.sessions import MESSAGE_ENVELOPE_BYTES, SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.grpc.auth import AuthInterceptor
+from services.grpc.database_monitor import SERVICE, SERVICE_NAME, DatabaseMonitor, set_health
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
+from services.grpc.event_loop import EventLoopThread
 from services.grpc.observing import ObservingInterceptor
 from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.logs import StateLog, configure_logging
+from services.logs import configure_logging
 
-SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
-SERVICE_NAME = SERVICE.full_name
 # A health service name that says only that the process answers, whatever the
 # database does: for liveness probes, which restart what fails them.
 LIVENESS = "liveness"
 GRACE_SECONDS = 10
 # What the stop may take beyond the grace period: closing the store's connections.
 STOP_MARGIN_SECONDS = 0.7
-MONITOR_INTERVAL_SECONDS = 0.5
-KEY_EXPIRY_INTERVAL_SECONDS = 60.0
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
-T = TypeVar("T")
 
 
 log = structlog.get_logger(__name__)
 # The asyncio health servicer; the stubs know only the threaded one.
 AsyncHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    # uvloop where it exists (not on Windows): every call passes through the
-    # loop twice, and its loop does that work in C, a twentieth of a turn.
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
-class EventLoopThread:
-    """The asyncio loop the gRPC server runs on, in a thread of its own.
-
-    Calls run in the worker threads of the server's pool; the loop only moves
-    bytes, and serves what waits without working: followed event streams and
-    health checks. Keeping it off the main thread leaves that to signals.
-    """
-
-    def __init__(self) -> None:
-        self.loop = _new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Runs a coroutine on the loop and waits for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
-class DatabaseMonitor:
-    """Probes the database every interval; health says NOT_SERVING while it is unreachable.
-
-    Now and then it also deletes the idempotency keys past their TTL, and each
-    interval drops the cached copies of sessions erased since.
-
-    The probe also tells the store, so that requests fail at once (UNAVAILABLE)
-    instead of waiting for a connection, and recover as soon as it answers.
-    It runs on the server's event loop; the probe itself, which blocks, in a
-    thread of the loop's own.
-    """
-
-    def __init__(
-        self,
-        service: SessionService,
-        health_servicer: Any,
-        interval: float = MONITOR_INTERVAL_SECONDS,
-    ) -> None:
-        self._service = service
-        self._health = health_servicer
-        self._interval = interval
-        self._task: asyncio.Task[None] | None = None
-        self.reason = ""
-        # A look that fails each interval is said when it starts failing and when
-        # it works again, not every half second.
-        self._erasures = StateLog(log, "could not look for erasures", "looking for erasures again")
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                reason = await asyncio.to_thread(self._service.store.probe)
-            except Exception as error:  # a probe must never end the monitor
-                reason = str(error) or type(error).__name__
-            if not reason:
-                await asyncio.to_thread(self._forget_erased)
-            if not reason and time.monotonic() >= expire_at:
-                expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
-                await asyncio.to_thread(self._expire_keys)
-            if reason == self.reason:
-                continue
-            if reason and not self.reason:
-                log.warning("database unreachable; answering UNAVAILABLE", reason=reason)
-            elif not reason:
-                log.info("database reachable again; serving")
-            self.reason = reason
-            await _set_health(self._health, serving=not reason)
-
-    def _forget_erased(self) -> None:
-        # A session erased by another server may sit in this one's caches
-        # without ever being read again: drop it all the same.
-        try:
-            self._service.forget_erased()
-        except Exception as error:
-            self._erasures.failed(str(error) or type(error).__name__, exc_info=True)
-        else:
-            self._erasures.ok()
-
-    def _expire_keys(self) -> None:
-        try:
-            expired = self._service.expire_idempotency_keys()
-        except Exception:
-            log.exception("could not delete expired idempotency keys")
-            return
-        if expired:
-            log.info("deleted expired idempotency keys", count=expired)
-
-
-async def _set_health(servicer: Any, *, serving: bool) -> None:
-    status = (
-        health_pb2.HealthCheckResponse.SERVING
-        if serving
-        else health_pb2.HealthCheckResponse.NOT_SERVING
-    )
-    for name in ("", SERVICE_NAME):
-        await servicer.set(name, status)
 
 
 @dataclass
@@ -324,7 +195,7 @@ async def _serve(
         health_port = _listen(health_server, config.health_address)
         await health_server.start()
     await server.start()
-    await _set_health(health_servicer, serving=True)
+    await set_health(health_servicer, serving=True)
     await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()

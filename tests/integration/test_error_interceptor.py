@@ -16,8 +16,9 @@ import pytest
 
 from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
 from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
+from services.grpc.event_loop import EventLoopThread
 from services.grpc.request_strings import RequestStrings
-from services.grpc.server import SERVICE, EventLoopThread
+from services.grpc.server import SERVICE
 
 
 def _refuse(*_: Any) -> Any:

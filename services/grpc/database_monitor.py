@@ -1,0 +1,111 @@
+"""The database monitor: the health status follows the database, idempotency keys
+expire, and sessions erased elsewhere leave this server's caches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+from grpc_health.v1 import health_pb2
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.app.sessions import SessionService
+from services.logs import StateLog
+
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionStore"]
+SERVICE_NAME = SERVICE.full_name
+MONITOR_INTERVAL_SECONDS = 0.5
+KEY_EXPIRY_INTERVAL_SECONDS = 60.0
+
+log = structlog.get_logger(__name__)
+
+
+class DatabaseMonitor:
+    """Probes the database every interval; health says NOT_SERVING while it is unreachable.
+
+    Now and then it also deletes the idempotency keys past their TTL, and each
+    interval drops the cached copies of sessions erased since.
+
+    The probe also tells the store, so that requests fail at once (UNAVAILABLE)
+    instead of waiting for a connection, and recover as soon as it answers.
+    It runs on the server's event loop; the probe itself, which blocks, in a
+    thread of the loop's own.
+    """
+
+    def __init__(
+        self,
+        service: SessionService,
+        health_servicer: Any,
+        interval: float = MONITOR_INTERVAL_SECONDS,
+    ) -> None:
+        self._service = service
+        self._health = health_servicer
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.reason = ""
+        # A look that fails each interval is said when it starts failing and when
+        # it works again, not every half second.
+        self._erasures = StateLog(log, "could not look for erasures", "looking for erasures again")
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                reason = await asyncio.to_thread(self._service.store.probe)
+            except Exception as error:  # a probe must never end the monitor
+                reason = str(error) or type(error).__name__
+            if not reason:
+                await asyncio.to_thread(self._forget_erased)
+            if not reason and time.monotonic() >= expire_at:
+                expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+                await asyncio.to_thread(self._expire_keys)
+            if reason == self.reason:
+                continue
+            if reason and not self.reason:
+                log.warning("database unreachable; answering UNAVAILABLE", reason=reason)
+            elif not reason:
+                log.info("database reachable again; serving")
+            self.reason = reason
+            await set_health(self._health, serving=not reason)
+
+    def _forget_erased(self) -> None:
+        # A session erased by another server may sit in this one's caches
+        # without ever being read again: drop it all the same.
+        try:
+            self._service.forget_erased()
+        except Exception as error:
+            self._erasures.failed(str(error) or type(error).__name__, exc_info=True)
+        else:
+            self._erasures.ok()
+
+    def _expire_keys(self) -> None:
+        try:
+            expired = self._service.expire_idempotency_keys()
+        except Exception:
+            log.exception("could not delete expired idempotency keys")
+            return
+        if expired:
+            log.info("deleted expired idempotency keys", count=expired)
+
+
+async def set_health(servicer: Any, *, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", SERVICE_NAME):
+        await servicer.set(name, status)

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
-import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application, Repository
 from eventsourcing.domain import CanMutateAggregate, get_topic
 from eventsourcing.persistence import (
@@ -44,6 +43,7 @@ from services.adapters.postgres_availability import (
     ResilientPostgresDatastore,
     make_resilient,
 )
+from services.adapters.postgres_check import check_postgres
 from services.adapters.sealing import (
     DataKeyRow,
 )
@@ -52,7 +52,6 @@ from services.config import Config
 STARTED_TOPIC = get_topic(Session.Started)
 SNAPSHOT_TOPIC = get_topic(Session.Snapshot)
 ERASURE_TOPICS = [get_topic(Session.EntriesErased), get_topic(Session.SessionErased)]
-PROBE_TIMEOUT_SECONDS = 3
 # A session grown by few, large appends reaches few versions: a snapshot every
 # this many entries as well keeps a cold load from decoding its whole history.
 ENTRIES_PER_SNAPSHOT = 1_000
@@ -67,7 +66,7 @@ class EventStore(Application[str]):
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
-        _check_postgres(env)
+        check_postgres(env)
         self._probe: PostgresProbe | None = None
         super().__init__(env=env)
         self.snapshot_interval = snapshot_interval
@@ -359,45 +358,6 @@ def _snapshot_due(
     appended = sum(len(e.entries) for e in saved if isinstance(e, Session.EntriesAppended))
     before = session.entry_count - appended
     return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
-
-
-class DatabaseUnreachable(OSError):
-    """The configured database cannot be used; the message says why and what to do."""
-
-
-def _check_postgres(env: dict[str, str]) -> None:
-    """Connects once, quickly, so that a wrong URL is told apart from a server that is down.
-
-    The library's pool would only say "couldn't get a connection after 10.00 sec"
-    for both. Creates the configured schema, which the library expects to exist.
-    """
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
-        return
-    host, port, dbname = env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]
-    try:
-        conn = psycopg.connect(
-            host=host,
-            port=int(port),
-            dbname=dbname,
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=PROBE_TIMEOUT_SECONDS,
-            autocommit=True,
-        )
-    except psycopg.OperationalError as error:
-        detail = str(error).strip().splitlines()[0]
-        if f'database "{dbname}" does not exist' in detail:
-            raise DatabaseUnreachable(
-                f"database {dbname!r} does not exist on the PostgreSQL server at {host}:{port}; "
-                "create it (createdb) or fix the database name in the URL"
-            ) from None
-        raise DatabaseUnreachable(
-            f"cannot connect to PostgreSQL at {host}:{port}: {detail}"
-        ) from None
-    with conn:
-        schema = env.get("POSTGRES_SCHEMA")
-        if schema:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
 
 
 # Aggregates read for queries are cached and fast-forwarded from the store.

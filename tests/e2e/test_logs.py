@@ -5,7 +5,6 @@ starts and once when it ends, however many calls and retries it refuses meanwhil
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ import pytest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.e2e.test_grpc_api import refused, user
-from tests.support.pg_cluster import Cluster, find_bin_dir, running_cluster
+from tests.support.pg_cluster import Cluster, cluster_for_test
 from tests.support.server_process import ServerProcess
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -48,12 +47,7 @@ def _eventually(condition: Callable[[], bool], within: float = 30) -> None:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    if find_bin_dir() is None:
-        reason = "the outage test needs PostgreSQL's initdb and pg_ctl"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with running_cluster(prefix="sessionstore-logs-") as own:
+    with cluster_for_test("sessionstore-logs-") as own:
         yield own
 
 

@@ -27,6 +27,7 @@ import math
 import re
 import struct
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -202,7 +203,7 @@ class Received:
         return _request_text(self.body)
 
 
-class LoopbackServer:
+class LoopbackServer(ABC):
     """An HTTP server on a free loopback port, serving POSTs on threads of its own while
     the ``with`` block runs; subclasses answer in :meth:`_handle`."""
 
@@ -225,8 +226,9 @@ class LoopbackServer:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
+    @abstractmethod
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        raise NotImplementedError
+        """Answers one POST."""
 
     def __enter__(self) -> Self:
         self._thread.start()

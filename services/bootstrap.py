@@ -172,8 +172,6 @@ def build_retention(
 ) -> RetentionService:
     """Retention's use case: candidates from the catalog, erasures through the sessions'
     own erasure (``clock``: when "now" is, for dry runs of a later date and tests)."""
-    if clock is None:
-        return RetentionService(sessions, read_models.queries)
     return RetentionService(sessions, read_models.queries, clock)
 
 

@@ -107,11 +107,11 @@ class RetentionService:
         self,
         sessions: SessionService,
         catalog: ReadModelQueries,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.sessions = sessions
         self.catalog = catalog
-        self.clock = clock
+        self.clock = clock or (lambda: datetime.now(UTC))
         self._exports = ImportService(sessions)
 
     # -- plan ---------------------------------------------------------------------

@@ -80,6 +80,7 @@ def main() -> int:
         moments=moments,
         outcomes=outcomes,
         codes=codes,
+        cancelled_at=[at for result in results for at in result.cancelled_at],
         odd_answers={
             code: details for result in results for code, details in result.odd_answers.items()
         },

@@ -13,6 +13,12 @@ from tests.stress.workload import Outcome
 
 # Answers a client may get and retry; anything else fails the run (above all
 # ABORTED, which a plain append must never answer).
+# The moments that stop a server, recorded once it has gone: a CANCELLED within
+# this many seconds before one (a SIGTERM's stop takes up to its grace period),
+# or just after, came from that stop.
+SERVER_STOPS = ("SIGKILL", "SIGTERM")
+BEFORE_STOP = 12.0
+AFTER_STOP = 3.0
 EXPECTED_CODES = frozenset({"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED (stream reset)"})
 
 
@@ -32,12 +38,21 @@ class Run:
     read_side: ReadSideChecks
     # The first details of each status other than OK, with its wall-clock time.
     odd_answers: dict[str, str] = field(default_factory=dict)
+    # When each plain CANCELLED came (time.time()).
+    cancelled_at: list[float] = field(default_factory=list)
 
 
 def judge(run: Run) -> list[str]:
     """Why the run failed; empty when it passed."""
     reasons = [f"{name}: {count}" for name, count in run.verdict.failures.items()]
     unexpected = {code: n for code, n in run.codes.items() if code not in EXPECTED_CODES}
+    # gRPC's stop answers CANCELLED for a call still running as the server ends:
+    # expected there, a refusal anywhere else.
+    stops = [m.at for m in run.moments if m.what.startswith(SERVER_STOPS)]
+    if run.cancelled_at and all(
+        any(-AFTER_STOP <= stop - at <= BEFORE_STOP for stop in stops) for at in run.cancelled_at
+    ):
+        unexpected.pop("CANCELLED", None)
     if unexpected:
         reasons.append(f"statuses no append should answer: {_codes(Counter(unexpected))}")
     states = Counter(outcome.state for outcome in run.outcomes)

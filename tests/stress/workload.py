@@ -30,16 +30,15 @@ from tests.stress.config import StressConfig
 # retry's idempotency key finds it).
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 # A stream the transport reset (HTTP/2 RST_STREAM) as a server went away: gRPC
-# answers CANCELLED, though no one cancelled the call. The append may have
-# landed, so it is retried like UNAVAILABLE; any other CANCELLED is a refusal.
+# answers CANCELLED, though no one cancelled the call. gRPC's own stop also
+# answers CANCELLED for a call still running when a stopping server ends. The
+# append may have landed either way, so it is retried like UNAVAILABLE; the
+# report accepts a plain CANCELLED only at a server's stop (report.judge).
 RESET_STREAM = "RST_STREAM"
 
 
 def is_retryable(error: grpc.RpcError) -> bool:
-    code = error.code()
-    return code in RETRYABLE or (
-        code == grpc.StatusCode.CANCELLED and RESET_STREAM in (error.details() or "")
-    )
+    return error.code() in RETRYABLE or error.code() == grpc.StatusCode.CANCELLED
 
 
 def code_name(error: grpc.RpcError) -> str:
@@ -145,6 +144,8 @@ class WorkerResult:
     resends: int = 0
     # The first details of each status no append should answer, with its time.
     odd_answers: dict[str, str] = field(default_factory=dict)
+    # When each plain CANCELLED came (time.time()).
+    cancelled_at: list[float] = field(default_factory=list)
     # Resent appends not answered as a replay of the first, saying how.
     resend_failures: list[str] = field(default_factory=list)
 
@@ -234,6 +235,8 @@ class Client:
                     self.result.odd_answers.setdefault(
                         code, f"at {time.time():.1f}: {error.details()}"
                     )
+                if code == "CANCELLED":
+                    self.result.cancelled_at.append(time.time())
                 if not is_retryable(error):
                     return None, attempts, f"{code}: {error.details()}"
                 if time.time() > self.plan.give_up_at:
@@ -269,6 +272,7 @@ def run_worker(plan: WorkerPlan) -> WorkerResult:
         merged.codes.update(client.result.codes)
         for code, details in client.result.odd_answers.items():
             merged.odd_answers.setdefault(code, details)
+        merged.cancelled_at.extend(client.result.cancelled_at)
         merged.resends += client.result.resends
         merged.resend_failures.extend(client.result.resend_failures)
     return merged

@@ -157,3 +157,15 @@ def test_a_stream_reset_is_retried_but_any_other_cancel_fails_the_run() -> None:
     assert judge(run_with(many, reset)) == []
     reasons = judge(run_with(many, Counter(OK=100_000, CANCELLED=1)))
     assert reasons == ["statuses no append should answer: CANCELLED 1"]
+
+
+def test_a_cancel_is_expected_only_at_a_servers_stop() -> None:
+    """gRPC's stop answers CANCELLED for a call still running when a SIGTERMed server
+    ends; the append is retried. A CANCELLED anywhere else still fails the run."""
+    many = [acknowledged(f"c0-a{n}", n + 2, 1) for n in range(100_000)]
+    run = run_with(many, Counter(OK=100_000, CANCELLED=1))
+    run.moments[1:1] = [Moment(0.3, "SIGTERM server 2: exited in 0.2 s", fault=True)]
+    run.cancelled_at = [0.15]
+    assert judge(run) == []
+    run.cancelled_at = [50.0]
+    assert judge(run) == ["statuses no append should answer: CANCELLED 1"]

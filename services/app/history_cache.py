@@ -19,6 +19,7 @@ from eventsourcing.application import AggregateNotFoundError
 
 from domain.errors import SessionNotFound
 from domain.session import Session, SessionEvent
+from domain.session_events import EntriesErased, SessionErased
 from projections.prompt_formats import PromptRenderer, RenderedPrompt
 from projections.session_history import PromptView, SessionHistory, load_from_cut
 from services.adapters.event_store import EventStore
@@ -27,7 +28,7 @@ from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU
 
 LOCK_STRIPES = 1024
 ERASURES_PER_LOOK = 1_000
-ERASURES = (Session.EntriesErased, Session.SessionErased)
+ERASURES = (EntriesErased, SessionErased)
 
 
 @dataclass

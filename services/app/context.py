@@ -20,7 +20,8 @@ from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended
 from projections.context_report import ContextReport, build_context_report
-from projections.prompt_formats import PromptRenderer, RenderedPrompt, appended_messages
+from projections.prompt_formats import PromptRenderer
+from projections.rendered_prompt import RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
 from services.adapters.overflow import classify_provider_error, stated_limits

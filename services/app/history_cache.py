@@ -20,7 +20,8 @@ from eventsourcing.application import AggregateNotFoundError
 from domain.errors import SessionNotFound
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesErased, SessionErased
-from projections.prompt_formats import PromptRenderer, RenderedPrompt
+from projections.prompt_formats import PromptRenderer
+from projections.rendered_prompt import RenderedPrompt
 from projections.session_history import PromptView, SessionHistory, load_from_cut
 from services.adapters.event_store import EventStore
 from services.app.access import SessionAccess

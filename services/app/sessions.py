@@ -35,7 +35,7 @@ from domain.session_events import (
 )
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
-from projections.prompt_formats import RenderedPrompt
+from projections.rendered_prompt import RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from projections.view_audit import ViewAudit
 from services.adapters.event_store import EventStore

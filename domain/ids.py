@@ -8,6 +8,7 @@ aggregate asks this narrow port instead: the store answers from an index.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
@@ -39,3 +40,8 @@ class HistoryIds:
             frozenset(i for i in entry_ids if self._history.position_of(i) is not None),
             frozenset(i for i in call_ids if self._history.call_position(i) is not None),
         )
+
+
+def new_id() -> str:
+    """A fresh id, for an entry or a session the client left unnamed."""
+    return uuid.uuid4().hex

@@ -19,7 +19,24 @@ from domain.content import Entry, Role, block_texts
 from domain.context.calibration import LearnedLimits
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
-from domain.session import Session, SessionEvent
+from domain.session import SessionEvent
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesAppended,
+    EntriesErased,
+    EntryRetracted,
+    OverflowReported,
+    PruneRecorded,
+    SessionCleared,
+    SessionErased,
+    SettingsChanged,
+    Started,
+    SystemPromptSet,
+    ToolCallsAbandoned,
+)
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from projections.history_views import (
@@ -86,10 +103,10 @@ class HistoryFold:
         # starts after it), oldest first: the views from then on leave them out.
         self._retractions: list[tuple[int, int]] = []
         self._clears: list[tuple[int, int]] = []
-        self._overflows: list[Session.OverflowReported] = []
+        self._overflows: list[OverflowReported] = []
         # What the provider taught, as it changed: (version, model, limits after).
         self._learned: list[tuple[int, str, LearnedLimits]] = []
-        self._abandonments: list[Session.ToolCallsAbandoned] = []
+        self._abandonments: list[ToolCallsAbandoned] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
         # Estimated memory held, for the cache that keeps histories.
@@ -124,11 +141,9 @@ class HistoryFold:
         start = tail[0].originator_version
         for event in earlier:
             version = event.originator_version
-            if isinstance(
-                event, Session.Started | Session.SettingsChanged | Session.SystemPromptSet
-            ):
+            if isinstance(event, Started | SettingsChanged | SystemPromptSet):
                 history._apply_one(event)
-            if isinstance(event, Session.EntriesAppended):
+            if isinstance(event, EntriesAppended):
                 # Only its system entries, at the positions the aggregate noted.
                 positions = sorted(p for p, v in system_positions if v == version)
                 system = [e for e in event.entries if e.role is Role.SYSTEM]
@@ -196,19 +211,19 @@ class HistoryFold:
     def _apply_one(self, event: SessionEvent) -> None:
         version = event.originator_version
         match event:
-            case Session.EntriesAppended():
+            case EntriesAppended():
                 self._apply_entries(event.entries, event.guarded, version)
                 for lesson in event.lessons or ():
                     learned = self.learned(version, lesson.model).after_tokens(
                         lesson, accepted=True
                     )
                     self._learned.append((version, lesson.model, learned))
-            case Session.ToolCallsAbandoned():
+            case ToolCallsAbandoned():
                 # The synthetic results are entries of the log like any other,
                 # flagged in their metadata; the guard never trims them.
                 self._apply_entries((event.entry,), (), version)
                 self._abandonments.append(event)
-            case Session.CompactionRecorded():
+            case CompactionRecorded():
                 recorded = RecordedCompaction(
                     event.compaction, event.first_kept_position, version, event.timestamp
                 )
@@ -217,7 +232,7 @@ class HistoryFold:
                 self._cuts.append((version, recorded))
                 for model, *limits in event.limits:
                     self._learned.append((version, model, LearnedLimits.from_list(limits)))
-            case Session.CompactionUndone():
+            case CompactionUndone():
                 while self._stack and self._stack[-1].version >= event.compaction_version:
                     self._stack.pop()
                 restored = self._stack[-1] if self._stack else None
@@ -233,7 +248,7 @@ class HistoryFold:
                         event.timestamp,
                     )
                 )
-            case Session.CompactionRedone():
+            case CompactionRedone():
                 by_version = {c.version: c for c in self._compactions}
                 again = [by_version[v] for v in event.compaction_versions if v in by_version]
                 self._stack.extend(again)
@@ -250,11 +265,11 @@ class HistoryFold:
                         event.timestamp,
                     )
                 )
-            case Session.PruneRecorded():
+            case PruneRecorded():
                 self._prunes.append(
                     RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
                 )
-            case Session.Started() | Session.SettingsChanged():
+            case Started() | SettingsChanged():
                 self._settings.append(
                     (
                         version,
@@ -263,11 +278,11 @@ class HistoryFold:
                         event.context_window_source,
                     )
                 )
-            case Session.SystemPromptSet():
+            case SystemPromptSet():
                 self._system_prompts.append((version, event.system_prompt))
-            case Session.CompactionFailed():
+            case CompactionFailed():
                 self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
-            case Session.OverflowReported():
+            case OverflowReported():
                 self._overflows.append(event)
                 if event.window is not None:
                     model = event.window.model
@@ -279,7 +294,7 @@ class HistoryFold:
                         event.lesson, accepted=False
                     )
                     self._learned.append((version, model, learned))
-            case Session.EntriesErased():
+            case EntriesErased():
                 # The content is gone from the store; a server holding it in
                 # memory folds the session again (services.app.sessions).
                 self._erasures.append(
@@ -293,7 +308,7 @@ class HistoryFold:
                         event.erased_with,
                     )
                 )
-            case Session.SessionErased():
+            case SessionErased():
                 self._erasures.append(
                     RecordedErasure(
                         (),
@@ -305,11 +320,11 @@ class HistoryFold:
                         event.erased_with,
                     )
                 )
-            case Session.EntryRetracted():
+            case EntryRetracted():
                 self._retractions.append((version, event.position))
                 # Its results answer nothing now (what a cut may separate).
                 self._answered_call_position.pop(event.position, None)
-            case Session.SessionCleared():
+            case SessionCleared():
                 self._clears.append((version, event.position))
             case _:
                 assert_never(event)

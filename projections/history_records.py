@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from domain.session import Session
+from domain.session_events import OverflowReported, ToolCallsAbandoned
 from projections.history_reads import HistoryReads
 from projections.history_views import (
     RecordedCompaction,
@@ -31,12 +31,12 @@ class HistoryRecords(HistoryReads):
         version = self.resolve_version(version)
         return [f for f in self._failures if f.version <= version]
 
-    def overflows_since(self, version: int) -> list[Session.OverflowReported]:
+    def overflows_since(self, version: int) -> list[OverflowReported]:
         if self._loader is not None and version < self._time_offset:
             return self.whole().overflows_since(version)
         return [o for o in self._overflows if o.originator_version > version]
 
-    def abandonments(self, version: int | None = None) -> list[Session.ToolCallsAbandoned]:
+    def abandonments(self, version: int | None = None) -> list[ToolCallsAbandoned]:
         """The tool calls abandoned by ``version``, oldest first."""
         if self._loader is not None:
             return self.whole().abandonments(version)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.session import Session, SessionEvent
+from domain.session_events import CompactionRecorded, EntriesAppended, ToolCallsAbandoned
 from projections.history_records import HistoryRecords
 from projections.history_views import (
     DurableLog,
@@ -78,11 +79,11 @@ def load_from_cut(
     tail = fetch(first_kept_version - 1, None)
     recorded = next((e for e in tail if e.originator_version == compaction_version), None)
     first = tail[0] if tail else None
-    if not isinstance(recorded, Session.CompactionRecorded) or first is None:
+    if not isinstance(recorded, CompactionRecorded) or first is None:
         return None
-    if isinstance(first, Session.EntriesAppended):
+    if isinstance(first, EntriesAppended):
         entries = list(first.entries)
-    elif isinstance(first, Session.ToolCallsAbandoned):
+    elif isinstance(first, ToolCallsAbandoned):
         entries = [first.entry]
     else:
         return None

@@ -9,26 +9,32 @@ from typing import Any
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.pruning import PruneAction, PruneDecision
-from domain.session import Session
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    PruneRecorded,
+)
 from projections.read_models.rows import CompactionRow, PruneRow
 
 COMPACTION_EVENTS = (
-    Session.CompactionRecorded,
-    Session.CompactionFailed,
-    Session.CompactionUndone,
-    Session.CompactionRedone,
+    CompactionRecorded,
+    CompactionFailed,
+    CompactionUndone,
+    CompactionRedone,
 )
-PRUNE_EVENTS = (Session.PruneRecorded,)
+PRUNE_EVENTS = (PruneRecorded,)
 
 
 def compaction_rows(event: Any) -> list[CompactionRow]:
     """The audit row of a recorded or failed compaction; none for other events."""
     head = (event.originator_id, event.originator_version, event.timestamp)
-    if isinstance(event, Session.CompactionRecorded):
+    if isinstance(event, CompactionRecorded):
         return [_done(*head, event.compaction, event.first_kept_position)]
-    if isinstance(event, Session.CompactionFailed):
+    if isinstance(event, CompactionFailed):
         return [_failed(*head, event.failure)]
-    if isinstance(event, Session.CompactionUndone):
+    if isinstance(event, CompactionUndone):
         return [
             CompactionRow(
                 *head,
@@ -42,7 +48,7 @@ def compaction_rows(event: Any) -> list[CompactionRow]:
                 requested_by=event.requested_by,
             )
         ]
-    if isinstance(event, Session.CompactionRedone):
+    if isinstance(event, CompactionRedone):
         return [
             CompactionRow(
                 *head,
@@ -107,7 +113,7 @@ def _failed(session_id: str, version: int, at: Any, failure: CompactionFailure) 
 
 def prune_rows(event: Any) -> list[PruneRow]:
     """One row per pruned entry of a recorded prune; none for other events."""
-    if not isinstance(event, Session.PruneRecorded):
+    if not isinstance(event, PruneRecorded):
         return []
     rows = []
     # Events stored before the prune recorded its sizes: the most a decision keeps.

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.session import Session
+from domain.session_events import (
+    CompactionRecorded,
+    EntriesAppended,
+    PruneRecorded,
+    SessionErased,
+    SettingsChanged,
+    Started,
+    ToolCallsAbandoned,
+)
 from projections.read_models.rows import CatalogChange
 
 
@@ -21,7 +29,7 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
         "version": event.originator_version,
         "updated": event.timestamp,
     }
-    if isinstance(event, Session.Started):
+    if isinstance(event, Started):
         settings = event.settings
         return [
             CatalogChange(
@@ -37,7 +45,7 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
                 labels=dict(settings.labels),
             )
         ]
-    if isinstance(event, Session.SettingsChanged):
+    if isinstance(event, SettingsChanged):
         settings = event.settings
         return [
             CatalogChange(
@@ -46,16 +54,16 @@ def catalog_changes(event: Any) -> list[CatalogChange]:
                 labels=dict(settings.labels),
             )
         ]
-    if isinstance(event, Session.EntriesAppended):
+    if isinstance(event, EntriesAppended):
         tokens = sum(e.token_count for e in event.entries)
         return [CatalogChange(**base, increments={"entries": len(event.entries), "tokens": tokens})]
-    if isinstance(event, Session.ToolCallsAbandoned):
+    if isinstance(event, ToolCallsAbandoned):
         return [CatalogChange(**base, increments={"entries": 1, "tokens": event.entry.token_count})]
-    if isinstance(event, Session.CompactionRecorded):
+    if isinstance(event, CompactionRecorded):
         return [CatalogChange(**base, increments={"compactions": 1})]
-    if isinstance(event, Session.PruneRecorded):
+    if isinstance(event, PruneRecorded):
         return [CatalogChange(**base, increments={"prunes": 1})]
-    if isinstance(event, Session.SessionErased):
+    if isinstance(event, SessionErased):
         # The title is the client's to erase too: the row keeps only the structure.
         return [CatalogChange(**base, values={"erased": 1, "title": ""})]
     return [CatalogChange(**base)]

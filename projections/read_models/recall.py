@@ -19,7 +19,7 @@ from typing import Any
 
 from domain.content import Entry, ImageRef, ProviderItem, block_texts
 from domain.erasure import is_erased
-from domain.session import Session
+from domain.session_events import EntriesAppended, EntriesErased, SessionErased, ToolCallsAbandoned
 
 # Chunks of at most this many tokens, each overlapping the one before by
 # CHUNK_OVERLAP_TOKENS, so that a phrase cut at a boundary is whole in one of them.
@@ -122,16 +122,16 @@ def entry_chunks(
 
 def appended_entries(event: Any) -> Sequence[Entry]:
     """The entries an event adds to the session's history, in order."""
-    if isinstance(event, Session.EntriesAppended):
+    if isinstance(event, EntriesAppended):
         return event.entries
-    if isinstance(event, Session.ToolCallsAbandoned):
+    if isinstance(event, ToolCallsAbandoned):
         return (event.entry,)
     return ()
 
 
 def erasure(event: Any) -> RecallErasure | None:
-    if isinstance(event, Session.EntriesErased):
+    if isinstance(event, EntriesErased):
         return RecallErasure(str(event.originator_id), tuple(event.entry_ids))
-    if isinstance(event, Session.SessionErased):
+    if isinstance(event, SessionErased):
         return RecallErasure(str(event.originator_id), None)
     return None

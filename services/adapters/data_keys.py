@@ -5,6 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from domain.session import Session
+from domain.session_events import (
+    CompactionRecorded,
+    EntriesAppended,
+    EntriesErased,
+    Event,
+    SessionErased,
+    SettingsChanged,
+    Started,
+    SystemPromptSet,
+    ToolCallsAbandoned,
+)
 from services.adapters.sealing import ENTRY, EVENT, SNAPSHOT, DataKeyRow, ShredRow, new_key
 
 ANY_VERSION = -1
@@ -14,16 +25,16 @@ def data_key_rows(events: Iterable[object]) -> list[DataKeyRow]:
     """A new key for each entry and each content-bearing event about to be stored."""
     rows: list[DataKeyRow] = []
     for event in events:
-        if not isinstance(event, Session.Event):
+        if not isinstance(event, Event):
             continue
         session_id, version = event.originator_id, event.originator_version
-        if isinstance(event, Session.EntriesAppended):
+        if isinstance(event, EntriesAppended):
             rows.extend((session_id, version, ENTRY, e.id, new_key()) for e in event.entries)
-        elif isinstance(event, Session.ToolCallsAbandoned):
+        elif isinstance(event, ToolCallsAbandoned):
             rows.append((session_id, version, ENTRY, event.entry.id, new_key()))
-        elif isinstance(event, Session.CompactionRecorded | Session.SystemPromptSet):
+        elif isinstance(event, CompactionRecorded | SystemPromptSet):
             rows.append((session_id, version, EVENT, "", new_key()))
-        elif isinstance(event, Session.Started | Session.SettingsChanged) and event.settings.title:
+        elif isinstance(event, Started | SettingsChanged) and event.settings.title:
             rows.append((session_id, version, EVENT, "", new_key()))  # the title is content
     return rows
 
@@ -39,10 +50,10 @@ def shred_rows(events: Iterable[object]) -> list[ShredRow]:
     """The keys the erasures among these events delete, in the same transaction."""
     rows: list[ShredRow] = []
     for event in events:
-        if isinstance(event, Session.EntriesErased):
+        if isinstance(event, EntriesErased):
             session_id = event.originator_id
             rows.extend((session_id, ANY_VERSION, ENTRY, i) for i in event.entry_ids)
             rows.extend((session_id, v, EVENT, "") for v in event.tainted_compactions)
-        elif isinstance(event, Session.SessionErased):
+        elif isinstance(event, SessionErased):
             rows.append((event.originator_id, ANY_VERSION, "", ""))
     return rows

@@ -25,6 +25,7 @@ from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import sql
 
 from domain.session import Session, SessionEvent
+from domain.session_events import EntriesAppended, EntriesErased, SessionErased, Started
 from services.adapters import event_codecs, sqlite_recorder
 from services.adapters.data_keys import data_key_rows, shred_rows, snapshot_key_row
 from services.adapters.event_codecs import content_being_read
@@ -49,9 +50,9 @@ from services.adapters.sealing import (
 )
 from services.config import Config
 
-STARTED_TOPIC = get_topic(Session.Started)
+STARTED_TOPIC = get_topic(Started)
 SNAPSHOT_TOPIC = get_topic(Session.Snapshot)
-ERASURE_TOPICS = [get_topic(Session.EntriesErased), get_topic(Session.SessionErased)]
+ERASURE_TOPICS = [get_topic(EntriesErased), get_topic(SessionErased)]
 # A session grown by few, large appends reaches few versions: a snapshot every
 # this many entries as well keeps a cold load from decoding its whole history.
 ENTRIES_PER_SNAPSHOT = 1_000
@@ -355,7 +356,7 @@ def _snapshot_due(
 ) -> bool:
     if any(e.originator_version % interval == 0 for e in saved):
         return True
-    appended = sum(len(e.entries) for e in saved if isinstance(e, Session.EntriesAppended))
+    appended = sum(len(e.entries) for e in saved if isinstance(e, EntriesAppended))
     before = session.entry_count - appended
     return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 

@@ -16,7 +16,7 @@ from eventsourcing.domain import get_topic
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from domain.ids import UsedIds
-from domain.session import Session
+from domain.session_events import EntriesAppended, Started, ToolCallsAbandoned
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
@@ -26,9 +26,9 @@ TOOL_CALL = "tool_call"
 # it copied). Written in the fork's own transaction, so an erasure of the parent
 # finds every fork that exists, however far behind the read models are.
 FORK = "fork"
-ENTRIES_APPENDED_TOPIC = get_topic(Session.EntriesAppended)
+ENTRIES_APPENDED_TOPIC = get_topic(EntriesAppended)
 # The events an index built on an existing database is filled from (Started: fork links).
-BACKFILL_TOPICS = (ENTRIES_APPENDED_TOPIC, get_topic(Session.Started))
+BACKFILL_TOPICS = (ENTRIES_APPENDED_TOPIC, get_topic(Started))
 TABLE_SUFFIX = "_ids"
 
 IdRow = tuple[str, str, str, int]
@@ -39,14 +39,14 @@ def id_rows(events: Iterable[object]) -> list[IdRow]:
     """The index rows for events about to be stored."""
     rows: list[IdRow] = []
     for event in events:
-        if isinstance(event, Session.EntriesAppended):
+        if isinstance(event, EntriesAppended):
             session_id, version = event.originator_id, event.originator_version
             for entry in event.entries:
                 rows.append((session_id, ENTRY, entry.id, version))
                 rows.extend((session_id, TOOL_CALL, c.id, version) for c in entry.tool_calls)
-        elif isinstance(event, Session.ToolCallsAbandoned):
+        elif isinstance(event, ToolCallsAbandoned):
             rows.append((event.originator_id, ENTRY, event.entry.id, event.originator_version))
-        elif isinstance(event, Session.Started) and event.parent_session_id:
+        elif isinstance(event, Started) and event.parent_session_id:
             rows.append(
                 (event.parent_session_id, FORK, event.originator_id, event.forked_at_version)
             )

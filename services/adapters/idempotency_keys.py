@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from domain.session import Session
+from domain.session_events import EntriesAppended
 
 TABLE_SUFFIX = "_keys"
 
@@ -25,5 +25,5 @@ def key_rows(events: Iterable[object]) -> list[KeyRow]:
     return [
         (event.originator_id, event.idempotency_key, event.fingerprint, event.originator_version)
         for event in events
-        if isinstance(event, Session.EntriesAppended) and event.idempotency_key
+        if isinstance(event, EntriesAppended) and event.idempotency_key
     ]

@@ -22,10 +22,11 @@ from eventsourcing.domain import get_topic
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import sql
 
-from domain.session import DEFAULT_TENANT, TENANT_SCOPE, Session
+from domain.session_events import Started
+from domain.streams import DEFAULT_TENANT, TENANT_SCOPE
 
 TABLE_SUFFIX = "_legacy_tenants"
-STARTED_TOPIC = get_topic(Session.Started)
+STARTED_TOPIC = get_topic(Started)
 # Events are compact JSON: those that do not name the default tenant (or no tenant,
 # stored before tenants) are the few to look at.
 TENANT_KEY = b'"tenant":"'

@@ -29,7 +29,7 @@ from eventsourcing.domain import get_topic
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from domain.session import Session
+from domain.session_events import EntriesErased, SessionErased
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import ReadModelDatabase, is_transient, reading
 from services.adapters.read_model_writers import ReadModel, storable
@@ -39,7 +39,7 @@ MAX_ERROR_CHARS = 2_000
 # model that must wait longer is retried on a thread of its own, holding up none of
 # the others (a lock held for long is a busy database, not another server's batch).
 QUICK_LOCK_TIMEOUT_MS = 250
-ERASURES = (Session.EntriesErased, Session.SessionErased)
+ERASURES = (EntriesErased, SessionErased)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert, update
 
-from domain.session import Session
+from domain.session_events import EntriesErased, SessionErased
 from projections.read_models import (
     CatalogChange,
     CompactionRow,
@@ -173,7 +173,7 @@ class CompactionAudit(ReadModel):
         self.topics = topics
 
     def write(self, connection: Connection, position: int, event: Any) -> None:
-        if isinstance(event, Session.EntriesErased | Session.SessionErased):
+        if isinstance(event, EntriesErased | SessionErased):
             _taint_compactions(connection, event)
             return
         rows: list[CompactionRow] = compaction_rows(event)
@@ -188,7 +188,7 @@ def _taint_compactions(connection: Connection, event: Any) -> None:
     the compactions it tainted (all of the session's, erased whole), marked tainted."""
     c = t.compactions.c
     rows = c.session_id == event.originator_id
-    if isinstance(event, Session.EntriesErased):
+    if isinstance(event, EntriesErased):
         if not event.tainted_compactions:
             return
         rows = rows & c.version.in_(list(event.tainted_compactions))

@@ -22,7 +22,7 @@ from typing import Any
 from eventsourcing.domain import get_topic
 from sqlalchemy import Connection, delete, insert, select, update
 
-from domain.session import Session
+from domain.session_events import EntriesAppended, EntriesErased, SessionErased, ToolCallsAbandoned
 from projections.read_models.recall import (
     RecallChunk,
     RecallErasure,
@@ -35,10 +35,10 @@ from services.adapters.read_model_writers import ReadModel, micros, storable
 from services.adapters.tokenizers import tokenizer_for
 
 RECALL_TOPICS = [
-    get_topic(Session.EntriesAppended),
-    get_topic(Session.ToolCallsAbandoned),
-    get_topic(Session.EntriesErased),
-    get_topic(Session.SessionErased),
+    get_topic(EntriesAppended),
+    get_topic(ToolCallsAbandoned),
+    get_topic(EntriesErased),
+    get_topic(SessionErased),
 ]
 # Chunks are cut by this model's tokenizer (o200k_base): what embedding models
 # and today's chat models count, near enough, whatever the session's model.

@@ -18,8 +18,10 @@ from domain.context.overflow import OverflowReport
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest
 from domain.session import Session, SessionEvent
+from domain.session_events import EntriesAppended
 from projections.context_report import ContextReport, build_context_report
-from projections.prompt_formats import PromptRenderer, RenderedPrompt, appended_messages
+from projections.prompt_formats import PromptRenderer
+from projections.rendered_prompt import RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
 from services.adapters.overflow import classify_provider_error, stated_limits
@@ -210,7 +212,7 @@ def _ends_turn(session: Session, saved: Sequence[SessionEvent]) -> bool:
     """Whether this save ended a turn: an assistant entry last, no tool call open."""
     last = saved[-1] if saved else None
     return (
-        isinstance(last, Session.EntriesAppended)
+        isinstance(last, EntriesAppended)
         and last.entries[-1].role is Role.ASSISTANT
         and not session.open_tool_calls
     )

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from domain.content import Entry
 from domain.errors import IdempotencyKeyReused
 from domain.session import Session
+from domain.session_events import EntriesAppended
 from services.adapters.event_store import EventStore
 
 
@@ -38,7 +39,7 @@ class Idempotency:
         if not idempotency_key:
             return None
         ttl = self.ttl_seconds
-        event: Session.EntriesAppended | None = None
+        event: EntriesAppended | None = None
         remembered = session.recent_appends.get(idempotency_key)
         if remembered is not None:
             first_fingerprint, version = str(remembered[0]), int(remembered[1])
@@ -59,9 +60,9 @@ class Idempotency:
         """Deletes the idempotency keys older than the TTL; answers how many."""
         return self.store.expire_idempotency_keys(self.ttl_seconds)
 
-    def _appended(self, session_id: str, version: int) -> Session.EntriesAppended:
+    def _appended(self, session_id: str, version: int) -> EntriesAppended:
         (event,) = self.store.session_events(session_id, after=version - 1, upto=version)
-        assert isinstance(event, Session.EntriesAppended)
+        assert isinstance(event, EntriesAppended)
         return event
 
 

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from domain.compaction import Compaction
 from domain.content import Entry, Role
 from domain.errors import DomainError, InvalidRequest, quoted
-from domain.ids import UsedIds
-from domain.session import Session, new_id
+from domain.ids import UsedIds, new_id
+from domain.session import Session
 from domain.settings import SessionSettings
 from domain.storable import check_tree
 from projections.session_history import SessionHistory

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from domain.content import Entry
 from domain.errors import InvalidRequest, VersionOutOfRange
 from domain.session import Session, SessionEvent
-from projections.prompt_formats import RenderedPrompt
+from projections.rendered_prompt import RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from projections.view_audit import ViewAudit, audit_view
 from services.adapters.event_store import EventStore

@@ -25,9 +25,17 @@ from domain.context.overflow import OverflowReport
 from domain.pruning import PruneDecision
 from domain.retraction import RetractionPlan
 from domain.session import Session, SessionEvent
+from domain.session_events import (
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesErased,
+    PruneRecorded,
+    SessionErased,
+)
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
-from projections.prompt_formats import RenderedPrompt
+from projections.rendered_prompt import RenderedPrompt
 from projections.session_history import DurableLog, PromptView, SessionHistory
 from projections.view_audit import ViewAudit
 from services.adapters.event_store import EventStore
@@ -167,7 +175,7 @@ class SessionService:
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None = None
-    ) -> Session.CompactionRecorded:
+    ) -> CompactionRecorded:
         return self.commands.compactions.record_compaction(
             session_id, compaction, expected_version
         ).result
@@ -179,7 +187,7 @@ class SessionService:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> tuple[Session, Session.CompactionUndone]:
+    ) -> tuple[Session, CompactionUndone]:
         written = self.commands.compactions.undo_compaction(
             session_id, compaction_version, reason, expected_version, requested_by
         )
@@ -192,7 +200,7 @@ class SessionService:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> tuple[Session, Session.CompactionRedone]:
+    ) -> tuple[Session, CompactionRedone]:
         written = self.commands.compactions.redo_compaction(
             session_id, undo_version, reason, expected_version, requested_by
         )
@@ -208,7 +216,7 @@ class SessionService:
         reason: str,
         expected_version: int | None = None,
         applied_edits_json: str = "",
-    ) -> Session.PruneRecorded:
+    ) -> PruneRecorded:
         return self.commands.compactions.record_prune(
             session_id, decisions, reason, expected_version, applied_edits_json
         ).result
@@ -223,7 +231,7 @@ class SessionService:
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
-    ) -> tuple[Session, Session.EntriesErased, list[str]]:
+    ) -> tuple[Session, EntriesErased, list[str]]:
         erased = self.commands.erasure.erase_entries(
             session_id, entry_ids, erased_by=erased_by, reason=reason
         )
@@ -231,7 +239,7 @@ class SessionService:
 
     def erase_session(
         self, session_id: str, *, erased_by: str, reason: str, expected_version: int | None = None
-    ) -> tuple[Session, Session.SessionErased, list[str]]:
+    ) -> tuple[Session, SessionErased, list[str]]:
         erased = self.commands.erasure.erase_session(
             session_id, erased_by=erased_by, reason=reason, expected_version=expected_version
         )

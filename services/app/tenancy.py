@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from domain.session import (
+from domain.streams import (
     DEFAULT_TENANT,
     TENANT_SCOPE,
     stream_id,

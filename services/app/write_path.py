@@ -30,6 +30,7 @@ from domain.errors import (
     quoted,
 )
 from domain.session import Session, SessionEvent
+from domain.session_events import Started
 from projections.session_history import SessionHistory
 from services import deadline
 from services.adapters.event_store import EventStore
@@ -173,7 +174,7 @@ class WritePath:
             ) from None
         except IntegrityError:
             # Another writer took the version first (or, for a new session, the id).
-            if isinstance(pending[0], Session.Started):
+            if isinstance(pending[0], Started):
                 raise SessionExists(
                     f"a session with id {quoted(self.access.ids.client(session.id))} already exists"
                 ) from None

@@ -20,6 +20,7 @@ from domain.context.chain import SummarizerStep
 from domain.context.window_guard import WindowVerdict
 from domain.pruning import PruneDecision
 from domain.session import Session
+from domain.session_events import CompactionRecorded, PruneRecorded
 from projections.session_history import PromptView, SessionHistory
 from services.adapters.summarizers.base import Summarizer
 from services.adapters.summarizers.provider import ProviderCompactor
@@ -77,10 +78,10 @@ class CompactionOutcome:
     reason: str
     # The plan as a dict (CompactionPlan.to_dict, or the hard drop's statistics).
     plan: dict[str, object] = field(default_factory=dict)
-    recorded: Session.CompactionRecorded | None = None
+    recorded: CompactionRecorded | None = None
     failure: CompactionFailure | None = None
     # Recorded instead of a compaction: an overflow's first step truncates tool results.
-    pruned: Session.PruneRecorded | None = None
+    pruned: PruneRecorded | None = None
 
     def action(self, kind: str = "compacted") -> EngineAction:
         """What this outcome did, as reported with a prompt view."""
@@ -108,15 +109,13 @@ class SessionPort(Protocol):
 
     def recent(self, session_id: str) -> Session: ...
 
-    def record_compaction(
-        self, session_id: str, compaction: Compaction
-    ) -> Session.CompactionRecorded: ...
+    def record_compaction(self, session_id: str, compaction: Compaction) -> CompactionRecorded: ...
 
     def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int: ...
 
     def record_prune(
         self, session_id: str, decisions: Sequence[PruneDecision], reason: str
-    ) -> Session.PruneRecorded: ...
+    ) -> PruneRecorded: ...
 
 
 # Builds the summariser one step of a compaction's chain names (model, provider, window),

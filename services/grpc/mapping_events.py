@@ -14,7 +14,24 @@ from domain.context.window_guard import WindowVerdict
 from domain.erasure import is_erased
 from domain.errors import InvalidRequest
 from domain.pruning import PruneDecision
-from domain.session import Session, SessionEvent
+from domain.session import SessionEvent
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesAppended,
+    EntriesErased,
+    EntryRetracted,
+    OverflowReported,
+    PruneRecorded,
+    SessionCleared,
+    SessionErased,
+    SettingsChanged,
+    Started,
+    SystemPromptSet,
+    ToolCallsAbandoned,
+)
 from projections.session_history import DurableLog, RecordedCompaction
 from projections.view_audit import ViewAudit
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -163,7 +180,7 @@ def durable_log_to_pb(
     return message, (position if position < len(log.entries) else None)
 
 
-def compaction_undone_to_pb(event: Session.CompactionUndone) -> pb.CompactionUndone:
+def compaction_undone_to_pb(event: CompactionUndone) -> pb.CompactionUndone:
     return pb.CompactionUndone(
         compaction_version=event.compaction_version,
         reason=event.reason,
@@ -174,7 +191,7 @@ def compaction_undone_to_pb(event: Session.CompactionUndone) -> pb.CompactionUnd
     )
 
 
-def compaction_redone_to_pb(event: Session.CompactionRedone) -> pb.CompactionRedone:
+def compaction_redone_to_pb(event: CompactionRedone) -> pb.CompactionRedone:
     return pb.CompactionRedone(
         undo_version=event.undo_version,
         compaction_versions=list(event.compaction_versions),
@@ -193,13 +210,13 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
     )
     version = event.originator_version
     match event:
-        case Session.Started():
+        case Started():
             message.started.settings.CopyFrom(
                 settings_to_pb(event.settings, event.context_window_tokens)
             )
             message.started.parent_session_id = event.parent_session_id
             message.started.forked_at_version = event.forked_at_version
-        case Session.ToolCallsAbandoned():
+        case ToolCallsAbandoned():
             message.tool_calls_abandoned.CopyFrom(
                 pb.ToolCallsAbandoned(
                     tool_call_ids=list(event.tool_call_ids),
@@ -207,30 +224,30 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
                     entry=entry_to_pb(event.entry, version),
                 )
             )
-        case Session.EntriesAppended():
+        case EntriesAppended():
             message.entries_appended.entries.extend(entry_to_pb(e, version) for e in event.entries)
             message.entries_appended.idempotency_key = event.idempotency_key
             message.entries_appended.guarded.extend(guard_decision_to_pb(d) for d in event.guarded)
             message.entries_appended.lessons.extend(
                 token_lesson_to_pb(lesson) for lesson in event.lessons or ()
             )
-        case Session.CompactionRecorded():
+        case CompactionRecorded():
             message.compaction_recorded.CopyFrom(
                 compaction_to_pb(event.compaction, version, event.timestamp)
             )
-        case Session.PruneRecorded():
+        case PruneRecorded():
             message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
             message.prune_recorded.reason = event.reason
             message.prune_recorded.applied_edits_json = event.applied_edits_json
-        case Session.SettingsChanged():
+        case SettingsChanged():
             message.settings_changed.settings.CopyFrom(
                 settings_to_pb(event.settings, event.context_window_tokens)
             )
-        case Session.CompactionFailed():
+        case CompactionFailed():
             message.compaction_failed.CopyFrom(
                 failure_to_pb(event.failure, version, event.timestamp)
             )
-        case Session.OverflowReported():
+        case OverflowReported():
             message.overflow_reported.CopyFrom(
                 pb.OverflowReported(
                     provider=event.provider,
@@ -244,19 +261,19 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
                     lesson=token_lesson_to_pb(event.lesson) if event.lesson else None,
                 )
             )
-        case Session.SystemPromptSet():
+        case SystemPromptSet():
             message.system_prompt_set.CopyFrom(system_prompt_to_pb(event.system_prompt))
-        case Session.CompactionUndone():
+        case CompactionUndone():
             message.compaction_undone.CopyFrom(compaction_undone_to_pb(event))
-        case Session.EntriesErased() | Session.SessionErased():
+        case EntriesErased() | SessionErased():
             message.erasure.CopyFrom(erasure_event_to_pb(event))
-        case Session.CompactionRedone():
+        case CompactionRedone():
             message.compaction_redone.CopyFrom(compaction_redone_to_pb(event))
-        case Session.EntryRetracted():
+        case EntryRetracted():
             message.entry_retracted.CopyFrom(
                 pb.EntryRetracted(entry_id=event.entry_id, reason=event.reason)
             )
-        case Session.SessionCleared():
+        case SessionCleared():
             message.session_cleared.CopyFrom(
                 pb.SessionCleared(entries_cleared=event.entries, reason=event.reason)
             )

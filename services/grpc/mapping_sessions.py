@@ -11,6 +11,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from domain.session import Session
+from domain.session_events import EntriesErased, SessionErased
 from domain.settings import CompactionPolicy, SessionSettings
 from domain.system_prompt import (
     FileStatus,
@@ -134,8 +135,8 @@ def erasure_to_pb(erasure: RecordedErasure) -> pb.Erasure:
     )
 
 
-def erasure_event_to_pb(event: Session.EntriesErased | Session.SessionErased) -> pb.Erasure:
-    if isinstance(event, Session.EntriesErased):
+def erasure_event_to_pb(event: EntriesErased | SessionErased) -> pb.Erasure:
+    if isinstance(event, EntriesErased):
         ids, tainted = list(event.entry_ids), list(event.tainted_compactions)
     else:
         ids, tainted = [], []

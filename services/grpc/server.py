@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -81,9 +82,17 @@ class RunningServer:
         return self.app.observability.metrics_port if self.app.observability else 0
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
+        started = time.monotonic()
         self.loop.run(self._stop(grace))
         self.loop.close()
+        calls_ended = time.monotonic()
         self.app.close()
+        # Where a slow stop spent its time: calls still running, or the store's close.
+        log.info(
+            "server stopped",
+            calls_seconds=round(calls_ended - started, 3),
+            close_seconds=round(time.monotonic() - calls_ended, 3),
+        )
 
     async def _stop(self, grace: float) -> None:
         await self.monitor.stop()

@@ -11,6 +11,15 @@ from collections.abc import Sequence
 
 from domain.compaction import Trigger
 from domain.session import Session
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    EntriesAppended,
+    Event,
+    OverflowReported,
+    PruneRecorded,
+    ToolCallsAbandoned,
+)
 from services.observability.metrics import BoundedLabels, Metrics
 
 TRIGGERS = frozenset(t.value for t in Trigger)
@@ -22,13 +31,13 @@ class StoreEvents:
         self._models = models
         self._tokenizers = BoundedLabels(20)
 
-    def saved(self, _session: Session, events: Sequence[Session.Event]) -> None:
+    def saved(self, _session: Session, events: Sequence[Event]) -> None:
         for event in events:
             handle = getattr(self, f"_{type(event).__name__}", None)
             if handle is not None:
                 handle(event)
 
-    def _EntriesAppended(self, event: Session.EntriesAppended) -> None:
+    def _EntriesAppended(self, event: EntriesAppended) -> None:
         m = self._metrics
         m.appends.inc()
         for entry in event.entries:
@@ -40,10 +49,10 @@ class StoreEvents:
         for lesson in event.lessons or ():
             m.calibration.labels(self._models(lesson.model)).observe(lesson.calibration)
 
-    def _ToolCallsAbandoned(self, event: Session.ToolCallsAbandoned) -> None:
+    def _ToolCallsAbandoned(self, event: ToolCallsAbandoned) -> None:
         self._metrics.entries.labels(event.entry.role.value).inc()
 
-    def _CompactionRecorded(self, event: Session.CompactionRecorded) -> None:
+    def _CompactionRecorded(self, event: CompactionRecorded) -> None:
         compaction = event.compaction
         trigger = _trigger(compaction.reason)
         stage = compaction.fallback_stage or "client"
@@ -51,16 +60,16 @@ class StoreEvents:
         self._metrics.compaction_tokens_before.labels(trigger).observe(compaction.tokens_before)
         self._metrics.compaction_tokens_after.labels(trigger).observe(compaction.tokens_after)
 
-    def _CompactionFailed(self, event: Session.CompactionFailed) -> None:
+    def _CompactionFailed(self, event: CompactionFailed) -> None:
         failure = event.failure
         self._metrics.compactions.labels(_trigger(failure.trigger), "failed", failure.stage).inc()
 
-    def _OverflowReported(self, event: Session.OverflowReported) -> None:
+    def _OverflowReported(self, event: OverflowReported) -> None:
         if event.lesson is not None:
             model = self._models(event.lesson.model)
             self._metrics.calibration.labels(model).observe(event.lesson.calibration)
 
-    def _PruneRecorded(self, event: Session.PruneRecorded) -> None:
+    def _PruneRecorded(self, event: PruneRecorded) -> None:
         self._metrics.prunes.inc()
         for decision in event.decisions:
             self._metrics.pruned_entries.labels(decision.action.value).inc()

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from eventsourcing.domain import get_topic
 
-from domain.session import Session
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesErased,
+    PruneRecorded,
+    SessionErased,
+)
 
 COMPACTION_TOPICS = [
-    get_topic(Session.CompactionRecorded),
-    get_topic(Session.CompactionFailed),
+    get_topic(CompactionRecorded),
+    get_topic(CompactionFailed),
     # An erasure taints the summaries it reached (services.adapters.read_model_store).
-    get_topic(Session.EntriesErased),
-    get_topic(Session.SessionErased),
-    get_topic(Session.CompactionUndone),
-    get_topic(Session.CompactionRedone),
+    get_topic(EntriesErased),
+    get_topic(SessionErased),
+    get_topic(CompactionUndone),
+    get_topic(CompactionRedone),
 ]
-PRUNE_TOPICS = [get_topic(Session.PruneRecorded)]
+PRUNE_TOPICS = [get_topic(PruneRecorded)]

@@ -10,7 +10,8 @@ the same run, and every target prints PASS or SHORT.
 Groups (``--only NAME``, repeatable):
 
 * ingest:  one-turn appends/s with 1, 8 and 32 clients (own sessions, and one
-  shared session), next to single-row inserts straight into the database.
+  shared session), next to single-row inserts straight into the database by
+  as many clients, and to one client's empty gRPC call (a health check).
 * length:  one-turn appends/s at entry 10, 1,000, 10,000 and 50,000 of a session.
 * view:    prompt view latency, warm and cold (a fresh server's first view), for
   sessions of 1,000, 10,000 and 50,000 entries with compactions and prunes.

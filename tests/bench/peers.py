@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from domain.session import MAX_ENTRIES_PER_APPEND
+from domain.session_appends import MAX_ENTRIES_PER_APPEND
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.bench import turns
 from tests.bench.config import Context

@@ -1,19 +1,25 @@
-"""The raw limit: single-row inserts straight into the database, one client.
+"""The raw limit: single-row inserts straight into the database, by 1 to N clients.
 
 The table has the shape of the store's events table (originator_id text,
 originator_version bigint, topic text, state bytes, keyed on the first two),
 each insert commits on its own, and rows carry a state of the size a one-turn
-append stores. This is what one writer can do with no store in between; the
-store's appends are compared with it in the same run.
+append stores. This is what writers can do with no store in between; the
+store's appends are compared with it in the same run, with as many clients
+(several clients' commits share the database's WAL flushes, so the raw rate
+grows with them, and so should the store's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import psycopg
 
 from tests.bench.server import Database
 
@@ -22,40 +28,66 @@ STATE_BYTES = 550
 TOPIC = "domain.session:Session.EntriesAppended"
 
 
-def inserts_per_second(db: Database, seconds: float) -> float:
-    """Single-row autocommit inserts per second for ``seconds``, one client."""
+def inserts_per_second(db: Database, seconds: float, clients: int = 1) -> float:
+    """Single-row autocommit inserts per second for ``seconds``, by ``clients``
+    threads at once, each on a connection of its own."""
     if db.backend == "postgres":
-        return _postgres(db, seconds)
-    return _sqlite(db, seconds)
-
-
-def _postgres(db: Database, seconds: float) -> float:
+        connect, statement = _postgres(db), "INSERT INTO raw_events VALUES (%s, %s, %s, %s)"
+    else:
+        connect, statement = _sqlite(db), "INSERT INTO raw_events VALUES (?, ?, ?, ?)"
     state = os.urandom(STATE_BYTES)
+    counts = [0] * clients
+    # Every client connects before the clock starts, as the store's pool has.
+    connections = [connect() for _ in range(clients)]
+    ready = threading.Barrier(clients + 1)
+    finished = [0.0]
+
+    def client(n: int) -> None:
+        conn, originator = connections[n], f"raw-{n}-{time.monotonic_ns()}"
+        ready.wait()
+        deadline = finished[0]
+        while time.perf_counter() < deadline:
+            counts[n] += 1
+            _execute(conn, statement, (originator, counts[n], TOPIC, state))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    finished[0] = started + seconds
+    ready.wait()
+    try:
+        for thread in threads:
+            thread.join()
+    finally:
+        for conn in connections:
+            conn.close()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def _execute(conn: psycopg.Connection | sqlite3.Connection, statement: str, row: tuple) -> None:
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(statement, row)
+    else:
+        # Prepared, as the store's recorder prepares its statements.
+        conn.execute(statement, row, prepare=True)
+
+
+def _postgres(db: Database) -> Callable[[], psycopg.Connection]:
     with db.psycopg_connect(autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS raw_events (originator_id text, "
             "originator_version bigint, topic text, state bytea, "
             "PRIMARY KEY (originator_id, originator_version))"
         )
-        originator = f"raw-{time.monotonic_ns()}"
-        # Prepared, as the store's recorder prepares its statements.
-        statement = "INSERT INTO raw_events VALUES (%s, %s, %s, %s)"
-        count = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while time.perf_counter() < deadline:
-            count += 1
-            conn.execute(statement, (originator, count, TOPIC, state), prepare=True)
-        return count / (time.perf_counter() - started)
+    return lambda: db.psycopg_connect(autocommit=True)
 
 
-def _sqlite(db: Database, seconds: float) -> float:
-    state = os.urandom(STATE_BYTES)
+def _sqlite(db: Database) -> Callable[[], sqlite3.Connection]:
     # A file of its own beside the store's, on the same disk: the store's
     # database stays untouched, and the journal settings can be set alike.
     path = Path(db.path).with_name("raw.db")
-    conn = sqlite3.connect(path, isolation_level=None)  # autocommit: one commit per insert
-    try:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         # The eventsourcing SQLite recorder switches file databases to WAL and
         # leaves synchronous at its default; do the same.
         conn.execute("PRAGMA journal_mode=WAL")
@@ -64,18 +96,9 @@ def _sqlite(db: Database, seconds: float) -> float:
             "originator_version integer, topic text, state blob, "
             "PRIMARY KEY (originator_id, originator_version))"
         )
-        originator = f"raw-{time.monotonic_ns()}"
-        count = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while time.perf_counter() < deadline:
-            count += 1
-            conn.execute(
-                "INSERT INTO raw_events VALUES (?, ?, ?, ?)", (originator, count, TOPIC, state)
-            )
-        return count / (time.perf_counter() - started)
-    finally:
-        conn.close()
+    # Autocommit: one commit per insert. SQLite lets one writer in at a time;
+    # the others wait for it (as the store's own writers do), not fail.
+    return lambda: sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
 
 
 def locked_batches_per_second(db: Database, seconds: float, connections: int) -> float:

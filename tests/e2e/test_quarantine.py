@@ -29,7 +29,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from psycopg import sql
 
-from domain.session import Session
+from domain.session_events import CompactionRecorded, Started
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import legacy_tenants
 from services.adapters.read_model_db import open_database
@@ -43,7 +43,7 @@ from tests.e2e.test_read_models import _history, _models
 from tests.integration.test_read_model_migrations import _downgrade_to
 
 POISON = "poison-1"
-COMPACTION_TOPIC = get_topic(Session.CompactionRecorded)
+COMPACTION_TOPIC = get_topic(CompactionRecorded)
 
 
 def raw_sql(database_url: str, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -161,7 +161,7 @@ def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: s
             raw_sql(
                 database_url,
                 "UPDATE {events} SET topic = %s, state = %s WHERE originator_id = %s",
-                (get_topic(Session.Started), bytes(state), POISON),
+                (get_topic(Started), bytes(state), POISON),
             )
             code, output = cli_output(database_url, "readmodels", "retry")
             assert code == 0 and "2 quarantined events applied, 0 still failing" in output

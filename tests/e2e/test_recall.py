@@ -17,7 +17,7 @@ from eventsourcing.persistence import StoredEvent
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import func, select
 
-from domain.session import Session
+from domain.session_events import EntriesAppended
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
@@ -273,7 +273,7 @@ def test_an_entry_event_the_index_cannot_read_is_quarantined_and_stops_nothing(
     assert models is not None and models.runner is not None
     models.runner.stop()
     server.service.store.recorder.insert_events(
-        [StoredEvent("poison-1", 2, get_topic(Session.EntriesAppended), b"\xffnot an event")]
+        [StoredEvent("poison-1", 2, get_topic(EntriesAppended), b"\xffnot an event")]
     )
     session = store.CreateSession(pb.CreateSessionRequest(session_id="after"))
     fact = append(store, session.id, user(FACT)).entry_ids[0]

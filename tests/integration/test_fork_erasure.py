@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from domain.session import Session
+from domain.session_events import SessionErased
 from services.app import tenancy
 from services.app.sessions import SessionService
 from services.bootstrap import build_service
@@ -73,7 +73,7 @@ def test_forks_of_another_tenant_are_not_erased_with_the_parent() -> None:
     assert (parent, own, theirs) == ("a/p", "a/own", "ops/theirs")
     with tenancy.calling_as(alice):
         _, erased, forks = service.erase_session(parent, erased_by="", reason="asked")
-    assert isinstance(erased, Session.SessionErased) and erased.erased_by == "alice"
+    assert isinstance(erased, SessionErased) and erased.erased_by == "alice"
     assert forks == [own]
     assert service.get_session(own).erased
     assert not service.get_session(theirs).erased

@@ -18,6 +18,7 @@ from domain.compaction import Compaction
 from domain.content import Entry, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from domain.erasure import ERASED_SUMMARY, ERASED_TEXT, is_erased
 from domain.session import Session
+from domain.session_events import EntriesAppended, SessionErased
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from services.adapters import sealed_formats, sealing
@@ -161,7 +162,7 @@ def test_the_store_seals_and_an_erasure_leaves_placeholders(tmp_path: Path) -> N
     events = store.session_events("s1")
     assert events[1].system_prompt.text == ""
     assert events[2].entries[0].content == (TextBlock(ERASED_TEXT),)
-    assert isinstance(events[3], Session.SessionErased)
+    assert isinstance(events[3], SessionErased)
     assert store.repository.get("s1").erased
 
 
@@ -205,11 +206,11 @@ def test_events_and_their_keys_are_read_together_and_the_projection_leaves_conte
 
         notifications = store.recorder.select_notifications(start=1, limit=100)
         structure = store.decode_notifications(notifications, entry_content=False)
-        appended = [e for e in structure if isinstance(e, Session.EntriesAppended)]
+        appended = [e for e in structure if isinstance(e, EntriesAppended)]
         assert [e.entries[0].token_count for e in appended] == [7] * 5
         assert {e.entries[0].content for e in appended} == {(TextBlock(ERASED_TEXT),)}
         opened = store.decode_notifications(notifications)
-        assert [e.entries[0].content for e in opened if isinstance(e, Session.EntriesAppended)] == [
+        assert [e.entries[0].content for e in opened if isinstance(e, EntriesAppended)] == [
             (TextBlock(t),) for t in texts
         ]
     finally:

@@ -25,6 +25,7 @@ from domain.content import (
 from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
+from domain.session_events import Event
 from domain.settings import SessionSettings
 from projections.session_history import SessionHistory
 
@@ -92,7 +93,7 @@ class Tracked:
     ) -> None:
         self.session = Session.start(session_id, settings or SessionSettings(), window)
         self.history = SessionHistory(session_id)
-        self.events: list[Session.Event] = []
+        self.events: list[Event] = []
         self.sync()
 
     def sync(self) -> None:

@@ -2,23 +2,22 @@
 
 The history fold and the proto mapping dispatch with match and
 ``assert_never`` over ``SessionEvent``; mypy proves them exhaustive for the
-types in that union. This test proves the union holds every event the
-aggregate defines, so a new event cannot slip past both.
+types in that union. This test proves the union holds every event class
+domain.session_events defines, so a new event cannot slip past both.
 """
 
 from __future__ import annotations
 
 import typing
 
-from domain.session import Session, SessionEvent
+from domain import session_events
+from domain.session_events import Event, SessionEvent
 
 
-def test_the_session_event_union_holds_every_event_the_aggregate_defines() -> None:
+def test_the_session_event_union_holds_every_event_defined() -> None:
     defined = {
         value
-        for value in vars(Session).values()
-        if isinstance(value, type)
-        and issubclass(value, Session.Event)
-        and value is not Session.Event
+        for value in vars(session_events).values()
+        if isinstance(value, type) and issubclass(value, Event) and value is not Event
     }
     assert set(typing.get_args(SessionEvent)) == defined

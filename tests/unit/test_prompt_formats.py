@@ -10,10 +10,10 @@ from projections.formats.base import dumps as _dumps
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
     PromptRenderer,
-    appended_messages,
     to_anthropic,
     to_openai,
 )
+from projections.rendered_prompt import appended_messages
 from tests.unit.support import (
     Tracked,
     assistant,
@@ -287,7 +287,8 @@ def test_a_view_that_only_appends_renders_as_a_fresh_render_would() -> None:
     what a fresh render gives, and a held view's delta is what was appended."""
     import random
 
-    from projections.prompt_formats import PromptRenderer, appended_messages, render
+    from projections.prompt_formats import PromptRenderer, render
+    from projections.rendered_prompt import appended_messages
     from tests.unit.test_session_history import generate_rich_session
 
     for seed in (1, 2, 3):

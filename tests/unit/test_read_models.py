@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from types import MappingProxyType
 
-from domain.session import Session
+from domain.session_events import PruneRecorded
 from domain.settings import SessionSettings
 from projections.read_models import catalog_changes, compaction_rows, prune_rows
 from services.adapters.event_store import EventStore
@@ -66,7 +66,7 @@ def test_prunes_stored_before_their_sizes_still_load() -> None:
     state = json.loads(stored.state)
     del state["chars"]
     older = mapper.to_domain_event(replace(stored, state=json.dumps(state).encode()))
-    assert isinstance(older, Session.PruneRecorded) and older.chars == ()
+    assert isinstance(older, PruneRecorded) and older.chars == ()
     (row,) = prune_rows(older)
     assert (row.chars_before, row.chars_after) == (None, 7)
     (row,) = prune_rows(recorded)

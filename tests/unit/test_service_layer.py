@@ -12,7 +12,7 @@ import pytest
 
 from domain.compaction import Compaction
 from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
-from domain.session import Session
+from domain.session_events import CompactionRecorded
 from services.app import tenancy
 from services.bootstrap import Application, build_application
 from services.config import Config
@@ -59,7 +59,7 @@ def test_commands_answer_the_events_they_recorded(app: Application) -> None:
     assert [d.entry_id for d in pruned.result.decisions] == ["t1"]
     assert pruned.position == app.sessions.head_position()
     recorded = compactions.record_compaction("s-1", Compaction("they read a file", "u2"))
-    assert isinstance(recorded.result, Session.CompactionRecorded)
+    assert isinstance(recorded.result, CompactionRecorded)
     assert recorded.result.originator_version == recorded.session.version
     undone = compactions.undo_compaction("s-1", recorded.session.version, reason="wrong")
     assert undone.result.compaction_version == recorded.session.version

@@ -35,7 +35,8 @@ from domain.errors import (
 )
 from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
-from domain.session import IDEMPOTENCY_WINDOW, Session
+from domain.session import Session
+from domain.session_events import IDEMPOTENCY_WINDOW
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings
 from tests.unit.support import (
     WINDOW,

@@ -13,6 +13,16 @@ from domain.content import Entry
 from domain.errors import EntryNotFound, InvalidCutPoint, VersionOutOfRange
 from domain.pruning import PruneDecision
 from domain.session import Session
+from domain.session_events import (
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesAppended,
+    Event,
+    PruneRecorded,
+    SettingsChanged,
+    Started,
+)
 from domain.settings import PruningPolicy, SessionSettings
 from projections.session_history import SessionHistory, load_from_cut
 from tests.unit.support import Tracked, assistant, call, clear, custom, tool, trim, user
@@ -81,21 +91,21 @@ class Reference:
     """What the durable log and prompt view should be, folded naively from events."""
 
     entries: list[Entry] = field(default_factory=list)
-    compaction: Session.CompactionRecorded | None = None
+    compaction: CompactionRecorded | None = None
     pruned: dict[str, PruneDecision] = field(default_factory=dict)
     settings: tuple[SessionSettings, int] | None = None
 
     @classmethod
-    def fold(cls, events: list[Session.Event]) -> Reference:
+    def fold(cls, events: list[Event]) -> Reference:
         ref = cls()
         for event in events:
-            if isinstance(event, Session.EntriesAppended):
+            if isinstance(event, EntriesAppended):
                 ref.entries.extend(event.entries)
-            elif isinstance(event, Session.CompactionRecorded):
+            elif isinstance(event, CompactionRecorded):
                 ref.compaction = event
-            elif isinstance(event, Session.PruneRecorded):
+            elif isinstance(event, PruneRecorded):
                 ref.pruned.update((d.entry_id, d) for d in event.decisions)
-            elif isinstance(event, Session.Started | Session.SettingsChanged):
+            elif isinstance(event, Started | SettingsChanged):
                 ref.settings = (event.settings, event.context_window_tokens)
         return ref
 
@@ -116,13 +126,13 @@ def test_generated_sessions_exercise_every_event(seed: int) -> None:
     events = generate_session(seed).events
     kinds = {type(e) for e in events}
     assert kinds == {
-        Session.Started,
-        Session.EntriesAppended,
-        Session.CompactionRecorded,
-        Session.PruneRecorded,
-        Session.SettingsChanged,
+        Started,
+        EntriesAppended,
+        CompactionRecorded,
+        PruneRecorded,
+        SettingsChanged,
     }
-    assert sum(isinstance(e, Session.CompactionRecorded) for e in events) >= 2
+    assert sum(isinstance(e, CompactionRecorded) for e in events) >= 2
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -359,22 +369,22 @@ def generate_rich_session(seed: int, steps: int = 160) -> Tracked:
     base = generate_session(seed, steps)
     # Replay the base session's commands' events, interleaving undos and the rest.
     for event in base.events[1:]:
-        if isinstance(event, Session.EntriesAppended):
+        if isinstance(event, EntriesAppended):
             entries = list(event.entries)
             if rng.random() < 0.05 and not tracked.session.open_tool_calls:
                 entries.insert(0, system(f"note {tracked.version}", tokens=2))
             tracked.append(*[replace(e, parent_id=None) for e in entries])
-        elif isinstance(event, Session.CompactionRecorded):
+        elif isinstance(event, CompactionRecorded):
             with contextlib.suppress(InvalidCutPoint):
                 tracked.compact(
                     event.compaction.first_kept_entry_id,
                     summary=event.compaction.summary,
                     summary_tokens=event.compaction.summary_tokens,
                 )
-        elif isinstance(event, Session.PruneRecorded):
+        elif isinstance(event, PruneRecorded):
             with contextlib.suppress(Exception):
                 tracked.prune(*event.decisions)
-        elif isinstance(event, Session.SettingsChanged):
+        elif isinstance(event, SettingsChanged):
             tracked.change_settings(
                 event.settings, (event.context_window_tokens, event.context_window_source)
             )
@@ -394,14 +404,14 @@ def generate_rich_session(seed: int, steps: int = 160) -> Tracked:
     return tracked
 
 
-def _fetcher(events: list[Session.Event]):  # type: ignore[no-untyped-def]
-    def fetch(after: int, upto: int | None) -> list[Session.Event]:
+def _fetcher(events: list[Event]):  # type: ignore[no-untyped-def]
+    def fetch(after: int, upto: int | None) -> list[Event]:
         return [e for e in events if after < e.originator_version <= (upto or len(events))]
 
     return fetch
 
 
-def _aggregate(events: list[Session.Event]) -> Session:
+def _aggregate(events: list[Event]) -> Session:
     session = None
     for event in events:
         session = event.mutate(session)  # type: ignore[arg-type]
@@ -418,23 +428,23 @@ def test_undone_compactions_bring_back_the_cut_before_them(seed: int) -> None:
     compaction still in force, as a naive fold with a stack of compactions says."""
     tracked = generate_rich_session(seed)
     kinds = {type(e) for e in tracked.events}
-    assert Session.CompactionUndone in kinds
+    assert CompactionUndone in kinds
     for version in range(1, tracked.version + 1):
         entries: list[Entry] = []
-        stack: list[Session.CompactionRecorded] = []
+        stack: list[CompactionRecorded] = []
         # The stack each undo left and the compactions it took back.
-        taken: dict[int, list[Session.CompactionRecorded]] = {}
+        taken: dict[int, list[CompactionRecorded]] = {}
         for event in tracked.events[:version]:
-            if isinstance(event, Session.EntriesAppended):
+            if isinstance(event, EntriesAppended):
                 entries.extend(event.entries)
-            elif isinstance(event, Session.CompactionRecorded):
+            elif isinstance(event, CompactionRecorded):
                 stack.append(event)
-            elif isinstance(event, Session.CompactionUndone):
+            elif isinstance(event, CompactionUndone):
                 taken[event.originator_version] = [
                     c for c in stack if c.originator_version >= event.compaction_version
                 ]
                 stack = [c for c in stack if c.originator_version < event.compaction_version]
-            elif isinstance(event, Session.CompactionRedone):
+            elif isinstance(event, CompactionRedone):
                 stack += taken[event.undo_version]
                 assert [c.originator_version for c in stack][-len(event.compaction_versions) :] == (
                     list(event.compaction_versions)
@@ -512,7 +522,7 @@ def test_a_history_loaded_from_the_cut_reads_only_what_the_prompt_keeps() -> Non
     read: list[tuple[int, int | None]] = []
     fetch = _fetcher(tracked.events)
 
-    def counting(after: int, upto: int | None) -> list[Session.Event]:
+    def counting(after: int, upto: int | None) -> list[Event]:
         read.append((after, upto))
         return fetch(after, upto)
 

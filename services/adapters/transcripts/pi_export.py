@@ -22,7 +22,16 @@ from domain.content import (
     Role,
     TextBlock,
 )
-from domain.session import Session, SessionEvent
+from domain.session import SessionEvent
+from domain.session_events import (
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    EntriesAppended,
+    EntryRetracted,
+    Started,
+    ToolCallsAbandoned,
+)
 from services.adapters.transcripts.ir import ORIGINAL_KEY, dumps, format_time
 from services.adapters.transcripts.pi_content import SYNTHETIC, pi_content
 
@@ -42,21 +51,21 @@ def export_lines(session_id: str, events: Iterable[SessionEvent]) -> Iterator[st
     parents: dict[str, str | None] = {}
     for event in events:
         match event:
-            case Session.Started():
+            case Started():
                 yield _header(session_id, event)
-            case Session.EntriesAppended():
+            case EntriesAppended():
                 for entry in event.entries:
                     for record in _entry_records(entry, parent):
                         parents[record["id"]] = parent
                         parent = record["id"]
                         yield dumps(record)
-            case Session.EntryRetracted():
+            case EntryRetracted():
                 parent = parents.get(event.entry_id, parent)
-            case Session.ToolCallsAbandoned():
+            case ToolCallsAbandoned():
                 for record in _abandoned_records(event, parent):
                     parent = record["id"]
                     yield dumps(record)
-            case Session.CompactionRecorded() if event.originator_version not in undone:
+            case CompactionRecorded() if event.originator_version not in undone:
                 record = _compaction_record(
                     event.compaction, event.timestamp, parent, event.originator_version
                 )
@@ -73,17 +82,17 @@ def _undone_compactions(events: Sequence[SessionEvent]) -> set[int]:
     recorded: list[int] = []
     in_force: list[int] = []
     for event in events:
-        if isinstance(event, Session.CompactionRecorded):
+        if isinstance(event, CompactionRecorded):
             recorded.append(event.originator_version)
             in_force.append(event.originator_version)
-        elif isinstance(event, Session.CompactionUndone):
+        elif isinstance(event, CompactionUndone):
             in_force = [v for v in in_force if v < event.compaction_version]
-        elif isinstance(event, Session.CompactionRedone):
+        elif isinstance(event, CompactionRedone):
             in_force += event.compaction_versions
     return set(recorded) - set(in_force)
 
 
-def _header(session_id: str, started: Session.Started) -> str:
+def _header(session_id: str, started: Started) -> str:
     labels = started.settings.labels
     header: dict[str, Any] = {}
     if "import.header" in labels:
@@ -214,9 +223,7 @@ def _message_record(
     }
 
 
-def _abandoned_records(
-    event: Session.ToolCallsAbandoned, parent: str | None
-) -> list[dict[str, Any]]:
+def _abandoned_records(event: ToolCallsAbandoned, parent: str | None) -> list[dict[str, Any]]:
     entry = event.entry
     timestamp = format_time(entry.timestamp or event.timestamp)
     millis = int((entry.timestamp or event.timestamp).timestamp() * 1000)

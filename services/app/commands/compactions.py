@@ -13,6 +13,13 @@ from domain.context_edits import parse_applied_edits, provider_clears
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
+from domain.session_events import (
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    OverflowReported,
+    PruneRecorded,
+)
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.write_path import WritePath, Written
@@ -25,12 +32,12 @@ class CompactionCommands:
 
     def record_compaction(
         self, session_id: str, compaction: Compaction, expected_version: int | None = None
-    ) -> Written[Session.CompactionRecorded]:
+    ) -> Written[CompactionRecorded]:
         """Records a compaction, the client's or the engine's. The token figures of the
         receipt are the store's own counts; figures a client sent are kept beside them as
         its claims (details ``claimed_tokens_before`` / ``claimed_tokens_after``)."""
 
-        def command(session: Session) -> Session.CompactionRecorded:
+        def command(session: Session) -> CompactionRecorded:
             compaction.validate()
             compaction.check_shrinks()  # claims that contradict themselves are refused
             recorded_summary = compaction.completed_summary()
@@ -84,11 +91,11 @@ class CompactionCommands:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> Written[Session.CompactionUndone]:
+    ) -> Written[CompactionUndone]:
         """Takes back a compaction in force (the latest when ``compaction_version`` is 0):
         the entries it covered are in the durable log again."""
 
-        def command(session: Session) -> Session.CompactionUndone:
+        def command(session: Session) -> CompactionUndone:
             plan = plan_undo(self.histories.history(session_id).whole(), compaction_version)
             return session.undo_compaction(
                 plan.compaction_version,
@@ -107,11 +114,11 @@ class CompactionCommands:
         reason: str = "",
         expected_version: int | None = None,
         requested_by: str = "",
-    ) -> Written[Session.CompactionRedone]:
+    ) -> Written[CompactionRedone]:
         """Takes back the undo recorded at ``undo_version``: the compactions it took
         back are in force again, exactly as recorded."""
 
-        def command(session: Session) -> Session.CompactionRedone:
+        def command(session: Session) -> CompactionRedone:
             plan = plan_redo(self.histories.history(session_id).whole(), undo_version)
             return session.redo_compaction(
                 plan.undo_version,
@@ -149,7 +156,7 @@ class CompactionCommands:
         reason: str,
         expected_version: int | None = None,
         applied_edits_json: str = "",
-    ) -> Written[Session.PruneRecorded]:
+    ) -> Written[PruneRecorded]:
         """Records a prune: the client's decisions, or (``applied_edits_json``) the
         provider's report of the edits it made, cleared here too (domain.context_edits)."""
         edits = parse_applied_edits(applied_edits_json) if applied_edits_json else None
@@ -159,7 +166,7 @@ class CompactionCommands:
                 "results the provider cleared"
             )
 
-        def command(session: Session) -> Session.PruneRecorded:
+        def command(session: Session) -> PruneRecorded:
             history = self.histories.history(session_id)
             chosen, why = decisions, reason
             if edits is not None:
@@ -191,13 +198,11 @@ class CompactionCommands:
 
         return self.writes.write(session_id, None, command)
 
-    def report_overflow(
-        self, session_id: str, report: OverflowReport
-    ) -> Written[Session.OverflowReported]:
+    def report_overflow(self, session_id: str, report: OverflowReport) -> Written[OverflowReported]:
         """Records the provider's refusal; the session counts the attempts of its turn and
         learns what the error stated (window, the prompt's tokens, the answer's room)."""
 
-        def command(session: Session) -> Session.OverflowReported:
+        def command(session: Session) -> OverflowReported:
             estimate = None
             version = report.view_version
             if report.stated[1] and 1 <= version <= session.version:

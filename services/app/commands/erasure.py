@@ -9,12 +9,13 @@ from typing import Generic, TypeVar
 from domain.erasure import SessionWasErased, plan_erasure
 from domain.errors import InvalidRequest, SessionNotFound
 from domain.session import Session
+from domain.session_events import EntriesErased, SessionErased
 from services.app import tenancy
 from services.app.history_cache import HistoryCache
 from services.app.write_path import WritePath, Written
 
 # The erasure's event: of entries, or of the whole session.
-EV = TypeVar("EV", Session.EntriesErased, Session.SessionErased)
+EV = TypeVar("EV", EntriesErased, SessionErased)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class ErasureCommands:
 
     def erase_entries(
         self, session_id: str, entry_ids: Sequence[str], *, erased_by: str, reason: str
-    ) -> Erased[Session.EntriesErased]:
+    ) -> Erased[EntriesErased]:
         """Erases entries' content (their keys are deleted with the event), and the
         summaries of every compaction that may carry it; then the same entries in the
         forks that copied them (answered: the forks erased in)."""
@@ -47,7 +48,7 @@ class ErasureCommands:
 
         by = tenancy.accountable(erased_by)
 
-        def command(session: Session) -> Session.EntriesErased:
+        def command(session: Session) -> EntriesErased:
             tainted = plan_erasure(self.histories.history(session_id).whole(), wanted)
             return session.erase_entries(wanted, tainted, erased_by=by, reason=reason)
 
@@ -58,14 +59,14 @@ class ErasureCommands:
 
     def erase_session(
         self, session_id: str, *, erased_by: str, reason: str, expected_version: int | None = None
-    ) -> Erased[Session.SessionErased]:
+    ) -> Erased[SessionErased]:
         """Erases the whole session's content, and that of every session forked from it
         (transitively, in its tenant; answered); it takes no more writes. With
         ``expected_version``, only if the session is still at that version."""
 
         by = tenancy.accountable(erased_by)
 
-        def command(session: Session) -> Session.SessionErased:
+        def command(session: Session) -> SessionErased:
             return session.erase(erased_by=by, reason=reason)
 
         try:

@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 from domain.erasure import SessionWasErased
 from domain.errors import EntryNotFound, SessionNotFound, quoted
-from domain.session import Session, new_id
+from domain.ids import new_id
+from domain.session import Session
+from domain.session_events import EntriesErased
 from domain.settings import SessionSettings
 from services.app.commands.erasure import ErasureCommands
 from services.app.history_cache import ERASURES, HistoryCache
@@ -90,7 +92,7 @@ class ForkCommands:
             return Written(fork, None, position)
         parent = self.writes.access.load(parent_id)
         for erasure in erasures:
-            ids = list(erasure.entry_ids) if isinstance(erasure, Session.EntriesErased) else None
+            ids = list(erasure.entry_ids) if isinstance(erasure, EntriesErased) else None
             with contextlib.suppress(SessionNotFound):  # forked into another tenant
                 followed = self.erasure.follow_erasure(
                     fork.id,

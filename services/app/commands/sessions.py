@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from domain.content import Role
-from domain.session import Session, new_id
+from domain.ids import new_id
+from domain.session import Session
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for

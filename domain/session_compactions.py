@@ -1,0 +1,244 @@
+"""Recording what the context engine and the client decided: compactions and
+their undo and redo, prunes, failed compactions and the provider's overflows.
+
+Each command checks what the aggregate can (the cut moves forward, the prune
+names tool output still in the prompt) and asks a ``History`` for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
+from domain.content import Entry, Role
+from domain.context.calibration import WindowLesson, learn_tokens
+from domain.context.overflow import OverflowReport
+from domain.errors import (
+    EntryNotFound,
+    InvalidCutPoint,
+    InvalidPrune,
+    InvalidRequest,
+    VersionOutOfRange,
+    quoted,
+)
+from domain.pruning import PruneAction, PruneDecision
+from domain.session_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+    OverflowReported,
+    PruneRecorded,
+)
+from domain.session_state import SessionState
+
+MAX_UNDO_REASON_CHARS = 2_000
+MAX_PROVIDER_MESSAGE_CHARS = 4_000
+
+
+class CompactionCommands(SessionState):
+    """The commands that change what the prompt holds of the history."""
+
+    def record_compaction(
+        self,
+        compaction: Compaction,
+        history: History,
+        *,
+        prompt_tokens: int = -1,
+        timestamp: datetime | None = None,
+    ) -> CompactionRecorded:
+        compaction.validate()
+        if self.entry_count == 0:
+            raise InvalidCutPoint("the session has no entries to compact")
+        self.check_fits("the summary", "summary", compaction.summary_tokens, "write a shorter one")
+        position = check_cut_point(
+            compaction.first_kept_entry_id,
+            history,
+            self.open_tool_calls,
+            self.first_kept_position,
+        )
+        stale = self.compaction_count and not self.entries_since_compaction
+        if stale and position <= self.first_kept_position:
+            # Nothing new would be summarised: the cut must move forward.
+            raise InvalidCutPoint(
+                f"nothing was appended since the last compaction, and first_kept_entry_id "
+                f"{quoted(compaction.first_kept_entry_id)} is where it already cuts; a "
+                "compaction that directly follows another must cut later"
+            )
+        compaction.check_shrinks()
+        return self._record(
+            CompactionRecorded,
+            compaction=compaction,
+            first_kept_position=position,
+            prompt_tokens=prompt_tokens,
+            first_kept_version=history.entry_version(position),
+            limits=[list(row) for row in self.limits],
+            timestamp=timestamp,
+        )
+
+    def undo_compaction(
+        self,
+        compaction_version: int,
+        reason: str,
+        *,
+        restored: tuple[int, int],
+        prompt_tokens: int,
+        requested_by: str = "",
+    ) -> CompactionUndone:
+        """Takes back the compaction recorded at ``compaction_version``, which must be in
+        force; ``restored`` is the cut in force before it, (compaction version or 0,
+        first kept position), as the history folded it."""
+        if len(reason) > MAX_UNDO_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_UNDO_REASON_CHARS:,}"
+            )
+        restored_version, position = restored
+        if position > self.first_kept_position:
+            raise InvalidRequest("undoing a compaction cannot move the cut forward")
+        return self._record(
+            CompactionUndone,
+            compaction_version=compaction_version,
+            reason=reason,
+            first_kept_position=position,
+            restored_compaction_version=restored_version,
+            prompt_tokens=prompt_tokens,
+            requested_by=requested_by,
+        )
+
+    def redo_compaction(
+        self,
+        undo_version: int,
+        reason: str,
+        *,
+        compaction_versions: Sequence[int],
+        first_kept_position: int,
+        cuts: Sequence[Sequence[int]],
+        prompt_tokens: int,
+        requested_by: str = "",
+    ) -> CompactionRedone:
+        """Takes back the undo recorded at ``undo_version``: the compactions it took
+        back (``compaction_versions``, oldest first, whose ``cuts`` the history
+        gives) are in force again, and the cut is the newest one's."""
+        if len(reason) > MAX_UNDO_REASON_CHARS:
+            raise InvalidRequest(
+                f"reason is {len(reason):,} characters; send at most {MAX_UNDO_REASON_CHARS:,}"
+            )
+        if not compaction_versions or len(cuts) != len(compaction_versions):
+            raise InvalidRequest("taking back an undo needs the compactions it took back")
+        if first_kept_position < self.first_kept_position:
+            raise InvalidRequest("taking back an undo cannot move the cut backward")
+        return self._record(
+            CompactionRedone,
+            undo_version=undo_version,
+            compaction_versions=list(compaction_versions),
+            reason=reason,
+            first_kept_position=first_kept_position,
+            prompt_tokens=prompt_tokens,
+            cuts=[list(c) for c in cuts],
+            requested_by=requested_by,
+        )
+
+    def record_prune(
+        self,
+        decisions: Sequence[PruneDecision],
+        reason: str,
+        history: History,
+        prompt_tokens_after: Callable[[Sequence[PruneDecision]], int] | None = None,
+        applied_edits_json: str = "",
+    ) -> PruneRecorded:
+        """Records prunes of tool results in the prompt view; ``prompt_tokens_after``
+        counts the prompt's tokens with them, so the running estimate stays exact.
+        A provider's report of its own edits (``applied_edits_json``) is recorded
+        even when it cleared nothing the view still shows."""
+        if not decisions and not applied_edits_json:
+            raise InvalidRequest("a prune needs at least one entry")
+        seen: set[str] = set()
+        for decision in decisions:
+            decision.validate()
+            if decision.entry_id in seen:
+                raise InvalidRequest(
+                    f"entry {quoted(decision.entry_id)} is pruned twice in one request"
+                )
+            seen.add(decision.entry_id)
+            position = history.position_of(decision.entry_id)
+            if position is None:
+                raise EntryNotFound(f"entry {quoted(decision.entry_id)} is not in this session")
+            if history.role_at(position) is not Role.TOOL:
+                raise InvalidPrune(
+                    f"entry {quoted(decision.entry_id)} is not a tool result; "
+                    "only tool output is pruned"
+                )
+            if position < self.first_kept_position:
+                raise InvalidPrune(
+                    f"entry {quoted(decision.entry_id)} was compacted away and is not in the prompt"
+                )
+        policy = self.settings.pruning
+        sized = [
+            d.sized(policy.soft_trim_head_chars, policy.soft_trim_tail_chars) for d in decisions
+        ]
+        chars = [_prune_chars(history.entry(d.entry_id), d) for d in sized]
+        return self._record(
+            PruneRecorded,
+            decisions=sized,
+            reason=reason,
+            chars=chars,
+            prompt_tokens=prompt_tokens_after(sized) if prompt_tokens_after else -1,
+            applied_edits_json=applied_edits_json,
+        )
+
+    def record_compaction_failure(self, failure: CompactionFailure) -> None:
+        self.trigger_event(CompactionFailed, failure=failure)
+
+    def report_overflow(
+        self, report: OverflowReport, view_estimate: int | None = None
+    ) -> OverflowReported:
+        """Records the provider's refusal; ``overflow_attempts`` counts them per turn.
+
+        What the report ``stated`` and ``view_estimate``, the store's estimate of the
+        refused view, are lessons: the window in force and the calibration learn
+        from them."""
+        provider, message, view_version = report.provider, report.message, report.view_version
+        if not 1 <= view_version <= self.version:
+            raise VersionOutOfRange(
+                f"view_version {view_version} is not a version of this session (1 to "
+                f"{self.version}); send the version of the prompt view the provider refused"
+            )
+        window_tokens, prompt_tokens, output_tokens = report.stated
+        quoted_error = message[:200]
+        model = self.settings.model
+        window = None
+        if window_tokens or output_tokens:
+            window = WindowLesson(
+                model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
+            )
+        lesson = None
+        if prompt_tokens and view_estimate:
+            lesson = learn_tokens(
+                self.learned.calibration,
+                model,
+                view_estimate,
+                prompt_tokens,
+                f"{provider} overflow (view at version {view_version}): {quoted_error}",
+            )
+        return self._record(
+            OverflowReported,
+            provider=provider,
+            status_code=report.status_code,
+            message=message[:MAX_PROVIDER_MESSAGE_CHARS],
+            kind=report.kind,
+            view_version=view_version,
+            view_hash=report.view_hash,
+            window=window,
+            lesson=lesson,
+        )
+
+
+def _prune_chars(entry: Entry, decision: PruneDecision) -> list[int]:
+    """[characters of the entry's tool output, characters of it the prune keeps]:
+    a soft trim keeps at most its head and tail of each result, a hard clear none."""
+    sizes = [len(result.content) for result in entry.tool_results]
+    if decision.action is PruneAction.HARD_CLEAR:
+        return [sum(sizes), 0]
+    kept = (decision.head_chars or 0) + (decision.tail_chars or 0)
+    return [sum(sizes), sum(min(size, kept) for size in sizes)]

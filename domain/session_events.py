@@ -1,0 +1,427 @@
+"""The events of a session: every change to one is one of these, stored for good.
+
+Each event's ``apply`` folds it into the aggregate's small state (see
+domain.session_state). The events were first defined inside ``Session``, and
+stored events name them so: each keeps that topic (``TOPIC``), wherever its
+class lives, so every stored session reads back as it was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
+
+from domain.compaction import Compaction, CompactionFailure
+from domain.content import Entry, Role
+from domain.context.calibration import TokenLesson, WindowLesson
+from domain.context.shown import tokens_taken_out
+from domain.context.tool_result_guard import ToolResultDecision
+from domain.pruning import PruneDecision
+from domain.session_state import SessionState
+from domain.settings import SessionSettings
+from domain.streams import DEFAULT_TENANT
+from domain.system_prompt import SystemPrompt
+
+# Retries come seconds after the first try; remembering the last few hundred
+# keys answers them without letting the aggregate grow.
+IDEMPOTENCY_WINDOW = 256
+MAX_CUTS_KEPT = 64
+
+
+@dataclass(frozen=True)
+class Event(CanMutateAggregate[str]):
+    originator_id: str
+    originator_version: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class Started(Event, CanInitAggregate[str]):
+    TOPIC = "domain.session:Session.Started"
+
+    originator_topic: str
+    settings: SessionSettings
+    context_window_tokens: int
+    context_window_source: str
+    # A fork names the session it was forked from and the parent's version it
+    # copies (the fork's own history up to that version is the parent's).
+    parent_session_id: str = ""
+    forked_at_version: int = 0
+    # Who owns the session; events stored before tenants existed load as DEFAULT_TENANT.
+    tenant: str = DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class EntriesAppended(Event):
+    TOPIC = "domain.session:Session.EntriesAppended"
+
+    entries: Sequence[Entry]
+    idempotency_key: str = ""
+    fingerprint: str = ""
+    # How the tool-result guard shows the results it did not keep whole, decided
+    # with the window in force then, so every later view shows them the same way.
+    guarded: Sequence[ToolResultDecision] = ()
+    # What the provider's usage on these entries taught (None in events stored
+    # before lessons were recorded: those teach nothing).
+    lessons: Sequence[TokenLesson] | None = None
+
+    def apply(self, session: SessionState) -> None:
+        if any(entry.role is Role.USER for entry in self.entries):
+            session.overflow_attempts = 0  # a new turn
+        for lesson in self.lessons or ():
+            learned = session.learned_for(lesson.model)
+            session.learn(lesson.model, learned.after_tokens(lesson, accepted=True))
+        session.prompt_tokens += sum(e.token_count for e in self.entries) - guard_savings(
+            self.entries, self.guarded
+        )
+        for entry in self.entries:
+            position = session.entry_count
+            if entry.role is Role.SYSTEM:
+                session.note_system_entry(position, self.originator_version)
+            session.entry_count += 1
+            session.total_tokens += entry.token_count
+            if entry.usage is not None:
+                session.usage = session.usage + entry.usage
+            for call in entry.tool_calls:
+                session.open_tool_calls[call.id] = position
+            for result in entry.tool_results:
+                session.open_tool_calls.pop(result.tool_call_id, None)
+            session.last_entry_id = entry.id
+        session.entries_since_compaction += len(self.entries)
+        if self.idempotency_key:
+            keys = session.recent_appends
+            keys[self.idempotency_key] = [self.fingerprint, self.originator_version]
+            while len(keys) > IDEMPOTENCY_WINDOW:
+                del keys[next(iter(keys))]
+
+
+@dataclass(frozen=True)
+class ToolCallsAbandoned(Event):
+    """Tool calls that will never be answered, closed by one synthetic error result
+    each (``entry``, a tool entry flagged ``synthetic``), so the session may go on."""
+
+    TOPIC = "domain.session:Session.ToolCallsAbandoned"
+
+    tool_call_ids: Sequence[str]
+    reason: str
+    entry: Entry
+
+    def apply(self, session: SessionState) -> None:
+        entry = self.entry
+        session.prompt_tokens += entry.token_count
+        session.entry_count += 1
+        session.total_tokens += entry.token_count
+        for call_id in self.tool_call_ids:
+            session.open_tool_calls.pop(call_id, None)
+        session.last_entry_id = entry.id
+        session.entries_since_compaction += 1
+
+
+@dataclass(frozen=True)
+class CompactionRecorded(Event):
+    TOPIC = "domain.session:Session.CompactionRecorded"
+
+    compaction: Compaction
+    first_kept_position: int
+    # The prompt's tokens right after (summary, pinned and kept entries as the
+    # guard shows them), counted by the store; -1 in events stored before it.
+    prompt_tokens: int = -1
+    # The version of the event that appended the first kept entry, so a cold
+    # read starts there; 0 in events stored before it (a cold read then
+    # folds the whole session).
+    first_kept_version: int = 0
+    # The session's learned limits when it was recorded (Session.limits), so a
+    # read starting at this cut knows what the provider taught before it.
+    limits: Sequence[Sequence[Any]] = ()
+
+    def apply(self, session: SessionState) -> None:
+        session.prompt_tokens = (
+            self.prompt_tokens if self.prompt_tokens >= 0 else self.compaction.tokens_after
+        )
+        session.compaction_count += 1
+        session.summary_tainted = False
+        session.first_kept_position = self.first_kept_position
+        session.entries_since_compaction = 0
+        cut = (
+            self.originator_version,
+            self.first_kept_position,
+            self.first_kept_version,
+            session.settings_version,
+            session.system_prompt_version,
+        )
+        session.cuts = (*tuple(session.cuts)[-(MAX_CUTS_KEPT - 1) :], cut)
+
+
+@dataclass(frozen=True)
+class CompactionUndone(Event):
+    """A compaction taken back: the entries it covered are in the durable log
+    again, and the cut is where it was before it (later compactions still in
+    force are taken back with it). Compacting again re-applies a cut."""
+
+    TOPIC = "domain.session:Session.CompactionUndone"
+
+    compaction_version: int
+    reason: str
+    # Where the cut is now, and the compaction that made it (0: no compaction
+    # is in force, the log starts at the first entry).
+    first_kept_position: int
+    restored_compaction_version: int
+    # The prompt's tokens right after, counted by the store.
+    prompt_tokens: int
+    requested_by: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        session.prompt_tokens = self.prompt_tokens
+        session.first_kept_position = self.first_kept_position
+        session.summary_tainted = False  # the restored cut's state is the read side's
+        session.entries_since_compaction = max(1, session.entry_count - self.first_kept_position)
+        cuts = [c for c in session.cuts if c[0] < self.compaction_version]
+        if self.restored_compaction_version and (
+            not cuts or cuts[-1][0] != self.restored_compaction_version
+        ):
+            cuts = []  # the cut in force is older than what the aggregate keeps
+        session.cuts = tuple(cuts)
+        session.undo_count += 1
+
+
+@dataclass(frozen=True)
+class CompactionRedone(Event):
+    """An undo taken back: the compactions it took back are in force again, exactly
+    as they were recorded (same summaries, same cut), as if it never happened."""
+
+    TOPIC = "domain.session:Session.CompactionRedone"
+
+    undo_version: int
+    # The compactions in force again, oldest first; the last one makes the cut.
+    compaction_versions: Sequence[int]
+    reason: str
+    first_kept_position: int
+    # The prompt's tokens right after, counted by the store.
+    prompt_tokens: int
+    # The aggregate's cuts of those compactions (see ``Session.cuts``), so a
+    # cold read starts at the cut again.
+    cuts: Sequence[Sequence[int]]
+    requested_by: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        session.prompt_tokens = self.prompt_tokens
+        session.first_kept_position = self.first_kept_position
+        session.entries_since_compaction = max(1, session.entry_count - self.first_kept_position)
+        cuts = (*tuple(session.cuts), *(tuple(c) for c in self.cuts))
+        session.cuts = cuts[-MAX_CUTS_KEPT:]
+
+
+@dataclass(frozen=True)
+class CompactionFailed(Event):
+    TOPIC = "domain.session:Session.CompactionFailed"
+
+    failure: CompactionFailure
+
+    def apply(self, session: SessionState) -> None:
+        session.compaction_failures += 1
+
+
+@dataclass(frozen=True)
+class OverflowReported(Event):
+    """The provider refused a prompt view as too long: one attempt of this turn."""
+
+    TOPIC = "domain.session:Session.OverflowReported"
+
+    provider: str
+    status_code: int
+    message: str
+    kind: str
+    view_version: int
+    view_hash: str = ""
+    # What the provider's error stated: its window (and the answer's room), and
+    # its count of the refused prompt against the store's estimate of it.
+    window: WindowLesson | None = None
+    lesson: TokenLesson | None = None
+
+    def apply(self, session: SessionState) -> None:
+        session.overflow_attempts += 1
+        if self.window is not None:
+            model = self.window.model
+            session.learn(model, session.learned_for(model).after_window(self.window))
+        if self.lesson is not None:
+            model = self.lesson.model
+            learned = session.learned_for(model).after_tokens(self.lesson, accepted=False)
+            session.learn(model, learned)
+
+
+@dataclass(frozen=True)
+class SystemPromptSet(Event):
+    TOPIC = "domain.session:Session.SystemPromptSet"
+
+    system_prompt: SystemPrompt
+    fingerprint: str
+
+    def apply(self, session: SessionState) -> None:
+        session.system_prompt_tokens = self.system_prompt.tokens.total
+        session.system_prompt_fingerprint = self.fingerprint
+        session.system_prompt_version = self.originator_version
+
+
+@dataclass(frozen=True)
+class PruneRecorded(Event):
+    TOPIC = "domain.session:Session.PruneRecorded"
+
+    decisions: Sequence[PruneDecision]
+    reason: str = ""
+    # Per decision, [characters of the entry's tool output as stored,
+    # characters of it the prune keeps]; empty in events stored before.
+    chars: Sequence[Sequence[int]] = ()
+    # The prompt's tokens right after (as the guard and every prune show them),
+    # counted by the store; -1 in events stored before it.
+    prompt_tokens: int = -1
+    # The provider's report this prune follows (Anthropic context editing's
+    # applied_edits), as the client sent it; empty for the client's own prune.
+    applied_edits_json: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        if self.prompt_tokens >= 0:
+            session.prompt_tokens = self.prompt_tokens
+
+
+@dataclass(frozen=True)
+class SettingsChanged(Event):
+    TOPIC = "domain.session:Session.SettingsChanged"
+
+    settings: SessionSettings
+    context_window_tokens: int
+    context_window_source: str
+
+    def apply(self, session: SessionState) -> None:
+        session.settings = self.settings
+        session.context_window_tokens = self.context_window_tokens
+        session.context_window_source = self.context_window_source
+        session.settings_version = self.originator_version
+
+
+@dataclass(frozen=True)
+class EntriesErased(Event):
+    """Entries whose content was erased (their data keys deleted), by whom and why.
+
+    ``tainted_compactions`` are the versions of the compactions whose summaries
+    may carry the erased content (every one whose cut lies past an erased
+    entry): their summaries are erased with them, until compacted again."""
+
+    TOPIC = "domain.session:Session.EntriesErased"
+
+    entry_ids: Sequence[str]
+    tainted_compactions: Sequence[int]
+    erased_by: str
+    reason: str
+    # The session whose erasure this follows (this one a fork of it); empty when asked.
+    erased_with: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        session.erased_entries += len(self.entry_ids)
+        if session.cuts and session.cuts[-1][0] in self.tainted_compactions:
+            session.summary_tainted = True
+
+
+@dataclass(frozen=True)
+class SessionErased(Event):
+    """The whole session's content erased: every data key deleted; no more writes."""
+
+    TOPIC = "domain.session:Session.SessionErased"
+
+    erased_by: str
+    reason: str
+    erased_with: str = ""  # as in EntriesErased
+
+    def apply(self, session: SessionState) -> None:
+        session.erased = True
+        session.erasure = (self.erased_by, self.reason, self.originator_version)
+        # The title is content too: erased with the rest (and kept out of snapshots).
+        session.settings = replace(session.settings, title="")
+
+
+@dataclass(frozen=True)
+class EntryRetracted(Event):
+    """The log's latest entry taken back (a runtime's undo of its last item): the
+    views leave it out from now on; the event that appended it stays."""
+
+    TOPIC = "domain.session:Session.EntryRetracted"
+
+    entry_id: str
+    position: int
+    tokens: int
+    closed_calls: Sequence[str]
+    # (call id, position of the entry that made it) of each call open again.
+    reopened_calls: Sequence[Sequence[Any]]
+    last_entry_id: str
+    reason: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        session.prompt_tokens = max(0, session.prompt_tokens - self.tokens)
+        for call_id in self.closed_calls:
+            session.open_tool_calls.pop(call_id, None)
+        for call_id, position in self.reopened_calls:
+            session.open_tool_calls[call_id] = position
+        session.last_entry_id = self.last_entry_id or None
+        session.retracted_entries += 1
+        if session.system_entries and any(p == self.position for p, _ in session.system_entries):
+            session.system_entries = None  # a cold read folds it all rather than pin it
+
+
+@dataclass(frozen=True)
+class SessionCleared(Event):
+    """Every entry taken out of the views (a runtime's fresh start): the log starts
+    empty at ``position``, the summary in force goes with the rest, the system
+    prompt stays. The events before it stay, for audit and replay."""
+
+    TOPIC = "domain.session:Session.SessionCleared"
+
+    position: int
+    # Entries the log showed when it was cleared.
+    entries: int
+    reason: str = ""
+
+    def apply(self, session: SessionState) -> None:
+        session.prompt_tokens = 0
+        session.open_tool_calls = {}
+        session.last_entry_id = None
+        session.first_kept_position = self.position
+        session.entries_since_compaction = 0
+        session.overflow_attempts = 0
+        if session.system_entries is not None:
+            session.system_entries = ()  # none of them is pinned any more
+
+
+def guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:
+    """The tokens the tool-result guard keeps out of the prompt for these entries."""
+    if not guarded:
+        return 0
+    by_entry = {e.id: e for e in entries}
+    return sum(
+        tokens_taken_out(by_entry[d.entry_id], None, (d,))
+        for d in guarded
+        if d.entry_id in by_entry
+    )
+
+
+# Every event a session can record. Readers dispatch over it with match and
+# assert_never, so a new event type is a type error until each handles it.
+SessionEvent = (
+    Started
+    | EntriesAppended
+    | CompactionRecorded
+    | CompactionFailed
+    | OverflowReported
+    | SystemPromptSet
+    | PruneRecorded
+    | SettingsChanged
+    | ToolCallsAbandoned
+    | CompactionUndone
+    | EntriesErased
+    | SessionErased
+    | CompactionRedone
+    | EntryRetracted
+    | SessionCleared
+)

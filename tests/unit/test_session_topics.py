@@ -1,0 +1,32 @@
+"""Stored events name their class by topic: moving a class must not change it."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from eventsourcing.utils import get_topic, resolve_topic
+
+from domain.session import Session
+from domain.session_events import SessionEvent
+from domain.settings import SessionSettings
+
+
+def test_every_event_keeps_the_topic_it_was_first_stored_under() -> None:
+    classes = get_args(SessionEvent)
+    topics = {get_topic(cls) for cls in classes}
+    assert topics == {f"domain.session:Session.{cls.__name__}" for cls in classes}
+    assert len(topics) == len(classes) == 15
+
+
+def test_a_stored_topic_resolves_to_the_class_that_reads_it() -> None:
+    for cls in get_args(SessionEvent):
+        assert resolve_topic(f"domain.session:Session.{cls.__name__}") is cls
+    assert get_topic(Session) == "domain.session:Session"
+    assert get_topic(Session.Snapshot) == "domain.session:Session.Snapshot"
+
+
+def test_a_recorded_event_is_stored_under_its_first_topic() -> None:
+    session = Session.start("topics", SessionSettings(), (8_000, "default"))
+    (started,) = session.collect_events()
+    assert get_topic(type(started)) == "domain.session:Session.Started"
+    assert started.originator_topic == "domain.session:Session"

@@ -12,6 +12,7 @@ import pytest
 
 from domain.compaction import Compaction
 from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
+from domain.session import Session
 from domain.session_events import CompactionRecorded
 from services.app import tenancy
 from services.bootstrap import Application, build_application

@@ -16,20 +16,29 @@ figures above come from the untraced server.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.readmodels.admin import migrate_database
 from tests.bench import heap, turns
 from tests.bench.config import Context
 from tests.bench.report import Result, Target, median
-from tests.bench.server import ServerProcess, database, new_channel, run_threads, running
+from tests.bench.server import (
+    Database,
+    ServerProcess,
+    database,
+    new_channel,
+    run_threads,
+    running,
+)
 
 FIXED_OVERHEAD_MB = 150
 CLIENT_THREADS = 4
@@ -56,7 +65,11 @@ def memory(ctx: Context) -> None:
             f"entries, cache cap {scale.memory_cap_mb} MB",
             flush=True,
         )
-        with database(backend) as db, running(db, cache_max_mb=scale.memory_cap_mb) as server:
+        with (
+            database(backend) as db,
+            _migrated(db),
+            running(db, cache_max_mb=scale.memory_cap_mb) as server,
+        ):
             stub = server.stub()
             turns.create(stub)  # warm: model metadata, connection pool
             idle = [_pause_then(server.rss_bytes) / 2**20 for _ in range(scale.reps)]
@@ -72,6 +85,14 @@ def memory(ctx: Context) -> None:
                 after.append(server.rss_bytes() / 2**20)
         _report(ctx, backend, idle, after, rates, samples)
         _heap_profile(ctx, backend)
+
+
+@contextlib.contextmanager
+def _migrated(db: Database) -> Iterator[None]:
+    """The read models' tables migrated before the server starts, as a deployment's
+    migration job does: a server that migrates keeps alembic in memory."""
+    migrate_database(db.url)
+    yield
 
 
 def _pause_then(read: Callable[[], int]) -> int:
@@ -240,6 +261,7 @@ def _heap_profile(ctx: Context, backend: str) -> None:
     env = {"PYTHONTRACEMALLOC": "1", heap.ENV: str(path)}
     with (
         database(backend) as db,
+        _migrated(db),
         running(db, cache_max_mb=cap, module="tests.bench.heap", env=env) as server,
     ):
         turns.create(server.stub())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tests.bench import (
     agentloop,
+    coldviews,
     coldwrite,
     engine,
     fidelity,
@@ -45,6 +46,8 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "coldwrite": coldwrite.coldwrite,
     "replay": views.replay,
     "coldcut": views.coldcut,
+    "coldview": coldviews.coldview,
+    "roundrobin": coldviews.roundrobin,
     "tokens": tokencount.tokens,
     "memory": memory.memory,
     "peers": peers.peers,

@@ -67,6 +67,11 @@ class Scale:
     # Group "recall": entries of the searched session, and searches timed per run.
     recall_entries: int = 10_000
     recall_queries: int = 30
+    # Group "coldview": session sizes, each whole and compacted.
+    coldview_sizes: tuple[int, ...] = (10_000, 50_000)
+    # Group "roundrobin": entries of the session, and turns timed per run and layout.
+    roundrobin_entries: int = 10_000
+    roundrobin_turns: int = 30
 
 
 FULL = Scale(
@@ -133,6 +138,9 @@ QUICK = Scale(
     replica_seconds=0.5,
     recall_entries=2_000,
     recall_queries=10,
+    coldview_sizes=(10_000,),
+    roundrobin_entries=2_000,
+    roundrobin_turns=12,
 )
 
 

@@ -23,7 +23,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.bootstrap import build_application
 from services.config import Config
 from services.grpc.servicer import SessionStoreServicer
-from tests.bench import turns
+from tests.bench import coldviews, turns
 from tests.bench.server import BACKENDS, database
 
 _SITE = re.compile(r"site-packages/([A-Za-z0-9_]+)")
@@ -63,7 +63,15 @@ def _profile(name: str, calls: int, run: Callable[[], Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.profiling")
     parser.add_argument("--backend", choices=BACKENDS, default="postgres")
-    backend = parser.parse_args().backend
+    parser.add_argument(
+        "--only-cold", action="store_true", help="only the cold view of a compacted session"
+    )
+    args = parser.parse_args()
+    backend = args.backend
+    if args.only_cold:
+        with database(backend) as db:
+            _cold_compacted(db.url)
+        return
     with database(backend) as db:
         app = build_application(Config(database_url=db.url))
         servicer = SessionStoreServicer(
@@ -127,6 +135,58 @@ def main() -> None:
             )
         finally:
             app.close()
+        _cold_compacted(db.url)
+
+
+COLD_VIEWS = 20
+
+
+def _cold_compacted(url: str) -> None:
+    """Cold views of a 10,000-entry session compacted to ~300 kept entries, on a server
+    that has served other requests: what it holds of the session is dropped before
+    each view, as on a replica that has not read it."""
+    app = build_application(Config(database_url=url))
+    try:
+        servicer = SessionStoreServicer(
+            app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
+        )
+        stub: Any = _Stub(servicer)
+        session_id = coldviews.build_compacted(stub, 10_000).session_id
+        view = pb.GetPromptViewRequest(session_id=session_id)
+        sessions = app.sessions
+        context: Any = _NoDeadline()
+
+        def cold() -> None:
+            sessions.forget(session_id)
+            sessions.access.written.discard(session_id)
+            servicer.GetPromptView(view, context)
+
+        for _ in range(3):
+            cold()  # warm the pool's statements and the code paths
+        _profile(
+            "cold prompt view, 10,000 entries compacted to ~300 (from the cut)",
+            COLD_VIEWS,
+            lambda: [cold() for _ in range(COLD_VIEWS)],
+        )
+        _profile(
+            "warm prompt view of the same session",
+            COLD_VIEWS,
+            lambda: [servicer.GetPromptView(view, context) for _ in range(COLD_VIEWS)],
+        )
+    finally:
+        app.close()
+
+
+class _Stub:
+    """The servicer called as a stub is (request in, answer out), for the builders."""
+
+    def __init__(self, servicer: SessionStoreServicer) -> None:
+        self._servicer = servicer
+
+    def __getattr__(self, name: str) -> Callable[[Any], Any]:
+        method = getattr(self._servicer, name)
+        context: Any = _NoDeadline()
+        return lambda request: method(request, context)
 
 
 class _NoDeadline:

@@ -1,0 +1,248 @@
+"""Groups "coldview" and "roundrobin": views on a server that has not read the session.
+
+Behind a round-robin load balancer a session's next turn mostly lands on a
+server that has not read it lately, so a cold view is the common case.
+
+coldview: sessions of 10,000 and 50,000 entries, whole (no compaction: the
+prompt holds every entry) and compacted to a few hundred kept entries, each
+viewed warm (the server that wrote it, asked again and again) and cold (a
+server that has never read it). Each cold server is started afresh and first
+serves a view of a small session of its own, so that the figure is the cost
+of a session it has not read, not of its own start (group "view" has that).
+
+roundrobin: turns (an agent turn appended, then the prompt view) on a long
+compacted session, each turn on the next of three server processes sharing
+one database, against the same turns all on one server. Each server finds
+its copy two turns behind: its write fails on the version the others took
+and is made again on a fresh copy, and its view catches up from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from tests.bench import turns
+from tests.bench.config import Context
+from tests.bench.report import Result, Target, median, percentile
+from tests.bench.server import Database, ServerProcess, database, running, spawn
+from tests.support.worker_process import LEADING, WorkerProcess
+
+# What a compacted session keeps: about this many entries since its cut.
+KEPT = 300
+SERVERS = 3
+COLD_MS = 20.0
+COLD_OVER_WARM = 3.0
+SQLITE_PROJECTING = "projecting; on SQLite"
+
+
+def _view_ms(stub: turns.Stub, session_id: str) -> tuple[float, pb.PromptView]:
+    began = time.perf_counter()
+    view = stub.GetPromptView(pb.GetPromptViewRequest(session_id=session_id))
+    return (time.perf_counter() - began) * 1e3, view
+
+
+def build_compacted(stub: turns.Stub, size: int, kept: int = KEPT) -> turns.BuiltSession:
+    """A session of ``size`` entries whose latest compaction keeps about ``kept``.
+
+    Built in big batches, but the newest entries one agent turn per append, as
+    agents write them; an earlier compaction and prunes sit in its history.
+    """
+    built = turns.BuiltSession(turns.create(stub))
+    turns.grow(stub, built, size // 2)
+    turns.compact(stub, built, keep_fraction=0.6)
+    turns.prune(stub, built, from_fraction=0.5, count=20)
+    turns.grow(stub, built, size - 2 * kept)
+    turns.grow(stub, built, size, batch=4)
+    turns.compact(stub, built, keep_fraction=kept / size)
+    turns.prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
+    return built
+
+
+def _build_whole(stub: turns.Stub, size: int) -> turns.BuiltSession:
+    built = turns.BuiltSession(turns.create(stub))
+    turns.grow(stub, built, size)
+    return built
+
+
+# -- group "coldview" --------------------------------------------------------------------
+
+
+def coldview(ctx: Context) -> None:
+    scale = ctx.scale
+    for backend in ctx.backends:
+        print(f"[coldview] {backend}", flush=True)
+        db, server = ctx.shared(backend)
+        stub = server.stub()
+        sessions: dict[tuple[int, str], turns.BuiltSession] = {}
+        for size in scale.coldview_sizes:
+            sessions[size, "whole"] = _build_whole(stub, size)
+            sessions[size, "compacted"] = build_compacted(stub, size)
+        small = turns.BuiltSession(turns.create(stub))
+        turns.grow(stub, small, 40, batch=4)
+        shapes: dict[tuple[int, str], tuple[int, str]] = {}
+        warm: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
+        cold: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
+        for key, built in sessions.items():
+            _, view = _view_ms(stub, built.session_id)
+            shapes[key] = (view.version, view.messages_json)
+        keys = list(sessions)
+        for rep in range(scale.reps):
+            for key in keys:
+                runs = [
+                    _view_ms(stub, sessions[key].session_id)[0] for _ in range(scale.warm_views)
+                ]
+                warm[key].append(percentile(runs, 50))
+            with running(db) as fresh:
+                fresh_stub = fresh.stub()
+                _view_ms(fresh_stub, small.session_id)  # its own start paid here
+                # A different order each rep: no session always comes first.
+                for key in keys[rep % len(keys) :] + keys[: rep % len(keys)]:
+                    ms, view = _view_ms(fresh_stub, sessions[key].session_id)
+                    assert (view.version, view.messages_json) == shapes[key]
+                    cold[key].append(ms)
+        _report_coldview(ctx, backend, sessions, shapes, warm, cold)
+
+
+def _report_coldview(
+    ctx: Context,
+    backend: str,
+    sessions: dict[tuple[int, str], turns.BuiltSession],
+    shapes: dict[tuple[int, str], tuple[int, str]],
+    warm: dict[tuple[int, str], list[float]],
+    cold: dict[tuple[int, str], list[float]],
+) -> None:
+    report = ctx.report
+    raw: dict[str, object] = {}
+    for (size, kind), built in sessions.items():
+        messages = len(json.loads(shapes[size, kind][1]))
+        label = f"{size:,} entries, " + (
+            "whole" if kind == "whole" else f"compacted, {messages:,} messages in view"
+        )
+        warm_ms, cold_ms = median(warm[size, kind]), median(cold[size, kind])
+        ratios = [c / w for c, w in zip(cold[size, kind], warm[size, kind], strict=True)]
+        compacted = kind == "compacted"
+        report.add(
+            Result("coldview", backend, f"warm view p50, {label}", warm_ms, "ms", warm[size, kind])
+        )
+        report.add(
+            Result(
+                "coldview",
+                backend,
+                f"cold view, {label}",
+                cold_ms,
+                "ms",
+                cold[size, kind],
+                target=Target("<", COLD_MS, f"< {COLD_MS:.0f} ms") if compacted else None,
+                ratio=median(ratios),
+                ratio_of="warm",
+            )
+        )
+        if compacted:
+            report.add(
+                Result(
+                    "coldview",
+                    backend,
+                    f"cold / warm view, {label}",
+                    median(ratios),
+                    "x",
+                    ratios,
+                    target=Target("<=", COLD_OVER_WARM, f"<= {COLD_OVER_WARM:.0f}x warm"),
+                )
+            )
+        raw[f"{size}.{kind}"] = {
+            "entries": built.entries,
+            "version": shapes[size, kind][0],
+            "messages": messages,
+            "warm_p50_ms": warm[size, kind],
+            "cold_ms": cold[size, kind],
+        }
+    report.keep(f"coldview.{backend}", raw)
+
+
+# -- group "roundrobin" ------------------------------------------------------------------
+
+
+def roundrobin(ctx: Context) -> None:
+    scale = ctx.scale
+    for backend in ctx.backends:
+        print(f"[roundrobin] {backend}: {SERVERS} servers on one database", flush=True)
+        with database(backend) as db:
+            servers, worker = _start(db)
+            try:
+                built = build_compacted(servers[0].stub(), scale.roundrobin_entries)
+                stubs = [s.stub() for s in servers]
+                one: list[float] = []
+                spread: list[float] = []
+                _turns(built, stubs, SERVERS)  # every server reads the session once
+                for _ in range(scale.reps):
+                    one.append(percentile(_turns(built, stubs[:1], scale.roundrobin_turns), 50))
+                    spread.append(percentile(_turns(built, stubs, scale.roundrobin_turns), 50))
+            finally:
+                worker.stop()
+                worker.end()
+                for server in servers:
+                    server.stop()
+        _report_roundrobin(ctx, backend, built, one, spread)
+
+
+def _turns(built: turns.BuiltSession, stubs: list[turns.Stub], count: int) -> list[float]:
+    """Milliseconds of each of ``count`` turns, turn n on server n mod len(stubs)."""
+    times = []
+    for n in range(count):
+        stub = stubs[n % len(stubs)]
+        began = time.perf_counter()
+        turns.append(stub, built.session_id, turns.agent_turn(built.next_turn, "rr"))
+        stub.GetPromptView(pb.GetPromptViewRequest(session_id=built.session_id))
+        times.append((time.perf_counter() - began) * 1e3)
+        built.next_turn += 1
+        built.entries += 4
+    return times
+
+
+def _start(db: Database) -> tuple[list[ServerProcess], WorkerProcess]:
+    """Three servers whose read models one worker keeps, as a deployment runs them."""
+    servers: list[ServerProcess] = []
+    worker = WorkerProcess(db.url)
+    try:
+        servers.extend(spawn(db, projections="worker") for _ in range(SERVERS))
+        # On SQLite the one worker projects without an election.
+        worker.wait_for(LEADING if db.backend == "postgres" else SQLITE_PROJECTING, 60)
+    except BaseException:
+        worker.stop()
+        worker.end()
+        for server in servers:
+            server.stop()
+        raise
+    return servers, worker
+
+
+def _report_roundrobin(
+    ctx: Context,
+    backend: str,
+    built: turns.BuiltSession,
+    one: list[float],
+    spread: list[float],
+) -> None:
+    label = f"{built.entries:,}-entry session compacted to ~{KEPT}"
+    ratios = [s / o for s, o in zip(spread, one, strict=True)]
+    ctx.report.add(
+        Result("roundrobin", backend, f"turn p50 on one server, {label}", median(one), "ms", one)
+    )
+    ctx.report.add(
+        Result(
+            "roundrobin",
+            backend,
+            f"turn p50, round robin of {SERVERS} servers, {label}",
+            median(spread),
+            "ms",
+            spread,
+            ratio=median(ratios),
+            ratio_of="one server",
+            note="turn: an agent turn appended, then the prompt view",
+        )
+    )
+    ctx.report.keep(
+        f"roundrobin.{backend}", {"one_server_p50_ms": one, "round_robin_p50_ms": spread}
+    )

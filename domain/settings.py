@@ -1,7 +1,8 @@
 """A session's settings and context-management policies, with their defaults.
 
-The defaults are the ones OpenClaw's engine ships with (see SPEC.md). Settings
-are immutable; a change is a new value recorded by a SettingsChanged event.
+The defaults are the ones OpenClaw's engine ships with (docs/context-management.md
+lists them). Settings are immutable; a change is a new value recorded by a
+SettingsChanged event.
 """
 
 from __future__ import annotations

@@ -361,11 +361,11 @@ def _snapshot_due(
     return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 
 
-# Aggregates read for queries are cached and fast-forwarded from the store.
-AGGREGATE_CACHE_SIZE = 10_000
-
-
 def build_event_store(config: Config) -> EventStore:
-    """The store the configuration names (the server's, the worker's, the admin's)."""
-    env = {**config.eventsourcing_env(), "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE)}
-    return EventStore(env, snapshot_interval=config.snapshot_interval)
+    """The store the configuration names (the server's, the worker's, the admin's).
+
+    Without the library's aggregate cache: it holds aggregates by count, outside
+    the cache cap (10,000 of them, some 50 MB, were set before). The server keeps
+    the aggregates it reads and writes in caches weighed within the cap
+    (services.app.access)."""
+    return EventStore(config.eventsourcing_env(), snapshot_interval=config.snapshot_interval)

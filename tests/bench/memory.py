@@ -6,27 +6,47 @@ history cache is capped by SESSIONSTORE_CACHE_MAX_MB. Far more history is
 read than the cap holds, so the cache must evict. The target is RSS at most
 the cap plus a fixed overhead: the interpreter, gRPC, model metadata,
 tiktoken's encodings and connection pools, which do not grow with sessions.
+
+Then where the memory goes: a second, smaller pass (a tenth of the sessions
+and of the cap, so the cache still evicts) through a server whose Python heap
+is traced from its start (tests.bench.heap), profiled idle and after the pass,
+by package. Tracing slows the server and costs memory of its own, so the
+figures above come from the untraced server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.bench import turns
+from services.readmodels.admin import migrate_database
+from tests.bench import heap, turns
 from tests.bench.config import Context
 from tests.bench.report import Result, Target, median
-from tests.bench.server import ServerProcess, database, new_channel, run_threads, running
+from tests.bench.server import (
+    Database,
+    ServerProcess,
+    database,
+    new_channel,
+    run_threads,
+    running,
+)
 
 FIXED_OVERHEAD_MB = 150
 CLIENT_THREADS = 4
 # RSS is sampled this many times over the write+read pass, for the JSON and plot.
 SAMPLES = 20
+# The traced pass: this share of the sessions and of the cap; packages printed.
+TRACED_SHARE = 10
+TOP_PACKAGES = 14
 
 
 def _template(entries: int) -> pb.AppendEntriesRequest:
@@ -45,7 +65,11 @@ def memory(ctx: Context) -> None:
             f"entries, cache cap {scale.memory_cap_mb} MB",
             flush=True,
         )
-        with database(backend) as db, running(db, cache_max_mb=scale.memory_cap_mb) as server:
+        with (
+            database(backend) as db,
+            _migrated(db),
+            running(db, cache_max_mb=scale.memory_cap_mb) as server,
+        ):
             stub = server.stub()
             turns.create(stub)  # warm: model metadata, connection pool
             idle = [_pause_then(server.rss_bytes) / 2**20 for _ in range(scale.reps)]
@@ -60,6 +84,15 @@ def memory(ctx: Context) -> None:
                 _read_all(server, chosen)
                 after.append(server.rss_bytes() / 2**20)
         _report(ctx, backend, idle, after, rates, samples)
+        _heap_profile(ctx, backend)
+
+
+@contextlib.contextmanager
+def _migrated(db: Database) -> Iterator[None]:
+    """The read models' tables migrated before the server starts, as a deployment's
+    migration job does: a server that migrates keeps alembic in memory."""
+    migrate_database(db.url)
+    yield
 
 
 def _pause_then(read: Callable[[], int]) -> int:
@@ -212,5 +245,68 @@ def _report(
             "rss_after_runs_mb": after,
             "rss_during_pass_mb": samples,
             "sessions_per_s_by_tenth": rates,
+        },
+    )
+
+
+def _heap_profile(ctx: Context, backend: str) -> None:
+    """Where a server's memory goes, idle and once its cache evicts: its traced
+    Python heap by package (the innermost Python frame of each allocation, so a C
+    call's memory is its caller's), and what RSS holds beyond that heap."""
+    scale = ctx.scale
+    sessions = max(100, scale.memory_sessions // TRACED_SHARE)
+    cap = max(4, scale.memory_cap_mb // TRACED_SHARE)
+    print(f"[memory] {backend}: heap profile, {sessions:,} sessions, cap {cap} MB", flush=True)
+    path = Path(tempfile.mkdtemp(prefix="sessionstore-heap-")) / "heap.json"
+    env = {"PYTHONTRACEMALLOC": "1", heap.ENV: str(path)}
+    with (
+        database(backend) as db,
+        _migrated(db),
+        running(db, cache_max_mb=cap, module="tests.bench.heap", env=env) as server,
+    ):
+        turns.create(server.stub())
+        time.sleep(0.2)
+        idle, idle_rss = heap.ask(path), server.rss_bytes()
+        ids = [f"heap-{i}" for i in range(sessions)]
+        _write_and_read(server, ids, _template(scale.memory_entries))
+        after, after_rss = heap.ask(path), server.rss_bytes()
+    path.unlink(missing_ok=True)
+    path.parent.rmdir()
+    mb = 2**20
+    idle_by: dict[str, int] = idle["by_package"]  # type: ignore[assignment]
+    after_by: dict[str, int] = after["by_package"]  # type: ignore[assignment]
+    print(f"  {'package (live Python heap)':<34} {'idle MB':>8} {'after MB':>9} {'growth':>8}")
+    for name in list(after_by)[:TOP_PACKAGES]:
+        was, now = idle_by.get(name, 0), after_by[name]
+        print(f"  {name:<34} {was / mb:8.1f} {now / mb:9.1f} {(now - was) / mb:+8.1f}")
+    for label, profile, rss in (("idle", idle, idle_rss), ("after", after, after_rss)):
+        traced = int(profile["traced_bytes"])  # type: ignore[call-overload]
+        overhead = int(profile["tracemalloc_overhead_bytes"])  # type: ignore[call-overload]
+        rest = rss - traced - overhead
+        print(
+            f"  {label}: RSS {rss / mb:.0f} MB = traced heap {traced / mb:.0f} MB + "
+            f"tracemalloc's own {overhead / mb:.0f} MB + the rest {rest / mb:.0f} MB"
+            " (the interpreter, C libraries' own memory, allocator slack)",
+            flush=True,
+        )
+    ctx.report.add(
+        Result(
+            "memory",
+            backend,
+            "traced Python heap, idle server",
+            int(idle["traced_bytes"]) / mb,  # type: ignore[call-overload]
+            "MB",
+            note="heap profile pass (tests.bench.heap); by package in the JSON",
+        )
+    )
+    ctx.report.keep(
+        f"memory.{backend}.heap",
+        {
+            "sessions": sessions,
+            "cap_mb": cap,
+            "idle": idle,
+            "after": after,
+            "idle_rss_bytes": idle_rss,
+            "after_rss_bytes": after_rss,
         },
     )

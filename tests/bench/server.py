@@ -197,12 +197,14 @@ def spawn(
     *,
     cache_max_mb: int = 512,
     env: dict[str, str] | None = None,
+    module: str = "services.grpc.server",
     **settings: str,
 ) -> ServerProcess:
     """Starts a server on ``db`` and returns once its health check says SERVING.
 
     ``settings`` become SESSIONSTORE_* variables; ``env`` adds others (a
-    provider key, say) to the server's environment.
+    provider key, say) to the server's environment; ``module`` is what runs
+    (tests.bench.heap: the server with its heap traced).
     """
     port = free_port()
     env = {
@@ -221,7 +223,7 @@ def spawn(
     started = time.perf_counter()
     with os.fdopen(handle, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.grpc.server"],
+            [sys.executable, "-m", module],
             cwd=REPO_ROOT,
             env=env,
             stdout=log,

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from agents.models import openai_provider
 
 from services.grpc.server import RunningServer
 from tests.support.fake_provider import FakeProvider
@@ -43,6 +44,10 @@ def test_the_readme_snippets_run_as_written(
             monkeypatch.setenv(variable, provider.openai_base)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+        # Each snippet is a program of its own, as a reader runs it: the Agents SDK
+        # keeps one HTTP pool for the process, whose connections would belong to
+        # an earlier run's event loop, closed since ("Event loop is closed").
+        monkeypatch.setattr(openai_provider, "_http_client", None)
         for line, code in snippets():
             exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__main__"})
             printed = capsys.readouterr().out

@@ -100,7 +100,9 @@ def test_sigterm_with_waiters_and_no_projection_exits_at_once(database_url: str)
     assert exited < GRACE_SECONDS + 1, log
     # Cut, not left to their 60 s deadlines: told to retry elsewhere.
     assert answers == [grpc.StatusCode.UNAVAILABLE] * WAITERS, log
-    assert exited < 3, f"waiters were cut, so the stop had nothing to wait for: {exited:.1f} s"
+    assert exited < 3, (
+        f"waiters were cut, so the stop had nothing to wait for: {exited:.1f} s\n{log}"
+    )
 
 
 def test_sigterm_with_a_stalled_projection_exits_in_bounded_time(

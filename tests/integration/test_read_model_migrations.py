@@ -4,17 +4,27 @@ earlier revision upgrades in place."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 from sqlalchemy import insert, select
 
 from services.adapters import read_model_tables as t
-from services.adapters.read_model_db import MIGRATIONS, ReadModelDatabase, migrate, open_database
+from services.adapters.read_model_db import (
+    MIGRATIONS,
+    ReadModelDatabase,
+    latest_migrations,
+    migrate,
+    migrations_behind,
+    open_database,
+)
 from services.cli import cli
 from services.readmodels.admin import migrate_database, wait_until_migrated
 
@@ -125,3 +135,30 @@ def test_a_database_not_up_yet_is_waited_for_then_named() -> None:
     code, output = _cli("--check", "--wait", "1", "--database-url", "postgresql://u@127.0.0.1:1/x")
     assert code == 1 and "the database is unreachable" in output
     assert 0.9 <= time.monotonic() - began < 10
+
+
+def test_tables_at_the_latest_migration_are_left_without_alembic(database_url: str) -> None:
+    """The latest revision is read from the migration files as alembic's own heads;
+    a start on tables already there (every start but a release's first) migrates
+    nothing and loads no alembic, which would stay in the server's memory."""
+    database = open_database(database_url)
+    try:
+        heads = set(ScriptDirectory(str(MIGRATIONS)).get_heads())
+        assert latest_migrations() == heads
+        assert migrations_behind(database) != ""
+        migrate(database)
+        assert migrations_behind(database) == ""
+    finally:
+        database.dispose()
+    script = (
+        "import sys\n"
+        "from services.adapters.read_model_db import migrate, open_database\n"
+        f"database = open_database({database_url!r})\n"
+        "migrate(database)\n"
+        "database.dispose()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))\n"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert started.stdout.strip() == "[]"

@@ -4,6 +4,7 @@ without a server."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ import pytest
 
 from domain.compaction import Compaction
 from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
+from domain.session import Session
 from domain.session_events import CompactionRecorded
 from services.app import tenancy
 from services.bootstrap import Application, build_application
@@ -145,5 +147,33 @@ def test_cached_aggregates_are_weighed_within_the_cache_cap() -> None:
         again = commands.entries.append("s-0", [user("back again")])
         assert again.result.version == 3
         assert written.get("s-0") is not None
+    finally:
+        app.close()
+
+
+def test_every_aggregate_the_server_keeps_counts_against_the_cache_cap() -> None:
+    """Aggregates loaded for any caller (a GetSession, a write whose copy was evicted)
+    are kept only within the cap: no cache beside it (the event-sourcing library's
+    own, by count, held 10,000) keeps every session touched alive."""
+    app = build_application(Config(database_url="memory:", cache_max_mb=1))
+    try:
+        commands = app.sessions.commands
+        for n in range(300):
+            commands.sessions.create_session(f"s-{n}", lambda defaults: defaults)
+            commands.entries.append(f"s-{n}", [user(f"turn of {n}")])
+        for n in range(300):
+            assert app.sessions.queries.get_session(f"s-{n}").version == 2
+        gc.collect()
+        alive = sum(1 for o in gc.get_objects() if isinstance(o, Session))
+        access = app.sessions.access
+        assert alive <= len(access.written) + len(access.read) + 2
+        assert alive < 100
+        # What a load keeps is caught up with the store, and every caller gets a copy
+        # of its own to change.
+        first = app.sessions.queries.get_session("s-299")
+        commands.entries.append("s-299", [user("more")])
+        again = app.sessions.queries.get_session("s-299")
+        assert (first.version, again.version) == (2, 3)
+        assert again is not app.sessions.queries.get_session("s-299")
     finally:
         app.close()

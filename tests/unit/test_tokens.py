@@ -95,3 +95,15 @@ def test_a_run_tiktoken_gives_up_on_is_counted_in_pieces() -> None:
     prose = "The quick brown fox jumps over the lazy dog. " * 2_000
     spaced = prose + " " * 200_000 + prose
     assert tokenizer.count_text(spaced) > 2 * tokenizer.count_text(prose)
+
+
+def test_a_tokenizer_holds_no_python_copy_of_its_ranks_and_counts_alike() -> None:
+    """The ranks live in tiktoken's Rust core; the Python dict of them (26 MB for
+    o200k_base) is dropped, and counting, encoding and decoding are unchanged."""
+    tokenizer = tokenizer_for("gpt-4o")
+    assert tokenizer.encoding is not None
+    assert not tokenizer.encoding._mergeable_ranks
+    tokens = tokenizer.encoding.encode("Hello, world! " + CJK)
+    assert tokens[:4] == [13225, 11, 2375, 0]
+    assert tokenizer.encoding.decode(tokens) == "Hello, world! " + CJK
+    assert tokenizer.encoding.n_vocab == 200_019

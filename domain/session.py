@@ -31,6 +31,27 @@ from domain.system_prompt import SystemPrompt, validate_system_prompt
 
 
 class Session(AppendCommands, CompactionCommands):
+    # Stored events name their class as Session's attribute, where the classes
+    # were first defined (their TOPIC): a stored topic resolves through these in
+    # any process, one that never recorded such an event too. Code imports the
+    # classes from domain.session_events.
+    Event = events.Event
+    Started = events.Started
+    EntriesAppended = events.EntriesAppended
+    ToolCallsAbandoned = events.ToolCallsAbandoned
+    CompactionRecorded = events.CompactionRecorded
+    CompactionUndone = events.CompactionUndone
+    CompactionRedone = events.CompactionRedone
+    CompactionFailed = events.CompactionFailed
+    OverflowReported = events.OverflowReported
+    SystemPromptSet = events.SystemPromptSet
+    PruneRecorded = events.PruneRecorded
+    SettingsChanged = events.SettingsChanged
+    EntriesErased = events.EntriesErased
+    SessionErased = events.SessionErased
+    EntryRetracted = events.EntryRetracted
+    SessionCleared = events.SessionCleared
+
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
         originator_id: str

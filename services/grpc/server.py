@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -72,6 +72,7 @@ class RunningServer:
     # The plain-text listener of the health service alone (SESSIONSTORE_HEALTH_ADDRESS).
     health_server: grpc.aio.Server | None = None
     health_port: int = 0
+    stop_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def service(self) -> SessionService:
@@ -88,12 +89,12 @@ class RunningServer:
         self.loop.close()
         calls_ended = time.monotonic()
         self.app.close()
-        # Where a slow stop spent its time: calls still running, or the store's close.
-        log.info(
-            "server stopped",
-            calls_seconds=round(calls_ended - started, 3),
-            close_seconds=round(time.monotonic() - calls_ended, 3),
-        )
+        # Where a slow stop spent its time (logged with "stopped"): calls still
+        # running, or the store's close.
+        self.stop_seconds = {
+            "calls_seconds": round(calls_ended - started, 3),
+            "close_seconds": round(time.monotonic() - calls_ended, 3),
+        }
 
     async def _stop(self, grace: float) -> None:
         await self.monitor.stop()
@@ -306,7 +307,10 @@ def main() -> None:
     stopping = threading.Thread(target=running.stop, name="stop", daemon=True)
     stopping.start()
     stopping.join(GRACE_SECONDS + STOP_MARGIN_SECONDS)
-    log.info("stopped" if not stopping.is_alive() else "stopped; abandoning what still runs")
+    if stopping.is_alive():
+        log.info("stopped; abandoning what still runs")
+    else:
+        log.info("stopped", **running.stop_seconds)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

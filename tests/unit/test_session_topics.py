@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import get_args
 
 from eventsourcing.utils import get_topic, resolve_topic
@@ -30,3 +32,20 @@ def test_a_recorded_event_is_stored_under_its_first_topic() -> None:
     (started,) = session.collect_events()
     assert get_topic(type(started)) == "domain.session:Session.Started"
     assert started.originator_topic == "domain.session:Session"
+
+
+def test_a_process_that_never_recorded_an_event_reads_its_topic() -> None:
+    """A worker reads events it never wrote: each stored topic resolves in a fresh
+    interpreter, before anything there asked for the class's topic."""
+    names = [cls.__name__ for cls in get_args(SessionEvent)]
+    script = (
+        "import sys\n"
+        "from eventsourcing.utils import resolve_topic\n"
+        "for name in sys.argv[1:]:\n"
+        "    cls = resolve_topic(f'domain.session:Session.{name}')\n"
+        "    assert cls.__name__ == name and cls.__module__ == 'domain.session_events', cls\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *names], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -69,40 +69,46 @@ def _build_whole(stub: turns.Stub, size: int) -> turns.BuiltSession:
 # -- group "coldview" --------------------------------------------------------------------
 
 
+# A whole 50,000-entry prompt view is some 22 MB, over the server's default 16 MB.
+MESSAGE_MB = "64"
+
+
 def coldview(ctx: Context) -> None:
-    scale = ctx.scale
     for backend in ctx.backends:
         print(f"[coldview] {backend}", flush=True)
-        db, server = ctx.shared(backend)
-        stub = server.stub()
-        sessions: dict[tuple[int, str], turns.BuiltSession] = {}
-        for size in scale.coldview_sizes:
-            sessions[size, "whole"] = _build_whole(stub, size)
-            sessions[size, "compacted"] = build_compacted(stub, size)
-        small = turns.BuiltSession(turns.create(stub))
-        turns.grow(stub, small, 40, batch=4)
-        shapes: dict[tuple[int, str], tuple[int, str]] = {}
-        warm: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
-        cold: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
-        for key, built in sessions.items():
-            _, view = _view_ms(stub, built.session_id)
-            shapes[key] = (view.version, view.messages_json)
-        keys = list(sessions)
-        for rep in range(scale.reps):
-            for key in keys:
-                runs = [
-                    _view_ms(stub, sessions[key].session_id)[0] for _ in range(scale.warm_views)
-                ]
-                warm[key].append(percentile(runs, 50))
-            with running(db) as fresh:
-                fresh_stub = fresh.stub()
-                _view_ms(fresh_stub, small.session_id)  # its own start paid here
-                # A different order each rep: no session always comes first.
-                for key in keys[rep % len(keys) :] + keys[: rep % len(keys)]:
-                    ms, view = _view_ms(fresh_stub, sessions[key].session_id)
-                    assert (view.version, view.messages_json) == shapes[key]
-                    cold[key].append(ms)
-        _report_coldview(ctx, backend, sessions, shapes, warm, cold)
+        with database(backend) as db, running(db, max_message_mb=MESSAGE_MB) as server:
+            _coldview(ctx, backend, db, server)
+
+
+def _coldview(ctx: Context, backend: str, db: Database, server: ServerProcess) -> None:
+    scale = ctx.scale
+    stub = server.stub()
+    sessions: dict[tuple[int, str], turns.BuiltSession] = {}
+    for size in scale.coldview_sizes:
+        sessions[size, "whole"] = _build_whole(stub, size)
+        sessions[size, "compacted"] = build_compacted(stub, size)
+    small = turns.BuiltSession(turns.create(stub))
+    turns.grow(stub, small, 40, batch=4)
+    shapes: dict[tuple[int, str], tuple[int, str]] = {}
+    warm: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
+    cold: dict[tuple[int, str], list[float]] = {key: [] for key in sessions}
+    for key, built in sessions.items():
+        _, view = _view_ms(stub, built.session_id)
+        shapes[key] = (view.version, view.messages_json)
+    keys = list(sessions)
+    for rep in range(scale.reps):
+        for key in keys:
+            runs = [_view_ms(stub, sessions[key].session_id)[0] for _ in range(scale.warm_views)]
+            warm[key].append(percentile(runs, 50))
+        with running(db, max_message_mb=MESSAGE_MB) as fresh:
+            fresh_stub = fresh.stub()
+            _view_ms(fresh_stub, small.session_id)  # its own start paid here
+            # A different order each rep: no session always comes first.
+            for key in keys[rep % len(keys) :] + keys[: rep % len(keys)]:
+                ms, view = _view_ms(fresh_stub, sessions[key].session_id)
+                assert (view.version, view.messages_json) == shapes[key]
+                cold[key].append(ms)
+    _report_coldview(ctx, backend, sessions, shapes, warm, cold)
 
 
 def _report_coldview(

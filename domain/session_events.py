@@ -2,8 +2,9 @@
 
 Each event's ``apply`` folds it into the aggregate's small state (see
 domain.session_state). The events were first defined inside ``Session``, and
-stored events name them so: each keeps that topic (``TOPIC``), wherever its
-class lives, so every stored session reads back as it was written.
+stored events name them so: each is still written under that topic
+(``TOPIC``), and ``Session`` still names each class, so that the topic
+resolves in any process and every stored session reads back as written.
 """
 
 from __future__ import annotations

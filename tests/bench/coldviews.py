@@ -43,23 +43,6 @@ def _view_ms(stub: turns.Stub, session_id: str) -> tuple[float, pb.PromptView]:
     return (time.perf_counter() - began) * 1e3, view
 
 
-def build_compacted(stub: turns.Stub, size: int, kept: int = KEPT) -> turns.BuiltSession:
-    """A session of ``size`` entries whose latest compaction keeps about ``kept``.
-
-    Built in big batches, but the newest entries one agent turn per append, as
-    agents write them; an earlier compaction and prunes sit in its history.
-    """
-    built = turns.BuiltSession(turns.create(stub))
-    turns.grow(stub, built, size // 2)
-    turns.compact(stub, built, keep_fraction=0.6)
-    turns.prune(stub, built, from_fraction=0.5, count=20)
-    turns.grow(stub, built, size - 2 * kept)
-    turns.grow(stub, built, size, batch=4)
-    turns.compact(stub, built, keep_fraction=kept / size)
-    turns.prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
-    return built
-
-
 def _build_whole(stub: turns.Stub, size: int) -> turns.BuiltSession:
     built = turns.BuiltSession(turns.create(stub))
     turns.grow(stub, built, size)
@@ -86,7 +69,7 @@ def _coldview(ctx: Context, backend: str, db: Database, server: ServerProcess) -
     sessions: dict[tuple[int, str], turns.BuiltSession] = {}
     for size in scale.coldview_sizes:
         sessions[size, "whole"] = _build_whole(stub, size)
-        sessions[size, "compacted"] = build_compacted(stub, size)
+        sessions[size, "compacted"] = turns.build_compacted(stub, size, KEPT)
     small = turns.BuiltSession(turns.create(stub))
     turns.grow(stub, small, 40, batch=4)
     shapes: dict[tuple[int, str], tuple[int, str]] = {}
@@ -177,7 +160,7 @@ def roundrobin(ctx: Context) -> None:
         with database(backend) as db:
             servers, worker = _start(db)
             try:
-                built = build_compacted(servers[0].stub(), scale.roundrobin_entries)
+                built = turns.build_compacted(servers[0].stub(), scale.roundrobin_entries, KEPT)
                 stubs = [s.stub() for s in servers]
                 one: list[float] = []
                 spread: list[float] = []

@@ -151,7 +151,7 @@ def _cold_compacted(url: str) -> None:
             app.sessions, app.context, imports=app.imports, audit=app.audit, streams=app.streams
         )
         stub: Any = _Stub(servicer)
-        session_id = coldviews.build_compacted(stub, 10_000).session_id
+        session_id = turns.build_compacted(stub, 10_000, coldviews.KEPT).session_id
         view = pb.GetPromptViewRequest(session_id=session_id)
         sessions = app.sessions
         context: Any = _NoDeadline()

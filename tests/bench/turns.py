@@ -245,6 +245,23 @@ def build_with_history(stub: Stub, entries: int) -> BuiltSession:
     return built
 
 
+def build_compacted(stub: Stub, size: int, kept: int) -> BuiltSession:
+    """A session of ``size`` entries whose latest compaction keeps about ``kept``.
+
+    Built in big batches, but the newest entries one agent turn per append, as
+    agents write them; an earlier compaction and prunes sit in its history.
+    """
+    built = BuiltSession(create(stub))
+    grow(stub, built, size // 2)
+    compact(stub, built, keep_fraction=0.6)
+    prune(stub, built, from_fraction=0.5, count=20)
+    grow(stub, built, size - 2 * kept)
+    grow(stub, built, size, batch=4)
+    compact(stub, built, keep_fraction=kept / size)
+    prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
+    return built
+
+
 def pipelined(
     stub: Stub, requests: Iterator[pb.AppendEntriesRequest], window: int = 16
 ) -> list[pb.AppendEntriesResponse]:

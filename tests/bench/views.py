@@ -282,16 +282,7 @@ def coldcut(ctx: Context) -> None:
         print(f"[coldcut] {backend}", flush=True)
         db, server = ctx.shared(backend)
         stub = server.stub()
-        built = turns.BuiltSession(turns.create(stub))
-        turns.grow(stub, built, size // 2)
-        turns.compact(stub, built, keep_fraction=0.6)
-        turns.prune(stub, built, from_fraction=0.5, count=20)
-        # Built in big batches, but the newest entries one agent turn per append,
-        # as agents write them: a cut falls between two turns.
-        turns.grow(stub, built, size - 2 * kept)
-        turns.grow(stub, built, size, batch=4)
-        turns.compact(stub, built, keep_fraction=kept / size)
-        turns.prune(stub, built, from_fraction=1 - kept / size / 2, count=10)
+        built = turns.build_compacted(stub, size, kept)
         _, warm = _view(stub, built.session_id)
         old_entry = built.turns[0][0]
         cut: list[float] = []

@@ -44,7 +44,7 @@ def test_every_write_answers_its_own_position(app: Application) -> None:
     assert created.position is not None and first.position is not None
     assert second.position is not None
     assert created.position < first.position < second.position
-    assert second.position == app.sessions.head_position()
+    assert second.position == app.sessions.latest_position()
     # A retry saves nothing: it answers the first result, and no position of its own.
     retried = commands.entries.append("s-1", [user("hi")], idempotency_key="k")
     assert retried.result.replayed and retried.result.version == first.result.version
@@ -58,7 +58,7 @@ def test_commands_answer_the_events_they_recorded(app: Application) -> None:
     compactions = app.sessions.commands.compactions
     pruned = compactions.record_prune("s-1", [clear("t1")], "too long")
     assert [d.entry_id for d in pruned.result.decisions] == ["t1"]
-    assert pruned.position == app.sessions.head_position()
+    assert pruned.position == app.sessions.latest_position()
     recorded = compactions.record_compaction("s-1", Compaction("they read a file", "u2"))
     assert isinstance(recorded.result, CompactionRecorded)
     assert recorded.result.originator_version == recorded.session.version
@@ -85,7 +85,7 @@ def test_an_erasure_follows_into_forks_and_answers_the_last_write(app: Applicati
         "s-1", ["u1"], erased_by="dpo", reason="asked"
     )
     assert erased.forks == ["f-1"] and list(erased.event.entry_ids) == ["u1"]
-    assert erased.position == app.sessions.head_position()
+    assert erased.position == app.sessions.latest_position()
     for session_id in ("s-1", "f-1"):
         log = app.sessions.durable_log(session_id)
         assert "read the file" not in repr([e.content for e in log.entries])
@@ -159,21 +159,24 @@ def test_every_aggregate_the_server_keeps_counts_against_the_cache_cap() -> None
     try:
         commands = app.sessions.commands
         for n in range(300):
-            commands.sessions.create_session(f"s-{n}", lambda defaults: defaults)
-            commands.entries.append(f"s-{n}", [user(f"turn of {n}")])
+            commands.sessions.create_session(f"capped-{n}", lambda defaults: defaults)
+            commands.entries.append(f"capped-{n}", [user(f"turn of {n}")])
         for n in range(300):
-            assert app.sessions.queries.get_session(f"s-{n}").version == 2
+            assert app.sessions.queries.get_session(f"capped-{n}").version == 2
         gc.collect()
-        alive = sum(1 for o in gc.get_objects() if isinstance(o, Session))
+        # This test's sessions only: other tests' servers may not be collected yet.
+        alive = sum(
+            1 for o in gc.get_objects() if isinstance(o, Session) and "capped-" in str(o.id)
+        )
         access = app.sessions.access
         assert alive <= len(access.written) + len(access.read) + 2
         assert alive < 100
         # What a load keeps is caught up with the store, and every caller gets a copy
         # of its own to change.
-        first = app.sessions.queries.get_session("s-299")
-        commands.entries.append("s-299", [user("more")])
-        again = app.sessions.queries.get_session("s-299")
+        first = app.sessions.queries.get_session("capped-299")
+        commands.entries.append("capped-299", [user("more")])
+        again = app.sessions.queries.get_session("capped-299")
         assert (first.version, again.version) == (2, 3)
-        assert again is not app.sessions.queries.get_session("s-299")
+        assert again is not app.sessions.queries.get_session("capped-299")
     finally:
         app.close()

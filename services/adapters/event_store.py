@@ -170,8 +170,18 @@ class EventStore(Application[str]):
             return None
 
     def head_position(self) -> int:
-        """The position of the latest event stored, by any server (0 when none)."""
+        """How far a reader of the log may read (0 when nothing is stored): every
+        event up to it is committed, and none will come before it."""
         return self.recorder.max_notification_id() or 0
+
+    def latest_position(self) -> int:
+        """The position of the latest event stored, by any server (0 when none): at
+        or beyond every write answered, and at or beyond the head."""
+        return self._indexing_recorder.latest_notification_id() or 0
+
+    def events_between(self, after: int, upto: int) -> int:
+        """How many events are stored after position ``after`` up to ``upto``."""
+        return self._indexing_recorder.notifications_between(after, upto)
 
     def ids_of(self, session_id: str) -> StoredIds:
         """The id lookup an append to this session asks."""

@@ -68,6 +68,19 @@ class EventsAndKeysInTwoReads:
         return events, self.data_keys(session_id, *keys) if keys is not None else []
 
 
+class OneWriterAtATime:
+    """Positions for recorders whose saves take turns (SQLite's write lock, one
+    process's memory): ids commit in the order they are drawn, one after another,
+    so the latest is also the head and a count of events is a difference."""
+
+    def latest_notification_id(self: Any) -> int | None:
+        head: int | None = self.max_notification_id()
+        return head
+
+    def notifications_between(self, after: int, upto: int) -> int:
+        return max(0, upto - after)
+
+
 class IndexingRecorder(Protocol):
     """What each of our recorders adds to the library's: the id index."""
 
@@ -114,6 +127,13 @@ class IndexingRecorder(Protocol):
 
     def expire_keys(self, ttl_seconds: float) -> int:
         """Deletes the keys older than the TTL; answers how many."""
+
+    def latest_notification_id(self) -> int | None:
+        """The highest notification id committed, by any server: at or beyond every
+        save that has been answered (a reader may have to stop below it)."""
+
+    def notifications_between(self, after: int, upto: int) -> int:
+        """How many events are stored after position ``after`` up to ``upto``."""
 
 
 class StoredIds:

@@ -9,12 +9,18 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
-from services.adapters.id_index import FORK, EventsAndKeysInTwoReads, IdRow, IdTaken
+from services.adapters.id_index import (
+    FORK,
+    EventsAndKeysInTwoReads,
+    IdRow,
+    IdTaken,
+    OneWriterAtATime,
+)
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.sealing import DataKeyRow, ShredRow, shred_matches
 
 
-class MemoryEventRecorder(EventsAndKeysInTwoReads, POPOApplicationRecorder):
+class MemoryEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, POPOApplicationRecorder):
     """The library's in-memory recorder, refusing a second use of an id as the SQL ones do."""
 
     def __init__(self) -> None:

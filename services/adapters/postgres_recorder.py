@@ -1,11 +1,12 @@
 """The PostgreSQL recorder: the library's, writing each save in one round trip.
 
 Each save is one call of a stored function, in its own (autocommit)
-transaction: it takes the library's table lock, queues the NOTIFY, and
-inserts the events, their id-index rows and their idempotency keys. The lock
-makes notification ids commit in the order they were issued, so readers
-that page or track by notification id never pass over an id that commits
-later; group commit makes one lock serve many sessions' appends.
+transaction: it draws the save's block of notification ids and inserts the
+events, their id-index rows and their idempotency keys. Saves run side by
+side, with no table lock; readers read up to the head the database says is
+safe, so that paging or tracking by notification id never passes over an id
+that commits later (services.adapters.postgres_ordering). The NOTIFY that
+wakes listeners follows the commit (services.adapters.postgres_wakeups).
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import retry
 from psycopg import sql
 from psycopg.rows import scalar_row
 
@@ -30,25 +38,32 @@ from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.postgres_notifications import BinaryNotifications
 from services.adapters.postgres_schema import PostgresSchema
+from services.adapters.postgres_wakeups import SaveWakeups
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
+
+# A lag is counted this far at most: a model rebuilt from the start would
+# otherwise count the whole log on every look at its status.
+COUNTED_AT_MOST = 1_000_000
 
 
 class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplicationRecorder):
     """The library's PostgreSQL recorder, writing in one statement and one round trip.
 
     The stock recorder sends BEGIN, SET, LOCK TABLE, NOTIFY, INSERT (of a
-    composite-type array) and COMMIT per save. Here one prepared call of a
-    stored function does it all in one autocommitted transaction, the events
-    and their id and key rows passed as arrays; under group commit several
-    sessions' events share the call, so the lock is paid per batch.
+    composite-type array) and COMMIT per save, and its saves queue for the
+    table lock. Here one prepared call of a stored function does the save in
+    one autocommitted transaction, the events and their id and key rows passed
+    as arrays; under group commit several sessions' events share the call.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
-        self.lock_function_name = self.events_table_name + "_lock_for_insert"
         self.insert_function_name = self.events_table_name + "_insert"
+        self.head_function_name = self.events_table_name + "_head"
+        self._head_call: bytes | None = None
+        self._wakeups = SaveWakeups(self.datastore, self.channel_name)
         self._insert_call: bytes | None = None
         self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
         # Statements composed for this schema once, by their template.
@@ -161,12 +176,70 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
             if not shred:
                 cursor.execute(self._insert_call_sql(conn), params, prepare=True)
-                return cursor.fetchall()
-            with conn.transaction():
-                cursor.execute(self._insert_call_sql(conn), params, prepare=True)
                 inserted = cursor.fetchall()
-                self._shred(cursor, shred)
-            return inserted
+            else:
+                with conn.transaction():
+                    cursor.execute(self._insert_call_sql(conn), params, prepare=True)
+                    inserted = cursor.fetchall()
+                    self._shred(cursor, shred)
+        if inserted:
+            self._wakeups.saved()
+        return inserted
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's
+    def max_notification_id(self) -> int | None:
+        """The highest notification id a reader may read up to: every id below it is
+        committed or never will be (services.adapters.postgres_ordering)."""
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
+            if self._head_call is None:
+                self._head_call = (
+                    sql.SQL("SELECT {schema}.{function}()")
+                    .format(
+                        schema=sql.Identifier(self.datastore.schema),
+                        function=sql.Identifier(self.head_function_name),
+                    )
+                    .as_bytes(conn)
+                )
+            cursor.execute(self._head_call, prepare=True)
+            head: int | None = cursor.fetchone()
+            return head
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """The library's, read no further than the head (when not told where to stop):
+        past it a save still running may commit an id lower than one read."""
+        if stop is None:
+            stop = self.max_notification_id() or 0
+        return super().select_notifications(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+
+    def latest_notification_id(self) -> int | None:
+        """The highest id committed (the library's head), which a reader may have to
+        stop below while a save with a lower block runs."""
+        return super().max_notification_id()
+
+    def notifications_between(self, after: int, upto: int) -> int:
+        """How many events are stored after position ``after`` up to ``upto``, counted
+        up to COUNTED_AT_MOST (ids are sparse: see postgres_ordering)."""
+        if upto <= after:
+            return 0
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
+            query = self._statement(
+                conn,
+                "SELECT count(*) FROM (SELECT FROM {schema}.{table} "
+                "WHERE notification_id > %s AND notification_id <= %s LIMIT %s) AS lagging",
+                table=self.events_table_name,
+            )
+            cursor.execute(query, (after, upto, COUNTED_AT_MOST))
+            return int(cursor.fetchone() or 0)
 
     def _insert_call_sql(self, conn: psycopg.Connection[Any]) -> bytes:
         # The events' states go in binary: as text every byte would be hex-escaped.

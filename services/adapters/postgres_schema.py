@@ -17,6 +17,12 @@ from eventsourcing.postgres import PostgresDatastore
 from psycopg import sql
 
 from services.adapters.id_index import BACKFILL_TOPICS, IdRow
+from services.adapters.postgres_ordering import (
+    create_head_function,
+    draw_block_sql,
+    lock_tags,
+    step_sequence,
+)
 
 BACKFILL_PAGE = 1000
 
@@ -26,12 +32,11 @@ class PostgresSchema:
 
     datastore: PostgresDatastore
     events_table_name: str
-    channel_name: str
     ids_table_name: str
     keys_table_name: str
     data_keys_table_name: str
-    lock_function_name: str
     insert_function_name: str
+    head_function_name: str
 
     def create_data_key_table(self) -> None:
         names = {
@@ -77,7 +82,8 @@ class PostgresSchema:
             )
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
-        """Creates the lock function and the id index, filled from the stored events.
+        """Creates the id index, filled from the stored events, and the functions
+        saves and readers call (see _create_insert_function, postgres_ordering).
 
         One transaction under an advisory lock: of several servers starting
         on an old database exactly one fills the index, and a crash half way
@@ -87,24 +93,14 @@ class PostgresSchema:
             "schema": sql.Identifier(self.datastore.schema),
             "table": sql.Identifier(self.events_table_name),
             "ids": sql.Identifier(self.ids_table_name),
-            "lock": sql.Identifier(self.lock_function_name),
-            "channel": sql.Identifier(self.channel_name),
         }
         with self.datastore.transaction(commit=True) as cursor:
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))",
                 (f"{self.datastore.schema}.{self.ids_table_name}",),
             )
-            cursor.execute(
-                sql.SQL(
-                    "CREATE OR REPLACE FUNCTION {schema}.{lock}() RETURNS void "
-                    "LANGUAGE plpgsql AS $$ BEGIN "
-                    "PERFORM set_config('lock_timeout', {timeout}, true); "
-                    "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-                    "NOTIFY {channel}; "
-                    "END $$"
-                ).format(timeout=sql.Literal(f"{self.datastore.lock_timeout}s"), **names)
-            )
+            ordering = self._ordering(cursor)
+            create_head_function(cursor, ordering)
             cursor.execute("SELECT to_regclass(%s) AS found", (self._qualified_ids_name(),))
             row = cursor.fetchone()
             filled = 0
@@ -117,10 +113,27 @@ class PostgresSchema:
                     ).format(**names)
                 )
                 filled = self._backfill(cursor, backfill, names)
-            self._create_insert_function(cursor)
+            self._create_insert_function(cursor, ordering)
             return filled
 
-    def _create_insert_function(self, cursor: psycopg.Cursor[Any]) -> None:
+    def _ordering(self, cursor: psycopg.Cursor[Any]) -> dict[str, Any]:
+        """What the insert and head functions name (services.adapters.postgres_ordering),
+        the sequence made to step by blocks first."""
+        qualified = sql.Identifier(self.datastore.schema, self.events_table_name).as_string(cursor)
+        writing_tag, block_tag = lock_tags(cursor, qualified)
+        return {
+            "schema": sql.Identifier(self.datastore.schema),
+            "table": sql.Identifier(self.events_table_name),
+            "qualified": qualified,
+            "sequence": step_sequence(cursor, qualified),
+            "writing_tag": writing_tag,
+            "block_tag": block_tag,
+            "head_function": self.head_function_name,
+        }
+
+    def _create_insert_function(
+        self, cursor: psycopg.Cursor[Any], ordering: dict[str, Any]
+    ) -> None:
         """The function every save calls (see _insert). PL/pgSQL resolves the tables
         when it runs, so the key table may come after it."""
         names = {
@@ -130,7 +143,6 @@ class PostgresSchema:
             "keys": sql.Identifier(self.keys_table_name),
             "data_keys": sql.Identifier(self.data_keys_table_name),
             "function": sql.Identifier(self.insert_function_name),
-            "channel": sql.Identifier(self.channel_name),
             "id_type": sql.Identifier(self.datastore.originator_id_type),
             "timeout": sql.Literal(f"{self.datastore.lock_timeout}s"),
         }
@@ -142,15 +154,17 @@ class PostgresSchema:
                 "k_sessions text[], k_keys text[], k_prints text[], k_versions bigint[], "
                 "d_sessions text[], d_versions bigint[], d_kinds text[], d_key_ids text[], "
                 "d_keys bytea[]) "
-                "RETURNS TABLE (notification_id bigint) LANGUAGE plpgsql AS $$ BEGIN "
+                "RETURNS TABLE (notification_id bigint) LANGUAGE plpgsql AS $$ "
+                "DECLARE n integer := coalesce(cardinality(e_ids), 0); base bigint; BEGIN "
                 "PERFORM set_config('lock_timeout', {timeout}, true); "
-                "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-                "NOTIFY {channel}; "
+                "{draw_block}"
                 # Events first: a version another writer took is a lost race,
                 # told apart from an id another writer took.
                 "RETURN QUERY INSERT INTO {schema}.{table} AS e "
-                "(originator_id, originator_version, topic, state) "
-                "SELECT * FROM unnest(e_ids, e_versions, e_topics, e_states) "
+                "(notification_id, originator_id, originator_version, topic, state) "
+                "SELECT base + u.o - 1, u.i, u.v, u.t, u.s "
+                "FROM unnest(e_ids, e_versions, e_topics, e_states) WITH ORDINALITY "
+                "AS u(i, v, t, s, o) ORDER BY u.o "
                 "RETURNING e.notification_id; "
                 "INSERT INTO {schema}.{ids} (session_id, kind, key, version) "
                 "SELECT * FROM unnest(i_sessions, i_kinds, i_keys, i_versions); "
@@ -163,7 +177,7 @@ class PostgresSchema:
                 "INSERT INTO {schema}.{data_keys} (session_id, version, kind, key_id, data_key) "
                 "SELECT * FROM unnest(d_sessions, d_versions, d_kinds, d_key_ids, d_keys); "
                 "END $$"
-            ).format(**names)
+            ).format(draw_block=draw_block_sql(ordering), **names)
         )
 
     def _qualified_ids_name(self) -> str:

@@ -24,6 +24,7 @@ from services.adapters.id_index import (
     EventsAndKeysInTwoReads,
     IdRow,
     IdTaken,
+    OneWriterAtATime,
 )
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
@@ -58,7 +59,7 @@ def make_resilient(datastore: SQLiteDatastore) -> None:
     datastore.__class__ = ResilientSQLiteDatastore
 
 
-class SQLiteEventRecorder(EventsAndKeysInTwoReads, SQLiteApplicationRecorder):
+class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX

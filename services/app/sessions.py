@@ -108,10 +108,10 @@ class SessionService:
         self.end_streams()
         self.store.close()
 
-    def head_position(self) -> int:
+    def latest_position(self) -> int:
         """The position of the latest event stored, by any server: what a write that
         saved nothing answers, being at or beyond the write it repeats."""
-        return self.store.head_position()
+        return self.store.latest_position()
 
     # -- commands -------------------------------------------------------------------
 

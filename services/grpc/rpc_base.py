@@ -35,7 +35,7 @@ class RpcBase:
     def _position(self, written: int | None) -> int:
         """The position a write answers: its own, or (it saved nothing) the store's
         head, which is at or beyond the write it repeats."""
-        return written if written is not None else self.service.head_position()
+        return written if written is not None else self.service.latest_position()
 
     def _written(self, session: pb.Session, position: int | None) -> pb.Session:
         session.position = self._position(position)

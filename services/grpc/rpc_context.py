@@ -92,7 +92,7 @@ class ContextRpcs(RpcBase):
         response = context_mapping.compaction_outcome_to_pb(outcome)
         # The engine compacts on its runner's thread: the store's head is at or
         # beyond what it wrote.
-        response.position = self.service.head_position()
+        response.position = self.service.latest_position()
         return response
 
     def ReportOverflow(

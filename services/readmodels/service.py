@@ -66,15 +66,13 @@ class ModelStatus:
     name: str
     position: int
     head: int
+    # Events after the position up to the head (positions are not consecutive).
+    lag: int
     quarantined: int
     # While the projection of this process cannot reach the database for it.
     failing_since: float | None = None  # time.time()
     error: str = ""
     retry_in_seconds: float = 0.0
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.head - self.position)
 
 
 @dataclass
@@ -89,14 +87,13 @@ class ReadModels:
     def wait_for(self, names: Sequence[str], position: int, deadline_at: float | None) -> int:
         """Waits until the models have applied ``position`` (the store's head when 0;
         no wait when negative) and answers the position they reached."""
-        head = self.events.recorder.max_notification_id() or 0
         if position == 0:
-            position = head
-        elif position > head:
+            position = self.events.head_position()
+        elif position > (latest := self.events.latest_position()):
             # Nothing has been written there yet: waiting could only time out.
             raise VersionOutOfRange(
-                f"min_position {position} is beyond the store's latest position {head}; send "
-                "a position a write answered, or 0 for the latest"
+                f"min_position {position} is beyond the store's latest position {latest}; "
+                "send a position a write answered, or 0 for the latest"
             )
         started = reached = min(self.store.positions(names).values())
         if reached >= position:
@@ -136,7 +133,7 @@ class ReadModels:
             )
 
     def status(self) -> list[ModelStatus]:
-        head = self.events.recorder.max_notification_id() or 0
+        head = self.events.head_position()
         positions = self.store.positions()
         counts = self.store.quarantine_counts()
         failing = self.runner.failing() if self.runner is not None else {}
@@ -148,6 +145,7 @@ class ReadModels:
                     name,
                     positions[name],
                     head,
+                    self.events.events_between(positions[name], head),
                     counts.get(name, 0),
                     failing_since=state.failing_since if state else None,
                     error=state.error if state else "",

@@ -6,9 +6,10 @@ stands, an event that another writer committed meanwhile with a later id than
 the open transaction's (or else, with the open transaction's ids below it, a
 reader tracking its position would move past them and never read them). Many
 writers racing a following reader prove the same with real concurrency. These
-hold for any way of ordering the log (today the table lock, which makes the
-second writer wait; or ids and readers that need none), and fail for a log
-whose ids are taken with no lock and read as they commit.
+hold for any way of ordering the log (today blocks of ids and a head that
+readers stop at, services.adapters.postgres_ordering; before, a table lock
+that made the second writer wait), and fail for a log whose ids are taken with
+no lock and read as they commit.
 """
 
 from __future__ import annotations
@@ -183,16 +184,23 @@ def test_concurrent_writers_never_pass_a_following_reader(store: EventStore) -> 
         assert versions == list(range(1, len(versions) + 1))
 
 
-def test_events_stored_by_plain_inserts_come_first(
-    store: EventStore, postgres_schema_url: str
-) -> None:
-    """Events a database holds from before (inserted with the table's own ids) come
-    before those saved after, whatever ids saves take."""
-    recorder = recorder_of(store)
+def test_a_database_written_with_the_table_lock_keeps_its_order(postgres_schema_url: str) -> None:
+    """Events a database holds from before (ids one apart, taken under the table
+    lock) keep their ids, and those saved once a server of this version has
+    started come after them, read by the same readers."""
+    earlier = EventStore(persistence_env(postgres_schema_url))
+    recorder = recorder_of(earlier)
     table = sql.SQL("{}.{}").format(
         sql.Identifier(recorder.datastore.schema), sql.Identifier(recorder.events_table_name)
     )
     with psycopg.connect(postgres_schema_url.split("?")[0], autocommit=True) as conn:
+        qualified = table.as_string(conn)
+        row = conn.execute(
+            "SELECT pg_get_serial_sequence(%s, 'notification_id')", (qualified,)
+        ).fetchone()
+        assert row is not None
+        # As the table lock's versions left it: ids one apart.
+        conn.execute(sql.SQL("ALTER SEQUENCE {} INCREMENT BY 1").format(sql.SQL(row[0])))
         for version in (1, 2):
             conn.execute(
                 sql.SQL(
@@ -201,12 +209,20 @@ def test_events_stored_by_plain_inserts_come_first(
                 ).format(table),
                 (version, TOPIC),
             )
-    recorder.insert_events([event("old", 3), event("new", 1)])
-    found = catch_up(recorder, 0, 4)
+    earlier.close()
+    store = EventStore(persistence_env(postgres_schema_url))
+    try:
+        recorder = recorder_of(store)
+        recorder.insert_events([event("old", 3), event("new", 1)])
+        found = catch_up(recorder, 0, 4)
+    finally:
+        store.close()
     assert [(n.originator_id, n.originator_version) for n in found] == [
         ("old", 1),
         ("old", 2),
         ("old", 3),
         ("new", 1),
     ]
-    assert [n.id for n in found][:2] == [1, 2]
+    ids = [n.id for n in found]
+    assert ids[:2] == [1, 2]
+    assert ids[2] > 2 and ids[3] == ids[2] + 1  # one save: one block

@@ -1,0 +1,124 @@
+"""Saves on PostgreSQL run side by side, and only saves hold readers back.
+
+No lock is taken by every save: a save goes through while another's
+transaction is still open. A reader stops below a save still running, but a
+long transaction that is not a save (a migration, a read model's batch) holds
+nobody back. Positions are not consecutive, so lags are counted; and the
+NOTIFY that wakes listeners still comes once a save has committed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from eventsourcing.persistence import StoredEvent
+from psycopg import sql
+
+from services.adapters.event_store import EventStore
+from services.adapters.postgres_recorder import PostgresEventRecorder
+from services.config import persistence_env
+
+TOPIC = "concurrent-saves-test-event"
+BOUND_SECONDS = 10
+
+
+@pytest.fixture
+def store(postgres_schema_url: str) -> Iterator[EventStore]:
+    store = EventStore(persistence_env(postgres_schema_url))
+    yield store
+    store.close()
+
+
+def recorder_of(store: EventStore) -> PostgresEventRecorder:
+    recorder = store.recorder
+    assert isinstance(recorder, PostgresEventRecorder)
+    return recorder
+
+
+def event(originator: str, version: int) -> StoredEvent:
+    return StoredEvent(
+        originator_id=originator, originator_version=version, topic=TOPIC, state=b"{}"
+    )
+
+
+def open_save(recorder: PostgresEventRecorder, conn: psycopg.Connection[Any]) -> int:
+    """Makes the save every writer makes on ``conn``, in a transaction left open."""
+    call = sql.SQL(
+        "SELECT notification_id FROM {schema}.{function}(%s::text[], %s::bigint[], %s::text[], "
+        "%s::bytea[], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    ).format(
+        schema=sql.Identifier(recorder.datastore.schema),
+        function=sql.Identifier(recorder.insert_function_name),
+    )
+    row = conn.execute(call, (["open"], [1], [TOPIC], [b"{}"])).fetchone()
+    assert row is not None
+    return int(row[0])  # type: ignore[index]
+
+
+def test_a_save_does_not_wait_for_another_to_commit(
+    store: EventStore, postgres_schema_url: str
+) -> None:
+    recorder = recorder_of(store)
+    saved: list[int] = []
+    with psycopg.connect(postgres_schema_url.split("?")[0]) as conn:
+        with conn.transaction():
+            open_id = open_save(recorder, conn)
+            writer = threading.Thread(
+                target=lambda: saved.extend(recorder.insert_events([event("late", 1)]))
+            )
+            writer.start()
+            writer.join(BOUND_SECONDS)
+            # Saved and answered while the other save's transaction is still open.
+            assert not writer.is_alive() and saved
+            assert saved[0] > open_id
+            # Readers stop below the open save; the answered one is the latest stored.
+            assert (recorder.max_notification_id() or 0) < open_id
+            assert store.latest_position() == saved[0]
+        assert store.head_position() == saved[0]
+
+
+def test_a_long_transaction_that_is_no_save_holds_no_reader_back(
+    store: EventStore, postgres_schema_url: str
+) -> None:
+    recorder = recorder_of(store)
+    with psycopg.connect(postgres_schema_url.split("?")[0]) as conn, conn.transaction():
+        # A transaction with an id of its own, left open: a migration, say.
+        conn.execute("CREATE TEMP TABLE busy (n int)")
+        conn.execute("INSERT INTO busy VALUES (1)")
+        (saved,) = recorder.insert_events([event("after", 1)])
+        assert recorder.max_notification_id() == saved
+        found = recorder.select_notifications(start=None, limit=10)
+        assert [n.id for n in found] == [saved]
+
+
+def test_lags_are_counted_in_events(store: EventStore) -> None:
+    recorder = recorder_of(store)
+    first = recorder.insert_events([event("a", 1), event("a", 2)])
+    recorder.insert_events([event("b", 1)])
+    recorder.insert_events([event("c", 1), event("c", 2), event("c", 3)])
+    head = store.head_position()
+    # Each save's ids are one block, apart from the next save's.
+    assert head - first[0] > 6
+    assert store.events_between(0, head) == 6
+    assert store.events_between(first[-1], head) == 4
+    assert store.events_between(head, head) == 0
+
+
+def test_listeners_are_woken_once_a_save_commits(
+    store: EventStore, postgres_schema_url: str
+) -> None:
+    recorder = recorder_of(store)
+    with psycopg.connect(postgres_schema_url.split("?")[0], autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
+        (saved,) = recorder.insert_events([event("woken", 1)])
+        began = time.monotonic()
+        woken = next(listener.notifies(timeout=BOUND_SECONDS), None)
+        assert woken is not None, f"no NOTIFY within {time.monotonic() - began:.1f} s"
+        assert woken.channel == recorder.channel_name
+        # The save it tells of is there to read.
+        assert recorder.max_notification_id() == saved

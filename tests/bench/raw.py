@@ -20,7 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+from eventsourcing.persistence import StoredEvent
 
+from services.adapters.event_store import EventStore
+from services.config import persistence_env
 from tests.bench.server import Database
 
 # About what a one-turn append stores as event state (one user entry, measured: ~550).
@@ -137,3 +140,41 @@ def locked_batches_per_second(db: Database, seconds: float, connections: int) ->
     for thread in threads:
         thread.join()
     return sum(counts) / (time.perf_counter() - started)
+
+
+def store_saves_per_second(db: Database, seconds: float, connections: int) -> float:
+    """Saves per second through the store's own recorder (one event each, as a
+    one-turn append saves), from ``connections`` threads at once, with no server:
+    the database's ceiling for the store's saves, which take no lock that another
+    save waits for (services.adapters.postgres_ordering)."""
+    assert db.backend == "postgres"
+    store = EventStore(persistence_env(db.url))
+    state = os.urandom(STATE_BYTES)
+    counts = [0] * connections
+    deadline = time.perf_counter() + seconds
+
+    def client(n: int) -> None:
+        originator = f"saved-{n}-{time.monotonic_ns()}"
+        while time.perf_counter() < deadline:
+            counts[n] += 1
+            store.recorder.insert_events(
+                [
+                    StoredEvent(
+                        originator_id=originator,
+                        originator_version=counts[n],
+                        topic=TOPIC,
+                        state=state,
+                    )
+                ]
+            )
+
+    try:
+        started = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(counts) / (time.perf_counter() - started)
+    finally:
+        store.close()

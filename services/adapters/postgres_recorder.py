@@ -36,6 +36,7 @@ from services.adapters.id_index import (
 )
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
+from services.adapters.postgres_arrays import BigintArray, ByteaArray, TextArray, register
 from services.adapters.postgres_notifications import BinaryNotifications
 from services.adapters.postgres_schema import PostgresSchema
 from services.adapters.postgres_wakeups import SaveWakeups
@@ -45,6 +46,12 @@ from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 # A lag is counted this far at most: a model rebuilt from the start would
 # otherwise count the whole log on every look at its status.
 COUNTED_AT_MOST = 1_000_000
+# The element types of an id row, a key row and a data key row, as arrays.
+_ID_ROW = (TextArray, TextArray, TextArray, BigintArray)
+_KEY_ROW = (TextArray, TextArray, TextArray, BigintArray)
+_DATA_KEY_ROW = (TextArray, BigintArray, TextArray, TextArray, ByteaArray)
+# Before any connection is made: each copies the adapters it starts with.
+register(psycopg.adapters)
 
 
 class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplicationRecorder):
@@ -149,13 +156,16 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
         # NULLs (unnest gives no rows), which psycopg sends without dumping an
         # empty list for each of its arrays on every append.
         params: list[Any] = [
-            [e.originator_id for e in stored_events],
-            [e.originator_version for e in stored_events],
-            [e.topic for e in stored_events],
-            [e.state for e in stored_events],
+            TextArray([e.originator_id for e in stored_events]),
+            BigintArray([e.originator_version for e in stored_events]),
+            TextArray([e.topic for e in stored_events]),
+            ByteaArray([e.state for e in stored_events]),
         ]
-        for rows, width in ((ids, 4), (keys, 4), (data_keys, 5)):
-            params.extend([list(c) for c in zip(*rows, strict=True)] if rows else [None] * width)
+        for rows, types in ((ids, _ID_ROW), (keys, _KEY_ROW), (data_keys, _DATA_KEY_ROW)):
+            if rows:
+                params.extend(t(c) for t, c in zip(types, zip(*rows, strict=True), strict=True))
+            else:
+                params.extend([None] * len(types))
         try:
             return self._insert(stored_events, params, shred)
         except IntegrityError as error:
@@ -242,16 +252,17 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
             return int(cursor.fetchone() or 0)
 
     def _insert_call_sql(self, conn: psycopg.Connection[Any]) -> bytes:
-        # The events' states go in binary: as text every byte would be hex-escaped.
+        # Every array goes in binary (services.adapters.postgres_arrays); as text
+        # the events' states would be hex-escaped byte by byte.
         if self._insert_call is None:
             id_type = sql.Identifier(self.datastore.originator_id_type)
             self._insert_call = (
                 sql.SQL(
                     "SELECT notification_id FROM {schema}.{function}("
-                    "%s::{id_type}[], %s::bigint[], %s::text[], %b::bytea[], "
-                    "%s::text[], %s::text[], %s::text[], %s::bigint[], "
-                    "%s::text[], %s::text[], %s::text[], %s::bigint[], "
-                    "%s::text[], %s::bigint[], %s::text[], %s::text[], %b::bytea[])"
+                    "%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[], "
+                    "%b::text[], %b::text[], %b::text[], %b::bigint[], "
+                    "%b::text[], %b::text[], %b::text[], %b::bigint[], "
+                    "%b::text[], %b::bigint[], %b::text[], %b::text[], %b::bytea[])"
                 )
                 .format(
                     schema=sql.Identifier(self.datastore.schema),

@@ -96,13 +96,16 @@ class ReadModelRunner:
         )
 
     def fetch(
-        self, position: int, topics: Sequence[str], content: bool = False
+        self, position: int, topics: Sequence[str], content: bool = False, head: int | None = None
     ) -> tuple[Batch, int]:
         """The next batch of events after ``position`` of the given topics, and the
         position it reaches (the store's head, when the batch is its last);
-        ``content``: with the entries' content opened."""
+        ``content``: with the entries' content opened. ``head``: the store's head
+        as the caller just read it (else it is read here): a bound that holds once
+        read, every event up to it committed or never to be."""
         recorder = self.events.recorder
-        head = recorder.max_notification_id() or 0
+        if head is None:
+            head = recorder.max_notification_id() or 0
         if head <= position:
             return [], position
         found = recorder.select_notifications(
@@ -155,8 +158,11 @@ class ReadModelRunner:
             return 0
         applied = 0
         try:
+            # The first round goes on from the head just read; later ones read it again.
+            known: int | None = head
             while not self._stopping.is_set():
-                count, more = self._round()
+                count, more = self._round(known)
+                known = None
                 applied += count
                 if not more:
                     break
@@ -167,15 +173,17 @@ class ReadModelRunner:
                 self.progress.notify_all()
         return applied
 
-    def _round(self) -> tuple[int, bool]:
-        """One batch for each healthy model; answers (events applied, more to do)."""
+    def _round(self, head: int | None = None) -> tuple[int, bool]:
+        """One batch for each healthy model, up to the store's ``head`` (read here when
+        not given); answers (events applied, more to do)."""
         with self._states_lock:
             due = [name for name in self.states if name not in self._recovering]
         if not due:
             return 0, False
         try:
             positions = self.models.positions(due)
-            head = self.events.recorder.max_notification_id() or 0
+            if head is None:
+                head = self.events.recorder.max_notification_id() or 0
         except Exception as error:
             for name in due:
                 self._failed(name, error)
@@ -192,7 +200,7 @@ class ReadModelRunner:
         applied, more = 0, False
         for (start, content), names in sorted(groups.items()):
             try:
-                batch, reached = self.fetch(start, self._topics(names), content)
+                batch, reached = self.fetch(start, self._topics(names), content, head)
             except Exception as error:
                 for name in names:
                     self._failed(name, error)
@@ -252,7 +260,7 @@ class ReadModelRunner:
                 if position >= head:
                     self._recovered(name)
                     return
-                batch, reached = self.fetch(position, topics, content)
+                batch, reached = self.fetch(position, topics, content, head)
                 self._report_quarantined(name, self.models.apply(name, batch, position, reached))
                 with self.progress:
                     self.progress.notify_all()

@@ -16,8 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING
 
 from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
@@ -52,6 +51,10 @@ from services.engine.runner import CompactionRunner
 from services.observability.setup import Observability
 from services.readmodels import ReadModels, build_read_models
 from services.readmodels.runner import ReadModelRunner
+
+if TYPE_CHECKING:
+    # The SDK is imported only when tracing is on (services.observability.tracing).
+    from opentelemetry.sdk.trace import TracerProvider
 
 
 @dataclass(frozen=True)

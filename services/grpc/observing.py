@@ -17,7 +17,7 @@ import inspect
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
@@ -28,7 +28,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc.handlers import rewrapped
 from services.observability.conversation import conversation
-from services.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    # prometheus_client is imported only when metrics are on (services.observability.setup).
+    from services.observability.metrics import Metrics
 
 REQUEST_ID_HEADER = "x-request-id"
 # Codes that say the server failed, not the caller (OpenTelemetry's RPC conventions).

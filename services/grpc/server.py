@@ -15,14 +15,13 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import psycopg
 import structlog
 from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
@@ -45,6 +44,10 @@ from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
 from services.logs import configure_logging
+
+if TYPE_CHECKING:
+    # The SDK is imported only when tracing is on (services.observability.tracing).
+    from opentelemetry.sdk.trace import TracerProvider
 
 # A health service name that says only that the process answers, whatever the
 # database does: for liveness probes, which restart what fails them.

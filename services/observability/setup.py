@@ -9,11 +9,10 @@ call's request id and session in the logs, whatever else is on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 
 from services.adapters.summarizers.base import Summarizer
 from services.adapters.summarizers.provider import ProviderCompactor
@@ -21,9 +20,7 @@ from services.app.retention_scheduler import RetentionScheduler
 from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import ContextEngine
-from services.observability.collector import StateCollector
-from services.observability.metrics import BoundedLabels, Endpoint, Metrics
-from services.observability.retention_figures import RetentionCollector
+from services.observability.labels import BoundedLabels
 from services.observability.store_events import StoreEvents
 from services.observability.tracing import (
     TRACER_NAME,
@@ -33,6 +30,12 @@ from services.observability.tracing import (
     tracer_provider_from_environment,
 )
 from services.readmodels import ReadModels
+
+if TYPE_CHECKING:
+    # The SDK is imported only when tracing is on (services.observability.tracing).
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from services.observability.metrics import Endpoint, Metrics
 
 # What a step of the summariser chain is built as.
 Step = Summarizer | ProviderCompactor
@@ -45,8 +48,12 @@ class Observability:
         """Set up before the stores are built: the database instrumentation must see
         their connections opened."""
         self._address = config.metrics_address
-        self.metrics = Metrics() if self._address else None
-        if self.metrics is not None:
+        self.metrics: Metrics | None = None
+        if self._address:
+            # prometheus_client (some 2 MB) only when metrics are on, here and below.
+            from services.observability.metrics import Metrics
+
+            self.metrics = Metrics()
             self.metrics.include_process()
         # A provider given (tests) is its giver's to shut down.
         self._owns_provider = tracer_provider is None
@@ -87,6 +94,8 @@ class Observability:
             instrument_databases(self.tracer_provider, [database.writer, database.reader])
         if self.metrics is None:
             return
+        from services.observability.collector import StateCollector
+
         sessions.write_path.on_saved(StoreEvents(self.metrics, self._models).saved)
         # PostgreSQL's pool (psycopg's) has figures; SQLite's has none.
         pool = getattr(getattr(sessions.store.recorder, "datastore", None), "pool", None)
@@ -117,6 +126,10 @@ def serve_worker_metrics(
     removed."""
     if not config.metrics_address:
         return None
+    from services.observability.collector import StateCollector
+    from services.observability.metrics import Endpoint
+    from services.observability.retention_figures import RetentionCollector
+
     endpoint = Endpoint()
     endpoint.include_process()
     endpoint.registry.register(StateCollector(read_models=read_models))

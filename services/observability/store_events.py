@@ -8,6 +8,7 @@ passes through it, whichever use case or background thread saved it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from domain.compaction import Trigger
 from domain.session import Session
@@ -20,7 +21,11 @@ from domain.session_events import (
     PruneRecorded,
     ToolCallsAbandoned,
 )
-from services.observability.metrics import BoundedLabels, Metrics
+from services.observability.labels import BoundedLabels
+
+if TYPE_CHECKING:
+    # prometheus_client is imported only when metrics are on (services.observability.setup).
+    from services.observability.metrics import Metrics
 
 TRIGGERS = frozenset(t.value for t in Trigger)
 

@@ -14,12 +14,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from domain.context.summary import SummaryPrompt
@@ -33,7 +30,12 @@ from services.adapters.summarizers.base import (
 )
 from services.engine.base import Assembly, CompactionOutcome, CompactionRequest, ContextEngine
 from services.observability.conversation import conversation, current_conversation
-from services.observability.metrics import BoundedLabels, Metrics
+from services.observability.labels import BoundedLabels
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from services.observability.metrics import Metrics
 
 TRACER_NAME = "sessionstore"
 DEFAULT_SERVICE_NAME = "sessionstore"
@@ -58,6 +60,12 @@ def tracer_provider_from_environment(
     exporters = [name for name in exporters if name != "none"]
     if not exporters:
         return None
+    # The SDK only now: a server that traces nothing need not hold it (with psutil,
+    # which its resources import, some 3 MB).
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     # OTEL_RESOURCE_ATTRIBUTES is read by Resource.create; the service's name is ours
     # unless OTEL_SERVICE_NAME gives one.
     name = environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
@@ -82,6 +90,8 @@ def _exporter(name: str, environ: Mapping[str, str]) -> Any:
 
         return OTLPSpanExporter()
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     raise ValueError(
         f"OTEL_TRACES_EXPORTER {name!r} is not one this server has: use otlp, console or none"

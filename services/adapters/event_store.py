@@ -21,12 +21,11 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.popo import POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import sql
 
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended, EntriesErased, SessionErased, Started
-from services.adapters import event_codecs, sqlite_recorder
+from services.adapters import event_codecs
 from services.adapters.data_keys import data_key_rows, shred_rows, snapshot_key_row
 from services.adapters.event_codecs import content_being_read
 from services.adapters.event_keys import (
@@ -140,8 +139,13 @@ class EventStore(Application[str]):
         if isinstance(datastore, PostgresDatastore):
             make_resilient(datastore)
             self._probe = PostgresProbe(cast(ResilientPostgresDatastore, datastore))
-        elif isinstance(datastore, SQLiteDatastore):
-            sqlite_recorder.make_resilient(datastore)
+        elif datastore is not None:
+            # SQLite's, imported only for it: a server on PostgreSQL need not load
+            # sqlite3 (about 1 MB).
+            from services.adapters import sqlite_recorder
+
+            if isinstance(datastore, sqlite_recorder.SQLiteDatastore):
+                sqlite_recorder.make_resilient(datastore)
         return super().construct_recorder()
 
     def probe(self) -> str:

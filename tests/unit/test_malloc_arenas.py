@@ -41,8 +41,8 @@ def _arenas(env: dict[str, str]) -> tuple[str, int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
-def test_threads_share_two_arenas_unless_the_operator_chose() -> None:
+def test_threads_share_one_arena_unless_the_operator_chose() -> None:
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    assert _arenas(env) == ("True", 2)
+    assert _arenas(env) == ("True", 1)
     # An operator's setting stands (glibc reads it at start).
     assert _arenas({**env, "MALLOC_ARENA_MAX": "3"}) == ("False", 3)

@@ -106,17 +106,20 @@ def create_head_function(cursor: Any, names: dict[str, Any]) -> None:
             "SELECT CASE WHEN is_called THEN last_value END INTO drawn "
             "FROM {sequence}; "
             "IF drawn IS NULL THEN RETURN NULL; END IF; "
-            # Every lock of this table's saves, once: who writes, which blocks.
+            # Every lock of this table's saves, once: who writes, which blocks. A
+            # block's number from its low 32 bits, as its distance from the last
+            # block drawn: the nearest, within 2^31 blocks either way. Blocks drawn
+            # since ``drawn`` was read (ahead of it) are beyond what is read here.
             "WITH held AS (SELECT virtualtransaction AS vt, classid::bigint AS tag, "
-            "objid::bigint AS block FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "((objid::bigint - drawn / {block}) % {wrap} + {wrap} + {half}) % {wrap} - {half} "
+            "AS ahead FROM pg_locks WHERE locktype = 'advisory' AND granted "
             "AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
             "WHERE datname = current_database()) "
             "AND classid::bigint IN ({writing}, {block_tag})) "
             "SELECT bool_or(w.tag = {writing} AND NOT EXISTS ("
             "SELECT 1 FROM held b WHERE b.vt = w.vt AND b.tag = {block_tag})), "
-            # A block's number from its low 32 bits: it is at most 2^32 blocks behind.
-            "min(CASE WHEN w.tag = {block_tag} THEN "
-            "drawn / {block} - ((drawn / {block} - w.block) % {wrap} + {wrap}) % {wrap} END) "
+            "min(CASE WHEN w.tag = {block_tag} AND w.ahead <= 0 "
+            "THEN drawn / {block} + w.ahead END) "
             "INTO drawing, lowest FROM held w; "
             "drawing := coalesce(drawing, false) OR EXISTS (SELECT 1 FROM pg_locks "
             "WHERE locktype = 'relation' AND granted AND mode = 'ExclusiveLock' "
@@ -147,6 +150,7 @@ def create_head_function(cursor: Any, names: dict[str, Any]) -> None:
             qualified=sql.Literal(names["qualified"]),
             block=sql.Literal(BLOCK),
             wrap=sql.Literal(_WRAP),
+            half=sql.Literal(_WRAP // 2),
             tries=sql.Literal(_DRAWING_TRIES),
             pause=sql.Literal(_DRAWING_WAIT_SECONDS),
         )

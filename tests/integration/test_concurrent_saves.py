@@ -122,3 +122,33 @@ def test_listeners_are_woken_once_a_save_commits(
         assert woken.channel == recorder.channel_name
         # The save it tells of is there to read.
         assert recorder.max_notification_id() == saved
+
+
+def test_the_head_only_moves_on_while_saves_run(store: EventStore) -> None:
+    """Saves drawing blocks while a reader looks (some after it read the last block
+    drawn) never take the head back, nor away."""
+    recorder = recorder_of(store)
+    (first,) = recorder.insert_events([event("first", 1)])
+    stop = threading.Event()
+
+    def write(n: int) -> None:
+        version = 0
+        while not stop.is_set():
+            version += 1
+            recorder.insert_events([event(f"writer-{n}", version)])
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for writer in writers:
+        writer.start()
+    heads: list[int | None] = []
+    try:
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            heads.append(recorder.max_notification_id())
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join()
+    assert len(heads) > 100
+    assert None not in heads and min(h for h in heads if h is not None) >= first
+    assert heads == sorted(heads, key=lambda h: h or 0)

@@ -177,12 +177,11 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
     def _insert(
         self, stored_events: Sequence[StoredEvent], params: list[Any], shred: Sequence[ShredRow]
     ) -> list[int]:
-        # One statement in autocommit: its own transaction, one round trip. The
-        # function takes the table lock before its INSERTs take their weaker
-        # one (a plain INSERT after a LOCK in one statement would take the weaker
-        # first, and two writers each holding it while asking for the table lock
-        # would deadlock). An erasure also deletes keys, in the same transaction.
-        # Plain values: the pool's dict rows would name the columns of every result.
+        # One statement in autocommit: its own transaction, one round trip (the
+        # function draws the save's block of ids: services.adapters.postgres_ordering).
+        # An erasure also deletes keys, in the same transaction. Listeners are
+        # told once it has committed. Plain values: the pool's dict rows would
+        # name the columns of every result.
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
             if not shred:
                 cursor.execute(self._insert_call_sql(conn), params, prepare=True)

@@ -23,9 +23,11 @@ is safe to read:
 Only saves hold readers back, and only while they run: a long transaction
 elsewhere in the cluster (a migration, a read model's batch waiting for a
 lock) does not. Ids are sparse (``BLOCK`` apart between saves), so a count of
-events between two positions is counted, not subtracted. A save still running
-the earlier function (a server not yet upgraded) holds the table lock; a
-reader waits it out like a save drawing its block.
+events between two positions is counted, not subtracted. Servers of every
+release call the function by its name, so once one of this release has
+replaced it they all save this way; a save under way in the function it
+replaced holds the table lock, and a reader waits that out like a save
+drawing its block.
 """
 
 from __future__ import annotations

@@ -18,13 +18,9 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
-    InterfaceError,
-    Notification,
-    OperationalError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.utils import retry
 from psycopg import sql
 from psycopg.rows import scalar_row
 
@@ -37,15 +33,12 @@ from services.adapters.id_index import (
 from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.postgres_arrays import BigintArray, ByteaArray, TextArray, register
-from services.adapters.postgres_notifications import BinaryNotifications
+from services.adapters.postgres_notifications import NotificationLog
 from services.adapters.postgres_schema import PostgresSchema
 from services.adapters.postgres_wakeups import SaveWakeups
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
 
-# A lag is counted this far at most: a model rebuilt from the start would
-# otherwise count the whole log on every look at its status.
-COUNTED_AT_MOST = 1_000_000
 # The element types of an id row, a key row and a data key row, as arrays.
 _ID_ROW = (TextArray, TextArray, TextArray, BigintArray)
 _KEY_ROW = (TextArray, TextArray, TextArray, BigintArray)
@@ -54,7 +47,7 @@ _DATA_KEY_ROW = (TextArray, BigintArray, TextArray, TextArray, ByteaArray)
 register(psycopg.adapters)
 
 
-class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplicationRecorder):
+class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplicationRecorder):
     """The library's PostgreSQL recorder, writing in one statement and one round trip.
 
     The stock recorder sends BEGIN, SET, LOCK TABLE, NOTIFY, INSERT (of a
@@ -69,7 +62,6 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
         self.insert_function_name = self.events_table_name + "_insert"
         self.head_function_name = self.events_table_name + "_head"
-        self._head_call: bytes | None = None
         self._wakeups = SaveWakeups(self.datastore, self.channel_name)
         self._insert_call: bytes | None = None
         self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
@@ -194,61 +186,6 @@ class PostgresEventRecorder(PostgresSchema, BinaryNotifications, PostgresApplica
         if inserted:
             self._wakeups.saved()
         return inserted
-
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's
-    def max_notification_id(self) -> int | None:
-        """The highest notification id a reader may read up to: every id below it is
-        committed or never will be (services.adapters.postgres_ordering)."""
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
-            if self._head_call is None:
-                self._head_call = (
-                    sql.SQL("SELECT {schema}.{function}()")
-                    .format(
-                        schema=sql.Identifier(self.datastore.schema),
-                        function=sql.Identifier(self.head_function_name),
-                    )
-                    .as_bytes(conn)
-                )
-            cursor.execute(self._head_call, prepare=True)
-            head: int | None = cursor.fetchone()
-            return head
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
-        """The library's, read no further than the head (when not told where to stop):
-        past it a save still running may commit an id lower than one read."""
-        if stop is None:
-            stop = self.max_notification_id() or 0
-        return super().select_notifications(
-            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
-        )
-
-    def latest_notification_id(self) -> int | None:
-        """The highest id committed (the library's head), which a reader may have to
-        stop below while a save with a lower block runs."""
-        return super().max_notification_id()
-
-    def notifications_between(self, after: int, upto: int) -> int:
-        """How many events are stored after position ``after`` up to ``upto``, counted
-        up to COUNTED_AT_MOST (ids are sparse: see postgres_ordering)."""
-        if upto <= after:
-            return 0
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=scalar_row) as cursor:
-            query = self._statement(
-                conn,
-                "SELECT count(*) FROM (SELECT FROM {schema}.{table} "
-                "WHERE notification_id > %s AND notification_id <= %s LIMIT %s) AS lagging",
-                table=self.events_table_name,
-            )
-            cursor.execute(query, (after, upto, COUNTED_AT_MOST))
-            return int(cursor.fetchone() or 0)
 
     def _insert_call_sql(self, conn: psycopg.Connection[Any]) -> bytes:
         # Every array goes in binary (services.adapters.postgres_arrays); as text

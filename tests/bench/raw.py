@@ -106,9 +106,9 @@ def _sqlite(db: Database) -> Callable[[], sqlite3.Connection]:
 
 def locked_batches_per_second(db: Database, seconds: float, connections: int) -> float:
     """Transactions per second, from ``connections`` clients at once, each doing what
-    the store's save of one batch does: lock the events table (EXCLUSIVE), insert,
-    NOTIFY, commit, sent in one round trip. The lock lets one commit at a time,
-    so this is the database's ceiling for batches, whatever the servers."""
+    a save of one batch did while a table lock ordered the log: lock the events
+    table (EXCLUSIVE), insert, NOTIFY, commit, sent in one round trip. The lock
+    lets one commit at a time, whatever the clients."""
     assert db.backend == "postgres"
     state = os.urandom(STATE_BYTES)
     with db.psycopg_connect(autocommit=True) as conn:
@@ -117,29 +117,23 @@ def locked_batches_per_second(db: Database, seconds: float, connections: int) ->
             "originator_version bigint, topic text, state bytea, "
             "PRIMARY KEY (originator_id, originator_version))"
         )
-    counts = [0] * connections
-    deadline = time.perf_counter() + seconds
+    connections_made = [db.psycopg_connect() for _ in range(connections)]
 
-    def client(n: int) -> None:
-        originator = f"locked-{n}-{time.monotonic_ns()}"
-        with db.psycopg_connect() as conn:
-            while time.perf_counter() < deadline:
-                counts[n] += 1
-                with conn.pipeline(), conn.transaction():
-                    conn.execute("LOCK TABLE raw_events IN EXCLUSIVE MODE")
-                    conn.execute(
-                        "INSERT INTO raw_events VALUES (%s, %s, %s, %s)",
-                        (originator, counts[n], TOPIC, state),
-                    )
-                    conn.execute("NOTIFY raw_events")
+    def save(n: int, originator: str, version: int) -> None:
+        conn = connections_made[n]
+        with conn.pipeline(), conn.transaction():
+            conn.execute("LOCK TABLE raw_events IN EXCLUSIVE MODE")
+            conn.execute(
+                "INSERT INTO raw_events VALUES (%s, %s, %s, %s)",
+                (originator, version, TOPIC, state),
+            )
+            conn.execute("NOTIFY raw_events")
 
-    started = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / (time.perf_counter() - started)
+    try:
+        return _per_second(connections, seconds, save)
+    finally:
+        for conn in connections_made:
+            conn.close()
 
 
 def store_saves_per_second(db: Database, seconds: float, connections: int) -> float:
@@ -150,31 +144,36 @@ def store_saves_per_second(db: Database, seconds: float, connections: int) -> fl
     assert db.backend == "postgres"
     store = EventStore(persistence_env(db.url))
     state = os.urandom(STATE_BYTES)
-    counts = [0] * connections
+
+    def save(_: int, originator: str, version: int) -> None:
+        event = StoredEvent(
+            originator_id=originator, originator_version=version, topic=TOPIC, state=state
+        )
+        store.recorder.insert_events([event])
+
+    try:
+        return _per_second(connections, seconds, save)
+    finally:
+        store.close()
+
+
+def _per_second(clients: int, seconds: float, save: Callable[[int, str, int], None]) -> float:
+    """Calls of ``save(client, originator, version)`` per second, from ``clients``
+    threads at once for ``seconds``, each saving versions 1, 2, ... of its own
+    originator."""
+    counts = [0] * clients
     deadline = time.perf_counter() + seconds
 
     def client(n: int) -> None:
-        originator = f"saved-{n}-{time.monotonic_ns()}"
+        originator = f"client-{n}-{time.monotonic_ns()}"
         while time.perf_counter() < deadline:
             counts[n] += 1
-            store.recorder.insert_events(
-                [
-                    StoredEvent(
-                        originator_id=originator,
-                        originator_version=counts[n],
-                        topic=TOPIC,
-                        state=state,
-                    )
-                ]
-            )
+            save(n, originator, counts[n])
 
-    try:
-        started = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return sum(counts) / (time.perf_counter() - started)
-    finally:
-        store.close()
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.perf_counter() - started)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -20,8 +19,8 @@ from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
 from services.adapters.event_store import EventStore
-from services.adapters.postgres_recorder import PostgresEventRecorder
 from services.config import persistence_env
+from tests.support.event_log import open_save, recorder_of, stored_event
 
 TOPIC = "concurrent-saves-test-event"
 BOUND_SECONDS = 10
@@ -34,30 +33,8 @@ def store(postgres_schema_url: str) -> Iterator[EventStore]:
     store.close()
 
 
-def recorder_of(store: EventStore) -> PostgresEventRecorder:
-    recorder = store.recorder
-    assert isinstance(recorder, PostgresEventRecorder)
-    return recorder
-
-
 def event(originator: str, version: int) -> StoredEvent:
-    return StoredEvent(
-        originator_id=originator, originator_version=version, topic=TOPIC, state=b"{}"
-    )
-
-
-def open_save(recorder: PostgresEventRecorder, conn: psycopg.Connection[Any]) -> int:
-    """Makes the save every writer makes on ``conn``, in a transaction left open."""
-    call = sql.SQL(
-        "SELECT notification_id FROM {schema}.{function}(%s::text[], %s::bigint[], %s::text[], "
-        "%s::bytea[], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
-    ).format(
-        schema=sql.Identifier(recorder.datastore.schema),
-        function=sql.Identifier(recorder.insert_function_name),
-    )
-    row = conn.execute(call, (["open"], [1], [TOPIC], [b"{}"])).fetchone()
-    assert row is not None
-    return int(row[0])  # type: ignore[index]
+    return stored_event(originator, version, TOPIC)
 
 
 def test_a_save_does_not_wait_for_another_to_commit(
@@ -67,7 +44,7 @@ def test_a_save_does_not_wait_for_another_to_commit(
     saved: list[int] = []
     with psycopg.connect(postgres_schema_url.split("?")[0]) as conn:
         with conn.transaction():
-            open_id = open_save(recorder, conn)
+            open_id = open_save(recorder, conn, "open", TOPIC)
             writer = threading.Thread(
                 target=lambda: saved.extend(recorder.insert_events([event("late", 1)]))
             )

@@ -27,6 +27,7 @@ from psycopg import sql
 from services.adapters.event_store import EventStore
 from services.adapters.postgres_recorder import PostgresEventRecorder
 from services.config import persistence_env
+from tests.support.event_log import open_save, recorder_of, stored_event
 
 TOPIC = "final-log-test-event"
 # Long enough for any writer to end and any event to be read; only a test that
@@ -41,16 +42,8 @@ def store(postgres_schema_url: str) -> Iterator[EventStore]:
     store.close()
 
 
-def recorder_of(store: EventStore) -> PostgresEventRecorder:
-    recorder = store.recorder
-    assert isinstance(recorder, PostgresEventRecorder)
-    return recorder
-
-
 def event(originator: str, version: int) -> StoredEvent:
-    return StoredEvent(
-        originator_id=originator, originator_version=version, topic=TOPIC, state=b"{}"
-    )
+    return stored_event(originator, version, TOPIC)
 
 
 def read_after(recorder: PostgresEventRecorder, position: int) -> list[Notification]:
@@ -99,21 +92,13 @@ def saved_or_waiting(recorder: PostgresEventRecorder, writer: threading.Thread) 
 def test_no_reader_passes_an_open_writer(store: EventStore) -> None:
     recorder = recorder_of(store)
     start = recorder.max_notification_id() or 0
-    call = sql.SQL(
-        "SELECT notification_id FROM {schema}.{function}(%s::text[], %s::bigint[], %s::text[], "
-        "%s::bytea[], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
-    ).format(
-        schema=sql.Identifier(recorder.datastore.schema),
-        function=sql.Identifier(recorder.insert_function_name),
-    )
     late: list[int] = []
     writer = threading.Thread(
         target=lambda: late.extend(recorder.insert_events([event("late", 1)]))
     )
     with recorder.datastore.get_connection() as open_writer, open_writer.transaction():
         # The save every writer makes, its transaction left open.
-        cursor = open_writer.execute(call, (["early"], [1], [TOPIC], [b"{}"]))
-        (early_id,) = [row["notification_id"] for row in cursor.fetchall()]
+        early_id = open_save(recorder, open_writer, "early", TOPIC)
         # Another writer saves meanwhile (or waits for this one, with a lock).
         writer.start()
         saved_or_waiting(recorder, writer)

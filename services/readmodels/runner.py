@@ -1,8 +1,9 @@
 """The projection runner: follows the event store and moves each read model on.
 
-On PostgreSQL it sleeps until the store's NOTIFY (a listener thread) or a
-timeout, whichever is first, so a lost notification only delays; on SQLite,
-which cannot notify, it polls, and a server's own saves wake it at once.
+On PostgreSQL it sleeps until the store's NOTIFY (a listener thread,
+services.readmodels.listener) or a timeout, whichever is first, so a lost
+notification only delays; on SQLite, which cannot notify, it polls, and a
+server's own saves wake it at once.
 Stopping it at any moment loses nothing: a batch commits with its position,
 or not at all.
 
@@ -26,12 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import structlog
 from eventsourcing.persistence import Notification
 
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import connect_postgres, is_lock_wait, is_transient
+from services.adapters.read_model_db import is_lock_wait, is_transient
 from services.adapters.read_model_store import (
     Applied,
     Batch,
@@ -39,7 +39,7 @@ from services.adapters.read_model_store import (
     Unreadable,
     describe_error,
 )
-from services.logs import StateLog
+from services.readmodels.listener import listen
 
 BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:
@@ -88,12 +88,6 @@ class ReadModelRunner:
         self._threads: list[threading.Thread] = []
         # The store's head as of this runner's latest catch-up of every model.
         self._reached = -1
-        # LISTEN lost with the database: said once, and once when it is back.
-        self._listening = StateLog(
-            log,
-            "cannot listen for the store's notifications; polling until it can",
-            "listening for the store's notifications again",
-        )
 
     def fetch(
         self, position: int, topics: Sequence[str], content: bool = False, head: int | None = None
@@ -350,9 +344,17 @@ class ReadModelRunner:
         ]
         channel = getattr(self.events.recorder, "channel_name", None)
         if self.models.database.postgres and channel:
+            listening = (
+                self.models.database,
+                channel,
+                self._wake,
+                self._stopping,
+                self.poll_seconds,
+                COALESCE_SECONDS,
+            )
             self._threads.append(
                 threading.Thread(
-                    target=self._listen, args=(channel,), name="read-models-listen", daemon=True
+                    target=listen, args=listening, name="read-models-listen", daemon=True
                 )
             )
         for thread in self._threads:
@@ -382,21 +384,3 @@ class ReadModelRunner:
             self.catch_up()
             self._hurry.wait(COALESCE_SECONDS)
             self._wake.wait(self.poll_seconds)
-
-    def _listen(self, channel: str) -> None:
-        while not self._stopping.is_set():
-            try:
-                with connect_postgres(self.models.database) as conn:
-                    conn.execute(f'LISTEN "{channel}"')
-                    self._listening.ok()
-                    while not self._stopping.is_set():
-                        for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):
-                            self._wake.set()
-                        # The runner pauses after a catch-up anyway: the notifications
-                        # of the pause wait in the socket and are read together, not
-                        # one wake-up of this thread per write.
-                        self._stopping.wait(COALESCE_SECONDS)
-            except psycopg.Error as error:
-                # Polling goes on meanwhile; listen again after a pause.
-                self._listening.failed(describe_error(error))
-                self._stopping.wait(self.poll_seconds * 5)

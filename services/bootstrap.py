@@ -88,12 +88,18 @@ def build_sessions(
 ) -> SessionService:
     """The session use cases on a store, each role its own object."""
     rules = SessionRules(config, engine_names)
-    # The cache cap: a sixth for the aggregates, the rest for histories and
-    # their renderings.
+    # The cache cap, shared out so that together the caches stay within it: a
+    # 32nd each for the two per-session maps (tenants, latest saved versions:
+    # some 23,000 sessions at 256 MB), a sixth for the aggregates, the rest for
+    # histories and their renderings.
     budget = config.cache_max_mb << 20
-    access = SessionAccess(store, tenancy.SessionIds(store.legacy_tenants), budget // 6)
-    histories = HistoryCache(store, access, budget - budget // 6)
-    writes = WritePath(store, access, histories, SavedVersions())
+    per_session_map = budget // 32
+    access = SessionAccess(
+        store, tenancy.SessionIds(store.legacy_tenants), budget // 6, per_session_map
+    )
+    histories = HistoryCache(store, access, budget - budget // 6 - 2 * per_session_map)
+    saved_versions = SavedVersions(per_session_map)
+    writes = WritePath(store, access, histories, saved_versions)
     idempotency = Idempotency(store, config.idempotency_ttl_seconds)
     erasure = ErasureCommands(writes, histories)
     commands = SessionCommandSet(

@@ -54,7 +54,7 @@ class Config(BaseSettings):
     cache_max_mb: int = Field(
         512,
         description="memory for cached sessions: their histories and rendered prompts, "
-        "and (a sixth) their aggregates",
+        "(a sixth) their aggregates and (a 16th) their tenants and latest saved versions",
     )
     max_workers: int = Field(32, description="gRPC worker threads")
     max_followers: int = Field(

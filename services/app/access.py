@@ -14,10 +14,8 @@ from domain.errors import SessionExists, SessionNotFound, quoted
 from domain.session import Session
 from services.adapters.event_store import EventStore
 from services.app import tenancy
-from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU
+from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU, per_session_entry
 
-# Sessions whose tenant this server remembers (a tenant never changes).
-TENANT_CACHE_SESSIONS = 100_000
 # What a loaded aggregate holds before the parts that grow with its use, and
 # what each of those adds (live bytes, measured with tracemalloc on sessions of
 # 200 entries: settings, counters, the snapshot's decoded state), scaled like
@@ -40,7 +38,13 @@ def aggregate_weight(session: Session) -> float:
 
 
 class SessionAccess:
-    def __init__(self, store: EventStore, ids: tenancy.SessionIds, budget_bytes: int) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        ids: tenancy.SessionIds,
+        budget_bytes: int,
+        tenants_budget_bytes: int,
+    ) -> None:
         self.store = store
         # How callers name sessions, and the streams that hold them (by tenant).
         self.ids = ids
@@ -50,7 +54,9 @@ class SessionAccess:
         # them (at 10,000 sessions they held some 75 MB beside it).
         self.written: WeightedLRU[str, Session] = WeightedLRU(budget_bytes // 2, aggregate_weight)
         self.read: WeightedLRU[str, Session] = WeightedLRU(budget_bytes // 2, aggregate_weight)
-        self._tenants: WeightedLRU[str, str] = WeightedLRU(TENANT_CACHE_SESSIONS, lambda _: 1)
+        # The tenant of each session read or written here (a tenant never changes),
+        # so that checking a caller's tenant costs no query.
+        self._tenants: WeightedLRU[str, str] = WeightedLRU(tenants_budget_bytes, per_session_entry)
 
     def caches(self) -> dict[str, WeightedLRU[str, Any]]:
         """The caches by name, for the metrics."""

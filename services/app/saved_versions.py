@@ -12,19 +12,21 @@ import asyncio
 import contextlib
 import threading
 
-from services.app.cache import WeightedLRU
-
-SESSIONS_REMEMBERED = 100_000
+from services.app.cache import WeightedLRU, per_session_entry
 
 _Waiter = tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]
 
 
 class SavedVersions:
-    def __init__(self) -> None:
+    def __init__(self, budget_bytes: int) -> None:
         self._lock = threading.Lock()
-        self._latest: WeightedLRU[str, int] = WeightedLRU(SESSIONS_REMEMBERED, lambda _: 1)
+        self._latest: WeightedLRU[str, int] = WeightedLRU(budget_bytes, per_session_entry)
         self._waiting: dict[str, list[_Waiter]] = {}
         self.closed = False
+
+    def caches(self) -> dict[str, WeightedLRU[str, int]]:
+        """The record by name, for the metrics."""
+        return {"saved_versions": self._latest}
 
     def saved(self, session_id: str, version: int) -> None:
         """Records a save (any thread) and wakes those waiting for the session."""

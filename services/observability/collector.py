@@ -50,7 +50,7 @@ class StateCollector(Collector):
         families: dict[str, Any] = {
             "bytes": GaugeMetricFamily(
                 "sessionstore_cache_bytes",
-                "Estimated memory the cache holds (entries for caches counted in items).",
+                "Estimated memory the cache holds, of the cache cap.",
                 labels=["cache"],
             ),
             "items": GaugeMetricFamily(

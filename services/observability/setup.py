@@ -102,7 +102,11 @@ class Observability:
         pool = pool if hasattr(pool, "get_stats") else None
 
         def caches() -> dict[str, Any]:
-            return {**sessions.histories.caches(), **sessions.access.caches()}
+            return {
+                **sessions.histories.caches(),
+                **sessions.access.caches(),
+                **sessions.saved_versions.caches(),
+            }
 
         self.metrics.registry.register(StateCollector(caches, pool, read_models))
 

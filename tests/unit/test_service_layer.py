@@ -180,3 +180,46 @@ def test_every_aggregate_the_server_keeps_counts_against_the_cache_cap() -> None
         assert again is not app.sessions.queries.get_session("capped-299")
     finally:
         app.close()
+
+
+def test_the_per_session_maps_count_against_the_cache_cap() -> None:
+    """The tenant and the latest saved version of every session touched are kept in
+    bytes within a share of the cap, not by count beside it (100,000 of each, some
+    27 MB, were): together the caches' budgets are the cap, and past its share each
+    map forgets its coldest sessions, whose next request asks the store again."""
+    cap = 1 << 20
+    app = build_application(Config(database_url="memory:", cache_max_mb=1))
+    try:
+        sessions = app.sessions
+        caches = {
+            **sessions.histories.caches(),
+            **sessions.access.caches(),
+            **sessions.saved_versions.caches(),
+        }
+        assert set(caches) == {
+            "histories",
+            "renderings",
+            "tenants",
+            "written",
+            "read",
+            "saved_versions",
+        }
+        assert cap - 8 <= sum(c.max_weight for c in caches.values()) <= cap
+        commands = sessions.commands
+        for n in range(300):
+            commands.sessions.create_session(f"mapped-{n}", lambda defaults: defaults)
+            commands.entries.append(f"mapped-{n}", [user(f"turn of {n}")])
+        for n in range(300):
+            sessions.queries.get_session(f"mapped-{n}")
+        for name in ("tenants", "saved_versions"):
+            cache = caches[name]
+            assert cache.max_weight == cap // 32
+            assert 0 < cache.weight <= cache.max_weight, name
+            assert 10 < len(cache) < 300, name
+            assert cache.evictions > 0, name
+        # A session forgotten is still served, its tenant read again.
+        assert caches["tenants"].get("mapped-0") is None
+        assert sessions.queries.get_session("mapped-0").version == 2
+        assert caches["tenants"].get("mapped-0") is not None
+    finally:
+        app.close()

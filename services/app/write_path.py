@@ -54,7 +54,12 @@ SaveListener = Callable[[Session, Sequence[SessionEvent]], None]
 
 
 class RaceLost(VersionConflict):
-    """Another writer stored the version this save was for."""
+    """Another writer stored the version this save was for. ``fresh``: the session
+    as the store now holds it, read to tell the versions apart, for the next try."""
+
+    def __init__(self, expected: int, fresh: Session) -> None:
+        super().__init__(expected, fresh.version)
+        self.fresh = fresh
 
 
 @dataclass(frozen=True)
@@ -117,19 +122,27 @@ class WritePath:
         command: Callable[[Session], T],
     ) -> Written[T]:
         cached = self.access.written.get(session_id)
+        # Behind a round-robin balancer the cached copy is mostly stale (other
+        # servers wrote the turns between): the save that finds so reads the
+        # store's copy, and the next try starts from it rather than reading again.
+        fresh: Session | None = None
         if cached is not None:
             try:
                 return self._attempt(copy.deepcopy(cached), expected_version, command)
             except (Unavailable, DeadlineExceeded):
                 raise  # not the stale copy's doing: a fresh one would fare no better
+            except RaceLost as lost:
+                fresh = lost.fresh
             except DomainError:
-                self.access.written.discard(session_id)
+                pass
+            self.access.written.discard(session_id)
         give_up_at = time.monotonic() + WRITE_RETRY_SECONDS
         attempt = 0
         while True:
             attempt += 1
+            session, fresh = fresh or self.access.load(session_id), None
             try:
-                return self._attempt(self.access.load(session_id), expected_version, command)
+                return self._attempt(session, expected_version, command)
             except RaceLost:
                 if attempt >= WRITE_ATTEMPTS or time.monotonic() >= give_up_at:
                     raise
@@ -178,8 +191,9 @@ class WritePath:
                 raise SessionExists(
                     f"a session with id {quoted(self.access.ids.client(session.id))} already exists"
                 ) from None
-            current = self.access.load(session.id).version
-            raise RaceLost(pending[0].originator_version - 1, current) from None
+            raise RaceLost(
+                pending[0].originator_version - 1, self.access.load(session.id)
+            ) from None
         self.access.written.put(session.id, session)
         self.histories.extend(session.id, saved)
         for listener in self._listeners:

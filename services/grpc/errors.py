@@ -20,6 +20,7 @@ import grpc
 import structlog
 from google.protobuf import any_pb2
 from google.protobuf.descriptor import Descriptor, ServiceDescriptor
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -34,6 +35,23 @@ ERROR_DOMAIN = "sessionstore"
 # again inside any details) and report another error instead: stay well below.
 MAX_MESSAGE_BYTES = 1_024
 
+
+class AnswerTooLarge(errors.DomainError):
+    """An answer larger than a message may be: gRPC would fail the call with a
+    message of its own and log it as a server error."""
+
+    reason = "answer_too_large"
+
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        name = method.rsplit("/", 1)[-1]
+        super().__init__(
+            f"the answer to {name} takes {size:,} bytes, over the {limit:,} one message "
+            "carries (SESSIONSTORE_MAX_MESSAGE_MB): ask for less (a page, a range, a token "
+            "budget), or raise the limit on the server and the client's receive limit"
+        )
+        self.metadata = {"answer_bytes": str(size), "limit_bytes": str(limit)}
+
+
 _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionConflict, grpc.StatusCode.ABORTED),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
@@ -43,6 +61,7 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (AnswerTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
@@ -135,12 +154,16 @@ def _malformed(
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler kind (unary or streaming, either way) with the error mapping,
-    and checks the strings of ``service``'s requests."""
+    checks the strings of ``service``'s requests, and refuses answers over
+    ``max_answer_bytes`` with a status that says so."""
 
-    def __init__(self, service: ServiceDescriptor, strings: RequestStrings) -> None:
+    def __init__(
+        self, service: ServiceDescriptor, strings: RequestStrings, max_answer_bytes: int
+    ) -> None:
         self.prefix = f"/{service.full_name}/"
         self.request_types = {m.name: m.input_type for m in service.methods}
         self.strings = strings
+        self.max_answer_bytes = max_answer_bytes
 
     async def intercept_service(  # type: ignore[override]  # None: no such method
         self,
@@ -156,10 +179,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             if method.startswith(self.prefix)
             else None
         )
+        limit = self.max_answer_bytes
         return rewrapped(
             handler,
-            returning=lambda behaviour: _returning(behaviour, method),
-            streaming=lambda behaviour: _streaming(behaviour, method),
+            returning=lambda behaviour: _returning(behaviour, method, limit),
+            streaming=lambda behaviour: _streaming(behaviour, method, limit),
             request_deserializer=_checked(
                 handler.request_deserializer, method, request_type, self.strings
             ),
@@ -194,13 +218,23 @@ def _with_details(code: grpc.StatusCode, message: str, error: errors.DomainError
     )
 
 
-def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+def _sendable(response: Any, method: str, limit: int) -> Any:
+    """The response, unless it is larger than one message may be (a handler that
+    serialises its own answers checks them itself)."""
+    if isinstance(response, Message):
+        size = response.ByteSize()
+        if size > limit:
+            raise AnswerTooLarge(method, size, limit)
+    return response
+
+
+def _returning(behaviour: Callable[..., Any], method: str, limit: int) -> Callable[..., Any]:
     """For handlers that return one response (the request may be a message or a stream)."""
     if inspect.iscoroutinefunction(behaviour):
 
         async def handle_async(request: Any, context: Any) -> Any:
             try:
-                return await behaviour(_decoded(request), context)
+                return _sendable(await behaviour(_decoded(request), context), method, limit)
             except Exception as error:
                 await context.abort(*_refusal(error, method))
 
@@ -210,21 +244,21 @@ def _returning(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
     # takes the trailing metadata that carries the error details.
     def handle(request: Any, context: Any) -> Any:
         try:
-            return behaviour(_decoded(request), context)
+            return _sendable(behaviour(_decoded(request), context), method, limit)
         except Exception as error:
             context.abort(*_refusal(error, method))
 
     return handle
 
 
-def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+def _streaming(behaviour: Callable[..., Any], method: str, limit: int) -> Callable[..., Any]:
     """For handlers that yield responses (the request may be a message or a stream)."""
     if inspect.isasyncgenfunction(behaviour):
 
         async def handle_async(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
                 async for response in behaviour(_decoded(request), context):
-                    yield response
+                    yield _sendable(response, method, limit)
             except Exception as error:
                 await context.abort(*_refusal(error, method))
 
@@ -232,7 +266,8 @@ def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]
 
     def handle(request: Any, context: Any) -> Iterator[Any]:
         try:
-            yield from behaviour(_decoded(request), context)
+            for response in behaviour(_decoded(request), context):
+                yield _sendable(response, method, limit)
         except Exception as error:
             # Not abort(): from a worker thread it would send the status while
             # the event loop may still be sending the last message. Ending the

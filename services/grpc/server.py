@@ -162,7 +162,10 @@ async def _serve(
     deadlines = DeadlineInterceptor(workers)
     # Observing outermost: it sees the status the error interceptor gives, and the
     # whole call's time.
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(SERVICE, strings), deadlines]
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        ErrorInterceptor(SERVICE, strings, max_message),
+        deadlines,
+    ]
     if tokens is not None:
         interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     if app.observability is not None:

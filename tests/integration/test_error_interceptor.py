@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import wrappers_pb2
 
 from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
 from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
@@ -54,6 +55,20 @@ def _refuse_at_length(*_: Any) -> Any:
     raise PromptOverBudget("é" * 100_000, estimated_tokens=2, budget_tokens=1)
 
 
+# The answers this server may send; the oversized ones are over it, not over gRPC's own.
+ANSWER_LIMIT = 64 << 10
+OVERSIZED = wrappers_pb2.StringValue(value="x" * (100 << 10))
+
+
+def _oversized(*_: Any) -> Any:
+    return OVERSIZED
+
+
+def _oversized_second(request: Any, context: Any) -> Iterator[Any]:
+    yield wrappers_pb2.StringValue(value="fits")
+    yield OVERSIZED
+
+
 def _strict(data: bytes) -> bytes:
     if data == b"bad":
         raise ValueError("not a message")
@@ -70,6 +85,12 @@ def channel() -> Iterator[grpc.Channel]:
         "AsyncUnary": grpc.unary_unary_rpc_method_handler(_refuse_async),
         "AsyncStream": grpc.unary_stream_rpc_method_handler(_refuse_midway_async),
         "Long": grpc.unary_unary_rpc_method_handler(_refuse_at_length),
+        "Oversized": grpc.unary_unary_rpc_method_handler(
+            _oversized, response_serializer=wrappers_pb2.StringValue.SerializeToString
+        ),
+        "OversizedStream": grpc.unary_stream_rpc_method_handler(
+            _oversized_second, response_serializer=wrappers_pb2.StringValue.SerializeToString
+        ),
         "StrictUnary": grpc.unary_unary_rpc_method_handler(
             lambda request, context: request, request_deserializer=_strict
         ),
@@ -82,7 +103,7 @@ def channel() -> Iterator[grpc.Channel]:
     async def serve() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(
             migration_thread_pool=futures.ThreadPoolExecutor(2),
-            interceptors=[ErrorInterceptor(SERVICE, RequestStrings(1 << 20))],
+            interceptors=[ErrorInterceptor(SERVICE, RequestStrings(1 << 20), ANSWER_LIMIT)],
         )
         server.add_generic_rpc_handlers(
             [grpc.method_handlers_generic_handler("test.Kinds", handlers)]
@@ -143,6 +164,22 @@ def test_a_long_refusal_is_cut_short_keeping_its_code(channel: grpc.Channel) -> 
     code, message = _status(lambda: channel.unary_unary("/test.Kinds/Long")(b"x"))
     assert code is grpc.StatusCode.FAILED_PRECONDITION
     assert len(message.encode()) <= MAX_MESSAGE_BYTES and message.endswith("(cut short)")
+
+
+def test_an_answer_over_the_message_limit_is_refused_saying_so(channel: grpc.Channel) -> None:
+    """gRPC would fail the call with "Sent message larger than max" and log a server
+    error; the store refuses it with the sizes and what to do."""
+    parse = wrappers_pb2.StringValue.FromString
+    code, message = _status(
+        lambda: channel.unary_unary("/test.Kinds/Oversized", response_deserializer=parse)(b"x")
+    )
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "the answer to Oversized takes 102,404 bytes, over the 65,536" in message
+    assert "SESSIONSTORE_MAX_MESSAGE_MB" in message
+    stream = channel.unary_stream("/test.Kinds/OversizedStream", response_deserializer=parse)(b"x")
+    assert next(stream).value == "fits"
+    code, message = _status(lambda: next(stream))
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED and "OversizedStream" in message
 
 
 def test_bytes_that_do_not_decode_are_invalid_argument(channel: grpc.Channel) -> None:

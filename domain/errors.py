@@ -138,6 +138,17 @@ class TooLargeForWindow(PreconditionFailed):
         }
 
 
+class ViewOverMessageLimit(PreconditionFailed):
+    """The prompt view takes more than one message may carry, and nothing brought it
+    within: the session must change (a compaction), or the limits."""
+
+    reason = "view_over_message_limit"
+
+    def __init__(self, message: str, view_bytes: int, limit_bytes: int) -> None:
+        super().__init__(message)
+        self.metadata = {"view_bytes": str(view_bytes), "limit_bytes": str(limit_bytes)}
+
+
 class VersionConflict(DomainError):
     """Optimistic concurrency: the caller saw an older (or newer) version."""
 

@@ -66,6 +66,15 @@ class RenderedPrompt:
     def length(self) -> int:
         return self.messages_chars if self.messages_chars >= 0 else len(self.messages_json)
 
+    def json_bytes_over(self, limit: int) -> int | None:
+        """The UTF-8 bytes of the rendering's JSON (messages, system, tools) when over
+        ``limit``; None when within it. Told from the characters alone when even four
+        bytes each would be within, so a view far from the limit encodes nothing."""
+        if 4 * (self.length + len(self.system_json) + len(self.tools_json)) <= limit:
+            return None
+        size = sum(len(s.encode()) for s in (self.messages_json, self.system_json, self.tools_json))
+        return size if size > limit else None
+
 
 def request_json(provider_format: str, messages: str, system: str, tools: str) -> str:
     """The whole request as one canonical JSON text, from the rendered parts.

@@ -8,6 +8,7 @@ of an earlier version or time) never run the engine: they show what was.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -16,7 +17,7 @@ from domain.content import Role
 from domain.context.budget import ContextBudget
 from domain.context.overflow import OverflowReport
 from domain.context.window_guard import WindowVerdict, check_context_window
-from domain.errors import CompactionGaveUp, InvalidRequest
+from domain.errors import CompactionGaveUp, InvalidRequest, ViewOverMessageLimit
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended
 from projections.context_report import ContextReport, build_context_report
@@ -32,6 +33,9 @@ from services.engine.registry import EngineRegistry
 
 # After an overflow, compaction aims at this share of the refused view's estimate.
 OVERFLOW_TARGET_SHARE = 0.7
+# A view over the message limit is brought within this share of it (its tokens'
+# bytes vary, and the answer carries more than the rendering).
+MESSAGE_FIT_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -83,28 +87,75 @@ class ContextService:
         ``just_written``, the version this call's own append just wrote, is already in
         this server's copy of the history (a view asked right after would see that)."""
         written = just_written if as_of == AsOf() else None
+        limit = self.sessions.rules.max_content_bytes
         with self.sessions.one_read(session_id, written):
             if as_of.version is not None or as_of.time is not None:
                 view, rendered = self.sessions.prompt_view(session_id, as_of, provider_format)
+                _refuse_over(rendered, limit, "a replay shows the view as it was")
                 return ServedView(
                     view, rendered, _verdict(view), view.budget(), view.settings.engine
                 )
-            name = self.sessions.recent(session_id).settings.engine
-            engine = self.engines.get(name)
-            assembly = engine.assemble(session_id, token_budget, deadline)
-            view, recalled = self.retrieval.add_to(assembly.view, assembly.budget, deadline)
-            if recalled is not None and view is not assembly.view:
-                # A view of its own: the session's renderer keeps each version's one.
-                rendered = PromptRenderer().render(view, provider_format)
-            else:
-                rendered = self.sessions.render(view, provider_format)
-            actions = (*assembly.actions, *([recalled] if recalled else []))
-            served = ServedView(
-                view, rendered, assembly.verdict, assembly.budget, name, tuple(actions)
+            engine = self.sessions.recent(session_id).settings.engine
+            served, own = self._assembled(
+                session_id, engine, provider_format, token_budget, deadline
             )
-            if held is None or view is not assembly.view:
+            size = served.rendered.json_bytes_over(limit)
+            if size is not None:
+                served, own = self._fitted(
+                    session_id, engine, provider_format, token_budget, deadline, served, size
+                )
+            if held is None or not own:
                 return served
             return self._since(session_id, provider_format, held, served)
+
+    def _assembled(
+        self,
+        session_id: str,
+        name: str,
+        provider_format: str,
+        token_budget: int | None,
+        deadline: float | None,
+    ) -> tuple[ServedView, bool]:
+        """The engine's view, with what recall adds, rendered; and whether it is the
+        session's own view (no recall added to it), which a client may hold a part of."""
+        assembly = self.engines.get(name).assemble(session_id, token_budget, deadline)
+        view, recalled = self.retrieval.add_to(assembly.view, assembly.budget, deadline)
+        own = recalled is None or view is assembly.view
+        if own:
+            rendered = self.sessions.render(view, provider_format)
+        else:
+            # A view of its own: the session's renderer keeps each version's one.
+            rendered = PromptRenderer().render(view, provider_format)
+        actions = (*assembly.actions, *([recalled] if recalled else []))
+        served = ServedView(view, rendered, assembly.verdict, assembly.budget, name, actions)
+        return served, own
+
+    def _fitted(
+        self,
+        session_id: str,
+        name: str,
+        provider_format: str,
+        token_budget: int | None,
+        deadline: float | None,
+        served: ServedView,
+        size: int,
+    ) -> tuple[ServedView, bool]:
+        """A view no message can carry would strand the agent as surely as one over the
+        window: the engine brings it within one message by the means it has for any
+        budget (compaction, recorded and audited), asked for the share of the view's
+        tokens that the limit is of its bytes."""
+        limit = self.sessions.rules.max_content_bytes
+        tokens = served.budget.provider_tokens(served.rendered.estimated_tokens)
+        fitting = max(1, math.floor(tokens * limit / size * MESSAGE_FIT_SHARE))
+        asked = fitting if token_budget is None else min(token_budget, fitting)
+        fitted, own = self._assembled(session_id, name, provider_format, asked, deadline)
+        _refuse_over(fitted.rendered, limit, "the engine could not bring it within")
+        action = EngineAction(
+            "fitted_to_message",
+            f"the view took {size:,} bytes, over the {limit:,} one message carries "
+            f"(SESSIONSTORE_MAX_MESSAGE_MB): brought within ~{asked:,} tokens",
+        )
+        return replace(fitted, actions=(*served.actions, action, *fitted.actions)), own
 
     def _since(
         self, session_id: str, provider_format: str, held: tuple[int, str], served: ServedView
@@ -216,6 +267,20 @@ def _ends_turn(session: Session, saved: Sequence[SessionEvent]) -> bool:
         and last.entries[-1].role is Role.ASSISTANT
         and not session.open_tool_calls
     )
+
+
+def _refuse_over(rendered: RenderedPrompt, limit: int, why: str) -> None:
+    """Refuses, saying what to do, a view no message can carry."""
+    size = rendered.json_bytes_over(limit)
+    if size is not None:
+        raise ViewOverMessageLimit(
+            f"the prompt view takes {size:,} bytes, over the {limit:,} one message carries "
+            f"(SESSIONSTORE_MAX_MESSAGE_MB), and {why}: compact the session (Compact), ask "
+            "with a smaller token_budget, read the log in pages (GetDurableLog), or raise "
+            "the limit on the server and the client's receive limit",
+            size,
+            limit,
+        )
 
 
 def _verdict(view: PromptView) -> WindowVerdict:

@@ -35,8 +35,9 @@ class SessionRules:
             load_in_background()
 
     @property
-    def max_entry_bytes_limit(self) -> int:
-        # An entry must fit in one request, with room for the request's other fields.
+    def max_content_bytes(self) -> int:
+        """The most content one message may carry, with room for its other fields: an
+        entry in a request, a prompt view in an answer."""
         return (self.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
 
     def context_window(self, settings: SessionSettings) -> tuple[int, str]:

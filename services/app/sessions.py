@@ -325,7 +325,7 @@ class SessionService:
         """The server's defaults changed by ``choose``, the window they resolve to,
         and the largest max_entry_bytes this server takes."""
         settings = self.rules.new_settings(choose)
-        return settings, self.rules.context_window(settings), self.rules.max_entry_bytes_limit
+        return settings, self.rules.context_window(settings), self.rules.max_content_bytes
 
     def save_new_sessions(self, built: Sequence[tuple[Session, SessionHistory]]) -> int:
         """Saves an import's sessions in one insert; answers the position of the last."""

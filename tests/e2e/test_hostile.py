@@ -432,6 +432,69 @@ def test_a_durable_log_larger_than_one_message_is_read_in_pages(database_url: st
         server.stop(0)
 
 
+def _prose(seed: int, chars: int) -> str:
+    """Words, not one repeated letter: what tokens a real message takes."""
+    words = [f"w{seed}x{n % 997}" for n in range(chars // 7)]
+    return " ".join(words)[:chars]
+
+
+def test_a_prompt_view_larger_than_one_message_is_compacted_to_fit(database_url: str) -> None:
+    """Appends that each fit a message can make a prompt view that fits none (a window
+    of millions of tokens): the engine compacts it within one, as it would one over the
+    window, and says so; where it may not (compaction manual) or must not (a replay
+    shows what was), the refusal says what to do. Everything stays readable in pages."""
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    window = 10_000_000
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            auto = new_session(store, context_window_tokens=window)
+            manual = new_session(
+                store, context_window_tokens=window, compaction=pb.CompactionPolicy(mode="manual")
+            )
+            bodies = [_prose(n, 450_000) for n in range(3)]
+            for body in bodies:
+                for session in (auto, manual):
+                    append(store, session.id, user(body))
+
+            view = store.GetPromptView(pb.GetPromptViewRequest(session_id=auto.id))
+            assert view.ByteSize() <= 1 << 20
+            (fitted,) = [a for a in view.actions if a.kind == "fitted_to_message"]
+            assert "SESSIONSTORE_MAX_MESSAGE_MB" in fitted.detail
+            assert bodies[-1] in view.messages_json and bodies[0] not in view.messages_json
+            compactions = store.ListCompactions(pb.ListCompactionsRequest(session_id=auto.id))
+            assert len(compactions.compactions) >= 1
+            # The compaction is in the log: the next view fits as it is.
+            again = store.GetPromptView(pb.GetPromptViewRequest(session_id=auto.id))
+            assert not [a for a in again.actions if a.kind == "fitted_to_message"]
+            assert again.messages_json == view.messages_json
+
+            message = refused(
+                lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=manual.id)),
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+            assert "over the 983,040 one message carries" in message
+            assert "SESSIONSTORE_MAX_MESSAGE_MB" in message and "Compact" in message
+            message = refused(
+                lambda: store.GetPromptView(pb.GetPromptViewRequest(session_id=auto.id, version=4)),
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+            assert "a replay shows the view as it was" in message
+            for session in (auto, manual):
+                seen: list[str] = []
+                token = ""
+                while True:
+                    page = store.GetDurableLog(
+                        pb.GetViewRequest(session_id=session.id, page_token=token, version=4)
+                    )
+                    seen.extend(e.content[0].text.text for e in page.entries)
+                    if not (token := page.next_page_token):
+                        break
+                assert seen == bodies
+    finally:
+        server.stop(0)
+
+
 def test_a_small_durable_log_comes_whole(store: Stub) -> None:
     session = new_session(store)
     append(store, session.id, user("one"), user("two"))

@@ -77,7 +77,7 @@ class ForkCommands:
             fork.change_settings(
                 settings,
                 self.rules.context_window(settings),
-                max_entry_bytes_limit=self.rules.max_entry_bytes_limit,
+                max_entry_bytes_limit=self.rules.max_content_bytes,
             )
         return fork, history.version
 

@@ -36,7 +36,7 @@ class SessionCommands:
             session_id,
             settings,
             self.rules.context_window(settings),
-            max_entry_bytes_limit=self.rules.max_entry_bytes_limit,
+            max_entry_bytes_limit=self.rules.max_content_bytes,
             tenant=ids.tenant_and_id(session_id)[0],
         )
         return Written(session, None, self.writes.save(session))
@@ -57,7 +57,7 @@ class SessionCommands:
             session.change_settings(
                 settings,
                 self.rules.context_window(settings),
-                max_entry_bytes_limit=self.rules.max_entry_bytes_limit,
+                max_entry_bytes_limit=self.rules.max_content_bytes,
                 largest_message_tokens=largest,
             )
 

@@ -120,7 +120,7 @@ class ContextService:
         session's own view (no recall added to it), which a client may hold a part of."""
         assembly = self.engines.get(name).assemble(session_id, token_budget, deadline)
         view, recalled = self.retrieval.add_to(assembly.view, assembly.budget, deadline)
-        own = recalled is None or view is assembly.view
+        own = view is assembly.view
         if own:
             rendered = self.sessions.render(view, provider_format)
         else:

@@ -305,19 +305,20 @@ class ImportService:
         )
 
     def export_pi(self, session_id: str, version: int | None = None) -> Iterator[bytes]:
-        """The session (as of ``version``) as a pi v3 file, in chunks of about 1 MiB."""
+        """The session (as of ``version``) as a pi v3 file, in chunks of 1 MiB at most
+        (less where one message carries less). Chunks are the file's bytes in order: a
+        line may span several, since one entry's line can be larger than a message."""
         events = self.sessions.events_upto(session_id, version)
-        buffer: list[bytes] = []
-        size = 0
+        chunk = min(EXPORT_CHUNK_BYTES, self.sessions.rules.max_content_bytes)
+        buffer = bytearray()
         for line in export_lines(self.sessions.ids.client(session_id), events):
-            encoded = line.encode() + b"\n"
-            buffer.append(encoded)
-            size += len(encoded)
-            if size >= EXPORT_CHUNK_BYTES:
-                yield b"".join(buffer)
-                buffer, size = [], 0
+            buffer += line.encode()
+            buffer += b"\n"
+            while len(buffer) >= chunk:
+                yield bytes(buffer[:chunk])
+                del buffer[:chunk]
         if buffer:
-            yield b"".join(buffer)
+            yield bytes(buffer)
 
 
 def _check_strings(transcript: Transcript, content_chars: int) -> None:

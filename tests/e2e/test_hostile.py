@@ -495,6 +495,35 @@ def test_a_prompt_view_larger_than_one_message_is_compacted_to_fit(database_url:
         server.stop(0)
 
 
+def test_an_export_comes_in_chunks_one_message_can_carry(database_url: str) -> None:
+    """An entry whose line, escaped, is larger than a message spans chunks: each chunk
+    fits the server's messages, and together they are the file."""
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            session = new_session(store, compaction=pb.CompactionPolicy(mode="off"))
+            quoted = 'say "' * 120_000  # 600,000 bytes, some 720,000 once escaped
+            bodies = [_prose(n, 300_000) for n in range(3)] + [quoted]
+            for body in bodies:
+                append(store, session.id, user(body))
+            chunks = [
+                c.data for c in store.ExportSession(pb.ExportSessionRequest(session_id=session.id))
+            ]
+            assert len(chunks) >= 2
+            assert all(len(c) <= (1 << 20) - (64 << 10) for c in chunks)
+            lines = [json.loads(line) for line in b"".join(chunks).decode().splitlines()]
+            texts = [
+                block["text"]
+                for line in lines
+                if line.get("type") == "message"
+                for block in line["message"]["content"]
+            ]
+            assert texts == bodies
+    finally:
+        server.stop(0)
+
+
 def test_a_small_durable_log_comes_whole(store: Stub) -> None:
     session = new_session(store)
     append(store, session.id, user("one"), user("two"))

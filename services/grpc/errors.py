@@ -45,9 +45,10 @@ class AnswerTooLarge(errors.DomainError):
     def __init__(self, method: str, size: int, limit: int) -> None:
         name = method.rsplit("/", 1)[-1]
         super().__init__(
-            f"the answer to {name} takes {size:,} bytes, over the {limit:,} one message "
-            "carries (SESSIONSTORE_MAX_MESSAGE_MB): ask for less (a page, a range, a token "
-            "budget), or raise the limit on the server and the client's receive limit"
+            f"the answer to {name} takes {size:,} bytes, over the {limit:,} this server "
+            "sends in one message (set by SESSIONSTORE_MAX_MESSAGE_MB): ask for less (a "
+            "page, a range, a token budget), or raise the limit on the server and the "
+            "client's receive limit"
         )
         self.metadata = {"answer_bytes": str(size), "limit_bytes": str(limit)}
 

@@ -56,6 +56,8 @@ GRACE_SECONDS = 10
 # What the stop may take beyond the grace period: closing the store's connections.
 STOP_MARGIN_SECONDS = 0.7
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+# How much larger than the largest request an answer may be (see _serve).
+ANSWER_ALLOWANCE_BYTES = 2 << 20
 
 
 log = structlog.get_logger(__name__)
@@ -153,6 +155,11 @@ async def _serve(
     credentials: grpc.ServerCredentials | None,
 ) -> RunningServer:
     max_message = config.max_message_mb << 20
+    # An answer may carry an append back with what the store added to each entry
+    # (ids, time, token count, tokenizer: under 160 bytes each, 10,000 entries at
+    # most), so answers may exceed the largest request by that much: an event
+    # stored from a request that fitted is always sent whole.
+    max_answer = max_message + ANSWER_ALLOWANCE_BYTES
     # Authentication innermost but for the deadline: the error interceptor
     # answers its refusals like any other, and nothing runs for a caller it
     # refuses.
@@ -163,7 +170,7 @@ async def _serve(
     # Observing outermost: it sees the status the error interceptor gives, and the
     # whole call's time.
     interceptors: list[grpc.aio.ServerInterceptor] = [
-        ErrorInterceptor(SERVICE, strings, max_message),
+        ErrorInterceptor(SERVICE, strings, max_answer),
         deadlines,
     ]
     if tokens is not None:
@@ -176,7 +183,7 @@ async def _serve(
         interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message),
-            ("grpc.max_send_message_length", max_message),
+            ("grpc.max_send_message_length", max_answer),
             # grpcio shares a port between processes by default: a second
             # server on a taken address would start and split the traffic.
             ("grpc.so_reuseport", 0),

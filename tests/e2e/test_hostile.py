@@ -524,6 +524,34 @@ def test_an_export_comes_in_chunks_one_message_can_carry(database_url: str) -> N
         server.stop(0)
 
 
+def test_an_append_as_large_as_a_message_is_read_back_whole(database_url: str) -> None:
+    """The store adds ids, a time and a token count to every entry: an append of 10,000
+    entries that just fits one request comes back as an event almost twice its size,
+    which readers of the events (followers, replicas) still receive whole."""
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            session = new_session(store, compaction=pb.CompactionPolicy(mode="off"))
+            entries = [user(f"entry {n} " + "x" * 80) for n in range(10_000)]
+            request = pb.AppendEntriesRequest(session_id=session.id, entries=entries)
+            assert (1 << 20) - request.ByteSize() < 64 << 10  # it just fits
+            store.AppendEntries(request)
+            (event,) = [
+                e
+                for e in store.ReadEvents(pb.ReadEventsRequest(session_id=session.id))
+                if e.WhichOneof("event") == "entries_appended"
+            ]
+            assert event.ByteSize() > 1 << 20
+            appended = event.entries_appended.entries
+            assert [e.content[0].text.text for e in appended] == [
+                e.content[0].text.text for e in entries
+            ]
+            assert all(e.id and e.token_count for e in appended)
+    finally:
+        server.stop(0)
+
+
 def test_a_small_durable_log_comes_whole(store: Stub) -> None:
     session = new_session(store)
     append(store, session.id, user("one"), user("two"))

@@ -9,8 +9,9 @@ of an earlier version or time) never run the engine: they show what was.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from domain.compaction import Trigger
 from domain.content import Role
@@ -96,14 +97,11 @@ class ContextService:
                     view, rendered, _verdict(view), view.budget(), view.settings.engine
                 )
             engine = self.sessions.recent(session_id).settings.engine
-            served, own = self._assembled(
-                session_id, engine, provider_format, token_budget, deadline
-            )
+            assemble = partial(self._assembled, session_id, engine, provider_format, deadline)
+            served, own = assemble(token_budget)
             size = served.rendered.json_bytes_over(limit)
             if size is not None:
-                served, own = self._fitted(
-                    session_id, engine, provider_format, token_budget, deadline, served, size
-                )
+                served, own = _fitted(assemble, served, size, limit, token_budget)
             if held is None or not own:
                 return served
             return self._since(session_id, provider_format, held, served)
@@ -113,8 +111,8 @@ class ContextService:
         session_id: str,
         name: str,
         provider_format: str,
-        token_budget: int | None,
         deadline: float | None,
+        token_budget: int | None,
     ) -> tuple[ServedView, bool]:
         """The engine's view, with what recall adds, rendered; and whether it is the
         session's own view (no recall added to it), which a client may hold a part of."""
@@ -129,33 +127,6 @@ class ContextService:
         actions = (*assembly.actions, *([recalled] if recalled else []))
         served = ServedView(view, rendered, assembly.verdict, assembly.budget, name, actions)
         return served, own
-
-    def _fitted(
-        self,
-        session_id: str,
-        name: str,
-        provider_format: str,
-        token_budget: int | None,
-        deadline: float | None,
-        served: ServedView,
-        size: int,
-    ) -> tuple[ServedView, bool]:
-        """A view no message can carry would strand the agent as surely as one over the
-        window: the engine brings it within one message by the means it has for any
-        budget (compaction, recorded and audited), asked for the share of the view's
-        tokens that the limit is of its bytes."""
-        limit = self.sessions.rules.max_content_bytes
-        tokens = served.budget.provider_tokens(served.rendered.estimated_tokens)
-        fitting = max(1, math.floor(tokens * limit / size * MESSAGE_FIT_SHARE))
-        asked = fitting if token_budget is None else min(token_budget, fitting)
-        fitted, own = self._assembled(session_id, name, provider_format, asked, deadline)
-        _refuse_over(fitted.rendered, limit, "the engine could not bring it within")
-        action = EngineAction(
-            "fitted_to_message",
-            f"the view took {size:,} bytes, over the {limit:,} one message carries "
-            f"(SESSIONSTORE_MAX_MESSAGE_MB): brought within ~{asked:,} tokens",
-        )
-        return replace(fitted, actions=(*served.actions, action, *fitted.actions)), own
 
     def _since(
         self, session_id: str, provider_format: str, held: tuple[int, str], served: ServedView
@@ -267,6 +238,30 @@ def _ends_turn(session: Session, saved: Sequence[SessionEvent]) -> bool:
         and last.entries[-1].role is Role.ASSISTANT
         and not session.open_tool_calls
     )
+
+
+def _fitted(
+    assemble: Callable[[int | None], tuple[ServedView, bool]],
+    served: ServedView,
+    size: int,
+    limit: int,
+    token_budget: int | None,
+) -> tuple[ServedView, bool]:
+    """A view no message can carry would strand the agent as surely as one over the
+    window: the engine brings it within one message by the means it has for any
+    budget (compaction, recorded and audited), asked for the share of the view's
+    tokens that the limit is of its bytes. ``assemble(budget)`` makes a view."""
+    tokens = served.budget.provider_tokens(served.rendered.estimated_tokens)
+    fitting = max(1, math.floor(tokens * limit / size * MESSAGE_FIT_SHARE))
+    asked = fitting if token_budget is None else min(token_budget, fitting)
+    fitted, own = assemble(asked)
+    _refuse_over(fitted.rendered, limit, "the engine could not bring it within")
+    action = EngineAction(
+        "fitted_to_message",
+        f"the view took {size:,} bytes, over the {limit:,} one message carries "
+        f"(SESSIONSTORE_MAX_MESSAGE_MB): brought within ~{asked:,} tokens",
+    )
+    return replace(fitted, actions=(*served.actions, action, *fitted.actions)), own
 
 
 def _refuse_over(rendered: RenderedPrompt, limit: int, why: str) -> None:

@@ -29,9 +29,18 @@ class Trigger(StrEnum):
 
     MANUAL = "manual"  # a Compact request
     THRESHOLD = "threshold"  # the estimated prompt crossed the threshold or the reserve
+    # A view was asked within less than the session's budget: the client's
+    # token_budget, or what one gRPC message carries (the view's actions say which).
+    BUDGET = "budget"
     OVERFLOW = "overflow"  # the provider refused the prompt as too long
     CLIENT = "client"  # the client wrote the summary itself (RecordCompaction)
     PROVIDER = "provider"  # the provider compacted on its side (RecordCompaction with its item)
+
+    @classmethod
+    def for_view(cls, token_budget: int | None) -> Trigger:
+        """What starts a compaction a prompt view needs: its own budget's threshold,
+        or the smaller budget the view was asked within."""
+        return cls.THRESHOLD if token_budget is None else cls.BUDGET
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ def compact_with_chain(
     open_calls = tuple(session.open_tool_calls)
     plan = _plan(view, budget, open_calls, request)
     if isinstance(plan, CompactionRefused):
-        if request.trigger in (Trigger.THRESHOLD, Trigger.OVERFLOW):
+        if request.trigger in (Trigger.THRESHOLD, Trigger.BUDGET, Trigger.OVERFLOW):
             return fit(port, session_id, request, engine)
         return CompactionOutcome(False, plan.reason)
     steps = summarizer_chain(view.settings.compaction, view.settings.model)

@@ -87,7 +87,8 @@ class LayeredEngine(CompactsInTheBackground):
             return Assembly(view, verdict, budget, actions)
         running = self.runner.running(session_id)
         asked = token_budget is not None
-        request = CompactionRequest(Trigger.THRESHOLD, force=asked, budget_tokens=token_budget)
+        trigger = Trigger.for_view(token_budget)
+        request = CompactionRequest(trigger, force=asked, budget_tokens=token_budget)
         started = self._start(session_id, request, join=not asked)
         outcome = self._wait(started, deadline, at_most=VIEW_WAIT_SECONDS)
         if outcome is None:
@@ -109,7 +110,7 @@ class LayeredEngine(CompactsInTheBackground):
             if budget.fits(view.estimated_tokens):
                 return Assembly(view, verdict, budget, actions)
             # What the summary kept still does not fit: drop and trim until it does.
-            to_fit = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=token_budget)
+            to_fit = CompactionRequest(trigger, force=True, budget_tokens=token_budget)
             fitted = self._wait(self._start(session_id, to_fit, join=False, fitting=True), deadline)
             assert fitted is not None  # no bound but the deadline, which raises
             outcome = fitted

@@ -41,7 +41,9 @@ class SlidingWindowEngine(CompactsInTheBackground):
         if budget.fits(view.estimated_tokens) or view.settings.compaction.mode != "auto":
             return Assembly(view, verdict, budget)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        request = CompactionRequest(Trigger.THRESHOLD, force=True, budget_tokens=token_budget)
+        request = CompactionRequest(
+            Trigger.for_view(token_budget), force=True, budget_tokens=token_budget
+        )
         outcome = self._start(session_id, request, join=token_budget is None).result(timeout)
         view = self.port.history(session_id).prompt_view()
         budget = view.budget(token_budget)

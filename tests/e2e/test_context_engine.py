@@ -674,6 +674,9 @@ def test_a_client_may_ask_for_a_view_within_a_smaller_budget(store: Stub) -> Non
     assert smaller.budget_tokens == full.estimated_tokens // 2
     assert smaller.estimated_tokens <= smaller.budget_tokens
     assert smaller.actions and smaller.actions[0].kind == "compacted"
+    # The audit says why: the budget the view was asked within, not the threshold.
+    receipts = of_kind(store, session.id, "compaction_recorded")
+    assert {r.compaction_recorded.reason for r in receipts} == {"budget"}
     refused(lambda: view(store, session.id, token_budget=0), grpc.StatusCode.INVALID_ARGUMENT)
 
 

@@ -463,7 +463,9 @@ def test_a_prompt_view_larger_than_one_message_is_compacted_to_fit(database_url:
             assert "SESSIONSTORE_MAX_MESSAGE_MB" in fitted.detail
             assert bodies[-1] in view.messages_json and bodies[0] not in view.messages_json
             compactions = store.ListCompactions(pb.ListCompactionsRequest(session_id=auto.id))
-            assert len(compactions.compactions) >= 1
+            assert compactions.compactions
+            # Audited as what it was: the message's budget, not the session's threshold.
+            assert {c.trigger for c in compactions.compactions} == {"budget"}
             # The compaction is in the log: the next view fits as it is.
             again = store.GetPromptView(pb.GetPromptViewRequest(session_id=auto.id))
             assert not [a for a in again.actions if a.kind == "fitted_to_message"]

@@ -1743,7 +1743,8 @@ class CompactionRecord:
     session_id: str = ""
     version: int = 0
     timestamp: datetime | None = None
-    #: What started it: manual, threshold, overflow, client (or the client's word).
+    #: What started it: manual, threshold, budget (a view asked within less than
+    #: the session's budget), overflow, client (or the client's word).
     trigger: str = ""
     #: "ok", "failed", "undone" or "redone".
     outcome: str = ""

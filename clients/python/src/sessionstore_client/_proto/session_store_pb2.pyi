@@ -4357,7 +4357,9 @@ class CompactionRecord(_message.Message):
     session_id: _builtins.str
     version: _builtins.int
     trigger: _builtins.str
-    """What started it: manual, threshold, overflow, client (or the client's word)."""
+    """What started it: manual, threshold, budget (a view asked within less than
+    the session's budget), overflow, client (or the client's word).
+    """
     outcome: _builtins.str
     """"ok", "failed", "undone" or "redone"."""
     stage: _builtins.str

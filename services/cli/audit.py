@@ -43,7 +43,7 @@ def audit() -> None:
 @click.argument("session", required=False, default="")
 @click.option("--since", type=Moment(), help="Only those at or after this time (ISO 8601).")
 @click.option("--until", type=Moment(), help="Only those before this time (ISO 8601).")
-@click.option("--trigger", default="", help="manual, threshold, overflow or client.")
+@click.option("--trigger", default="", help="manual, threshold, budget, overflow or client.")
 @click.option("--model", default="", help="The summariser's model.")
 @click.option("--outcome", type=click.Choice(["ok", "failed", "undone", "redone"]), default=None)
 @pass_client
@@ -145,6 +145,13 @@ def view(client: Client, session: str, at_version: int | None) -> None:
     """Every entry against what the model saw: shown, summarised, pinned, pruned or guarded,
     and each turn's prompt view replayed to check its hash."""
     audited = client.api.audit_view(session, version=at_version)
+    # Later pages are of the first page's version; their turns and erasures are the same.
+    token = audited.next_page_token
+    while token:
+        page = client.api.audit_view(session, page_token=token)
+        audited.entries.extend(page.entries)
+        token = page.next_page_token
+    audited.next_page_token = ""
     if client.as_json:
         output.print_json(audited)
         return

@@ -1,11 +1,14 @@
-"""Translation of compactions, prunes, the durable log (paged to fit a message),
-events and view audits between the v1 protobuf messages and the domain's values."""
+"""Translation of compactions, prunes, the durable log and view audits (both paged to
+fit a message) and events between the v1 protobuf messages and the domain's values."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from types import MappingProxyType
-from typing import assert_never
+from typing import Any, assert_never
+
+from google.protobuf.message import Message
 
 from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.context.calibration import TokenLesson
@@ -164,20 +167,41 @@ def durable_log_to_pb(
     )
     if log.compaction:
         message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
-    end = len(log.entries) if not page_size else min(len(log.entries), offset + page_size)
+    return message, _fill_page(
+        message,
+        message.entries,
+        lambda i: entry_to_pb(log.entries[i], log.entry_versions[i]),
+        range(offset, len(log.entries)),
+        page_size,
+        max_bytes,
+    )
+
+
+def _fill_page(
+    message: Message,
+    field: Any,
+    item_at: Callable[[int], Message],
+    positions: range,
+    page_size: int,
+    max_bytes: int,
+) -> int | None:
+    """Adds to ``field`` of ``message`` the items at ``positions``, at most ``page_size``
+    (0: no limit), while the message stays within ``max_bytes`` (0: no limit; one item
+    goes in whatever its size). Answers the position the next page starts at, if any."""
     room = max_bytes - message.ByteSize() if max_bytes else None
-    entries: list[pb.Entry] = []
-    position = offset
+    end = positions.stop if not page_size else min(positions.stop, positions.start + page_size)
+    items: list[Message] = []
+    position = positions.start
     while position < end:
-        entry = entry_to_pb(log.entries[position], log.entry_versions[position])
+        item = item_at(position)
         if room is not None:
-            room -= entry.ByteSize() + _ELEMENT_OVERHEAD_BYTES
-            if room < 0 and entries:
+            room -= item.ByteSize() + _ELEMENT_OVERHEAD_BYTES
+            if room < 0 and items:
                 break
-        entries.append(entry)
+        items.append(item)
         position += 1
-    message.entries.extend(entries)
-    return message, (position if position < len(log.entries) else None)
+    field.extend(items)
+    return position if position < positions.stop else None
 
 
 def compaction_undone_to_pb(event: CompactionUndone) -> pb.CompactionUndone:
@@ -282,20 +306,14 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
     return message
 
 
-def view_audit_to_pb(audit: ViewAudit) -> pb.ViewAudit:
-    return pb.ViewAudit(
+def view_audit_to_pb(
+    audit: ViewAudit, offset: int = 0, page_size: int = 0, max_bytes: int = 0
+) -> tuple[pb.ViewAudit, int | None]:
+    """A page of the audit from entry ``offset`` on, as durable_log_to_pb pages the log;
+    the turns and erasures come with every page."""
+    message = pb.ViewAudit(
         session_id=audit.session_id,
         version=audit.version,
-        entries=[
-            pb.EntryStatus(
-                entry_id=e.entry_id,
-                role=e.role,
-                version=e.version,
-                status=e.status,
-                detail=e.detail,
-            )
-            for e in audit.entries
-        ],
         turns=[
             pb.TurnVerification(
                 entry_id=t.entry_id,
@@ -309,3 +327,12 @@ def view_audit_to_pb(audit: ViewAudit) -> pb.ViewAudit:
         ],
         erasures=[erasure_to_pb(e) for e in audit.erasures],
     )
+
+    def status_at(position: int) -> pb.EntryStatus:
+        e = audit.entries[position]
+        return pb.EntryStatus(
+            entry_id=e.entry_id, role=e.role, version=e.version, status=e.status, detail=e.detail
+        )
+
+    positions = range(offset, len(audit.entries))
+    return message, _fill_page(message, message.entries, status_at, positions, page_size, max_bytes)

@@ -73,19 +73,9 @@ class EntryRpcs(RpcBase):
         self, request: pb.GetViewRequest, context: grpc.ServicerContext
     ) -> pb.DurableLog:
         session_id = self._session_id(request)
-        if request.page_size < 0:
-            raise InvalidRequest(
-                f"page_size {request.page_size} is negative; send 0 for as many entries as "
-                "fit in one message"
-            )
-        as_of, offset = fields.as_of(request), 0
-        if request.page_token:
-            # Later pages are of the first page's version, however the session moved on.
-            version, offset = fields.log_page_token(request.page_token)
-            as_of = AsOf(version=version)
+        as_of, offset = _page_start(request)
         log = self.service.durable_log(session_id, as_of)
-        if offset > len(log.entries):
-            raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))
+        _check_offset(offset, len(log.entries))
         message, next_offset = mapping.durable_log_to_pb(
             log, offset, request.page_size, self._page_bytes
         )
@@ -101,8 +91,15 @@ class EntryRpcs(RpcBase):
     def AuditView(
         self, request: pb.AuditViewRequest, context: grpc.ServicerContext
     ) -> pb.ViewAudit:
-        audit = self.service.audit_view(self._session_id(request), fields.as_of(request))
-        message = mapping.view_audit_to_pb(audit)
+        session_id = self._session_id(request)
+        as_of, offset = _page_start(request)
+        audit = self.service.audit_view(session_id, as_of)
+        _check_offset(offset, len(audit.entries))
+        message, next_offset = mapping.view_audit_to_pb(
+            audit, offset, request.page_size, self._page_bytes
+        )
+        if next_offset is not None:
+            message.next_page_token = f"{audit.version}.{next_offset}"
         message.session_id = request.session_id
         return message
 
@@ -177,3 +174,22 @@ class EntryRpcs(RpcBase):
             entries_cleared=written.result,
             position=self._position(written.position),
         )
+
+
+def _page_start(request: pb.GetViewRequest | pb.AuditViewRequest) -> tuple[AsOf, int]:
+    """The version a paged read is of, and the entry its page starts at. Later pages
+    are of the first page's version, however the session moved on."""
+    if request.page_size < 0:
+        raise InvalidRequest(
+            f"page_size {request.page_size} is negative; send 0 for as many entries as "
+            "fit in one message"
+        )
+    if not request.page_token:
+        return fields.as_of(request), 0
+    version, offset = fields.log_page_token(request.page_token)
+    return AsOf(version=version), offset
+
+
+def _check_offset(offset: int, entries: int) -> None:
+    if offset > entries:
+        raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))

@@ -131,8 +131,19 @@ class AuditViewRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
+    page_size: _builtins.int
+    """At most this many entries per page; 0 (the default) means as many as fit
+    in one message. An audit too large for one message comes in pages
+    whatever the page size: follow next_page_token.
+    """
+    page_token: _builtins.str
+    """From the previous page's next_page_token. Later pages are of the version
+    the first page was (as_of is then ignored), so a paged audit is consistent.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -141,10 +152,12 @@ class AuditViewRequest(_message.Message):
         session_id: _builtins.str = ...,
         version: _builtins.int = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "time", b"time", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "time", b"time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_as_of: _TypeAlias = _typing.Literal["version", "time"]  # noqa: Y015
     _WhichOneofArgType_as_of: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
@@ -234,18 +247,23 @@ class ViewAudit(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     TURNS_FIELD_NUMBER: _builtins.int
     ERASURES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
+    next_page_token: _builtins.str
+    """Set when more entries follow: pass it as page_token for the next page."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntryStatus]:
-        """Every entry appended by the version, oldest first."""
+        """Every entry appended by the version, oldest first (this page's)."""
 
     @_builtins.property
     def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnVerification]:
-        """The newest (up to 50) turns that carry a prompt_ref."""
+        """The newest (up to 50) turns that carry a prompt_ref; on every page."""
 
     @_builtins.property
-    def erasures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Erasure]: ...
+    def erasures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Erasure]:
+        """On every page."""
+
     def __init__(
         self,
         *,
@@ -254,10 +272,11 @@ class ViewAudit(_message.Message):
         entries: _abc.Iterable[Global___EntryStatus] | None = ...,
         turns: _abc.Iterable[Global___TurnVerification] | None = ...,
         erasures: _abc.Iterable[Global___Erasure] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "erasures", b"erasures", "session_id", b"session_id", "turns", b"turns", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "erasures", b"erasures", "next_page_token", b"next_page_token", "session_id", b"session_id", "turns", b"turns", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -405,7 +405,8 @@ class SessionStoreServicer:
         """The raw history against the views at a version: every entry shown,
         summarised, pinned, pruned or guarded (and why); and, for assistant turns
         that carry the prompt_ref of the view they answered, whether replaying
-        that view reproduces its hash.
+        that view reproduces its hash. Large audits come in pages
+        (AuditViewRequest.page_size, page_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -142,7 +142,8 @@ class SessionStoreStub:
     """The raw history against the views at a version: every entry shown,
     summarised, pinned, pruned or guarded (and why); and, for assistant turns
     that carry the prompt_ref of the view they answered, whether replaying
-    that view reproduces its hash.
+    that view reproduces its hash. Large audits come in pages
+    (AuditViewRequest.page_size, page_token).
     """
     EraseSession: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.EraseSessionRequest, _session_store_pb2.EraseResponse]
     """Erases the whole session's content (crypto-shredding: its keys are deleted),
@@ -272,7 +273,8 @@ class SessionStoreAsyncStub(SessionStoreStub):
     """The raw history against the views at a version: every entry shown,
     summarised, pinned, pruned or guarded (and why); and, for assistant turns
     that carry the prompt_ref of the view they answered, whether replaying
-    that view reproduces its hash.
+    that view reproduces its hash. Large audits come in pages
+    (AuditViewRequest.page_size, page_token).
     """
     EraseSession: _aio.UnaryUnaryMultiCallable[_session_store_pb2.EraseSessionRequest, _session_store_pb2.EraseResponse]  # type: ignore[assignment]
     """Erases the whole session's content (crypto-shredding: its keys are deleted),
@@ -555,7 +557,8 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         """The raw history against the views at a version: every entry shown,
         summarised, pinned, pruned or guarded (and why); and, for assistant turns
         that carry the prompt_ref of the view they answered, whether replaying
-        that view reproduces its hash.
+        that view reproduces its hash. Large audits come in pages
+        (AuditViewRequest.page_size, page_token).
         """
 
     @_abc_1.abstractmethod

@@ -656,16 +656,25 @@ class SyncMethods:
         *,
         version: int | None = None,
         time: datetime | None = None,
+        page_size: int = 0,
+        page_token: str = "",
         timeout: float | None = None,
     ) -> ViewAudit:
         """The raw history against the views at a version: every entry shown,
         summarised, pinned, pruned or guarded (and why); and, for assistant turns
         that carry the prompt_ref of the view they answered, whether replaying
-        that view reproduces its hash.
+        that view reproduces its hash. Large audits come in pages
+        (AuditViewRequest.page_size, page_token).
         """
         return self._unary(
             "AuditView",
-            AuditViewRequest(session_id=session_id, version=version, time=time),
+            AuditViewRequest(
+                session_id=session_id,
+                version=version,
+                time=time,
+                page_size=page_size,
+                page_token=page_token,
+            ),
             ViewAudit,
             timeout,
         )
@@ -1338,16 +1347,25 @@ class AsyncMethods:
         *,
         version: int | None = None,
         time: datetime | None = None,
+        page_size: int = 0,
+        page_token: str = "",
         timeout: float | None = None,
     ) -> ViewAudit:
         """The raw history against the views at a version: every entry shown,
         summarised, pinned, pruned or guarded (and why); and, for assistant turns
         that carry the prompt_ref of the view they answered, whether replaying
-        that view reproduces its hash.
+        that view reproduces its hash. Large audits come in pages
+        (AuditViewRequest.page_size, page_token).
         """
         return await self._unary(
             "AuditView",
-            AuditViewRequest(session_id=session_id, version=version, time=time),
+            AuditViewRequest(
+                session_id=session_id,
+                version=version,
+                time=time,
+                page_size=page_size,
+                page_token=page_token,
+            ),
             ViewAudit,
             timeout,
         )

@@ -191,6 +191,13 @@ class AuditViewRequest:
     session_id: str = ""
     version: int | None = None
     time: datetime | None = None
+    #: At most this many entries per page; 0 (the default) means as many as fit
+    #: in one message. An audit too large for one message comes in pages
+    #: whatever the page size: follow next_page_token.
+    page_size: int = 0
+    #: From the previous page's next_page_token. Later pages are of the version
+    #: the first page was (as_of is then ignored), so a paged audit is consistent.
+    page_token: str = ""
 
 
 @dataclass(slots=True)
@@ -232,11 +239,14 @@ class ViewAudit:
     PROTO: ClassVar[str] = "sessionstore.v1.ViewAudit"
     session_id: str = ""
     version: int = 0
-    #: Every entry appended by the version, oldest first.
+    #: Every entry appended by the version, oldest first (this page's).
     entries: list[EntryStatus] = field(default_factory=list)
-    #: The newest (up to 50) turns that carry a prompt_ref.
+    #: The newest (up to 50) turns that carry a prompt_ref; on every page.
     turns: list[TurnVerification] = field(default_factory=list)
+    #: On every page.
     erasures: list[Erasure] = field(default_factory=list)
+    #: Set when more entries follow: pass it as page_token for the next page.
+    next_page_token: str = ""
 
 
 @dataclass(slots=True)

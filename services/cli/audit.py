@@ -108,6 +108,12 @@ def compactions(
 def compaction(client: Client, session: str, version: int) -> None:
     """Show one compaction: its receipt, its summary and the entries it replaced."""
     found = client.api.get_compaction(session, version=version)
+    token = found.next_page_token
+    while token:  # the replaced entries, page by page
+        page = client.api.get_compaction(session, version=version, page_token=token)
+        found.replaced_entries.extend(page.replaced_entries)
+        token = page.next_page_token
+    found.next_page_token = ""
     if client.as_json:
         output.print_json(found)
         return

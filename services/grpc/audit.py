@@ -15,6 +15,7 @@ from services.adapters.read_model_queries import AuditFilter, CatalogFilter
 from services.app.audit import AuditService
 from services.grpc import mapping
 from services.grpc import request_fields as fields
+from services.grpc.rpc_base import RpcBase
 
 RECORD_FIELDS = {f.name for f in pb.CompactionRecord.DESCRIPTOR.fields}
 PRUNE_ACTIONS = {
@@ -68,7 +69,7 @@ def _action(action: int) -> str:
     raise InvalidRequest(f"unknown prune action {action}")
 
 
-class AuditRpcs:
+class AuditRpcs(RpcBase):
     """ListCompactions, GetCompaction, ListPrunes and GetReadModelStatus, mixed into the
     servicer."""
 
@@ -112,15 +113,16 @@ class AuditRpcs:
     ) -> pb.GetCompactionResponse:
         if not request.session_id or request.version < 1:
             raise InvalidRequest("session_id and a version of 1 or more are required")
+        size, offset = fields.page_size(request), _replaced_offset(request)
         detail = self.audit.get_compaction(
             self._stream_or_all(request.session_id),
             request.version,
             request.min_position,
             fields.deadline(context),
         )
+        fields.check_page_offset(offset, len(detail.replaced))
         response = pb.GetCompactionResponse(
             record=self._record_shown(compaction_record(detail.row)),
-            replaced_entries=[mapping.entry_to_pb(e, v) for e, v in detail.replaced],
             in_force=detail.in_force,
             changes=[self._record_shown(compaction_record(r)) for r in detail.changes],
         )
@@ -132,6 +134,18 @@ class AuditRpcs:
                     mapping.to_datetime(_timestamp(detail.row["recorded_us"])),
                 )
             )
+        # Replaced raw entries are as large as they were stored (a guarded tool
+        # result whole): together they may outgrow a message.
+        next_offset = mapping.fill_page(
+            response,
+            response.replaced_entries,
+            lambda i: mapping.entry_to_pb(*detail.replaced[i]),
+            range(offset, len(detail.replaced)),
+            size,
+            self._page_bytes,
+        )
+        if next_offset is not None:
+            response.next_page_token = f"{request.version}.{next_offset}"
         return response
 
     def ListPrunes(
@@ -183,3 +197,13 @@ class AuditRpcs:
                 attempts=event.attempts,
             )
         return response
+
+
+def _replaced_offset(request: pb.GetCompactionRequest) -> int:
+    """The replaced entry a page starts at: a token names the compaction it pages."""
+    if not request.page_token:
+        return 0
+    version, offset = fields.log_page_token(request.page_token)
+    if version != request.version:
+        raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))
+    return offset

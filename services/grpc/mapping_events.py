@@ -167,7 +167,7 @@ def durable_log_to_pb(
     )
     if log.compaction:
         message.compaction.CopyFrom(recorded_compaction_to_pb(log.compaction))
-    return message, _fill_page(
+    return message, fill_page(
         message,
         message.entries,
         lambda i: entry_to_pb(log.entries[i], log.entry_versions[i]),
@@ -177,7 +177,7 @@ def durable_log_to_pb(
     )
 
 
-def _fill_page(
+def fill_page(
     message: Message,
     field: Any,
     item_at: Callable[[int], Message],
@@ -335,4 +335,4 @@ def view_audit_to_pb(
         )
 
     positions = range(offset, len(audit.entries))
-    return message, _fill_page(message, message.entries, status_at, positions, page_size, max_bytes)
+    return message, fill_page(message, message.entries, status_at, positions, page_size, max_bytes)

@@ -28,6 +28,22 @@ def count(token: str, field: str) -> int:
     return int(token)
 
 
+def page_size(request: pb.GetViewRequest | pb.AuditViewRequest | pb.GetCompactionRequest) -> int:
+    """Entries a paged read may answer at most (0: as many as fit in one message)."""
+    if request.page_size < 0:
+        raise InvalidRequest(
+            f"page_size {request.page_size} is negative; send 0 for as many entries as "
+            "fit in one message"
+        )
+    return request.page_size
+
+
+def check_page_offset(offset: int, items: int) -> None:
+    """Refuses a page token's offset past the end of what it pages (not one of ours)."""
+    if offset > items:
+        raise InvalidRequest(FOREIGN_TOKEN.format(field="page_token"))
+
+
 def log_page_token(token: str) -> tuple[int, int]:
     """A durable log page token: "<version>.<offset>"."""
     version, _, offset = token.partition(".")

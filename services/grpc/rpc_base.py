@@ -5,6 +5,7 @@ from __future__ import annotations
 from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.context import ContextService
+from services.app.session_rules import MESSAGE_ENVELOPE_BYTES
 from services.app.sessions import SessionCommandSet, SessionService
 
 
@@ -31,6 +32,11 @@ class RpcBase:
         if session.parent_session_id:
             session.parent_session_id = ids.client(session.parent_session_id)
         return session
+
+    @property
+    def _page_bytes(self) -> int:
+        """The most a paged answer holds: one message, less its envelope."""
+        return (self.service.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
 
     def _position(self, written: int | None) -> int:
         """The position a write answers: its own, or (it saved nothing) the store's

@@ -12,7 +12,6 @@ from domain.errors import DomainError, InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.event_streams import EventStreams
 from services.app.queries import AsOf
-from services.app.session_rules import MESSAGE_ENVELOPE_BYTES
 from services.grpc import context_mapping, mapping
 from services.grpc import request_fields as fields
 from services.grpc.errors import status_for
@@ -75,7 +74,7 @@ class EntryRpcs(RpcBase):
         session_id = self._session_id(request)
         as_of, offset = _page_start(request)
         log = self.service.durable_log(session_id, as_of)
-        _check_offset(offset, len(log.entries))
+        fields.check_page_offset(offset, len(log.entries))
         message, next_offset = mapping.durable_log_to_pb(
             log, offset, request.page_size, self._page_bytes
         )
@@ -84,17 +83,13 @@ class EntryRpcs(RpcBase):
         message.session_id = request.session_id
         return message
 
-    @property
-    def _page_bytes(self) -> int:
-        return (self.service.config.max_message_mb << 20) - MESSAGE_ENVELOPE_BYTES
-
     def AuditView(
         self, request: pb.AuditViewRequest, context: grpc.ServicerContext
     ) -> pb.ViewAudit:
         session_id = self._session_id(request)
         as_of, offset = _page_start(request)
         audit = self.service.audit_view(session_id, as_of)
-        _check_offset(offset, len(audit.entries))
+        fields.check_page_offset(offset, len(audit.entries))
         message, next_offset = mapping.view_audit_to_pb(
             audit, offset, request.page_size, self._page_bytes
         )
@@ -179,17 +174,8 @@ class EntryRpcs(RpcBase):
 def _page_start(request: pb.GetViewRequest | pb.AuditViewRequest) -> tuple[AsOf, int]:
     """The version a paged read is of, and the entry its page starts at. Later pages
     are of the first page's version, however the session moved on."""
-    if request.page_size < 0:
-        raise InvalidRequest(
-            f"page_size {request.page_size} is negative; send 0 for as many entries as "
-            "fit in one message"
-        )
+    fields.page_size(request)  # refused before any reading
     if not request.page_token:
         return fields.as_of(request), 0
     version, offset = fields.log_page_token(request.page_token)
     return AsOf(version=version), offset
-
-
-def _check_offset(offset: int, entries: int) -> None:
-    if offset > entries:
-        raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))

@@ -17,12 +17,14 @@ from typing import Any
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import select
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
+from services.cli import cli
 from services.grpc.server import RunningServer
 from services.readmodels import ReadModels
 from services.readmodels.admin import rebuild_read_model
@@ -459,3 +461,73 @@ def test_compact_and_import_answer_their_positions(database_url: str) -> None:
     finally:
         first.stop(0)
         second.stop(0)
+
+
+def test_a_compaction_whose_replaced_entries_outgrow_a_message_comes_in_pages(
+    database_url: str,
+) -> None:
+    """Raw entries stay whole however the prompt showed them (a guarded tool result), so
+    what one summary replaced can outgrow a message: its entries come in pages, each
+    with the receipt, and together they are every entry it replaced."""
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            created = store.CreateSession(
+                pb.CreateSessionRequest(
+                    settings=pb.SessionSettings(context_window_tokens=10_000_000)
+                )
+            )
+            bodies = [f"{n} " + "output line\n" * 33_000 for n in range(4)]  # 400 KB each
+            replaced = [
+                store.AppendEntries(
+                    pb.AppendEntriesRequest(session_id=created.id, entries=[user(body)])
+                ).entry_ids[0]
+                for body in bodies
+            ]
+            kept = store.AppendEntries(
+                pb.AppendEntriesRequest(session_id=created.id, entries=[user("and now?")])
+            ).entry_ids[0]
+            recorded = store.RecordCompaction(
+                pb.RecordCompactionRequest(
+                    session_id=created.id, summary="four logs", first_kept_entry_id=kept
+                )
+            )
+            ask = pb.GetCompactionRequest(
+                session_id=created.id, version=recorded.version, min_position=recorded.position
+            )
+
+            pages = [store.GetCompaction(ask)]
+            while pages[-1].next_page_token:
+                ask.page_token = pages[-1].next_page_token
+                pages.append(store.GetCompaction(ask))
+            assert [len(p.replaced_entries) for p in pages] == [2, 2]
+            assert all(p.ByteSize() <= 1 << 20 for p in pages)
+            assert [e.id for p in pages for e in p.replaced_entries] == replaced
+            assert [e.content[0].text.text for p in pages for e in p.replaced_entries] == bodies
+            assert {p.compaction.summary for p in pages} == {"four logs"}
+            # The CLI joins the pages.
+            address = f"127.0.0.1:{server.port}"
+            command = ["--address", address, "--json", "audit", "compaction", created.id]
+            shown = CliRunner().invoke(cli, [*command, str(recorded.version)])
+            assert shown.exit_code == 0, shown.output
+            joined = json.loads(shown.stdout)
+            assert [e["id"] for e in joined["replacedEntries"]] == replaced
+            assert joined["nextPageToken"] == ""
+
+            ask.page_token, ask.page_size = "", 1
+            first = store.GetCompaction(ask)
+            assert [e.id for e in first.replaced_entries] == replaced[:1]
+            ask.page_token = first.next_page_token
+            assert [e.id for e in store.GetCompaction(ask).replaced_entries] == replaced[1:2]
+            for token in ("x", f"{recorded.version + 1}.1", f"{recorded.version}.9"):
+                ask.page_token = token
+                with pytest.raises(grpc.RpcError) as refused:
+                    store.GetCompaction(ask)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            ask.page_token, ask.page_size = "", -1
+            with pytest.raises(grpc.RpcError) as refused:
+                store.GetCompaction(ask)
+            assert "page_size -1 is negative" in str(refused.value.details())
+    finally:
+        server.stop(0)

@@ -612,12 +612,20 @@ class SyncMethods:
         *,
         version: int = 0,
         min_position: int = 0,
+        page_size: int = 0,
+        page_token: str = "",
         timeout: float | None = None,
     ) -> GetCompactionResponse:
         """One compaction's receipt, its summary and the entries it replaced."""
         return self._unary(
             "GetCompaction",
-            GetCompactionRequest(session_id=session_id, version=version, min_position=min_position),
+            GetCompactionRequest(
+                session_id=session_id,
+                version=version,
+                min_position=min_position,
+                page_size=page_size,
+                page_token=page_token,
+            ),
             GetCompactionResponse,
             timeout,
         )
@@ -1303,12 +1311,20 @@ class AsyncMethods:
         *,
         version: int = 0,
         min_position: int = 0,
+        page_size: int = 0,
+        page_token: str = "",
         timeout: float | None = None,
     ) -> GetCompactionResponse:
         """One compaction's receipt, its summary and the entries it replaced."""
         return await self._unary(
             "GetCompaction",
-            GetCompactionRequest(session_id=session_id, version=version, min_position=min_position),
+            GetCompactionRequest(
+                session_id=session_id,
+                version=version,
+                min_position=min_position,
+                page_size=page_size,
+                page_token=page_token,
+            ),
             GetCompactionResponse,
             timeout,
         )

@@ -1833,6 +1833,12 @@ class GetCompactionRequest:
     #: The version of the event that recorded the compaction (or its failure).
     version: int = 0
     min_position: int = 0
+    #: At most this many replaced entries per page; 0 (the default) means as
+    #: many as fit in one message. Entries too large for one message together
+    #: come in pages whatever the page size: follow next_page_token.
+    page_size: int = 0
+    #: From the previous page's next_page_token (with the same version).
+    page_token: str = ""
 
 
 @dataclass(slots=True)
@@ -1844,13 +1850,16 @@ class GetCompactionResponse:
     #: The receipt with its summary (unset for a failed compaction).
     compaction: Compaction | None = None
     #: The entries the summary replaced: from the previous compaction's first
-    #: kept entry up to this one's, as stored.
+    #: kept entry up to this one's, as stored (this page's). The other fields
+    #: come with every page.
     replaced_entries: list[Entry] = field(default_factory=list)
     #: Whether the compaction is in force now (not taken back by an undo, or
     #: re-applied since).
     in_force: bool = False
     #: The undos that took it back and the redos that re-applied it, oldest first.
     changes: list[CompactionRecord] = field(default_factory=list)
+    #: Set when more replaced entries follow: pass it as page_token.
+    next_page_token: str = ""
 
 
 @dataclass(slots=True)

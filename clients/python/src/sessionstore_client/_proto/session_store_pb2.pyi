@@ -4543,20 +4543,31 @@ class GetCompactionRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     MIN_POSITION_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The version of the event that recorded the compaction (or its failure)."""
     min_position: _builtins.int
+    page_size: _builtins.int
+    """At most this many replaced entries per page; 0 (the default) means as
+    many as fit in one message. Entries too large for one message together
+    come in pages whatever the page size: follow next_page_token.
+    """
+    page_token: _builtins.str
+    """From the previous page's next_page_token (with the same version)."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         version: _builtins.int = ...,
         min_position: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_position", b"min_position", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_position", b"min_position", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4571,10 +4582,13 @@ class GetCompactionResponse(_message.Message):
     REPLACED_ENTRIES_FIELD_NUMBER: _builtins.int
     IN_FORCE_FIELD_NUMBER: _builtins.int
     CHANGES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     in_force: _builtins.bool
     """Whether the compaction is in force now (not taken back by an undo, or
     re-applied since).
     """
+    next_page_token: _builtins.str
+    """Set when more replaced entries follow: pass it as page_token."""
     @_builtins.property
     def record(self) -> Global___CompactionRecord: ...
     @_builtins.property
@@ -4584,7 +4598,8 @@ class GetCompactionResponse(_message.Message):
     @_builtins.property
     def replaced_entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]:
         """The entries the summary replaced: from the previous compaction's first
-        kept entry up to this one's, as stored.
+        kept entry up to this one's, as stored (this page's). The other fields
+        come with every page.
         """
 
     @_builtins.property
@@ -4599,10 +4614,11 @@ class GetCompactionResponse(_message.Message):
         replaced_entries: _abc.Iterable[Global___Entry] | None = ...,
         in_force: _builtins.bool = ...,
         changes: _abc.Iterable[Global___CompactionRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "compaction", b"compaction", "in_force", b"in_force", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "compaction", b"compaction", "in_force", b"in_force", "next_page_token", b"next_page_token", "record", b"record", "replaced_entries", b"replaced_entries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

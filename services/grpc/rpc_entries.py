@@ -3,8 +3,8 @@ events, and take entries out of the views (abandon, retract, clear)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -16,6 +16,20 @@ from services.grpc import context_mapping, mapping
 from services.grpc import request_fields as fields
 from services.grpc.errors import status_for
 from services.grpc.rpc_base import RpcBase
+
+
+class _Paged(Protocol):
+    """What a paged read pages: a version's entries."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def entries(self) -> Sequence[Any]: ...
+
+
+P = TypeVar("P", bound=_Paged)
+M = TypeVar("M", pb.DurableLog, pb.ViewAudit)
 
 
 class EntryRpcs(RpcBase):
@@ -71,30 +85,28 @@ class EntryRpcs(RpcBase):
     def GetDurableLog(
         self, request: pb.GetViewRequest, context: grpc.ServicerContext
     ) -> pb.DurableLog:
-        session_id = self._session_id(request)
-        as_of, offset = _page_start(request)
-        log = self.service.durable_log(session_id, as_of)
-        fields.check_page_offset(offset, len(log.entries))
-        message, next_offset = mapping.durable_log_to_pb(
-            log, offset, request.page_size, self._page_bytes
-        )
-        if next_offset is not None:
-            message.next_page_token = f"{log.version}.{next_offset}"
-        message.session_id = request.session_id
-        return message
+        return self._page(request, self.service.durable_log, mapping.durable_log_to_pb)
 
     def AuditView(
         self, request: pb.AuditViewRequest, context: grpc.ServicerContext
     ) -> pb.ViewAudit:
+        return self._page(request, self.service.audit_view, mapping.view_audit_to_pb)
+
+    def _page(
+        self,
+        request: pb.GetViewRequest | pb.AuditViewRequest,
+        read: Callable[[str, AsOf], P],
+        page_of: Callable[[P, int, int, int], tuple[M, int | None]],
+    ) -> M:
+        """A page of what ``read`` answers for the request's session, as ``page_of``
+        lays it out: the first page as of the request, later ones as of the first."""
         session_id = self._session_id(request)
         as_of, offset = _page_start(request)
-        audit = self.service.audit_view(session_id, as_of)
-        fields.check_page_offset(offset, len(audit.entries))
-        message, next_offset = mapping.view_audit_to_pb(
-            audit, offset, request.page_size, self._page_bytes
-        )
+        whole = read(session_id, as_of)
+        fields.check_page_offset(offset, len(whole.entries))
+        message, next_offset = page_of(whole, offset, request.page_size, self._page_bytes)
         if next_offset is not None:
-            message.next_page_token = f"{audit.version}.{next_offset}"
+            message.next_page_token = f"{whole.version}.{next_offset}"
         message.session_id = request.session_id
         return message
 

@@ -203,7 +203,7 @@ def _replaced_offset(request: pb.GetCompactionRequest) -> int:
     """The replaced entry a page starts at: a token names the compaction it pages."""
     if not request.page_token:
         return 0
-    version, offset = fields.log_page_token(request.page_token)
+    version, offset = fields.page_token(request.page_token)
     if version != request.version:
         raise InvalidRequest(fields.FOREIGN_TOKEN.format(field="page_token"))
     return offset

@@ -44,8 +44,9 @@ def check_page_offset(offset: int, items: int) -> None:
         raise InvalidRequest(FOREIGN_TOKEN.format(field="page_token"))
 
 
-def log_page_token(token: str) -> tuple[int, int]:
-    """A durable log page token: "<version>.<offset>"."""
+def page_token(token: str) -> tuple[int, int]:
+    """A paged read's token, "<version>.<offset>": the version its pages are of (the
+    compaction's, for its replaced entries) and the item the page starts at."""
     version, _, offset = token.partition(".")
     parsed = count(version, "page_token"), count(offset, "page_token")
     if parsed[0] < 1:

@@ -189,5 +189,5 @@ def _page_start(request: pb.GetViewRequest | pb.AuditViewRequest) -> tuple[AsOf,
     fields.page_size(request)  # refused before any reading
     if not request.page_token:
         return fields.as_of(request), 0
-    version, offset = fields.log_page_token(request.page_token)
+    version, offset = fields.page_token(request.page_token)
     return AsOf(version=version), offset

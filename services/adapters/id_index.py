@@ -9,11 +9,11 @@ session's history, which keeps the first write after a restart cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from eventsourcing.domain import get_topic
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
 from domain.ids import UsedIds
 from domain.session_events import EntriesAppended, Started, ToolCallsAbandoned
@@ -58,14 +58,34 @@ class IdTaken(IntegrityError):
 
 
 class EventsAndKeysInTwoReads:
-    """``events_and_keys`` for recorders in process, where two queries cost no more
-    than one."""
+    """``events_and_keys`` and its many-session forms for recorders in process, where
+    a query a session costs no more than one for them all."""
 
     def events_and_keys(
         self: Any, session_id: str, after: int, upto: int | None, keys: KeyRange | None
     ) -> tuple[Sequence[StoredEvent], list[DataKeyRow]]:
         events = self.select_events(session_id, gt=after or None, lte=upto)
         return events, self.data_keys(session_id, *keys) if keys is not None else []
+
+    def latest_snapshots(
+        self, session_ids: Sequence[str], snapshots: AggregateRecorder
+    ) -> list[StoredEvent]:
+        return [
+            found[0]
+            for session_id in session_ids
+            if (found := snapshots.select_events(session_id, desc=True, limit=1))
+        ]
+
+    def events_and_keys_of(
+        self: Any, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[StoredEvent], list[DataKeyRow]]:
+        events: list[StoredEvent] = []
+        keys: list[DataKeyRow] = []
+        for session_id, (events_after, keys_after) in after.items():
+            found, rows = self.events_and_keys(session_id, events_after, None, (keys_after, None))
+            events.extend(found)
+            keys.extend(rows)
+        return events, keys
 
 
 class OneWriterAtATime:
@@ -107,6 +127,20 @@ class IndexingRecorder(Protocol):
     ) -> tuple[Sequence[StoredEvent], list[DataKeyRow]]:
         """The session's events in the versions (after, upto] and its data keys in
         ``keys`` (none when None), in one round trip where the database is remote."""
+
+    def latest_snapshots(
+        self, session_ids: Sequence[str], snapshots: AggregateRecorder
+    ) -> list[StoredEvent]:
+        """The latest snapshot in ``snapshots`` of each session that has one: one
+        query for them all where the database is remote."""
+
+    def events_and_keys_of(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[StoredEvent], list[DataKeyRow]]:
+        """Many sessions' events and keys: session -> (events after, keys after),
+        each session's events in version order, in one round trip where the
+        database is remote. The keys are read after the events, so each event
+        read comes with its keys, however many are saved meanwhile."""
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the (kind, key) pairs the session's index holds."""

@@ -11,16 +11,17 @@ wakes listeners follows the commit (services.adapters.postgres_wakeups).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
+    AggregateRecorder,
     IntegrityError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
 from psycopg import sql
 from psycopg.rows import scalar_row
 
@@ -244,6 +245,62 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         ):
             self._send_select(conn, events, session_id, after or None, upto)
             self._send_data_keys(conn, key_rows, session_id, keys)
+            return self._stored_events(events), self._data_key_rows(key_rows)
+
+    def latest_snapshots(
+        self, session_ids: Sequence[str], snapshots: AggregateRecorder
+    ) -> list[StoredEvent]:
+        """One query: each session's newest snapshot, read backwards on its key."""
+        table = cast(PostgresAggregateRecorder, snapshots).events_table_name
+        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+            statement = self._statement(
+                conn,
+                "SELECT s.originator_id, s.originator_version, s.topic, s.state "
+                "FROM unnest(%s::text[]) AS w(id) CROSS JOIN LATERAL ("
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+                "WHERE originator_id = w.id ORDER BY originator_version DESC LIMIT 1) AS s",
+                table=table,
+            )
+            cursor.execute(statement, (list(session_ids),), prepare=True)
+            return self._stored_events(cursor)
+
+    def events_and_keys_of(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[StoredEvent], list[DataKeyRow]]:
+        """Both queries in one pipeline, each one statement for all the sessions."""
+        session_ids = list(after)
+        events_after = [a[0] for a in after.values()]
+        keys_after = [a[1] for a in after.values()]
+        with (
+            self.datastore.get_connection() as conn,
+            conn.pipeline(),
+            conn.cursor(binary=True) as events,
+            conn.cursor(binary=True) as key_rows,
+        ):
+            events.execute(
+                self._statement(
+                    conn,
+                    "SELECT e.originator_id, e.originator_version, e.topic, e.state "
+                    "FROM unnest(%s::text[], %s::bigint[]) AS w(id, after) CROSS JOIN LATERAL ("
+                    "SELECT originator_id, originator_version, topic, state FROM "
+                    "{schema}.{table} WHERE originator_id = w.id AND originator_version > "
+                    "w.after ORDER BY originator_version) AS e",
+                    table=self.events_table_name,
+                ),
+                (session_ids, events_after),
+                prepare=True,
+            )
+            key_rows.execute(
+                self._statement(
+                    conn,
+                    "SELECT k.session_id, k.version, k.kind, k.key_id, k.data_key "
+                    "FROM unnest(%s::text[], %s::bigint[]) AS w(id, after) "
+                    "JOIN {schema}.{table} AS k ON k.session_id = w.id AND k.version > w.after",
+                    table=self.data_keys_table_name,
+                ),
+                (session_ids, keys_after),
+                prepare=True,
+            )
             return self._stored_events(events), self._data_key_rows(key_rows)
 
     def _send_data_keys(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -149,6 +149,43 @@ class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteAppli
                 (session_id, after, (1 << 62) if upto is None else upto),
             )
             return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in c.fetchall()]
+
+    def events_and_keys_of(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[StoredEvent], list[DataKeyRow]]:
+        """Two queries for all the sessions, in one read transaction: on SQLite each
+        transaction costs more than the query in it."""
+        if not after:
+            return [], []
+        pairs = ",".join("(?,?)" for _ in after)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"WITH w(id, after) AS (VALUES {pairs}) SELECT e.originator_id, "
+                f"e.originator_version, e.topic, e.state FROM w JOIN {self.events_table_name} "
+                "AS e ON e.originator_id = w.id AND e.originator_version > w.after "
+                "ORDER BY e.originator_id, e.originator_version",
+                [
+                    v
+                    for session_id, (events_after, _) in after.items()
+                    for v in (session_id, events_after)
+                ],
+            )
+            events = [
+                StoredEvent(r["originator_id"], r["originator_version"], r["topic"], r["state"])
+                for r in c.fetchall()
+            ]
+            c.execute(
+                f"WITH w(id, after) AS (VALUES {pairs}) SELECT k.session_id, k.version, "
+                f"k.kind, k.key_id, k.data_key FROM w JOIN {self.data_keys_table_name} AS k "
+                "ON k.session_id = w.id AND k.version > w.after",
+                [
+                    v
+                    for session_id, (_, keys_after) in after.items()
+                    for v in (session_id, keys_after)
+                ],
+            )
+            keys = [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in c.fetchall()]
+        return events, keys
 
     def create_key_table(self) -> None:
         with self.datastore.transaction(commit=True) as c:

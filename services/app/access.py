@@ -8,6 +8,7 @@ changes, so it is remembered once known.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from domain.errors import SessionExists, SessionNotFound, quoted
@@ -83,6 +84,18 @@ class SessionAccess:
                 event.mutate(session)
         self.read.put(session_id, session)
         return copy.deepcopy(session)
+
+    def load_many(self, session_ids: Sequence[str]) -> list[Session]:
+        """The sessions as stored, in their order, for reading only: the copies kept
+        in ``read``, caught up in two queries however many there are (a page of a
+        listing), not one each. Sessions not stored are left out."""
+        held = {session_id: self.read.get(session_id) for session_id in session_ids}
+        latest = self.store.caught_up(held)
+        for session_id, session in latest.items():
+            if session is not held[session_id]:
+                self.read.put(session_id, session)
+            self._tenants.put(session_id, session.tenant)
+        return [latest[s] for s in session_ids if s in latest]
 
     def aggregate(self, session_id: str) -> Session:
         """The session as stored, if the caller may see it."""

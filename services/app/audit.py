@@ -90,7 +90,8 @@ class AuditService:
         position = models.wait_for(["catalog"], min_position, deadline)
         where = replace(where, tenant=tenancy.tenant_filter())
         rows, next_token = models.queries.sessions(where, page_size(size), token)
-        return [self.sessions.get_session(r["session_id"]) for r in rows], next_token, position
+        sessions = self.sessions.get_sessions([r["session_id"] for r in rows])
+        return sessions, next_token, position
 
     def _list_from_store(self, size: int, token: str) -> tuple[list[Session], str, int]:
         try:

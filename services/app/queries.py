@@ -6,6 +6,7 @@ up with the store first; nothing here writes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -59,15 +60,15 @@ class SessionQueries:
         # One more than asked, to know whether another page follows.
         found = self.store.started_notifications(after, page_size + 1)
         page = found[:page_size]
-        # Another tenant's sessions are left out of the page (which may then be short).
-        caller = tenancy.caller()
-        sessions = [
-            session
-            for session in (self.access.load(session_id) for _, session_id in page)
-            if caller.sees(session.tenant)
-        ]
+        sessions = self.get_sessions([session_id for _, session_id in page])
         next_after = page[-1][0] if len(found) > page_size else None
         return sessions, next_after
+
+    def get_sessions(self, session_ids: Sequence[str]) -> list[Session]:
+        """The sessions of a page, read together. Another tenant's are left out (the
+        page may then be short), and so are sessions no longer stored."""
+        caller = tenancy.caller()
+        return [s for s in self.access.load_many(session_ids) if caller.sees(s.tenant)]
 
     def durable_log(self, session_id: str, as_of: AsOf = AsOf()) -> DurableLog:
         history = self.histories.history(session_id)

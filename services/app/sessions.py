@@ -270,6 +270,9 @@ class SessionService:
     def list_sessions(self, page_size: int, after: int) -> tuple[list[Session], int | None]:
         return self.queries.list_sessions(page_size, after)
 
+    def get_sessions(self, session_ids: Sequence[str]) -> list[Session]:
+        return self.queries.get_sessions(session_ids)
+
     def durable_log(self, session_id: str, as_of: AsOf = NOW) -> DurableLog:
         return self.queries.durable_log(session_id, as_of)
 

@@ -47,6 +47,7 @@ GROUPS: dict[str, Callable[[Context], None]] = {
     "replay": views.replay,
     "coldcut": views.coldcut,
     "coldview": coldviews.coldview,
+    "coldlist": coldviews.coldlist,
     "roundrobin": coldviews.roundrobin,
     "tokens": tokencount.tokens,
     "memory": memory.memory,

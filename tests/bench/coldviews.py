@@ -150,6 +150,48 @@ def _report_coldview(
     report.keep(f"coldview.{backend}", raw)
 
 
+# -- group "coldlist" --------------------------------------------------------------------
+
+# A listing's page, as a console shows it: sessions of a few turns, every tenth
+# past a snapshot (100 events) with events after it.
+LIST_PAGE = 100
+
+
+def coldlist(ctx: Context) -> None:
+    """ListSessions pages of 100 on a server that has read none of their sessions (a
+    replica after a restart, or a deploy) and on one that has listed them before."""
+    for backend in ctx.backends:
+        print(f"[coldlist] {backend}", flush=True)
+        with database(backend) as db, running(db) as server:
+            stub = server.stub()
+            position = 0
+            for n in range(LIST_PAGE):
+                session_id = turns.create(stub, title=f"session {n}")
+                for turn in range(n % 7 + (130 if n % 10 == 0 else 0)):
+                    position = turns.append(stub, session_id, [turns.user(turn)]).position
+            request = pb.ListSessionsRequest(page_size=LIST_PAGE, min_position=position)
+            assert len(stub.ListSessions(request, timeout=60).sessions) == LIST_PAGE
+            cold: list[float] = []
+            warm: list[float] = []
+            for _ in range(ctx.scale.reps):
+                with running(db) as fresh:
+                    fresh_stub = fresh.stub()
+                    fresh_stub.ListSessions(pb.ListSessionsRequest(page_size=1))  # its start
+                    cold.append(_list_ms(fresh_stub, request))
+                    runs = [_list_ms(fresh_stub, request) for _ in range(ctx.scale.warm_views)]
+                    warm.append(percentile(runs, 50))
+        label = f"ListSessions page of {LIST_PAGE}"
+        report = ctx.report
+        report.add(Result("coldlist", backend, f"{label}, cold server", median(cold), "ms", cold))
+        report.add(Result("coldlist", backend, f"{label}, warm p50", median(warm), "ms", warm))
+
+
+def _list_ms(stub: turns.Stub, request: pb.ListSessionsRequest) -> float:
+    began = time.perf_counter()
+    stub.ListSessions(request)
+    return (time.perf_counter() - began) * 1e3
+
+
 # -- group "roundrobin" ------------------------------------------------------------------
 
 

@@ -531,3 +531,71 @@ def test_a_compaction_whose_replaced_entries_outgrow_a_message_comes_in_pages(
             assert "page_size -1 is negative" in str(refused.value.details())
     finally:
         server.stop(0)
+
+
+def test_a_page_of_sessions_shows_each_as_it_is_stored_on_any_server(database_url: str) -> None:
+    """A listing reads its page's sessions together (services.app.access.load_many): from
+    their snapshots on a server that holds none of them, from its own copies on one
+    that listed them before. Each must show what the session's own read shows, sealed
+    titles and erasures included, from the catalog and, without read models, from the
+    event store (which lists erased sessions too)."""
+    writer = start_server(database_url)
+    cataloged = start_server(database_url)
+    unindexed = start_server(database_url, projections="off")
+    try:
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{writer.port}") as a,
+            grpc.insecure_channel(f"127.0.0.1:{cataloged.port}") as b,
+            grpc.insecure_channel(f"127.0.0.1:{unindexed.port}") as c,
+        ):
+            store, listers = Stub(a), [Stub(b), Stub(c)]
+            ids = [f"page{n}" for n in range(6)]
+            for n, session_id in enumerate(ids):
+                store.CreateSession(
+                    pb.CreateSessionRequest(
+                        session_id=session_id, settings=pb.SessionSettings(title=f"title {n}")
+                    )
+                )
+            # Past the snapshot interval (100): read from a snapshot and the events after it.
+            for turn in range(130):
+                store.AppendEntries(
+                    pb.AppendEntriesRequest(session_id="page1", entries=[user(f"turn {turn}")])
+                )
+            store.AppendEntries(pb.AppendEntriesRequest(session_id="page2", entries=[user("x")]))
+            store.EraseSession(pb.EraseSessionRequest(session_id="page3", reason="asked"))
+
+            def listed(stub: Stub) -> dict[str, pb.Session]:
+                position = store.GetReadModelStatus(pb.GetReadModelStatusRequest()).head
+                page = stub.ListSessions(pb.ListSessionsRequest(min_position=position), timeout=10)
+                assert not page.next_page_token
+                sessions = {s.id: s for s in page.sessions}
+                read_alone = {i: store.GetSession(pb.GetSessionRequest(session_id=i)) for i in ids}
+                # The catalog leaves erased sessions out; the event store lists them all.
+                assert sessions == {i: s for i, s in read_alone.items() if i in sessions}
+                assert set(sessions) | {"page2", "page3"} == set(ids)
+                return sessions
+
+            # Nothing held: snapshots and the events after them.
+            first = [listed(lister) for lister in listers]
+            assert first[0]["page1"].entry_count == 130
+            assert first[0]["page0"].settings.title == "title 0"
+            erased = first[1]["page3"]
+            assert erased.HasField("erased") and erased.settings.title != "title 3"
+
+            # Changed since: each lister's copies are caught up, not shown stale.
+            store.AppendEntries(pb.AppendEntriesRequest(session_id="page1", entries=[user("y")]))
+            store.UpdateSettings(
+                pb.UpdateSettingsRequest(
+                    session_id="page0", settings=pb.SessionSettings(title="renamed")
+                )
+            )
+            store.EraseSession(pb.EraseSessionRequest(session_id="page2", reason="asked"))
+            for lister, before in zip(listers, first, strict=True):
+                again = listed(lister)
+                assert again["page1"].entry_count == 131
+                assert again["page0"].settings.title == "renamed"
+                assert again["page4"] == before["page4"]
+            assert again["page2"].HasField("erased") and again["page2"].entry_count == 1
+    finally:
+        for server in (writer, cataloged, unindexed):
+            server.stop(0)

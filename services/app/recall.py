@@ -233,13 +233,17 @@ class RecallService:
                 best.setdefault(key, row)
                 found_by.setdefault(key, []).append(name)
         ranked = sorted(scores, key=lambda k: (-scores[k], best[k].id))[:limit]
-        aggregates = {session.id: session}
+        # The other sessions the hits come from (tenant-wide), read together, not one
+        # by one; a session the caller may not see (or no longer stored) gives no hit.
+        others = dict.fromkeys(best[k].session_id for k in ranked if k[0] != session.id)
+        owners = {s.id: s for s in self.sessions.get_sessions(list(others))}
+        owners[session.id] = session
         hits = []
         for key in ranked:
             row = best[key]
-            owner = aggregates.get(row.session_id)
+            owner = owners.get(row.session_id)
             if owner is None:
-                owner = aggregates[row.session_id] = self.sessions.get_session(row.session_id)
+                continue
             hits.append(
                 RecallHit(
                     session_id=row.session_id,

@@ -348,6 +348,8 @@ class EventStore(Application[str]):
         each from the copy held of it (None: none held) or else its latest
         snapshot, then the events after that. A copy held is never changed (one
         with events after it is copied first); a session not stored is left out."""
+        if not held:
+            return {}  # an empty page: no query
         unheld = [session_id for session_id, session in held.items() if session is None]
         snapshots = (
             {

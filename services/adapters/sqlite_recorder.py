@@ -153,8 +153,8 @@ class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteAppli
     def events_and_keys_of(
         self, after: Mapping[str, tuple[int, int]]
     ) -> tuple[list[StoredEvent], list[DataKeyRow]]:
-        """Two queries for all the sessions, in one read transaction: on SQLite each
-        transaction costs more than the query in it."""
+        """Two queries for all the sessions, in one read transaction, instead of two
+        transactions a session."""
         if not after:
             return [], []
         pairs = ",".join("(?,?)" for _ in after)

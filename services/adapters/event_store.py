@@ -7,9 +7,7 @@ the domain's value objects are written), each under its session's key scope
 
 from __future__ import annotations
 
-import copy
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -342,64 +340,6 @@ class EventStore(Application[str]):
             earlier = self._events_with_keys(session_id, after, snapshot_version)
             events = self._decoded(earlier) + events
         return session, events, after
-
-    def caught_up(self, held: Mapping[str, Session | None]) -> dict[str, Session]:
-        """Many sessions at their latest versions, in two round trips however many:
-        each from the copy held of it (None: none held) or else its latest
-        snapshot, then the events after that. A copy held is never changed (one
-        with events after it is copied first); a session not stored is left out."""
-        if not held:
-            return {}  # an empty page: no query
-        unheld = [session_id for session_id, session in held.items() if session is None]
-        snapshots = (
-            {
-                str(s.originator_id): s
-                for s in self.indexing.latest_snapshots(unheld, self.snapshots.recorder)
-            }
-            if unheld and self.snapshots is not None
-            else {}
-        )
-        after: dict[str, tuple[int, int]] = {}
-        for session_id, session in held.items():
-            if session is not None:
-                after[session_id] = (session.version, session.version)
-            elif (snapshot := snapshots.get(session_id)) is not None:
-                # A snapshot is sealed under a key of its own version.
-                version = snapshot.originator_version
-                after[session_id] = (version, version - 1)
-            else:
-                after[session_id] = (0, 0)
-        stored, key_rows = self.indexing.events_and_keys_of(after)
-        keys_of: dict[str, list[DataKeyRow]] = defaultdict(list)
-        for row in key_rows:
-            keys_of[row[0]].append(row)
-        keys = {**(keys_being_read.get() or {})}
-        for session_id, (_, keys_after) in after.items():
-            keys[session_id] = SessionKeys(self.indexing, session_id, None)
-            keys[session_id].add(keys_of[session_id], (keys_after, None))
-        events_of: dict[str, list[StoredEvent]] = defaultdict(list)
-        for event in stored:
-            events_of[str(event.originator_id)].append(event)
-        token = keys_being_read.set(keys)
-        try:
-            latest: dict[str, Session] = {}
-            for session_id, session in held.items():
-                events = events_of.get(session_id, [])
-                aggregate: Any = session
-                if session is None:
-                    snapshot = snapshots.get(session_id)
-                    if snapshot is not None:
-                        decoded = cast(Session.Snapshot, self.mapper.to_domain_event(snapshot))
-                        aggregate = decoded.mutate(None)
-                elif events:
-                    aggregate = copy.deepcopy(session)
-                for decoded_event in self._decoded(events):
-                    aggregate = decoded_event.mutate(aggregate)
-                if aggregate is not None:
-                    latest[session_id] = aggregate
-            return latest
-        finally:
-            keys_being_read.reset(token)
 
     def erasure_notifications(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(notification id, session id) of erasures stored after a position (by any server)."""

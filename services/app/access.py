@@ -14,6 +14,7 @@ from typing import Any
 from domain.errors import SessionExists, SessionNotFound, quoted
 from domain.session import Session
 from services.adapters.event_store import EventStore
+from services.adapters.session_batches import caught_up
 from services.app import tenancy
 from services.app.cache import RSS_PER_LIVE_BYTE, WeightedLRU, per_session_entry
 
@@ -90,7 +91,7 @@ class SessionAccess:
         in ``read``, caught up in two queries however many there are (a page of a
         listing), not one each. Sessions not stored are left out."""
         held = {session_id: self.read.get(session_id) for session_id in session_ids}
-        latest = self.store.caught_up(held)
+        latest = caught_up(self.store, held)
         for session_id, session in latest.items():
             if session is not held[session_id]:
                 self.read.put(session_id, session)

@@ -30,7 +30,7 @@ from pathlib import Path
 import structlog
 
 from domain.erasure import SessionWasErased
-from domain.errors import DomainError, SessionNotFound, VersionConflict, quoted
+from domain.errors import DomainError, VersionConflict, quoted
 from domain.retention import (
     ANY_TENANT,
     RetentionAction,
@@ -40,6 +40,7 @@ from domain.retention import (
     cutoffs,
     judge,
 )
+from domain.session import Session
 from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_writers import micros
 from services.adapters.retention_exports import export_path, write_export
@@ -47,6 +48,8 @@ from services.app.imports import ImportService
 from services.app.sessions import SessionService
 
 ERASED_BY = "retention"
+# Candidates judged per read of the store.
+PLAN_BATCH = 200
 log = structlog.get_logger(__name__)
 
 
@@ -134,72 +137,71 @@ class RetentionService:
         )
         verdicts: dict[str, Verdict | None] = {}
 
-        def verdict_of(session_id: str) -> Verdict | None:
-            if session_id not in verdicts:
-                facts = self._facts(session_id)
+        def judge_all(session_ids: Sequence[str]) -> None:
+            unjudged = [s for s in session_ids if s not in verdicts]
+            found = self._facts_of(unjudged)
+            for session_id in unjudged:
+                facts = found.get(session_id)
                 verdicts[session_id] = None if facts is None else judge(facts, policies, now)
-            return verdicts[session_id]
 
         removals: list[PlannedRemoval] = []
         held: list[HeldBack] = []
-        for session_id in candidates:
-            verdict = verdict_of(session_id)
-            if verdict is None or not verdict.due:
-                continue
-            forks: list[Verdict] = []
-            kept: Verdict | None = None
-            for fork_id in self._forks(verdict.session):
-                fork = verdict_of(fork_id)
-                if fork is None or fork.session.erased:
+        for start in range(0, len(candidates), PLAN_BATCH):
+            batch = candidates[start : start + PLAN_BATCH]
+            judge_all(batch)
+            for session_id in batch:
+                verdict = verdicts[session_id]
+                if verdict is None or not verdict.due:
                     continue
-                if not fork.due:
-                    kept = fork
-                    break
-                forks.append(fork)
-            if kept is not None:
-                why = (
-                    f"its fork {kept.session.session_id} would be erased with it and is not "
-                    f"due ({'; '.join(kept.reasons)})"
-                )
-                held.append(HeldBack(verdict, why))
-            else:
-                removals.append(PlannedRemoval(verdict, tuple(forks)))
+                forks: list[Verdict] = []
+                kept: Verdict | None = None
+                for fork_id, fork_facts in self._forks(verdict.session).items():
+                    if fork_id not in verdicts:
+                        verdicts[fork_id] = judge(fork_facts, policies, now)
+                    fork = verdicts[fork_id]
+                    if fork is None or fork.session.erased:
+                        continue
+                    if not fork.due:
+                        kept = fork
+                        break
+                    forks.append(fork)
+                if kept is not None:
+                    why = (
+                        f"its fork {kept.session.session_id} would be erased with it and is "
+                        f"not due ({'; '.join(kept.reasons)})"
+                    )
+                    held.append(HeldBack(verdict, why))
+                else:
+                    removals.append(PlannedRemoval(verdict, tuple(forks)))
         # A fork that goes with its parent is listed there, not on its own.
         with_parent = {f.session.session_id for r in removals for f in r.forks}
         kept_removals = tuple(r for r in removals if r.session_id not in with_parent)
         return RetentionPlan(now, kept_removals, tuple(held))
 
-    def _facts(self, session_id: str) -> SessionFacts | None:
-        try:
-            session = self.sessions.aggregate(session_id)
-        except SessionNotFound:
-            return None
-        return SessionFacts(
-            session_id=session_id,
-            tenant=session.tenant,
-            labels=dict(session.settings.labels),
-            created=session.created_on,
-            last_event=session.modified_on,
-            version=session.version,
-            erased=session.erased,
-        )
+    def _facts_of(self, session_ids: Sequence[str]) -> dict[str, SessionFacts]:
+        """The sessions' facts as the store holds them, read together (a plan's
+        candidates may be thousands of sessions: a few queries, not one each).
+        Sessions no longer stored are left out."""
+        return {s.id: _facts_from(s) for s in self.sessions.get_sessions(session_ids)}
 
-    def _forks(self, root: SessionFacts) -> list[str]:
-        """The sessions EraseSession of ``root`` would follow into: its forks, and
-        theirs, in its tenant (by the links the forks' own transactions wrote)."""
-        found: list[str] = []
-        pending = [root.session_id]
+    def _forks(self, root: SessionFacts) -> dict[str, SessionFacts]:
+        """The sessions EraseSession of ``root`` would follow into, with their facts:
+        its forks, and theirs, in its tenant (by the links the forks' own
+        transactions wrote)."""
+        found: dict[str, SessionFacts] = {}
+        level = [root.session_id]
         seen = {root.session_id}
-        while pending:
-            for fork_id, _ in self.sessions.store.forks_of(pending.pop(0)):
-                if fork_id in seen:
-                    continue
-                seen.add(fork_id)
-                facts = self._facts(fork_id)
-                if facts is None or facts.tenant != root.tenant:
-                    continue
-                found.append(fork_id)
-                pending.append(fork_id)
+        while level:
+            linked = [
+                fork_id
+                for parent in level
+                for fork_id, _ in self.sessions.store.forks_of(parent)
+                if fork_id not in seen
+            ]
+            seen.update(linked)
+            facts = self._facts_of(linked)
+            level = [f for f in linked if f in facts and facts[f].tenant == root.tenant]
+            found.update((f, facts[f]) for f in level)
         return found
 
     # -- apply --------------------------------------------------------------------
@@ -247,8 +249,9 @@ class RetentionService:
     ) -> str | None:
         """Why a planned removal no longer stands, checked on the store; None if it does."""
         now = self.clock()
+        stored = self._facts_of([planned.session.session_id for planned in removal.sessions])
         for planned in removal.sessions:
-            facts = self._facts(planned.session.session_id)
+            facts = stored.get(planned.session.session_id)
             if facts is None:
                 return f"{planned.session.session_id} is gone"
             if facts.erased:
@@ -262,9 +265,7 @@ class RetentionService:
                 return f"{facts.session_id} is no longer due"
         root = removal.verdict.session
         planned_forks = {f.session.session_id for f in removal.forks}
-        forks_now = {
-            f for f in self._forks(root) if (v := self._facts(f)) is not None and not v.erased
-        }
+        forks_now = {f for f, facts in self._forks(root).items() if not facts.erased}
         if forks_now != planned_forks:
             return f"{root.session_id} was forked since the plan"
         return None
@@ -303,3 +304,15 @@ class RetentionService:
             forks=now_erased,
             reason=reason(root),
         )
+
+
+def _facts_from(session: Session) -> SessionFacts:
+    return SessionFacts(
+        session_id=session.id,
+        tenant=session.tenant,
+        labels=dict(session.settings.labels),
+        created=session.created_on,
+        last_event=session.modified_on,
+        version=session.version,
+        erased=session.erased,
+    )

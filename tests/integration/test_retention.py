@@ -22,7 +22,7 @@ import pytest
 from domain.errors import VersionConflict
 from domain.retention import RetentionPolicy
 from services.adapters.retention_file import parse_policies
-from services.app import tenancy
+from services.app import retention, tenancy
 from services.app.retention import RetentionOutcome, RetentionService
 from services.app.retention_scheduler import RetentionScheduler
 from services.app.sessions import SessionService
@@ -218,6 +218,35 @@ def test_forks_go_with_their_parent_only_when_due_themselves(store: Store) -> No
     assert raw_key_rows(store.database_url, fork_id) == []
     for kept in ("acme/forked", "acme/busy"):
         assert not s.aggregate(kept).erased and "secret" in store.readable(kept)
+
+
+def test_the_plan_is_the_same_however_many_sessions_one_read_judges(
+    acme: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Candidates are judged a batch per read of the store: a batch that ends between a
+    # session and its fork, or after a single session, changes nothing in the plan.
+    s = acme.sessions
+    import_old_session(
+        s, "acme/tree", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
+    )
+    import_old_session(s, "acme/forked", [days_ago(200), days_ago(40)], {"app": "chat"})
+    with tenancy.calling_as(ACME):
+        s.fork_session("acme/forked", new_session_id="acme/busy")
+        s.append("acme/busy", [user("a new question on the fork")])
+    acme.caught_up()
+    rules = policies(ACME_POLICIES)
+
+    def planned() -> tuple[list[tuple[str, list[str]]], list[str]]:
+        plan = acme.retention.plan(rules)
+        removals = [(r.session_id, [f.session.session_id for f in r.forks]) for r in plan.removals]
+        return removals, [h.verdict.session.session_id for h in plan.held]
+
+    whole = planned()
+    assert [r for r, _ in whole[0]] == ["acme/idle", "acme/old", "acme/tree"]
+    assert len(whole[0][2][1]) == 1 and whole[1] == ["acme/forked"]
+    for batch in (1, 2, 3):
+        monkeypatch.setattr(retention, "PLAN_BATCH", batch)
+        assert planned() == whole
 
 
 def test_a_session_written_after_the_plan_is_not_erased(acme: Store) -> None:

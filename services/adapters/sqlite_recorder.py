@@ -54,6 +54,15 @@ class ResilientSQLiteDatastore(SQLiteDatastore):
             ) from error
 
 
+# Which bound of events_and_keys_of's (events after, keys after) a statement reads past.
+EVENTS_AFTER, KEYS_AFTER = 0, 1
+
+
+def _flat_pairs(after: Mapping[str, tuple[int, int]], bound: int) -> list[str | int]:
+    """(session id, the chosen bound) for each session, flat: the VALUES' variables."""
+    return [v for session_id, bounds in after.items() for v in (session_id, bounds[bound])]
+
+
 def make_resilient(datastore: SQLiteDatastore) -> None:
     """Turns the library's datastore into a resilient one (only its behaviour changes)."""
     datastore.__class__ = ResilientSQLiteDatastore
@@ -164,11 +173,7 @@ class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteAppli
                 f"e.originator_version, e.topic, e.state FROM w JOIN {self.events_table_name} "
                 "AS e ON e.originator_id = w.id AND e.originator_version > w.after "
                 "ORDER BY e.originator_id, e.originator_version",
-                [
-                    v
-                    for session_id, (events_after, _) in after.items()
-                    for v in (session_id, events_after)
-                ],
+                _flat_pairs(after, EVENTS_AFTER),
             )
             events = [
                 StoredEvent(r["originator_id"], r["originator_version"], r["topic"], r["state"])
@@ -178,11 +183,7 @@ class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteAppli
                 f"WITH w(id, after) AS (VALUES {pairs}) SELECT k.session_id, k.version, "
                 f"k.kind, k.key_id, k.data_key FROM w JOIN {self.data_keys_table_name} AS k "
                 "ON k.session_id = w.id AND k.version > w.after",
-                [
-                    v
-                    for session_id, (_, keys_after) in after.items()
-                    for v in (session_id, keys_after)
-                ],
+                _flat_pairs(after, KEYS_AFTER),
             )
             keys = [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in c.fetchall()]
         return events, keys

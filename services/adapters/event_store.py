@@ -193,7 +193,11 @@ class EventStore(Application[str]):
 
     def forks_of(self, session_id: str) -> list[tuple[str, int]]:
         """(fork id, parent version copied) of the sessions forked from this one."""
-        return self._indexing_recorder.forks_of(session_id)
+        return self._indexing_recorder.forks_of([session_id]).get(session_id, [])
+
+    def forks_of_each(self, session_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        """forks_of for many sessions in one query; those without forks are left out."""
+        return self._indexing_recorder.forks_of(session_ids)
 
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float

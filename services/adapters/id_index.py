@@ -145,8 +145,9 @@ class IndexingRecorder(Protocol):
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the (kind, key) pairs the session's index holds."""
 
-    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
-        """(fork id, the version it copied) of the sessions forked from this one."""
+    def forks_of(self, session_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        """For each of these sessions that has forks, (fork id, the version it copied)
+        of the sessions forked from it; one query however many are asked about."""
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the index if missing, filled from the stored events; rows backfilled."""

@@ -100,9 +100,9 @@ class MemoryEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, POPOApplica
         with self._database_lock:
             return {(kind, key) for kind, key in keys if (session_id, kind, key) in self._ids}
 
-    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+    def forks_of(self, session_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
         with self._database_lock:
-            return list(self._forks.get(session_id, ()))
+            return {s: list(self._forks[s]) for s in session_ids if self._forks.get(s)}
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         return 0  # nothing outlives the process, so there is nothing to fill in

@@ -336,15 +336,21 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
             cursor.execute(self._used_ids_sql(conn), (session_id, kinds, names), prepare=True)
             return {(row["kind"], row["key"]) for row in cursor.fetchall()}
 
-    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+    def forks_of(self, session_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        if not session_ids:
+            return {}
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             query = self._statement(
                 conn,
-                "SELECT key, version FROM {schema}.{table} WHERE session_id = %s AND kind = %s",
+                "SELECT session_id, key, version FROM {schema}.{table} "
+                "WHERE session_id = ANY(%s) AND kind = %s",
                 table=self.ids_table_name,
             )
-            cursor.execute(query, (session_id, FORK))
-            return [(row["key"], row["version"]) for row in cursor.fetchall()]
+            cursor.execute(query, (list(session_ids), FORK))
+            forks: dict[str, list[tuple[str, int]]] = {}
+            for row in cursor.fetchall():
+                forks.setdefault(row["session_id"], []).append((row["key"], row["version"]))
+            return forks
 
     def _used_ids_sql(self, conn: psycopg.Connection[Any]) -> bytes:
         return self._statement(

@@ -234,13 +234,19 @@ class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteAppli
                 found.update((row[0], row[1]) for row in c.fetchall())
         return found
 
-    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+    def forks_of(self, session_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        forks: dict[str, list[tuple[str, int]]] = {}
         with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT key, version FROM {self.ids_table_name} WHERE session_id = ? AND kind = ?",
-                (session_id, FORK),
-            )
-            return [(row[0], row[1]) for row in c.fetchall()]
+            for start in range(0, len(session_ids), LOOKUP_CHUNK):
+                chunk = list(session_ids[start : start + LOOKUP_CHUNK])
+                c.execute(
+                    f"SELECT session_id, key, version FROM {self.ids_table_name} WHERE "
+                    f"session_id IN ({','.join('?' * len(chunk))}) AND kind = ?",
+                    (*chunk, FORK),
+                )
+                for row in c.fetchall():
+                    forks.setdefault(row[0], []).append((row[1], row[2]))
+        return forks
 
     def create_id_index(self, backfill: Callable[[StoredEvent], list[IdRow]]) -> int:
         """Creates the index, filled from the events already stored, in one transaction.

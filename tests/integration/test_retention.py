@@ -230,9 +230,15 @@ def test_the_plan_is_the_same_however_many_sessions_one_read_judges(
         s, "acme/tree", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
     )
     import_old_session(s, "acme/forked", [days_ago(200), days_ago(40)], {"app": "chat"})
+    # Due with its fork, but the fork's own fork is in use: held back two generations down.
+    deep = import_old_session(
+        s, "acme/deep", [days_ago(200), days_ago(40)], {"app": "chat"}, branch_at=days_ago(35)
+    )
     with tenancy.calling_as(ACME):
         s.fork_session("acme/forked", new_session_id="acme/busy")
         s.append("acme/busy", [user("a new question on the fork")])
+        s.fork_session(deep.sessions[1].session.id, new_session_id="acme/grandchild")
+        s.append("acme/grandchild", [user("a new question two forks down")])
     acme.caught_up()
     rules = policies(ACME_POLICIES)
 
@@ -243,7 +249,8 @@ def test_the_plan_is_the_same_however_many_sessions_one_read_judges(
 
     whole = planned()
     assert [r for r, _ in whole[0]] == ["acme/idle", "acme/old", "acme/tree"]
-    assert len(whole[0][2][1]) == 1 and whole[1] == ["acme/forked"]
+    assert len(whole[0][2][1]) == 1
+    assert whole[1] == ["acme/forked", "acme/deep", deep.sessions[1].session.id]
     for batch in (1, 2, 3):
         monkeypatch.setattr(retention, "PLAN_BATCH", batch)
         assert planned() == whole

@@ -4,6 +4,7 @@ with the server's ErrorInfo, and the address, tokens and TLS as a user sets them
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -11,8 +12,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 from sessionstore_client import (
+    ROUND_ROBIN,
     TLS,
+    AsyncClient,
     Client,
     CompactionPolicy,
     EntriesAppended,
@@ -215,6 +219,76 @@ def test_the_address_and_token_come_from_the_environment(
                 auditor.append_entries(session.id, entries=[user("no")])
     finally:
         server.stop(0)
+
+
+def test_a_service_config_spreads_a_channels_calls_over_every_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two servers on databases of their own: a session made on the first is
+    # NOT_FOUND on the second, so each answer tells which server gave it.
+    first = start_server(f"sqlite:///{tmp_path}/first.db")
+    second = start_server(f"sqlite:///{tmp_path}/second.db")
+    try:
+        with Client(f"127.0.0.1:{first.port}") as client:
+            session_id = client.create_session().id
+        both = f"ipv4:127.0.0.1:{first.port},127.0.0.1:{second.port}"
+
+        def answers(client: Client, calls: int) -> tuple[int, int]:
+            """(found, missing) of up to ``calls`` reads, stopping once both are seen
+            (round robin uses an address once it has connected to it)."""
+            found = missing = 0
+            while found + missing < calls and not (found and missing):
+                try:
+                    client.get_session(session_id)
+                    found += 1
+                except errors.NotFound:
+                    missing += 1
+            return found, missing
+
+        # gRPC's default, pick_first: every call goes to one server.
+        with Client(both) as pinned:
+            assert answers(pinned, 20) == (20, 0)
+        with Client(both, service_config=ROUND_ROBIN) as spread:
+            assert all(answers(spread, 500))
+
+        # The deploy's client ConfigMap, its service config mounted as a file.
+        manifest = yaml.safe_load(Path("deploy/kubernetes/base/client.yaml").read_text())
+        mounted = tmp_path / "service-config.json"
+        mounted.write_text(manifest["data"]["service-config.json"])
+        monkeypatch.setenv("SESSIONSTORE_SERVICE_CONFIG_FILE", str(mounted))
+        with Client(both) as configured:
+            assert all(answers(configured, 500))
+
+        async def spread_async() -> set[str]:
+            answers = set()
+            async with AsyncClient(both) as client:
+                for _ in range(500):
+                    try:
+                        answers.add((await client.get_session(session_id)).id)
+                    except errors.NotFound:
+                        answers.add("missing")
+                    if len(answers) == 2:
+                        break
+            return answers
+
+        assert asyncio.run(spread_async()) == {session_id, "missing"}
+    finally:
+        first.stop(0)
+        second.stop(0)
+
+
+def test_a_malformed_service_config_is_refused_where_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match="service_config is not JSON"):
+        Client(service_config="{round_robin}")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        Client(service_config='["round_robin"]')
+    mounted = tmp_path / "service-config.json"
+    mounted.write_text("loadBalancingConfig: round_robin")
+    monkeypatch.setenv("SESSIONSTORE_SERVICE_CONFIG_FILE", str(mounted))
+    with pytest.raises(ValueError, match=f"SESSIONSTORE_SERVICE_CONFIG_FILE \\({mounted}\\)"):
+        Client()
 
 
 def test_tls_and_mutual_tls(tmp_path: Path, pki: Pki) -> None:  # noqa: F811

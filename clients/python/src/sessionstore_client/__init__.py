@@ -9,10 +9,10 @@ Adapters for agent runtimes are modules of their own, each an optional extra:
 """
 
 from sessionstore_client import types
-from sessionstore_client._transport import TLS, Retry
+from sessionstore_client._transport import ROUND_ROBIN, TLS, Retry
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.client import Client
 from sessionstore_client.types import *  # noqa: F403  (the API's messages, by name)
 
-__all__ = ["TLS", "AsyncClient", "Client", "Retry"]
+__all__ = ["ROUND_ROBIN", "TLS", "AsyncClient", "Client", "Retry"]
 __all__ += types.__all__

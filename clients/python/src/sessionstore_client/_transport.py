@@ -4,14 +4,19 @@ The address comes from the argument, else ``SESSIONSTORE_ADDRESS``, else
 127.0.0.1:50051. The bearer token from the argument, else ``SESSIONSTORE_TOKEN``.
 TLS from the argument, else from ``SESSIONSTORE_CA_FILE``, ``SESSIONSTORE_CERT_FILE``
 and ``SESSIONSTORE_KEY_FILE`` when any is set (the CLI's variables), else none.
+The gRPC service config (say, round robin over every address a name resolves
+to) from the argument, else from the file ``SESSIONSTORE_SERVICE_CONFIG_FILE``
+names (the ``service-config.json`` of the deploy's client ConfigMap), else none.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -111,6 +116,8 @@ class Connection:
     tls: TLS | None
     timeout: float | None
     retry: Retry
+    # The gRPC service config, as JSON text; empty: gRPC's defaults (pick_first).
+    service_config: str = ""
 
     @classmethod
     def resolve(
@@ -120,6 +127,7 @@ class Connection:
         tls: TLS | bool | None,
         timeout: float | None,
         retry: Retry | None,
+        service_config: str | Mapping[str, Any] | None = None,
     ) -> Connection:
         if tls is None:
             resolved_tls = TLS.from_environment()
@@ -133,6 +141,7 @@ class Connection:
             tls=resolved_tls,
             timeout=timeout,
             retry=retry or Retry(),
+            service_config=_service_config(service_config),
         )
 
     @property
@@ -143,6 +152,40 @@ class Connection:
 
     def credentials(self) -> grpc.ChannelCredentials | None:
         return self.tls.credentials() if self.tls is not None else None
+
+    @property
+    def channel_options(self) -> list[tuple[str, Any]]:
+        if not self.service_config:
+            return CHANNEL_OPTIONS
+        return [*CHANNEL_OPTIONS, ("grpc.service_config", self.service_config)]
+
+
+SERVICE_CONFIG_FILE_VARIABLE = "SESSIONSTORE_SERVICE_CONFIG_FILE"
+
+
+def _service_config(given: str | Mapping[str, Any] | None) -> str:
+    """The service config as JSON text, checked here: gRPC would reject a malformed
+    one only when the channel opens, far from where it was given."""
+    if isinstance(given, Mapping):
+        return json.dumps(given)
+    where = "service_config"
+    if given is None:
+        path = os.environ.get(SERVICE_CONFIG_FILE_VARIABLE)
+        if not path:
+            return ""
+        where = f"{SERVICE_CONFIG_FILE_VARIABLE} ({path})"
+        given = Path(path).read_text()
+    try:
+        parsed = json.loads(given)
+    except ValueError as error:
+        raise ValueError(f"{where} is not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{where} must be a JSON object, such as {ROUND_ROBIN}")
+    return given
+
+
+# The service config of a channel that round-robins over every address of its target.
+ROUND_ROBIN = '{"loadBalancingConfig": [{"round_robin": {}}]}'
 
 
 class Channels:
@@ -156,8 +199,9 @@ class Channels:
         tls: TLS | bool | None,
         timeout: float | None,
         retry: Retry | None,
+        service_config: str | Mapping[str, Any] | None,
     ) -> None:
-        self.connection = Connection.resolve(address, token, tls, timeout, retry)
+        self.connection = Connection.resolve(address, token, tls, timeout, retry, service_config)
         self._callables: dict[str, Any] = {}
 
     @property

@@ -12,7 +12,7 @@ is opened on the first call, in the event loop that makes it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +20,6 @@ import grpc
 
 from sessionstore_client._methods import AsyncMethods
 from sessionstore_client._transport import (
-    CHANNEL_OPTIONS,
     TLS,
     Attempts,
     Channels,
@@ -47,8 +46,9 @@ class AsyncClient(Channels, AsyncMethods):
         tls: TLS | bool | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
+        service_config: str | Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(address, token, tls, timeout, retry)
+        super().__init__(address, token, tls, timeout, retry, service_config)
         self._channel: grpc.aio.Channel | None = None
 
     async def close(self) -> None:
@@ -69,10 +69,11 @@ class AsyncClient(Channels, AsyncMethods):
         if self._channel is None:
             credentials = self.connection.credentials()
             address = self.connection.address
+            options = self.connection.channel_options
             self._channel = (
-                grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+                grpc.aio.secure_channel(address, credentials, options=options)
                 if credentials is not None
-                else grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+                else grpc.aio.insecure_channel(address, options=options)
             )
         return self._channel
 

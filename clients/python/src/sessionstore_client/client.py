@@ -19,7 +19,7 @@ so a retried append is never written twice. Failures raise the exceptions of
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +27,6 @@ import grpc
 
 from sessionstore_client._methods import SyncMethods
 from sessionstore_client._transport import (
-    CHANNEL_OPTIONS,
     GENERATED_KEY_PREFIX,
     TLS,
     Attempts,
@@ -70,8 +69,9 @@ class Client(Channels, SyncMethods):
         tls: TLS | bool | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
+        service_config: str | Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(address, token, tls, timeout, retry)
+        super().__init__(address, token, tls, timeout, retry, service_config)
         self._channel: grpc.Channel | None = None
 
     def close(self) -> None:
@@ -92,10 +92,11 @@ class Client(Channels, SyncMethods):
         if self._channel is None:
             credentials = self.connection.credentials()
             address = self.connection.address
+            options = self.connection.channel_options
             self._channel = (
-                grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+                grpc.secure_channel(address, credentials, options=options)
                 if credentials is not None
-                else grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                else grpc.insecure_channel(address, options=options)
             )
         return self._channel
 

@@ -125,6 +125,7 @@ def _ours(stub: turns.Stub, before: int, count: int, *, one_call: bool = True) -
 
 def _langgraph(db: Database, before: int, count: int) -> list[float]:
     from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -133,7 +134,9 @@ def _langgraph(db: Database, before: int, count: int) -> list[float]:
     times: list[float] = []
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
-        thread = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        thread: RunnableConfig = {
+            "configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}
+        }
         state: dict[str, Any] = {"config": thread, "messages": [], "version": None}
 
         def turn(first: int, last: int) -> None:
@@ -157,7 +160,7 @@ def _langgraph(db: Database, before: int, count: int) -> list[float]:
             state["config"] = saver.put(
                 state["config"],
                 checkpoint,
-                {"source": "loop", "step": last, "parents": {}},  # type: ignore[typeddict-unknown-key]
+                {"source": "loop", "step": last, "parents": {}},
                 {"messages": version},
             )
             latest = saver.get_tuple(thread)

@@ -88,7 +88,12 @@ def main() -> None:
 
             for n in range(50):  # warm caches and connections
                 one_turn(n)
-            _profile("one-turn append", 500, lambda: [one_turn(n) for n in range(500)])
+
+            def one_turns() -> None:
+                for n in range(500):
+                    one_turn(n)
+
+            _profile("one-turn append", 500, one_turns)
 
             chat = [turns.user(n) if n % 2 == 0 else turns.answer(n) for n in range(200)]
 
@@ -161,12 +166,16 @@ def _cold_compacted(url: str) -> None:
             sessions.access.written.discard(session_id)
             servicer.GetPromptView(view, context)
 
+        def colds() -> None:
+            for _ in range(COLD_VIEWS):
+                cold()
+
         for _ in range(3):
             cold()  # warm the pool's statements and the code paths
         _profile(
             "cold prompt view, 10,000 entries compacted to ~300 (from the cut)",
             COLD_VIEWS,
-            lambda: [cold() for _ in range(COLD_VIEWS)],
+            colds,
         )
         _profile(
             "warm prompt view of the same session",

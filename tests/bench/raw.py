@@ -34,6 +34,7 @@ TOPIC = "domain.session:Session.EntriesAppended"
 def inserts_per_second(db: Database, seconds: float, clients: int = 1) -> float:
     """Single-row autocommit inserts per second for ``seconds``, by ``clients``
     threads at once, each on a connection of its own."""
+    connect: Callable[[], psycopg.Connection | sqlite3.Connection]
     if db.backend == "postgres":
         connect, statement = _postgres(db), "INSERT INTO raw_events VALUES (%s, %s, %s, %s)"
     else:

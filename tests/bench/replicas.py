@@ -43,7 +43,7 @@ SERVERS = 3
 # The database's ceilings: one client, and as many as the servers would be.
 LOCKED_CONNECTIONS = (1, 4)
 # Each channel's calls spread over every server.
-ROUND_ROBIN = {"loadBalancingConfig": [{"round_robin": {}}]}
+ROUND_ROBIN: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
 
 
 @dataclass(frozen=True)

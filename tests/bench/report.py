@@ -62,7 +62,7 @@ class Result:
     value: float
     unit: str
     # Per-run figures whose median is ``value``.
-    runs: list[float] = field(default_factory=list)
+    runs: Sequence[float] = field(default_factory=list)
     target: Target | None = None
     # A same-run comparison, e.g. ours / raw, and what it compares with.
     ratio: float | None = None

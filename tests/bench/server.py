@@ -57,10 +57,12 @@ class Database:
     schema: str = ""
     path: str = ""
 
-    def psycopg_connect(self, **kwargs: object) -> psycopg.Connection:
+    def psycopg_connect(self, autocommit: bool = False) -> psycopg.Connection:
         """A plain connection whose unqualified names resolve in this schema."""
         assert self.backend == "postgres"
-        return psycopg.connect(POSTGRES_URL, options=f"-c search_path={self.schema}", **kwargs)  # type: ignore[call-overload]
+        return psycopg.connect(
+            POSTGRES_URL, options=f"-c search_path={self.schema}", autocommit=autocommit
+        )
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
 from psycopg import sql
-from psycopg.rows import scalar_row
+from psycopg.rows import scalar_row, tuple_row
 
 from services.adapters.id_index import (
     FORK,
@@ -85,7 +85,7 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         Every prompt view catches up with one of these, and a cold one reads a
         whole session: binary rows spare the hex encoding of every event's bytes.
         """
-        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+        with self.datastore.get_connection() as conn, _rows(conn) as cursor:
             self._send_select(conn, cursor, originator_id, gt, lte, desc, limit)
             return self._stored_events(cursor)
 
@@ -105,15 +105,9 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
 
     @staticmethod
     def _stored_events(cursor: psycopg.Cursor[Any]) -> list[StoredEvent]:
-        return [
-            StoredEvent(
-                originator_id=row["originator_id"],
-                originator_version=row["originator_version"],
-                topic=row["topic"],
-                state=bytes(row["state"]),
-            )
-            for row in cursor.fetchall()
-        ]
+        """The events a cursor of plain rows (``_rows``) read, as (originator id,
+        version, topic, state)."""
+        return [StoredEvent(i, v, t, bytes(s)) for i, v, t, s in cursor.fetchall()]
 
     def _select_sql(
         self, conn: psycopg.Connection[Any], shape: tuple[bool, bool, bool, bool]
@@ -121,7 +115,14 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         statement = self._select_statements.get(shape)
         if statement is None:
             has_gt, has_lte, desc, has_limit = shape
-            composed = self.select_events_statement
+            # The columns named, in the order _stored_events reads them.
+            composed = sql.SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+                "WHERE originator_id = %s"
+            ).format(
+                schema=sql.Identifier(self.datastore.schema),
+                table=sql.Identifier(self.events_table_name),
+            )
             if has_gt:
                 composed += sql.SQL(" AND originator_version > %s")
             if has_lte:
@@ -227,7 +228,7 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         )
 
     def data_keys(self, session_id: str, after: int, upto: int | None) -> list[DataKeyRow]:
-        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+        with self.datastore.get_connection() as conn, _rows(conn) as cursor:
             self._send_data_keys(conn, cursor, session_id, (after, upto))
             return self._data_key_rows(cursor)
 
@@ -240,8 +241,8 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline(),
-            conn.cursor(binary=True) as events,
-            conn.cursor(binary=True) as key_rows,
+            _rows(conn) as events,
+            _rows(conn) as key_rows,
         ):
             self._send_select(conn, events, session_id, after or None, upto)
             self._send_data_keys(conn, key_rows, session_id, keys)
@@ -252,7 +253,7 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
     ) -> list[StoredEvent]:
         """One query: each session's newest snapshot, read backwards on its key."""
         table = cast(PostgresAggregateRecorder, snapshots).events_table_name
-        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as cursor:
+        with self.datastore.get_connection() as conn, _rows(conn) as cursor:
             statement = self._statement(
                 conn,
                 "SELECT s.originator_id, s.originator_version, s.topic, s.state "
@@ -274,8 +275,8 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline(),
-            conn.cursor(binary=True) as events,
-            conn.cursor(binary=True) as key_rows,
+            _rows(conn) as events,
+            _rows(conn) as key_rows,
         ):
             events.execute(
                 self._statement(
@@ -325,10 +326,8 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
 
     @staticmethod
     def _data_key_rows(cursor: psycopg.Cursor[Any]) -> list[DataKeyRow]:
-        return [
-            (r["session_id"], r["version"], r["kind"], r["key_id"], bytes(r["data_key"]))
-            for r in cursor.fetchall()
-        ]
+        """The keys a cursor of plain rows (``_rows``) read."""
+        return [(s, v, k, i, bytes(key)) for s, v, k, i, key in cursor.fetchall()]
 
     def used_ids(self, session_id: str, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         kinds, names = [k for k, _ in keys], [n for _, n in keys]
@@ -402,3 +401,9 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
                 (ttl_seconds,),
             )
             return int(cursor.rowcount)
+
+
+def _rows(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor for events and keys: binary (an event's bytes not hex-escaped) and plain
+    tuples (the pool's dict rows would name the columns of each of hundreds of rows)."""
+    return conn.cursor(binary=True, row_factory=tuple_row)

@@ -23,6 +23,7 @@ The transcodings in services.adapters.event_store seal and open through the
 from __future__ import annotations
 
 import base64
+import binascii
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -72,7 +73,7 @@ def seal(key: bytes, name: KeyName, plaintext: bytes) -> str:
 
 def open_sealed(key: bytes, name: KeyName, sealed: str) -> bytes:
     """The plaintext; raises InvalidTag unless the key and name are those it was sealed with."""
-    raw = base64.b64decode(sealed)
+    raw = binascii.a2b_base64(sealed)  # b64decode's checks and copies, without them
     return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated_data(name))
 
 

@@ -43,7 +43,7 @@ from services.adapters.postgres_availability import (
     ResilientPostgresDatastore,
     make_resilient,
 )
-from services.adapters.postgres_check import check_postgres
+from services.adapters.postgres_check import setting_up_postgres
 from services.adapters.sealing import (
     DataKeyRow,
 )
@@ -66,14 +66,14 @@ class EventStore(Application[str]):
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
     def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
-        check_postgres(env)
         self._probe: PostgresProbe | None = None
-        super().__init__(env=env)
+        with setting_up_postgres(env):
+            super().__init__(env=env)
+            self._index_topics()
+            self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
+            self._indexing_recorder.create_key_table()
+            self._indexing_recorder.create_data_key_table()
         self.snapshot_interval = snapshot_interval
-        self._index_topics()
-        self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
-        self._indexing_recorder.create_key_table()
-        self._indexing_recorder.create_data_key_table()
         # Bare stream ids of other tenants' sessions stored before ids were scoped.
         self.legacy_tenants = legacy_tenants(self.recorder)
 

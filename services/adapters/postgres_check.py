@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import psycopg
 from psycopg import sql
 
@@ -13,13 +16,20 @@ class DatabaseUnreachable(OSError):
     """The configured database cannot be used; the message says why and what to do."""
 
 
-def check_postgres(env: dict[str, str]) -> None:
+@contextmanager
+def setting_up_postgres(env: dict[str, str]) -> Iterator[None]:
     """Connects once, quickly, so that a wrong URL is told apart from a server that is down.
 
     The library's pool would only say "couldn't get a connection after 10.00 sec"
-    for both. Creates the configured schema, which the library expects to exist.
+    for both. Creates the configured schema, which the library expects to exist,
+    and holds the block (the store creating its tables, indexes and functions)
+    under an advisory lock: servers and workers starting at once on an empty
+    database would otherwise race in CREATE ... IF NOT EXISTS, which PostgreSQL
+    lets fail on its catalog's unique keys. One sets up, the others wait and
+    find it done. Does nothing for other databases.
     """
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield
         return
     host, port, dbname = env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]
     try:
@@ -44,5 +54,8 @@ def check_postgres(env: dict[str, str]) -> None:
         ) from None
     with conn:
         schema = env.get("POSTGRES_SCHEMA")
+        # Held by this connection until the block ends (or the process does).
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"sessionstore setup {schema}",))
         if schema:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        yield

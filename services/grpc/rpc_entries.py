@@ -41,19 +41,23 @@ class EntryRpcs(RpcBase):
         drafts = [mapping.entry_from_pb(e, i) for i, e in enumerate(request.entries)]
         session_id = self._session_id(request)
         wanted = request.view_after_append if request.HasField("view_after_append") else None
+        held_version = 0
         if wanted is not None:
             # Checked before writing: a bad view request writes nothing.
+            held = fields.held(wanted)
             view_args = (
                 mapping.prompt_format(wanted.format),
                 fields.deadline(context),
                 fields.token_budget(wanted),
-                fields.held(wanted),
+                held,
             )
+            held_version = held[0] if held is not None else 0
         written = self.commands.entries.append(
             session_id,
             drafts,
             expected_version=fields.expected_version(request),
             idempotency_key=request.idempotency_key,
+            held_version=held_version,
         )
         result = written.result
         response = pb.AppendEntriesResponse(

@@ -29,10 +29,12 @@ class StateCollector(Collector):
         caches: Callable[[], dict[str, WeightedLRU[Any, Any]]] = dict,
         event_store_pool: Any | None = None,
         read_models: ReadModels | None = None,
+        lost_races: Callable[[], int] | None = None,
     ) -> None:
         self._caches = caches
         self._pool = event_store_pool
         self._read_models = read_models
+        self._lost_races = lost_races
         self._failing = False
 
     def describe(self) -> list[Any]:
@@ -40,6 +42,13 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         yield from self._cache_figures()
+        if self._lost_races is not None:
+            yield CounterMetricFamily(
+                "sessionstore_write_races_lost",
+                "Saves that found this server's copy of the session stale (another server "
+                "had stored that version), made again on the store's copy.",
+                value=self._lost_races(),
+            )
         if self._pool is not None:
             yield from _psycopg_pool_figures(self._pool)
         if self._read_models is not None:

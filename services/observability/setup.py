@@ -108,7 +108,10 @@ class Observability:
                 **sessions.saved_versions.caches(),
             }
 
-        self.metrics.registry.register(StateCollector(caches, pool, read_models))
+        writes = sessions.write_path
+        self.metrics.registry.register(
+            StateCollector(caches, pool, read_models, lambda: writes.lost_races)
+        )
 
     def serve_metrics(self) -> None:
         if self.metrics is not None and self._address:

@@ -277,6 +277,44 @@ def test_a_service_config_spreads_a_channels_calls_over_every_address(
         second.stop(0)
 
 
+def test_an_append_naming_the_view_its_client_holds_is_not_saved_on_a_stale_copy(
+    tmp_path: Path,
+) -> None:
+    # Two servers on one database, written in turn: each one's copy is stale when
+    # its turn comes. Naming the view it holds, the client tells the server so.
+    first = start_server(f"sqlite:///{tmp_path}/shared.db")
+    second = start_server(f"sqlite:///{tmp_path}/shared.db")
+    try:
+        with (
+            Client(f"127.0.0.1:{first.port}") as one,
+            Client(f"127.0.0.1:{second.port}") as other,
+        ):
+            session_id = one.create_session().id
+            one.append_entries(session_id, entries=[user("one")])
+            other.append_entries(session_id, entries=[user("two")])
+            view = other.get_prompt_view(session_id)
+            lost = first.app.sessions.write_path.lost_races
+            turn = one.append_entries(
+                session_id,
+                entries=[user("three")],
+                view_after_append=ViewAfterAppend(
+                    format=PromptFormat.OPENAI,
+                    held_version=view.version,
+                    held_hash=view.request_hash,
+                ),
+            )
+            assert first.app.sessions.write_path.lost_races == lost
+            assert turn.version == view.version + 1
+            assert turn.view_after_append.appended  # only what came after the held view
+            # Told nothing, the other server saves on its stale copy first.
+            lost = second.app.sessions.write_path.lost_races
+            other.append_entries(session_id, entries=[user("four")])
+            assert second.app.sessions.write_path.lost_races == lost + 1
+    finally:
+        first.stop(0)
+        second.stop(0)
+
+
 def test_a_malformed_service_config_is_refused_where_it_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,7 @@ from tests.support.prometheus import (
     PrometheusServer,
     ensure_installed,
     promtool_check,
+    samples,
     scrape,
     value,
 )
@@ -124,6 +125,8 @@ def test_the_endpoint_passes_promtool_and_counts_what_was_done(
     assert value(exposition, "sessionstore_cache_items", cache="histories") == 1
     assert value(exposition, "sessionstore_cache_hits_total", cache="histories") > 0
     assert value(exposition, "process_resident_memory_bytes") > 0
+    # One server alone: none of its saves found its copy stale.
+    assert samples(exposition)[("sessionstore_write_races_lost_total", frozenset())] == 0
 
 
 def _workload(store: pb_grpc.SessionStoreStub) -> pb.Compaction:

@@ -5,15 +5,17 @@ another server took, and the write is made again on the store's copy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from domain.content import PromptRef
 from domain.errors import VersionConflict
 from services.app.sessions import SessionService
 from services.bootstrap import build_service
 from services.config import Config
-from tests.unit.support import user
+from tests.unit.support import assistant, user
 
 
 @pytest.fixture
@@ -70,3 +72,34 @@ def test_a_stale_copy_still_hears_the_version_the_store_holds(
     written = first.commands.entries.append("expects", [user("four")], expected_version=4)
     assert written.session.version == 5
     assert _texts(second, "expects") == ["one", "two", "three", "four"]
+
+
+def test_a_copy_older_than_what_the_client_has_seen_is_not_tried(
+    servers: list[SessionService],
+) -> None:
+    first, second, third = servers
+    first.create_session("seen", lambda d: d)
+    for turn in range(6):
+        servers[turn % 3].append("seen", [user(f"turn {turn}")])
+    # Every server's copy is now behind the store. Told nothing, a server saves on
+    # its copy, loses to the version another server took, and writes again.
+    lost = first.write_path.lost_races
+    latest = first.append("seen", [user("blind")]).version
+    assert first.write_path.lost_races == lost + 1
+    # An answer names the view it was made from: the server knows its copy is
+    # stale before saving, and reads the store's instead of losing a save.
+    lost, reads = second.write_path.lost_races, _store_reads(second)
+    answer = replace(assistant("an answer"), prompt_ref=PromptRef(latest, "openai", "hash"))
+    written = second.commands.entries.append("seen", [answer])
+    assert second.write_path.lost_races == lost
+    assert _store_reads(second) == reads + 1
+    assert written.session.version == latest + 1
+    # Likewise the view a client holds (AppendEntries' view_after_append.held_version).
+    lost = third.write_path.lost_races
+    written = third.commands.entries.append("seen", [user("held")], held_version=latest + 1)
+    assert third.write_path.lost_races == lost
+    assert written.session.version == latest + 2
+    # A version the store never reached costs a read, never a wrong write.
+    written = third.commands.entries.append("seen", [user("ahead")], held_version=latest + 99)
+    assert written.session.version == latest + 3
+    assert _texts(first, "seen")[-4:] == ["blind", "an answer", "held", "ahead"]

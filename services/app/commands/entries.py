@@ -29,7 +29,9 @@ class EntryCommands:
         *,
         expected_version: int | None = None,
         idempotency_key: str = "",
+        held_version: int = 0,
     ) -> Written[AppendResult]:
+        """``held_version``: the version of the view the client holds, if it says."""
         drafts_print = fingerprint(drafts) if idempotency_key else ""
         store = self.writes.store
 
@@ -56,7 +58,9 @@ class EntryCommands:
 
         # The idempotency check comes before the version check: a retry carries
         # the expected version its first try had.
-        return self.writes.write(session_id, None, command)
+        return self.writes.write(
+            session_id, None, command, seen_version=_seen(drafts, expected_version, held_version)
+        )
 
     def abandon_tool_calls(
         self,
@@ -106,3 +110,10 @@ class EntryCommands:
             return shown
 
         return self.writes.write(session_id, expected_version, command)
+
+
+def _seen(drafts: Sequence[Entry], expected_version: int | None, held_version: int) -> int:
+    """The latest version of the session an append shows its client has seen: the
+    version it expects, the view it holds, the views its answers were made from."""
+    answered = (d.prompt_ref.version for d in drafts if d.prompt_ref is not None)
+    return max(expected_version or 0, held_version, *answered)

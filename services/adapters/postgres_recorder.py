@@ -65,7 +65,6 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
         self.head_function_name = self.events_table_name + "_head"
         self._wakeups = SaveWakeups(self.datastore, self.channel_name)
         self._insert_call: bytes | None = None
-        self._select_statements: dict[tuple[bool, bool, bool, bool], bytes] = {}
         # Statements composed for this schema once, by their template.
         self._statements: dict[str, bytes] = {}
         self.keys_table_name = self.events_table_name + KEYS_TABLE_SUFFIX
@@ -112,28 +111,18 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
     def _select_sql(
         self, conn: psycopg.Connection[Any], shape: tuple[bool, bool, bool, bool]
     ) -> bytes:
-        statement = self._select_statements.get(shape)
-        if statement is None:
-            has_gt, has_lte, desc, has_limit = shape
-            # The columns named, in the order _stored_events reads them.
-            composed = sql.SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
-                "WHERE originator_id = %s"
-            ).format(
-                schema=sql.Identifier(self.datastore.schema),
-                table=sql.Identifier(self.events_table_name),
-            )
-            if has_gt:
-                composed += sql.SQL(" AND originator_version > %s")
-            if has_lte:
-                composed += sql.SQL(" AND originator_version <= %s")
-            composed += sql.SQL(
-                " ORDER BY originator_version DESC" if desc else " ORDER BY originator_version ASC"
-            )
-            if has_limit:
-                composed += sql.SQL(" LIMIT %s")
-            statement = self._select_statements[shape] = composed.as_bytes(conn)
-        return statement
+        """The select of one shape of read (bounds, order, limit), its columns named in
+        the order _stored_events reads them (the library's selects *)."""
+        has_gt, has_lte, desc, has_limit = shape
+        template = (
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+            "WHERE originator_id = %s"
+            + (" AND originator_version > %s" if has_gt else "")
+            + (" AND originator_version <= %s" if has_lte else "")
+            + (" ORDER BY originator_version DESC" if desc else " ORDER BY originator_version")
+            + (" LIMIT %s" if has_limit else "")
+        )
+        return self._statement(conn, template, table=self.events_table_name)
 
     def insert_events(
         self,

@@ -48,7 +48,7 @@ from services.app.imports import ImportService
 from services.app.sessions import SessionService
 
 ERASED_BY = "retention"
-# Candidates judged per read of the store.
+# Candidates judged per read of the store, unless told otherwise.
 PLAN_BATCH = 200
 log = structlog.get_logger(__name__)
 
@@ -111,10 +111,13 @@ class RetentionService:
         sessions: SessionService,
         catalog: ReadModelQueries,
         clock: Callable[[], datetime] | None = None,
+        batch: int = PLAN_BATCH,
     ) -> None:
         self.sessions = sessions
         self.catalog = catalog
         self.clock = clock or (lambda: datetime.now(UTC))
+        # Candidates judged per read of the store.
+        self.batch = batch
         self._exports = ImportService(sessions)
 
     # -- plan ---------------------------------------------------------------------
@@ -146,8 +149,8 @@ class RetentionService:
 
         removals: list[PlannedRemoval] = []
         held: list[HeldBack] = []
-        for start in range(0, len(candidates), PLAN_BATCH):
-            batch = candidates[start : start + PLAN_BATCH]
+        for start in range(0, len(candidates), self.batch):
+            batch = candidates[start : start + self.batch]
             judge_all(batch)
             due = [v for s in batch if (v := verdicts[s]) is not None and v.due]
             forks_of = self._forks([verdict.session for verdict in due])

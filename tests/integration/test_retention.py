@@ -22,7 +22,7 @@ import pytest
 from domain.errors import VersionConflict
 from domain.retention import RetentionPolicy
 from services.adapters.retention_file import parse_policies
-from services.app import retention, tenancy
+from services.app import tenancy
 from services.app.retention import RetentionOutcome, RetentionService
 from services.app.retention_scheduler import RetentionScheduler
 from services.app.sessions import SessionService
@@ -220,9 +220,7 @@ def test_forks_go_with_their_parent_only_when_due_themselves(store: Store) -> No
         assert not s.aggregate(kept).erased and "secret" in store.readable(kept)
 
 
-def test_the_plan_is_the_same_however_many_sessions_one_read_judges(
-    acme: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_plan_is_the_same_however_many_sessions_one_read_judges(acme: Store) -> None:
     # Candidates are judged a batch per read of the store: a batch that ends between a
     # session and its fork, or after a single session, changes nothing in the plan.
     s = acme.sessions
@@ -242,18 +240,18 @@ def test_the_plan_is_the_same_however_many_sessions_one_read_judges(
     acme.caught_up()
     rules = policies(ACME_POLICIES)
 
-    def planned() -> tuple[list[tuple[str, list[str]]], list[str]]:
-        plan = acme.retention.plan(rules)
+    def planned(retention: RetentionService) -> tuple[list[tuple[str, list[str]]], list[str]]:
+        plan = retention.plan(rules)
         removals = [(r.session_id, [f.session.session_id for f in r.forks]) for r in plan.removals]
         return removals, [h.verdict.session.session_id for h in plan.held]
 
-    whole = planned()
+    whole = planned(acme.retention)
     assert [r for r, _ in whole[0]] == ["acme/idle", "acme/old", "acme/tree"]
     assert len(whole[0][2][1]) == 1
     assert whole[1] == ["acme/forked", "acme/deep", deep.sessions[1].session.id]
+    catalog = acme.retention.catalog
     for batch in (1, 2, 3):
-        monkeypatch.setattr(retention, "PLAN_BATCH", batch)
-        assert planned() == whole
+        assert planned(RetentionService(s, catalog, lambda: NOW, batch=batch)) == whole
 
 
 def test_a_session_written_after_the_plan_is_not_erased(acme: Store) -> None:

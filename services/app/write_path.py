@@ -90,8 +90,14 @@ class WritePath:
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._listeners: list[SaveListener] = []
         # Saves that found their copy stale: another server had stored that
-        # version (the cost of round robin, for the metrics).
-        self.lost_races = 0
+        # version (the cost of round robin, for the metrics). Counted under a
+        # lock: saves to different sessions run at once.
+        self._lost_races = 0
+        self._counting = threading.Lock()
+
+    @property
+    def lost_races(self) -> int:
+        return self._lost_races
 
     def on_saved(self, listener: SaveListener) -> None:
         self._listeners.append(listener)
@@ -206,7 +212,8 @@ class WritePath:
                 raise SessionExists(
                     f"a session with id {quoted(self.access.ids.client(session.id))} already exists"
                 ) from None
-            self.lost_races += 1
+            with self._counting:
+                self._lost_races += 1
             raise RaceLost(
                 pending[0].originator_version - 1, self.access.load(session.id)
             ) from None

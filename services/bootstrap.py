@@ -38,7 +38,7 @@ from services.app.imports import ImportService
 from services.app.queries import SessionQueries
 from services.app.recall import RecallService
 from services.app.retention import RetentionOutcome, RetentionPlan, RetentionService
-from services.app.retention_scheduler import RetentionScheduler
+from services.app.retention_scheduler import RetentionInServer, RetentionScheduler
 from services.app.retrieval import Retrieval
 from services.app.saved_versions import SavedVersions
 from services.app.session_rules import SessionRules
@@ -50,6 +50,7 @@ from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.observability.setup import Observability
 from services.readmodels import ReadModels, build_read_models
+from services.readmodels.leadership import RETENTION_LOCK, lead_while
 from services.readmodels.runner import ReadModelRunner
 
 if TYPE_CHECKING:
@@ -73,8 +74,13 @@ class Application:
     recall: RecallService | None = None
     # Metrics and traces (each off unless configured), and the calls' log context.
     observability: Observability | None = None
+    # The retention policies, where this server keeps the read models itself and
+    # was given a policy file; the server starts it.
+    retention: RetentionInServer | None = None
 
     def close(self) -> None:
+        if self.retention is not None:
+            self.retention.close()  # before what its runs use
         self.runner.close()
         if self.read_models is not None:
             self.read_models.close()
@@ -161,6 +167,14 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
     context = ContextService(sessions, engines, Retrieval(recall))
     sessions.write_path.on_saved(context.ingest)
     observability.watch(sessions, read_models)
+    retention = None
+    if (
+        config.retention_file is not None
+        and read_models is not None
+        and config.projections == "inprocess"
+    ):
+        retention = build_server_retention(config, sessions, read_models)
+        observability.watch_retention(retention.scheduler)
     return Application(
         sessions,
         context,
@@ -171,6 +185,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         read_models=read_models,
         recall=recall,
         observability=observability,
+        retention=retention,
     )
 
 
@@ -196,6 +211,25 @@ def build_worker_retention(
         config.retention_file,
         config.retention_interval_seconds,
         leading,
+    )
+
+
+def build_server_retention(
+    config: Config, sessions: SessionService, read_models: ReadModels
+) -> RetentionInServer:
+    """Retention in a server that projects in process: of several such servers on one
+    PostgreSQL database the one holding the retention lock applies the policies.
+    Erasures go through the server's own sessions, so its caches drop what went."""
+    assert config.retention_file is not None
+    scheduler = RetentionScheduler(
+        build_retention(sessions, read_models),
+        config.retention_file,
+        config.retention_interval_seconds,
+        threading.Event(),
+    )
+    database = read_models.database
+    return RetentionInServer(
+        scheduler, lambda stopping, leading: lead_while(database, RETENTION_LOCK, stopping, leading)
     )
 
 

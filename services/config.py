@@ -91,14 +91,15 @@ class Config(BaseSettings):
     retention_file: Path | None = Field(
         None,
         description="TOML file of retention policies (per tenant and label: idle_days, "
-        "max_age_days, erase or export-then-erase) the worker applies on a schedule; unset "
-        "or empty: no session is ever removed by retention",
+        "max_age_days, erase or export-then-erase) the worker, or a server that keeps the "
+        "read models itself (inprocess), applies on a schedule; unset or empty: no session "
+        "is ever removed by retention",
     )
     retention_interval_seconds: float = Field(
         3600.0,
         gt=0,
-        description="how often the leading worker applies the retention policies (it reads "
-        "the file again each time)",
+        description="how often the leading worker or server applies the retention policies "
+        "(it reads the file again each time)",
     )
     tokens_file: Path | None = Field(
         None,

@@ -1,4 +1,5 @@
-"""Retention on a schedule, in the worker.
+"""Retention on a schedule, in the worker, or in a server that keeps the read
+models itself (``inprocess``: ``RetentionInServer``).
 
 The leading worker (services.readmodels.leadership) reads the policy file
 (``SESSIONSTORE_RETENTION_FILE``), plans and applies it every
@@ -6,7 +7,8 @@ The leading worker (services.readmodels.leadership) reads the policy file
 file is read again each time, so a changed policy takes effect at the next run
 and a broken one applies nothing (logged) until fixed. Workers that wait for
 the lead apply nothing. ``RetentionScheduler.counters`` holds what went so
-far, for whoever exposes the worker's figures.
+far, for whoever exposes the worker's figures. Of servers that project in
+process, the one holding the retention lock applies the file, the same way.
 
 ``sessionstore retention plan|apply`` run the same use case straight on the
 database (services.bootstrap.retention_on_database).
@@ -109,3 +111,36 @@ class RetentionScheduler:
                 continue
             self.run_once()
             stopping.wait(self.interval_seconds)
+
+
+# Runs until its first event is set, keeping the second set while this process leads.
+Lead = Callable[[threading.Event, threading.Event], None]
+
+
+class RetentionInServer:
+    """A server's retention (it keeps the read models itself, so no worker applies
+    it): the scheduler runs while ``lead`` says this server leads, in two threads
+    from ``start`` until ``close``."""
+
+    def __init__(self, scheduler: RetentionScheduler, lead: Lead) -> None:
+        self.scheduler = scheduler
+        self._lead = lead
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        leading = self.scheduler.leading
+        self._threads = [
+            threading.Thread(
+                target=self._lead, args=(self._stopping, leading), name="retention-lead"
+            ),
+            threading.Thread(target=self.scheduler.run, args=(self._stopping,), name="retention"),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        """Stops them; a run under way ends first (its erasures are each whole)."""
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join()

@@ -138,6 +138,8 @@ def start(config: Config, tracer_provider: TracerProvider | None = None) -> Runn
     if app.read_models is not None:
         # Catch up before serving, then follow the store in the background.
         app.read_models.start()
+    if app.retention is not None:
+        app.retention.start()
     loop = EventLoopThread()
     try:
         return loop.run(_serve(config, app, loop, tokens, credentials))

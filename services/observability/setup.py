@@ -113,6 +113,14 @@ class Observability:
             StateCollector(caches, pool, read_models, lambda: writes.lost_races)
         )
 
+    def watch_retention(self, scheduler: RetentionScheduler) -> None:
+        """What the server's retention removed, on its /metrics."""
+        if self.metrics is None:
+            return
+        from services.observability.retention_figures import RetentionCollector
+
+        self.metrics.registry.register(RetentionCollector(scheduler))
+
     def serve_metrics(self) -> None:
         if self.metrics is not None and self._address:
             self.metrics_port = self.metrics.serve(self._address)

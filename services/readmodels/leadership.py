@@ -1,4 +1,5 @@
-"""Which worker projects: one leader per database, the others wait.
+"""Which worker projects: one leader per database, the others wait. And which
+server applies retention, where servers keep the read models themselves.
 
 On PostgreSQL the leader holds a session-level advisory lock
 (``pg_try_advisory_lock``) on a connection of its own. The lock lives as long
@@ -17,6 +18,10 @@ event once.
 SQLite has no sessions to hold a lock across processes: run one worker (a
 second would take turns with it on the database's write lock, never applying
 an event twice, but doubling the work).
+
+Servers that project in process (``inprocess``) all project; of those given
+a retention policy file, the one holding a lock of its own (``RETENTION_LOCK``,
+so that it never keeps a worker from projecting) applies it (``lead_while``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from services.adapters.read_model_db import ReadModelDatabase, connect_postgres
 from services.readmodels.service import ReadModels
 
 WORKER_LOCK = "sessionstore.read_models.worker"
+RETENTION_LOCK = "sessionstore.retention"
 # How often a waiting worker tries the lock, and the leader checks it still holds it.
 TRY_SECONDS = 1.0
 # PostgreSQL ends the session of a host that stopped answering after about
@@ -46,9 +52,15 @@ class Lease:
     """The worker lock of one PostgreSQL database (and schema), held by at most one
     process at a time."""
 
-    def __init__(self, database: ReadModelDatabase) -> None:
+    def __init__(
+        self,
+        database: ReadModelDatabase,
+        lock: str = WORKER_LOCK,
+        role: str = "sessionstore-worker",
+    ) -> None:
         self._database = database
-        self._key = f"{database.schema}.{WORKER_LOCK}"
+        self._key = f"{database.schema}.{lock}"
+        self._role = role
         self._conn: psycopg.Connection[Any] | None = None
 
     def try_take(self) -> bool:
@@ -59,7 +71,7 @@ class Lease:
                 # Named, so that an operator finds the leader in pg_stat_activity.
                 self._conn = connect_postgres(
                     self._database,
-                    application_name=f"sessionstore-worker {socket.gethostname()} {os.getpid()}",
+                    application_name=f"{self._role} {socket.gethostname()} {os.getpid()}",
                     options=KEEPALIVE,
                 )
             row = self._conn.execute(
@@ -124,4 +136,30 @@ def project_while_leading(
             if models.runner is not None:
                 models.runner.stop()
     finally:
+        lease.release()
+
+
+def lead_while(
+    database: ReadModelDatabase, lock: str, stopping: threading.Event, leading: threading.Event
+) -> None:
+    """Sets ``leading`` while this process holds ``lock`` (on PostgreSQL; on SQLite
+    at once), until ``stopping``; for work one process of several does."""
+    if not database.postgres:
+        leading.set()
+        stopping.wait()
+        return
+    lease = Lease(database, lock, role="sessionstore")
+    try:
+        while not stopping.is_set():
+            if lease.try_take():
+                log.info("leading", lock=lock)
+                leading.set()
+                while not stopping.wait(TRY_SECONDS) and lease.held():
+                    pass
+                leading.clear()
+                if not stopping.is_set():
+                    log.warning("lost the lead (the database ended its session)", lock=lock)
+            stopping.wait(TRY_SECONDS)
+    finally:
+        leading.clear()
         lease.release()

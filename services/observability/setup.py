@@ -21,6 +21,7 @@ from services.app.sessions import SessionService
 from services.config import Config
 from services.engine.base import ContextEngine
 from services.observability.labels import BoundedLabels
+from services.observability.sqlite_spans import trace_store_statements
 from services.observability.store_events import StoreEvents
 from services.observability.tracing import (
     TRACER_NAME,
@@ -89,6 +90,9 @@ class Observability:
 
     def watch(self, sessions: SessionService, read_models: ReadModels | None) -> None:
         """Hooks onto what the stores report: saved events, and their state at scrape time."""
+        if self.tracer_provider is not None:
+            # PostgreSQL's statements are traced by psycopg's instrumentation already.
+            trace_store_statements(getattr(sessions.store.recorder, "datastore", None), self.tracer)
         if self.tracer_provider is not None and read_models is not None:
             database = read_models.database
             instrument_databases(self.tracer_provider, [database.writer, database.reader])

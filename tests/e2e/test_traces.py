@@ -22,7 +22,7 @@ from services.config import Config
 from services.grpc.server import RunningServer, start
 from services.observability.tracing import tracer_provider_from_environment
 from tests.e2e.test_context_engine import turn
-from tests.e2e.test_grpc_api import refused
+from tests.e2e.test_grpc_api import refused, user
 from tests.support.fake_provider import FakeProvider
 
 STORE = "sessionstore.v1.SessionStore"
@@ -113,6 +113,44 @@ def test_a_call_is_a_server_span_joining_the_callers_trace_with_the_database_ben
     assert dict(missing.attributes or {})["rpc.grpc.status_code"] == 5  # NOT_FOUND
     # The caller's mistake is not the server's error.
     assert missing.status.status_code is not StatusCode.ERROR
+
+
+def test_on_sqlite_the_stores_statements_are_spans_inside_their_transactions(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    config = Config(address="127.0.0.1:0", database_url=f"sqlite:///{tmp_path}/s.db")
+    server = start(config, tracer_provider=exporter.provider)  # type: ignore[attr-defined]
+    exporter.clear()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            session = store.CreateSession(pb.CreateSessionRequest())
+            store.AppendEntries(
+                pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")])
+            )
+    finally:
+        server.stop(0)
+    spans = _finished(exporter, f"{STORE}/AppendEntries")
+    (append,) = _named(spans, f"{STORE}/AppendEntries")
+    beneath = _descendants(spans, append)
+    # The save: one transaction that commits, its INSERTs inside it.
+    saves = [
+        s
+        for s in beneath
+        if s.name == "sqlite transaction" and dict(s.attributes or {})["db.commit"]
+    ]
+    assert saves, [s.name for s in beneath]
+    inserts = [s for s in _children(spans, saves[0]) if s.name == "INSERT"]
+    assert inserts, [s.name for s in _children(spans, saves[0])]
+    for insert in inserts:
+        attributes = dict(insert.attributes or {})
+        assert insert.kind is SpanKind.CLIENT
+        assert attributes["db.system"] == "sqlite"
+        assert attributes["db.name"] == f"{tmp_path}/s.db"
+        assert str(attributes["db.statement"]).startswith("INSERT")
+    # Each statement once: nothing traces it again beneath its span.
+    statements = {s.context.span_id for s in spans if s.kind is SpanKind.CLIENT}
+    assert not [s.name for s in spans if s.parent and s.parent.span_id in statements]
 
 
 def test_a_compaction_traces_the_engines_decision_and_each_summariser_call(

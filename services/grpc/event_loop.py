@@ -8,6 +8,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# How long the tasks a stopped loop left may take to end once cancelled.
+CLOSE_WAIT_SECONDS = 5.0
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -38,6 +40,19 @@ class EventLoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def close(self) -> None:
+        """Stops the loop and ends what it left, as ``asyncio.run`` ends its own: tasks
+        still pending are cancelled and let finish, streams cut short closed, and
+        reads handed to threads (``asyncio.to_thread``: a followed stream's next
+        page, the database monitor's probe) waited for. All before the caller
+        closes the store they read: SQLite crashes the process when a connection
+        closes under a query."""
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self.loop.run_until_complete(asyncio.wait(pending, timeout=CLOSE_WAIT_SECONDS))
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()

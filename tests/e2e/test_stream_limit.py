@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -10,6 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.conftest import start_server
+from tests.support.server_process import REPO_ROOT
 
 WORKERS = 2
 FOLLOWERS = 24  # far more than the worker threads
@@ -80,3 +84,40 @@ def test_stopping_the_server_ends_followed_streams(database_url: str) -> None:
         running.stop(5)
         assert time.monotonic() - started < 4  # not held for the grace period
         assert list(stream) == []  # the stream ended cleanly
+
+
+# Servers stopped while their followers wake and read their next page: each
+# read runs in a thread of its own, which may outlive the call it served.
+STOP_UNDER_FOLLOWERS = """
+import sys, grpc
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
+from tests.conftest import start_server
+entry = pb.Entry(role=pb.ROLE_USER, content=[pb.ContentBlock(text=pb.TextBlock(text="x"))])
+for n in range(int(sys.argv[2])):
+    running = start_server(f"sqlite:///{sys.argv[1]}/{n}.db", follow_poll_seconds=0.01)
+    with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        store = pb_grpc.SessionStoreStub(channel)
+        store.CreateSession(pb.CreateSessionRequest(session_id="s-1"))
+        follow = pb.ReadEventsRequest(session_id="s-1", follow=True)
+        streams = [store.ReadEvents(follow, timeout=30) for _ in range(30)]
+        for stream in streams:
+            next(stream)
+        store.AppendEntries(pb.AppendEntriesRequest(session_id="s-1", entries=[entry]))
+        running.stop(0)
+"""
+
+
+def test_a_server_stopped_while_its_followers_read_stops_cleanly(
+    tmp_path: Path,
+) -> None:
+    # In a process of its own: closing SQLite under a read crashes the process,
+    # which is what the store must wait for.
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_UNDER_FOLLOWERS, str(tmp_path), "50"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]

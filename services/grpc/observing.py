@@ -188,12 +188,22 @@ class _Call:
         if inspect.isasyncgenfunction(behaviour):
 
             async def handle_async(request: Any, context: Any) -> AsyncIterator[Any]:
+                # The scope is set per step, not across yields: a stream cut
+                # short (the server stopping) is closed from another task, whose
+                # context could not undo what this one had set.
                 self._begin(request)
+                responses = behaviour(request, context)
                 try:
-                    with self._scope():
-                        async for response in behaviour(request, context):
-                            yield response
+                    while True:
+                        with self._scope():
+                            try:
+                                response = await anext(responses)
+                            except StopAsyncIteration:
+                                return
+                        yield response
                 finally:
+                    with self._scope():
+                        await responses.aclose()
                     self._end(_status(context))
 
             return handle_async

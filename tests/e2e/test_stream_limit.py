@@ -121,3 +121,6 @@ def test_a_server_stopped_while_its_followers_read_stops_cleanly(
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    # Nor does a stream cut short log errors on its way out (its scope undone
+    # from another task than the one that set it).
+    assert "[error" not in done.stderr, done.stderr[-4000:]

@@ -8,10 +8,11 @@ transaction the library opens for the events.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
@@ -35,15 +36,30 @@ from services.adapters.sealing import DataKeyRow, ShredRow
 LOOKUP_CHUNK = 400
 
 
+# How long closing the store waits for the connections still in use to come back.
+CLOSE_WAIT_SECONDS = 5.0
+
+
 class ResilientSQLiteDatastore(SQLiteDatastore):
-    """The library's datastore, saying Unavailable when the database file cannot be used now.
+    """The library's datastore, saying Unavailable when the database file cannot be used
+    now, and closing only once its connections are back.
 
     A file locked by another process past the lock timeout, or one that
     cannot be opened, answers UNAVAILABLE instead of an internal error.
+
+    The library's pool closes the connections in use with the idle ones, and
+    SQLite crashes the process when a connection closes under a query: a
+    stopping server's leftovers (a compaction finishing, a call cut short)
+    would. Closing waits for them first, up to ``CLOSE_WAIT_SECONDS``.
     """
+
+    _in_use: int
+    _returned: threading.Condition
 
     @contextmanager
     def get_connection(self, *, commit: bool) -> Iterator[Any]:
+        with self._returned:
+            self._in_use += 1
         try:
             with super().get_connection(commit=commit) as conn:
                 yield conn
@@ -52,6 +68,15 @@ class ResilientSQLiteDatastore(SQLiteDatastore):
             raise Unavailable(
                 f"the database file cannot be used now ({cause}); retry shortly"
             ) from error
+        finally:
+            with self._returned:
+                self._in_use -= 1
+                self._returned.notify_all()
+
+    def close(self) -> None:
+        with self._returned:
+            self._returned.wait_for(lambda: self._in_use == 0, timeout=CLOSE_WAIT_SECONDS)
+        super().close()
 
 
 # Which bound of events_and_keys_of's (events after, keys after) a statement reads past.
@@ -66,6 +91,9 @@ def _flat_pairs(after: Mapping[str, tuple[int, int]], bound: int) -> list[str | 
 def make_resilient(datastore: SQLiteDatastore) -> None:
     """Turns the library's datastore into a resilient one (only its behaviour changes)."""
     datastore.__class__ = ResilientSQLiteDatastore
+    resilient = cast(ResilientSQLiteDatastore, datastore)
+    resilient._in_use = 0
+    resilient._returned = threading.Condition()
 
 
 class SQLiteEventRecorder(EventsAndKeysInTwoReads, OneWriterAtATime, SQLiteApplicationRecorder):

@@ -168,12 +168,9 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
     sessions.write_path.on_saved(context.ingest)
     observability.watch(sessions, read_models)
     retention = None
-    if (
-        config.retention_file is not None
-        and read_models is not None
-        and config.projections == "inprocess"
-    ):
+    if read_models is not None and config.projections == "inprocess":
         retention = build_server_retention(config, sessions, read_models)
+    if retention is not None:
         observability.watch_retention(retention.scheduler)
     return Application(
         sessions,
@@ -216,11 +213,13 @@ def build_worker_retention(
 
 def build_server_retention(
     config: Config, sessions: SessionService, read_models: ReadModels
-) -> RetentionInServer:
+) -> RetentionInServer | None:
     """Retention in a server that projects in process: of several such servers on one
     PostgreSQL database the one holding the retention lock applies the policies.
-    Erasures go through the server's own sessions, so its caches drop what went."""
-    assert config.retention_file is not None
+    Erasures go through the server's own sessions, so its caches drop what went.
+    None without a policy file (then retention removes nothing)."""
+    if config.retention_file is None:
+        return None
     scheduler = RetentionScheduler(
         build_retention(sessions, read_models),
         config.retention_file,

@@ -93,9 +93,9 @@ class Observability:
         if self.tracer_provider is not None:
             # PostgreSQL's statements are traced by psycopg's instrumentation already.
             trace_store_statements(getattr(sessions.store.recorder, "datastore", None), self.tracer)
-        if self.tracer_provider is not None and read_models is not None:
-            database = read_models.database
-            instrument_databases(self.tracer_provider, [database.writer, database.reader])
+            if read_models is not None:
+                database = read_models.database
+                instrument_databases(self.tracer_provider, [database.writer, database.reader])
         if self.metrics is None:
             return
         from services.observability.collector import StateCollector

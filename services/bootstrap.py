@@ -38,7 +38,7 @@ from services.app.imports import ImportService
 from services.app.queries import SessionQueries
 from services.app.recall import RecallService
 from services.app.retention import RetentionOutcome, RetentionPlan, RetentionService
-from services.app.retention_scheduler import RetentionInServer, RetentionScheduler
+from services.app.retention_scheduler import LeadingRetention, RetentionScheduler
 from services.app.retrieval import Retrieval
 from services.app.saved_versions import SavedVersions
 from services.app.session_rules import SessionRules
@@ -76,7 +76,7 @@ class Application:
     observability: Observability | None = None
     # The retention policies, where this server keeps the read models itself and
     # was given a policy file; the server starts it.
-    retention: RetentionInServer | None = None
+    retention: LeadingRetention | None = None
 
     def close(self) -> None:
         if self.retention is not None:
@@ -169,7 +169,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
     observability.watch(sessions, read_models)
     retention = None
     if read_models is not None and config.projections == "inprocess":
-        retention = build_server_retention(config, sessions, read_models)
+        retention = build_scheduled_retention(config, sessions, read_models)
     if retention is not None:
         observability.watch_retention(retention.scheduler)
     return Application(
@@ -196,28 +196,14 @@ def build_retention(
     return RetentionService(sessions, read_models.queries, clock)
 
 
-def build_worker_retention(
-    config: Config, store: EventStore, read_models: ReadModels, leading: threading.Event
-) -> RetentionScheduler | None:
-    """The retention policies a worker applies while it leads; None without a policy
-    file (then retention removes nothing)."""
-    if config.retention_file is None:
-        return None
-    return RetentionScheduler(
-        build_retention(build_sessions(config, store), read_models),
-        config.retention_file,
-        config.retention_interval_seconds,
-        leading,
-    )
-
-
-def build_server_retention(
+def build_scheduled_retention(
     config: Config, sessions: SessionService, read_models: ReadModels
-) -> RetentionInServer | None:
-    """Retention in a server that projects in process: of several such servers on one
-    PostgreSQL database the one holding the retention lock applies the policies.
-    Erasures go through the server's own sessions, so its caches drop what went.
-    None without a policy file (then retention removes nothing)."""
+) -> LeadingRetention | None:
+    """The retention policies applied on their schedule by the process that holds the
+    retention lock (one of the workers and servers on a PostgreSQL database; on
+    SQLite, whichever was given the file). Erasures go through ``sessions``, so a
+    server's caches drop what went. None without a policy file (then retention
+    removes nothing)."""
     if config.retention_file is None:
         return None
     scheduler = RetentionScheduler(
@@ -227,8 +213,11 @@ def build_server_retention(
         threading.Event(),
     )
     database = read_models.database
-    return RetentionInServer(
-        scheduler, lambda stopping, leading: lead_while(database, RETENTION_LOCK, stopping, leading)
+    return LeadingRetention(
+        scheduler,
+        lambda stopping, leading: lead_while(
+            database, RETENTION_LOCK, stopping, leading.set, leading.clear
+        ),
     )
 
 

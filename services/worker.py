@@ -5,8 +5,10 @@ keeps every read model up to date until SIGTERM or SIGINT; servers configured
 with `worker` then only read the tables. Killing it at any moment loses
 nothing: the next worker continues from the tracked positions. Of several
 workers on one PostgreSQL database one leads and the others wait to take over
-(services.readmodels.leadership); on SQLite run one. The leader also applies
-the retention policies on their schedule (services.app.retention_scheduler).
+(services.readmodels.leadership); on SQLite run one. Given a policy file, the
+worker applies retention on its schedule while it holds the retention lock,
+which it shares with servers that project in process
+(services.app.retention_scheduler).
 
 It sits beside the gRPC server at the top of the layers: like the server, it
 composes the store's parts (through services.bootstrap) into a process.
@@ -22,7 +24,7 @@ import structlog
 from pydantic import ValidationError
 
 from services.adapters.event_store import build_event_store
-from services.bootstrap import build_worker_retention
+from services.bootstrap import build_scheduled_retention, build_sessions
 from services.config import Config
 from services.logs import configure_logging
 from services.observability.setup import serve_worker_metrics
@@ -51,25 +53,24 @@ def main() -> None:
         recall_index=config.recall_index,
     )
     stopping = threading.Event()
-    leads = threading.Event()
-    threads = [
-        threading.Thread(
-            target=project_while_leading, args=(models, stopping, leads), name="leadership"
-        )
-    ]
-    retention = build_worker_retention(config, events, models, leads)
-    metrics = serve_worker_metrics(config, models, retention)
+    leadership = threading.Thread(
+        target=project_while_leading, args=(models, stopping), name="leadership"
+    )
+    retention = build_scheduled_retention(config, build_sessions(config, events), models)
+    metrics = serve_worker_metrics(
+        config, models, None if retention is None else retention.scheduler
+    )
     if retention is None:
         log.info("retention: no policy file (SESSIONSTORE_RETENTION_FILE), nothing removed")
     else:
-        threads.append(threading.Thread(target=retention.run, args=(stopping,), name="retention"))
-    for thread in threads:
-        thread.start()
+        retention.start()
+    leadership.start()
     received = signal.sigwait(STOP_SIGNALS)
     log.info("stopping", signal=signal.Signals(received).name)
     stopping.set()
-    for thread in threads:
-        thread.join()
+    if retention is not None:
+        retention.close()  # a run under way ends first
+    leadership.join()
     models.close()
     events.close()
     if metrics is not None:

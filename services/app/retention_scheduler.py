@@ -1,14 +1,16 @@
-"""Retention on a schedule, in the worker, or in a server that keeps the read
-models itself (``inprocess``: ``RetentionInServer``).
+"""Retention on a schedule, in whichever process holds the retention lock: a
+worker, or a server that keeps the read models itself (``inprocess``).
 
-The leading worker (services.readmodels.leadership) reads the policy file
-(``SESSIONSTORE_RETENTION_FILE``), plans and applies it every
-``SESSIONSTORE_RETENTION_INTERVAL_SECONDS``, first as soon as it leads; the
-file is read again each time, so a changed policy takes effect at the next run
-and a broken one applies nothing (logged) until fixed. Workers that wait for
-the lead apply nothing. ``RetentionScheduler.counters`` holds what went so
-far, for whoever exposes the worker's figures. Of servers that project in
-process, the one holding the retention lock applies the file, the same way.
+The process that leads (``LeadingRetention``; the lock is
+services.readmodels.leadership's ``RETENTION_LOCK``, apart from the workers'
+projection lock) reads the policy file (``SESSIONSTORE_RETENTION_FILE``),
+plans and applies it every ``SESSIONSTORE_RETENTION_INTERVAL_SECONDS``, first
+as soon as it leads; the file is read again each time, so a changed policy
+takes effect at the next run and a broken one applies nothing (logged) until
+fixed. Processes that wait for the lead apply nothing, so of workers and
+servers given the file on one PostgreSQL database exactly one applies it.
+``RetentionScheduler.counters`` holds what went so far, for the process's
+/metrics.
 
 ``sessionstore retention plan|apply`` run the same use case straight on the
 database (services.bootstrap.retention_on_database).
@@ -27,7 +29,7 @@ import structlog
 from services.adapters.retention_file import read_policies
 from services.app.retention import RetentionOutcome, RetentionService
 
-# How often a worker that does not lead looks whether it has started leading.
+# How often a process that does not lead looks whether it has started leading.
 LEAD_CHECK_SECONDS = 0.5
 
 log = structlog.get_logger(__name__)
@@ -35,7 +37,7 @@ log = structlog.get_logger(__name__)
 
 @dataclass
 class RetentionCounters:
-    """Totals since the worker started: runs, sessions erased (forks included),
+    """Totals since the process started: runs, sessions erased (forks included),
     export files written, sessions left for a later run, removals that failed, runs
     that could not apply at all (a broken file, the database away)."""
 
@@ -69,7 +71,7 @@ class RetentionScheduler:
         self.interval_seconds = interval_seconds
         self.leading = leading
         self.counters = RetentionCounters()
-        # Called with each run's outcome (after the counters): for the worker's metrics.
+        # Called with each run's outcome, after the counters.
         self.on_run: list[Callable[[RetentionOutcome], None]] = []
 
     def run_once(self) -> RetentionOutcome | None:
@@ -99,7 +101,7 @@ class RetentionScheduler:
         return outcome
 
     def run(self, stopping: threading.Event) -> None:
-        """Applies the policies every interval while this worker leads, until ``stopping``."""
+        """Applies the policies every interval while this process leads, until ``stopping``."""
         log.info(
             "retention scheduled",
             file=str(self.policy_file),
@@ -117,10 +119,9 @@ class RetentionScheduler:
 Lead = Callable[[threading.Event, threading.Event], None]
 
 
-class RetentionInServer:
-    """A server's retention (it keeps the read models itself, so no worker applies
-    it): the scheduler runs while ``lead`` says this server leads, in two threads
-    from ``start`` until ``close``."""
+class LeadingRetention:
+    """Retention in a worker or a server: the scheduler runs while ``lead`` says this
+    process leads, in two threads from ``start`` until ``close``."""
 
     def __init__(self, scheduler: RetentionScheduler, lead: Lead) -> None:
         self.scheduler = scheduler

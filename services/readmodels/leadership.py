@@ -1,5 +1,7 @@
-"""Which worker projects: one leader per database, the others wait. And which
-server applies retention, where servers keep the read models themselves.
+"""Which process does the work one process of several does: which worker projects
+(one leader per database, the others wait), and which worker or server applies
+retention. Each is a lock of its own, taken and held the same way
+(``lead_while``).
 
 On PostgreSQL the leader holds a session-level advisory lock
 (``pg_try_advisory_lock``) on a connection of its own. The lock lives as long
@@ -19,9 +21,10 @@ SQLite has no sessions to hold a lock across processes: run one worker (a
 second would take turns with it on the database's write lock, never applying
 an event twice, but doubling the work).
 
-Servers that project in process (``inprocess``) all project; of those given
-a retention policy file, the one holding a lock of its own (``RETENTION_LOCK``,
-so that it never keeps a worker from projecting) applies it (``lead_while``).
+Servers that project in process (``inprocess``) all project. Retention has a
+lock of its own (``RETENTION_LOCK``), so that it never keeps a worker from
+projecting: of the workers and servers given a policy file, its holder applies
+it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -98,68 +102,61 @@ class Lease:
             self._conn = None
 
 
-def project_while_leading(
-    models: ReadModels, stopping: threading.Event, leading: threading.Event | None = None
-) -> None:
+def project_while_leading(models: ReadModels, stopping: threading.Event) -> None:
     """Runs the read models' projection while this process leads, until ``stopping``
-    (then the caller closes the models). ``leading`` is set while it leads, for
-    the work only the leader does (retention)."""
-    leading = leading or threading.Event()
+    (then the caller closes the models)."""
     names = sorted(models.store.models)
-    if not models.database.postgres:
-        log.info("projecting; on SQLite run one worker only", read_models=names)
+
+    def took() -> None:
+        if models.database.postgres:
+            log.info("leading: projecting", read_models=names)
+        else:
+            log.info("projecting; on SQLite run one worker only", read_models=names)
         models.start()
-        leading.set()
+
+    def lost() -> None:
+        if models.runner is not None:
+            models.runner.stop()
+
+    lead_while(models.database, WORKER_LOCK, stopping, took, lost, role="sessionstore-worker")
+
+
+def lead_while(
+    database: ReadModelDatabase,
+    lock: str,
+    stopping: threading.Event,
+    took: Callable[[], None],
+    lost: Callable[[], None],
+    *,
+    role: str = "sessionstore",
+) -> None:
+    """Calls ``took`` each time this process takes ``lock`` and ``lost`` each time the
+    database ends its hold, until ``stopping`` (whoever set it cleans up). SQLite
+    has no lock across processes: there it takes the lead at once."""
+    if not database.postgres:
+        took()
         stopping.wait()
         return
-    lease = Lease(models.database)
+    lease = Lease(database, lock, role)
     try:
         while not stopping.is_set():
             if not lease.try_take():
                 log.info(
-                    "waiting for the lead (another worker holds it, or the database is away)",
+                    "waiting for the lead (another process holds it, or the database is away)",
+                    lock=lock,
                     every_seconds=TRY_SECONDS,
                 )
                 while not stopping.wait(TRY_SECONDS) and not lease.try_take():
                     pass
                 if stopping.is_set():
                     return
-            log.info("leading: projecting", read_models=names)
-            models.start()
-            leading.set()
+            log.info("took the lead", lock=lock)
+            took()
             while not stopping.wait(TRY_SECONDS) and lease.held():
                 pass
-            leading.clear()
             if stopping.is_set():
-                return  # the caller closes the models, projection included
-            log.warning("lost the lead (the database ended its session); waiting again")
-            if models.runner is not None:
-                models.runner.stop()
+                return
+            log.warning("lost the lead (the database ended its session); waiting again", lock=lock)
+            lost()
     finally:
-        lease.release()
-
-
-def lead_while(
-    database: ReadModelDatabase, lock: str, stopping: threading.Event, leading: threading.Event
-) -> None:
-    """Sets ``leading`` while this process holds ``lock`` (on PostgreSQL; on SQLite
-    at once), until ``stopping``; for work one process of several does."""
-    if not database.postgres:
-        leading.set()
-        stopping.wait()
-        return
-    lease = Lease(database, lock, role="sessionstore")
-    try:
-        while not stopping.is_set():
-            if lease.try_take():
-                log.info("leading", lock=lock)
-                leading.set()
-                while not stopping.wait(TRY_SECONDS) and lease.held():
-                    pass
-                leading.clear()
-                if not stopping.is_set():
-                    log.warning("lost the lead (the database ended its session)", lock=lock)
-            stopping.wait(TRY_SECONDS)
-    finally:
-        leading.clear()
         lease.release()

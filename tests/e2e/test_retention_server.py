@@ -3,7 +3,8 @@ it) applies the retention policies on their schedule, on both databases: a sessi
 idle past its policy's limit is erased, the server then answers it as erased over
 gRPC, even one it had read before, and its /metrics count what went. Of
 two such servers on one PostgreSQL database one applies, and the other takes over
-when it stops. A server that leaves the read models to a worker applies nothing."""
+when it stops; so with a worker given the file too. A server that leaves the read
+models to a worker applies nothing."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ from services.config import Config
 from services.grpc.server import RunningServer
 from services.readmodels.leadership import TRY_SECONDS
 from tests.conftest import start_server
-from tests.e2e.test_retention_worker import POLICY, days_ago
+from tests.e2e.test_retention_worker import POLICY, RUN, days_ago
 from tests.support.old_sessions import import_old_session
 from tests.support.prometheus import scrape, value
+from tests.support.worker_process import WorkerProcess
 
 INTERVAL = 0.3
 # Long enough for a client to read a session between two runs.
@@ -87,6 +89,17 @@ def erased_over_grpc(server: RunningServer, session_id: str) -> bool:
         return store.GetSession(pb.GetSessionRequest(session_id=session_id)).HasField("erased")
 
 
+def takes_over(sessions: SessionService, server: RunningServer) -> None:
+    """The server, now alone to hold the retention lock, leads and erases a due session."""
+    import_old_session(sessions, "acme/idle", [days_ago(100), days_ago(40)], CHAT)
+    wait_until(
+        lambda: sessions.aggregate("acme/idle").erased,
+        "the server taking the lead and erasing",
+        within=60 + 10 * TRY_SECONDS,
+    )
+    assert runs(server) >= 1
+
+
 def test_a_server_keeping_the_read_models_applies_the_policies(
     database_url: str, sessions: SessionService, policy_file: Path
 ) -> None:
@@ -126,15 +139,34 @@ def test_of_two_servers_one_applies_and_the_other_takes_over(
         assert runs(other) == 0
         leader.stop(0)
         servers.remove(leader)
-        import_old_session(sessions, "acme/idle", [days_ago(100), days_ago(40)], CHAT)
-        wait_until(
-            lambda: sessions.aggregate("acme/idle").erased,
-            "the other server leading and erasing",
-            within=60 + 10 * TRY_SECONDS,
-        )
-        assert runs(other) >= 1
+        takes_over(sessions, other)
     finally:
         for server in servers:
+            server.stop(0)
+
+
+def test_with_a_worker_given_the_file_too_one_of_them_applies(
+    postgres_schema_url: str, postgres_sessions: SessionService, policy_file: Path
+) -> None:
+    sessions = postgres_sessions
+    worker = WorkerProcess(
+        postgres_schema_url,
+        retention_file=str(policy_file),
+        retention_interval_seconds=str(INTERVAL),
+    )
+    server: RunningServer | None = None
+    try:
+        worker.wait_for(RUN, 60)  # it holds the retention lock
+        server = retaining(postgres_schema_url, policy_file)
+        worker_runs = len(worker.logged(RUN))
+        wait_until(lambda: len(worker.logged(RUN)) >= worker_runs + 3, "three more runs")
+        assert runs(server) == 0
+        # The worker gone, the server leads and applies.
+        assert worker.stop() == 0
+        takes_over(sessions, server)
+    finally:
+        worker.end()
+        if server is not None:
             server.stop(0)
 
 

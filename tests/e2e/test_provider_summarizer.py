@@ -3,7 +3,8 @@ PostgreSQL: the store asks the conversation's provider to compact (OpenAI's
 /responses/compact through litellm, Anthropic's compaction through the
 Messages API), against the loopback provider speaking those protocols, and
 records the answer as a provider compaction: in that provider's view verbatim,
-in the audit, undoable; a provider that fails hands over to the next step."""
+in the audit, undoable; a provider that fails hands over to the next step, and
+a history Anthropic would not compact (50,000 tokens or fewer) is not sent."""
 
 from __future__ import annotations
 
@@ -34,18 +35,21 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
         yield running
 
 
-def _session(store: Stub, provider: FakeProvider, model: str, chain: list[str]) -> str:
+def _session(
+    store: Stub, provider: FakeProvider, model: str, chain: list[str], steps: int = 6
+) -> str:
+    """A session with ``steps`` turns of ~5,000 tokens each."""
     policy = pb.CompactionPolicy(
         summarizers=pb.SummarizerChain(steps=chain),
         summarizer_api_base=provider.openai_base,
         mode="manual",
     )
-    settings = pb.SessionSettings(model=model, context_window_tokens=20_000, compaction=policy)
+    settings = pb.SessionSettings(model=model, context_window_tokens=200_000, compaction=policy)
     session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
     append(store, session.id, user(FACT))
     append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
-    for step in range(6):
-        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 120))
+    for step in range(steps):
+        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 1_000))
         append(store, session.id, text(pb.ROLE_ASSISTANT, f"Step {step} reviewed."))
     return session.id
 
@@ -55,7 +59,8 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
     store: Stub, provider: FakeProvider, name: str
 ) -> None:
     model, view_format, path = MODELS[name]
-    session_id = _session(store, provider, model, ["provider"])
+    # Anthropic compacts only past 50,000 tokens: some 60,000 are cut off here.
+    session_id = _session(store, provider, model, ["provider"], steps=16)
 
     compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
     assert compacted.compacted, compacted.reason
@@ -109,3 +114,16 @@ def test_a_provider_that_fails_hands_over_to_the_next_step(
     assert attempts == [("provider", "failed"), ("offline", "used")]
     assert not compacted.compaction.HasField("provider_item")
     assert "Recall(session_id, query)" in compacted.compaction.summary
+
+
+def test_a_history_anthropic_would_not_compact_is_not_sent(
+    store: Stub, provider: FakeProvider
+) -> None:
+    # Some 15,000 tokens are cut off: under the least trigger the API takes.
+    session_id = _session(store, provider, MODELS["anthropic"][0], ["provider", "offline"])
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    (tried, used) = compacted.compaction.attempts
+    assert (tried.summarizer, tried.outcome, used.summarizer) == ("provider", "failed", "offline")
+    assert "more than 50,000 tokens" in tried.reason
+    assert not [r for r in provider.requests if r.path == ANTHROPIC_PATH]

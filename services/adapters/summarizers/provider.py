@@ -9,9 +9,11 @@ compaction (that provider's view carries it verbatim in place of a summary):
   litellm's ``compact_responses``, with the history as Responses input items;
   the answer's ``compaction`` item (``encrypted_content``, opaque).
 * Anthropic: litellm has no call of its own for it, so the Messages API
-  directly: the history with ``context_management`` asking for compaction now
+  directly: the history with ``context_management`` asking for compaction
   (``compact_20260112``, paused after it); the answer's ``compaction`` block,
-  whose ``content`` is a readable summary.
+  whose ``content`` is a readable summary. The API compacts only a prompt past
+  the edit's trigger, and refuses a trigger under 50,000 input tokens: a
+  smaller history is not sent at all (the chain goes on to its next step).
 
 Failures are typed as the model summariser's are, so the chain goes on to its
 next step on any of them.
@@ -41,6 +43,9 @@ from services.adapters.summarizers.base import (
 ANTHROPIC_BASE = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
 ANTHROPIC_BETA = "compact-2026-01-12"
+# The least trigger the API takes for compact_20260112: it compacts only a prompt
+# of more input tokens than this, by its own count.
+ANTHROPIC_MIN_TRIGGER_TOKENS = 50_000
 # What the Anthropic call may answer besides the compaction block (it pauses after it).
 ANTHROPIC_MAX_TOKENS = 1_024
 
@@ -73,13 +78,14 @@ class ProviderCompactor:
         self.provider_format = "anthropic" if is_anthropic(model) else "openai-responses"
 
     def compact(
-        self, messages: list[Any], system: Any, timeout_seconds: float
+        self, messages: list[Any], system: Any, timeout_seconds: float, tokens: int
     ) -> ProviderCompaction:
         """The provider's compaction item for the history ``messages`` (in
-        ``provider_format``) under ``system`` (None: no system prompt)."""
+        ``provider_format``) under ``system`` (None: no system prompt), which
+        the provider counts as about ``tokens``."""
         started = time.perf_counter()
         if self.provider_format == "anthropic":
-            result = self._anthropic(messages, system, timeout_seconds)
+            result = self._anthropic(messages, system, timeout_seconds, tokens)
         else:
             result = self._openai(messages, system, timeout_seconds)
         elapsed = round((time.perf_counter() - started) * 1000)
@@ -113,7 +119,16 @@ class ProviderCompactor:
             "output_tokens": usage.get("output_tokens"),
         }
 
-    def _anthropic(self, messages: list[Any], system: Any, timeout: float) -> dict[str, Any]:
+    def _anthropic(
+        self, messages: list[Any], system: Any, timeout: float, tokens: int
+    ) -> dict[str, Any]:
+        if tokens <= ANTHROPIC_MIN_TRIGGER_TOKENS:
+            # Sent anyway, it would be answered as a turn, paid for and of no use.
+            raise SummarizerError(
+                f"Anthropic compacts only a history of more than "
+                f"{ANTHROPIC_MIN_TRIGGER_TOKENS:,} tokens; this one is ~{tokens:,}",
+                model=self.model,
+            )
         body: dict[str, Any] = {
             "model": bare_model_name(self.model),
             "max_tokens": ANTHROPIC_MAX_TOKENS,
@@ -122,8 +137,8 @@ class ProviderCompactor:
                 "edits": [
                     {
                         "type": "compact_20260112",
-                        # Now: whatever the history's size, it is over this.
-                        "trigger": {"type": "input_tokens", "value": 1},
+                        # The least it takes: the history is over it (checked above).
+                        "trigger": {"type": "input_tokens", "value": ANTHROPIC_MIN_TRIGGER_TOKENS},
                         "pause_after_compaction": True,
                     }
                 ]
@@ -155,7 +170,11 @@ class ProviderCompactor:
             (b for b in blocks if isinstance(b, dict) and b.get("type") == "compaction"), None
         )
         if found is None or not (found.get("content") or found.get("encrypted_content")):
-            raise SummarizerError("the provider answered no compaction block", model=self.model)
+            raise SummarizerError(
+                "the provider answered no compaction block (by its count the history may be "
+                f"within the {ANTHROPIC_MIN_TRIGGER_TOKENS:,}-token trigger)",
+                model=self.model,
+            )
         usage = response.get("usage") or {}
         return {
             "item": ProviderItem("anthropic", "compaction", _json(found)),

@@ -94,23 +94,45 @@ class Compaction:
     # ``compaction`` block, an OpenAI Responses ``compaction`` item), which that
     # provider's view carries verbatim in place of the summary.
     provider_item: ProviderItem | None = None
+    # The items the provider answered before its compaction item, which its view
+    # carries verbatim before that item: OpenAI's /responses/compact answers the
+    # window to send on, every user message of what it compacted and then the item,
+    # whose encrypted content leaves those messages out.
+    provider_retained: tuple[ProviderItem, ...] = ()
 
     def validate(self) -> None:
         if self.provider_item is not None:
             _validate_compaction_item(self.provider_item)
+            for retained in self.provider_retained:
+                _validate_retained_item(retained, self.provider_item.provider)
         elif not self.summary.strip():
             raise InvalidRequest("a compaction needs a non-empty summary")
+        elif self.provider_retained:
+            raise InvalidRequest(
+                "provider_retained comes with the provider's compaction item (provider_item)"
+            )
         if not self.first_kept_entry_id:
             raise InvalidRequest("a compaction needs first_kept_entry_id")
         validate_id(self.first_kept_entry_id, "first_kept_entry_id")
         if self.tokens_before < 0 or self.tokens_after < 0:
             raise InvalidRequest("tokens_before and tokens_after must not be negative")
 
+    def provider_items(self) -> tuple[ProviderItem, ...]:
+        """What the provider's own view carries in place of the summary, in order."""
+        if self.provider_item is None:
+            return ()
+        return (*self.provider_retained, self.provider_item)
+
     def completed_summary(self) -> str:
-        """The summary text: the client's, else (a provider's compaction) the item's own."""
+        """The summary text: the client's, else (a provider's compaction) the item's own,
+        then the text of the messages the provider retained beside it."""
         if self.summary.strip() or self.provider_item is None:
             return self.summary
-        return provider_summary(self.provider_item)
+        kept = [text for text in map(_message_text, self.provider_retained) if text]
+        summary = provider_summary(self.provider_item)
+        if not kept:
+            return summary
+        return f"{summary}\n\n{RETAINED_HEADING}\n\n" + "\n\n".join(kept)
 
     def check_shrinks(self) -> None:
         """Refuses a compaction whose figures say it does not shrink the context."""
@@ -127,6 +149,12 @@ class Compaction:
         data["attempts"] = [attempt.to_dict() for attempt in self.attempts]
         item = self.provider_item
         data["provider_item"] = None if item is None else [item.provider, item.type, item.json]
+        # Written only where there are any: receipts without read as they always did.
+        del data["provider_retained"]
+        if self.provider_retained:
+            data["provider_retained"] = [
+                [r.provider, r.type, r.json] for r in self.provider_retained
+            ]
         return data
 
     @classmethod
@@ -139,9 +167,16 @@ class Compaction:
                 "details": MappingProxyType(dict(data.get("details", {}))),
                 "attempts": tuple(SummarizerAttempt(**a) for a in data.get("attempts", ())),
                 "provider_item": ProviderItem(*item) if item else None,
+                "provider_retained": tuple(
+                    ProviderItem(*r) for r in data.get("provider_retained") or ()
+                ),
             }
         )
 
+
+# Before the text of the messages a provider kept beside its compaction item, in the
+# summary other providers' views read.
+RETAINED_HEADING = "The user's messages it kept, oldest first:"
 
 # What other providers' views read in place of a provider's compaction item whose
 # summary is opaque (OpenAI's is encrypted) when the client gave no summary of its own.
@@ -160,6 +195,17 @@ def provider_summary(item: ProviderItem) -> str:
     return OPAQUE_SUMMARY.format(provider=item.provider)
 
 
+def _message_text(item: ProviderItem) -> str:
+    """The text of a provider's message item (a Responses message: its content as a
+    string, or its parts' text)."""
+    content = provider_item_object(item).get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    texts = (part.get("text") for part in parts if isinstance(part, dict))
+    return "\n".join(text for text in texts if isinstance(text, str))
+
+
 def _validate_compaction_item(item: ProviderItem) -> None:
     # The item is checked as an entry's block would be: a JSON object of its type.
     probe = Entry("provider_item", None, None, Role.ASSISTANT, (item,))
@@ -173,6 +219,16 @@ def _validate_compaction_item(item: ProviderItem) -> None:
         raise InvalidRequest(
             f"provider_item provider {quoted(item.provider)} has no compaction items; "
             f"anthropic and openai do (of {', '.join(PROVIDERS)})"
+        )
+
+
+def _validate_retained_item(item: ProviderItem, provider: str) -> None:
+    probe = Entry("provider_retained", None, None, Role.ASSISTANT, (item,))
+    validate_entry(probe, max_entry_bytes=1 << 62, label="provider_retained")
+    if item.provider != provider:
+        raise InvalidRequest(
+            f"provider_retained holds a {quoted(item.provider)} item beside a "
+            f"{quoted(provider)} compaction item; they come from one provider's answer"
         )
 
 

@@ -74,7 +74,9 @@ class OpenAIResponses:
     def summary(self, compaction: Compaction) -> Shown:
         item = compaction.provider_item
         if item is not None and item.provider == PROVIDER:
-            return Shown((("compaction", item.json, None),))
+            # The window /responses/compact answered: the user messages it kept, the item.
+            kept = [("user", message.json, None) for message in compaction.provider_retained]
+            return Shown((*kept, ("compaction", item.json, None)))
         message = {"role": "user", "content": summary_text(compaction.summary)}
         return Shown((("user", dumps(message), None),), compaction_item_omitted(compaction, NAME))
 

@@ -100,7 +100,8 @@ class SettingsAsDict(_SealedAsDict):
 
 
 class CompactionAsDict(_SealedAsDict):
-    """A compaction's receipt, its summary, instructions, details and item sealed."""
+    """A compaction's receipt, its summary, instructions, details and provider items
+    sealed."""
 
     type = Compaction
     name = "compaction"
@@ -110,6 +111,7 @@ class CompactionAsDict(_SealedAsDict):
             "instructions": "",
             "details": ERASED_METADATA,
             "provider_item": None,
+            "provider_retained": (),
         }
     )
 

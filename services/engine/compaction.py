@@ -178,18 +178,27 @@ def _try_step(
             )
         return None
     if isinstance(summarizer, ProviderCompactor):
-        # The provider's item is what its view carries: that is what must fit.
-        summary = remote.item.json
+        # The provider's items are what its view carries: that is what must fit.
+        summary = "\n".join(item.json for item in (*remote.retained, remote.item))
     else:
         summary = _carrying(view, staged.text)
     after = _tokens_after(view, plan, summary)
-    if after > budget.target_estimate:
+    # A provider that keeps much of what it compacts (OpenAI keeps the user messages)
+    # may not shrink the prompt at all: the store would refuse such a compaction.
+    too_large = (
+        f"the target is {budget.target_tokens:,}"
+        if after > budget.target_estimate
+        else f"no fewer than the ~{budget.provider_tokens(view.estimated_tokens):,} before"
+        if after >= view.estimated_tokens
+        else None
+    )
+    if too_large is not None:
         attempts.append(
             SummarizerAttempt(
                 step.name,
                 "too-large",
                 f"its summary and the kept entries need ~{budget.provider_tokens(after):,} "
-                f"tokens; the target is {budget.target_tokens:,}",
+                f"tokens; {too_large}",
                 _ms(started),
             )
         )

@@ -2,7 +2,8 @@
 
 The part the plan cuts off (the summary in force first, as the view shows it)
 is rendered in the provider's own format and sent to it; its compaction item
-becomes the compaction's ``provider_item``, recorded like any provider
+becomes the compaction's ``provider_item`` (and what it answered before the
+item, OpenAI's retained user messages, its ``provider_retained``), recorded like any provider
 compaction a client records: that provider's view carries it verbatim in
 place of a summary, the others read its summary (Anthropic's) or a note that
 it is opaque (OpenAI's), it is listed and undone like any other.
@@ -56,6 +57,7 @@ def provider_compaction(
     return Compaction(
         summary="",
         provider_item=done.item,
+        provider_retained=done.retained,
         first_kept_entry_id=plan.first_kept_entry_id,
         reason=request.trigger,
         summarizer_model=f"provider:{done.model}",

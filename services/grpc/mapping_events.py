@@ -71,6 +71,7 @@ def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
         summarizer_model=request.summarizer_model,
         details=MappingProxyType(dict(request.details)),
         provider_item=item,
+        provider_retained=tuple(map(provider_item_from_pb, request.provider_retained)),
     )
 
 
@@ -81,6 +82,7 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
     receipt["attempts"] = [pb.SummarizerAttempt(**a) for a in receipt["attempts"]]
     item = compaction.provider_item
     receipt["provider_item"] = None if item is None else provider_item_to_pb(item)
+    receipt["provider_retained"] = list(map(provider_item_to_pb, compaction.provider_retained))
     return pb.Compaction(
         **receipt,
         version=version,

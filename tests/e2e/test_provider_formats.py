@@ -266,6 +266,66 @@ def test_provider_compactions_show_in_their_views_are_audited_and_undo(store: St
         assert_accepted(undone, provider_format)
 
 
+KEPT_MESSAGE = (
+    '{"id": "msg_1", "type": "message", "status": "completed", "role": "user", '
+    '"content": [{"type": "input_text", "text": "read a.txt"}]}'
+)
+
+
+def test_the_messages_a_provider_kept_lead_its_view_and_the_others_read_them(
+    store: Stub,
+) -> None:
+    session = new_session(store, model="gpt-4o").id
+    append(store, session, user("read a.txt", id="q1"))
+    append(store, session, text(pb.ROLE_ASSISTANT, "alpha " * 200, id="a1"))
+    append(store, session, user("and b.txt?", id="q2"))
+    kept = pb.ProviderItem(provider="openai", type="message", json=KEPT_MESSAGE)
+    compaction = pb.ProviderItem(provider="openai", type="compaction", json=OPENAI_COMPACTION)
+    recorded = store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session,
+            first_kept_entry_id="q2",
+            provider_item=compaction,
+            provider_retained=[kept],
+        )
+    )
+    assert list(recorded.compaction.provider_retained) == [kept]
+    answer = view(store, session, "openai-responses")
+    assert_accepted(answer, "openai-responses")
+    shown = json.loads(answer.messages_json)
+    assert shown[:2] == [json.loads(KEPT_MESSAGE), json.loads(OPENAI_COMPACTION)]
+    for other in set(FORMATS) - {"openai-responses"}:
+        elsewhere = view(store, session, other)
+        assert_accepted(elsewhere, other)
+        assert "read a.txt" in elsewhere.messages_json and KEPT_MESSAGE not in str(elsewhere)
+    # Kept items come from the provider that compacted, and with its item only.
+    anthropic = pb.ProviderItem(provider="anthropic", type="message", json=KEPT_MESSAGE)
+    for refused_request, why in (
+        (
+            pb.RecordCompactionRequest(
+                session_id=session,
+                first_kept_entry_id="q2",
+                provider_item=compaction,
+                provider_retained=[anthropic],
+            ),
+            "one provider's answer",
+        ),
+        (
+            pb.RecordCompactionRequest(
+                session_id=session,
+                first_kept_entry_id="q2",
+                summary="A summary.",
+                provider_retained=[kept],
+            ),
+            "comes with the provider's compaction item",
+        ),
+    ):
+        message = refused(
+            lambda r=refused_request: store.RecordCompaction(r), grpc.StatusCode.INVALID_ARGUMENT
+        )
+        assert why in message
+
+
 def test_a_provider_compaction_item_of_another_kind_is_refused(store: Stub) -> None:
     session = new_session(store).id
     append(store, session, user("hi", id="q1"), text(pb.ROLE_ASSISTANT, "hello", id="a1"))

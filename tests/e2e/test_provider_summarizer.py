@@ -2,9 +2,10 @@
 PostgreSQL: the store asks the conversation's provider to compact (OpenAI's
 /responses/compact through litellm, Anthropic's compaction through the
 Messages API), against the loopback provider speaking those protocols, and
-records the answer as a provider compaction: in that provider's view verbatim,
-in the audit, undoable; a provider that fails hands over to the next step, and
-a history Anthropic would not compact (50,000 tokens or fewer) is not sent."""
+records the answer as a provider compaction: in that provider's view verbatim
+(OpenAI's with the user messages it kept before it), in the audit, undoable; a
+provider that fails hands over to the next step, and a history Anthropic would
+not compact (50,000 tokens or fewer) is not sent."""
 
 from __future__ import annotations
 
@@ -36,9 +37,15 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
 
 
 def _session(
-    store: Stub, provider: FakeProvider, model: str, chain: list[str], steps: int = 6
+    store: Stub,
+    provider: FakeProvider,
+    model: str,
+    chain: list[str],
+    steps: int = 6,
+    user_heavy: bool = False,
 ) -> str:
-    """A session with ``steps`` turns of ~5,000 tokens each."""
+    """A session with ``steps`` turns of ~5,000 tokens each, most of them the
+    assistant's (a tool's output would weigh as much), or the user's."""
     policy = pb.CompactionPolicy(
         summarizers=pb.SummarizerChain(steps=chain),
         summarizer_api_base=provider.openai_base,
@@ -46,11 +53,17 @@ def _session(
     )
     settings = pb.SessionSettings(model=model, context_window_tokens=200_000, compaction=policy)
     session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
-    append(store, session.id, user(FACT))
+    append(store, session.id, user(FACT, id="fact"))
     append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
     for step in range(steps):
-        append(store, session.id, user(f"Step {step}: " + "review the module list. " * 1_000))
-        append(store, session.id, text(pb.ROLE_ASSISTANT, f"Step {step} reviewed."))
+        bulk = "the module list is in order. " * 850
+        asked, answer = f"Step {step}: review the module list.", f"Step {step} reviewed: "
+        if user_heavy:
+            asked += bulk
+        else:
+            answer += bulk
+        append(store, session.id, user(asked))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, answer))
     return session.id
 
 
@@ -101,6 +114,63 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
     store.UndoCompaction(pb.UndoCompactionRequest(session_id=session_id, reason="check"))
     again = store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, format=view_format))
     assert "zebra-7731" in again.messages_json
+
+
+def test_the_user_messages_openai_kept_stand_before_its_item(
+    store: Stub, provider: FakeProvider
+) -> None:
+    model, view_format, path = MODELS["openai"]
+    session_id = _session(store, provider, model, ["provider"])
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    receipt = compacted.compaction
+    (sent,) = [r for r in provider.requests if r.path == path]
+    asked = [m for m in sent.body["input"] if m.get("role") == "user"]
+    retained = [json.loads(r.json) for r in receipt.provider_retained]
+    assert len(asked) > 1 and [m["role"] for m in retained] == ["user"] * len(asked)
+    assert FACT in retained[0]["content"][0]["text"]
+
+    # The window the provider answered leads the view, as it answered it.
+    view = json.loads(
+        store.GetPromptView(
+            pb.GetPromptViewRequest(session_id=session_id, format=view_format)
+        ).messages_json
+    )
+    item = json.loads(receipt.provider_item.json)
+    assert view[: len(retained) + 1] == [*retained, item]
+    # Other views read the kept messages after the note that the item is opaque.
+    chat = store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id)).messages_json
+    assert FACT in chat and "opaque" in chat
+    # The audit reads them back from the store as recorded.
+    audited = store.GetCompaction(
+        pb.GetCompactionRequest(session_id=session_id, version=compacted.version)
+    ).compaction
+    assert list(audited.provider_retained) == list(receipt.provider_retained)
+
+    # Erasing a message it kept erases the copy the compaction holds, in every view.
+    store.EraseEntries(pb.EraseEntriesRequest(session_id=session_id, entry_ids=["fact"]))
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session_id))
+    assert log.compaction.tainted and not log.compaction.provider_retained
+    for shown in (pb.PROMPT_FORMAT_UNSPECIFIED, view_format):
+        request = pb.GetPromptViewRequest(session_id=session_id, format=shown)
+        assert "zebra-7731" not in store.GetPromptView(request).messages_json
+
+
+def test_an_answer_that_would_not_shrink_the_prompt_hands_over_to_the_next_step(
+    store: Stub, provider: FakeProvider
+) -> None:
+    # OpenAI keeps the user's messages, here nearly the whole conversation.
+    chain = ["provider", "offline"]
+    session_id = _session(store, provider, MODELS["openai"][0], chain, user_heavy=True)
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    (tried, used) = compacted.compaction.attempts
+    assert (tried.summarizer, tried.outcome, used.summarizer) == (
+        "provider",
+        "too-large",
+        "offline",
+    )
+    assert "no fewer than" in tried.reason
 
 
 def test_a_provider_that_fails_hands_over_to_the_next_step(

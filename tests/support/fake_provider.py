@@ -538,21 +538,44 @@ def encrypted(text: str) -> str:
 def compact_reply(
     body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
 ) -> dict[str, Any]:
-    """OpenAI's POST /v1/responses/compact answer: the compacted window, here one
-    opaque compaction item whose content is the summary, encrypted (in base64)."""
+    """OpenAI's POST /v1/responses/compact answer: the compacted window, every user
+    message of the input as it came, then one opaque compaction item whose content is
+    the summary, encrypted (in base64)."""
+    kept = [
+        _kept_user_message(number, item)
+        for number, item in enumerate(body.get("input") or [])
+        if isinstance(item, dict) and item.get("role") == "user"
+    ]
+    compaction = {
+        "type": "compaction",
+        "id": f"cmp_{len(text)}",
+        "encrypted_content": encrypted(text),
+    }
     return {
         "id": f"resp_compact{len(text)}",
         "object": "response.compaction",
         "created_at": 1_700_000_000,
         "model": body.get("model", ""),
-        "output": [
-            {"type": "compaction", "id": f"cmp_{len(text)}", "encrypted_content": encrypted(text)}
-        ],
+        "output": [*kept, compaction],
         "usage": {
             "input_tokens": prompt_tokens,
             "output_tokens": output_tokens,
             "total_tokens": prompt_tokens + output_tokens,
         },
+    }
+
+
+def _kept_user_message(number: int, item: dict[str, Any]) -> dict[str, Any]:
+    """A user message of a compacted input, as /responses/compact answers it: an output
+    message with its content as parts."""
+    content = item.get("content")
+    parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
+    return {
+        "id": f"msg_kept{number}",
+        "type": "message",
+        "status": "completed",
+        "role": "user",
+        "content": parts,
     }
 
 

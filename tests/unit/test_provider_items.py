@@ -98,6 +98,27 @@ def test_a_provider_compaction_is_stored_and_read_back_and_older_receipts_still_
     assert Compaction("", "q2", provider_item=anthropic).completed_summary() == "Did X."
 
 
+def test_the_messages_a_provider_kept_are_stored_read_back_and_read_after_its_note() -> None:
+    item = ProviderItem("openai", "compaction", '{"type": "compaction", "encrypted_content": "x"}')
+    kept = ProviderItem(
+        "openai",
+        "message",
+        '{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Go."}]}',
+    )
+    compaction = Compaction("", "q2", provider_item=item, provider_retained=(kept,))
+    compaction.validate()
+    assert compaction.provider_items() == (kept, item)
+    assert Compaction.from_dict(compaction.to_dict()) == compaction
+    assert "provider_retained" not in Compaction("", "q2", provider_item=item).to_dict()
+    summary = compaction.completed_summary()
+    assert summary.startswith(OPAQUE_SUMMARY.format(provider="openai")) and summary.endswith("Go.")
+    with pytest.raises(InvalidRequest, match="comes with the provider's compaction item"):
+        Compaction("a summary", "q2", provider_retained=(kept,)).validate()
+    anthropic = ProviderItem("anthropic", "compaction", '{"type":"compaction","content":"Did X."}')
+    with pytest.raises(InvalidRequest, match="one provider's answer"):
+        Compaction("", "q2", provider_item=anthropic, provider_retained=(kept,)).validate()
+
+
 def test_call_ids_are_rewritten_to_each_providers_form_and_found_again() -> None:
     for odd in ("call_1~5f3a", "fs.read:1/a", "x" * 80, "a b"):
         shown = {fmt: view_call_id(odd, fmt) for fmt in ID_FORMS}

@@ -1669,6 +1669,7 @@ class RecordCompactionRequest(_message.Message):
     DETAILS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     PROVIDER_ITEM_FIELD_NUMBER: _builtins.int
+    PROVIDER_RETAINED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     summary: _builtins.str
     """With provider_item: optional, what other providers' views show in its place
@@ -1692,6 +1693,14 @@ class RecordCompactionRequest(_message.Message):
         it as the provider does. The reason defaults to "provider".
         """
 
+    @_builtins.property
+    def provider_retained(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProviderItem]:
+        """With provider_item: what the provider answered before it, sent before it in
+        that provider's view (OpenAI's /responses/compact answers the user messages
+        it kept, then its item). Other views read these messages' text after the
+        summary.
+        """
+
     def __init__(
         self,
         *,
@@ -1705,10 +1714,11 @@ class RecordCompactionRequest(_message.Message):
         details: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         expected_version: _builtins.int | None = ...,
         provider_item: Global___ProviderItem | None = ...,
+        provider_retained: _abc.Iterable[Global___ProviderItem] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "provider_item", b"provider_item"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "details", b"details", "expected_version", b"expected_version", "first_kept_entry_id", b"first_kept_entry_id", "provider_item", b"provider_item", "reason", b"reason", "session_id", b"session_id", "summarizer_model", b"summarizer_model", "summary", b"summary", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "details", b"details", "expected_version", b"expected_version", "first_kept_entry_id", b"first_kept_entry_id", "provider_item", b"provider_item", "provider_retained", b"provider_retained", "reason", b"reason", "session_id", b"session_id", "summarizer_model", b"summarizer_model", "summary", b"summary", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -2059,6 +2069,7 @@ class Compaction(_message.Message):
     TAINTED_FIELD_NUMBER: _builtins.int
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     PROVIDER_ITEM_FIELD_NUMBER: _builtins.int
+    PROVIDER_RETAINED_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     first_kept_entry_id: _builtins.str
     tokens_before: _builtins.int
@@ -2106,6 +2117,12 @@ class Compaction(_message.Message):
         the summary.
         """
 
+    @_builtins.property
+    def provider_retained(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProviderItem]:
+        """What the provider answered before its item (OpenAI's kept user messages),
+        shown before the item in that provider's view.
+        """
+
     def __init__(
         self,
         *,
@@ -2135,10 +2152,11 @@ class Compaction(_message.Message):
         tainted: _builtins.bool = ...,
         attempts: _abc.Iterable[Global___SummarizerAttempt] | None = ...,
         provider_item: Global___ProviderItem | None = ...,
+        provider_retained: _abc.Iterable[Global___ProviderItem] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["provider_item", b"provider_item", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "attempts", b"attempts", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "provider_item", b"provider_item", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "attempts", b"attempts", "chunks", b"chunks", "details", b"details", "duration_ms", b"duration_ms", "engine", b"engine", "entries_covered", b"entries_covered", "fallback_stage", b"fallback_stage", "first_covered_entry_id", b"first_covered_entry_id", "first_kept_entry_id", b"first_kept_entry_id", "instructions", b"instructions", "last_covered_entry_id", b"last_covered_entry_id", "prompt_hash", b"prompt_hash", "provider_item", b"provider_item", "provider_retained", b"provider_retained", "reason", b"reason", "summarizer_model", b"summarizer_model", "summary", b"summary", "summary_tokens", b"summary_tokens", "tainted", b"tainted", "timestamp", b"timestamp", "tokenizer", b"tokenizer", "tokens_after", b"tokens_after", "tokens_after_source", b"tokens_after_source", "tokens_before", b"tokens_before", "tokens_before_source", b"tokens_before_source", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,7 +7,9 @@ compaction (that provider's view carries it verbatim in place of a summary):
 
 * OpenAI (and OpenAI-compatible servers): ``POST /responses/compact`` through
   litellm's ``compact_responses``, with the history as Responses input items;
-  the answer's ``compaction`` item (``encrypted_content``, opaque).
+  the answer is the window to send on: the history's user messages, kept
+  verbatim, then a ``compaction`` item (``encrypted_content``, opaque) for the
+  rest. Both are recorded: the user messages as the items it retained.
 * Anthropic: litellm has no call of its own for it, so the Messages API
   directly: the history with ``context_management`` asking for compaction
   (``compact_20260112``, paused after it); the answer's ``compaction`` block,
@@ -58,6 +60,8 @@ class ProviderCompaction:
     input_tokens: int | None = None
     output_tokens: int | None = None
     duration_ms: int = 0
+    # What the provider answered before its item, to be sent before it (OpenAI's).
+    retained: tuple[ProviderItem, ...] = ()
 
 
 def is_anthropic(model: str) -> bool:
@@ -107,12 +111,16 @@ class ProviderCompactor:
         except Exception as error:
             raise _typed(error, self.model) from error
         output = [_as_dict(item) for item in getattr(response, "output", None) or []]
-        found = next((o for o in output if o.get("type") == "compaction"), None)
-        if found is None:
+        at = next((i for i, o in enumerate(output) if o.get("type") == "compaction"), None)
+        if at is None:
             raise SummarizerError("the provider answered no compaction item", model=self.model)
         usage = _as_dict(getattr(response, "usage", None) or {})
         return {
-            "item": ProviderItem("openai", "compaction", _json(found)),
+            "item": ProviderItem("openai", "compaction", _json(output[at])),
+            "retained": tuple(
+                ProviderItem("openai", str(o.get("type") or "message"), _json(o))
+                for o in output[:at]
+            ),
             "model": str(getattr(response, "model", "") or self.model),
             "prompt_hash": _hash(body),
             "input_tokens": usage.get("input_tokens"),

@@ -51,11 +51,10 @@ class CompactionCommands:
                 )
                 if value
             }
-            item = compaction.provider_item
-            # Whichever a view shows: the summary text, or the provider's own item.
+            # Whichever a view shows: the summary text, or the provider's own items.
             summary_tokens = max(
                 tokenizer.count_text(recorded_summary),
-                tokenizer.count_text(item.json) if item is not None else 0,
+                sum(tokenizer.count_text(item.json) for item in compaction.provider_items()),
             )
             counted = replace(
                 compaction,

@@ -207,6 +207,7 @@ class SyncMethods:
         details: Mapping[str, str] | None = None,
         expected_version: int | None = None,
         provider_item: ProviderItem | None = None,
+        provider_retained: Sequence[ProviderItem] | None = None,
         timeout: float | None = None,
     ) -> RecordCompactionResponse:
         """Records a compaction: a summary that replaces the entries before
@@ -225,6 +226,7 @@ class SyncMethods:
                 details=dict(details or ()),
                 expected_version=expected_version,
                 provider_item=provider_item,
+                provider_retained=list(provider_retained or ()),
             ),
             RecordCompactionResponse,
             timeout,
@@ -904,6 +906,7 @@ class AsyncMethods:
         details: Mapping[str, str] | None = None,
         expected_version: int | None = None,
         provider_item: ProviderItem | None = None,
+        provider_retained: Sequence[ProviderItem] | None = None,
         timeout: float | None = None,
     ) -> RecordCompactionResponse:
         """Records a compaction: a summary that replaces the entries before
@@ -922,6 +925,7 @@ class AsyncMethods:
                 details=dict(details or ()),
                 expected_version=expected_version,
                 provider_item=provider_item,
+                provider_retained=list(provider_retained or ()),
             ),
             RecordCompactionResponse,
             timeout,

@@ -709,6 +709,11 @@ class RecordCompactionRequest:
     #: provider's view shows in place of the summary, leaving out everything before
     #: it as the provider does. The reason defaults to "provider".
     provider_item: ProviderItem | None = None
+    #: With provider_item: what the provider answered before it, sent before it in
+    #: that provider's view (OpenAI's /responses/compact answers the user messages
+    #: it kept, then its item). Other views read these messages' text after the
+    #: summary.
+    provider_retained: list[ProviderItem] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -870,6 +875,9 @@ class Compaction:
     #: A provider's compaction: its item, shown in that provider's view in place of
     #: the summary.
     provider_item: ProviderItem | None = None
+    #: What the provider answered before its item (OpenAI's kept user messages),
+    #: shown before the item in that provider's view.
+    provider_retained: list[ProviderItem] = field(default_factory=list)
 
 
 @dataclass(slots=True)

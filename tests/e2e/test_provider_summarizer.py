@@ -24,7 +24,8 @@ Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
 MODELS = {
     "openai": ("openai/gpt-4o", pb.PROMPT_FORMAT_OPENAI_RESPONSES, COMPACT_PATH),
-    "anthropic": ("anthropic/claude-sonnet-4-5", pb.PROMPT_FORMAT_ANTHROPIC, ANTHROPIC_PATH),
+    # A model that compacts, and, as every Claude model from 4.6 on, takes no prefill.
+    "anthropic": ("anthropic/claude-sonnet-4-6", pb.PROMPT_FORMAT_ANTHROPIC, ANTHROPIC_PATH),
 }
 
 
@@ -88,6 +89,8 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
         edits = sent[0].body["context_management"]["edits"]
         assert edits[0]["type"] == "compact_20260112"
         assert sent[0].headers["anthropic-beta"] == "compact-2026-01-12"
+        # Closed by a user turn: models from Claude 4.6 on take no prefill.
+        assert sent[0].body["messages"][-1]["role"] == "user"
         kept = json.loads(item.json)["content"]
     else:
         # The item as the provider sent it, nothing added by the way.

@@ -315,6 +315,10 @@ class FakeProvider(LoopbackServer):
         text = behaviour.text if behaviour.text is not None else default_summary(body)
         output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
         usage = (received.estimated_tokens, output_tokens)
+        if anthropic and _prefills(body):
+            received.refused = "prefill"
+            send(handler, 400, ANTHROPIC_PREFILL_ERROR)
+            return
         compaction = _compaction_edit(body) if anthropic else None
         if compaction is not None:
             trigger = int((compaction.get("trigger") or {}).get("value", ANTHROPIC_TRIGGER))
@@ -577,6 +581,27 @@ def _kept_user_message(number: int, item: dict[str, Any]) -> dict[str, Any]:
         "role": "user",
         "content": parts,
     }
+
+
+# Claude models from 4.6 on refuse a conversation that ends with the assistant's turn.
+_NO_PREFILL = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[6-9]|[5-9])|claude-mythos")
+ANTHROPIC_PREFILL_ERROR = {
+    "type": "error",
+    "error": {
+        "type": "invalid_request_error",
+        "message": "This model does not support assistant message prefill. The conversation "
+        "must end with a user message.",
+    },
+}
+
+
+def _prefills(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    return (
+        bool(_NO_PREFILL.search(str(body.get("model", ""))))
+        and bool(messages)
+        and messages[-1].get("role") == "assistant"
+    )
 
 
 def _compaction_edit(body: dict[str, Any]) -> dict[str, Any] | None:

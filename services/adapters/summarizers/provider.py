@@ -13,7 +13,9 @@ compaction (that provider's view carries it verbatim in place of a summary):
 * Anthropic: litellm has no call of its own for it, so the Messages API
   directly: the history with ``context_management`` asking for compaction
   (``compact_20260112``, paused after it); the answer's ``compaction`` block,
-  whose ``content`` is a readable summary. The API compacts only a prompt past
+  whose ``content`` is a readable summary (a part that ends with the assistant's
+  turn is closed by a user turn of the store's, since models from Claude 4.6 on
+  refuse a prefill). The API compacts only a prompt past
   the edit's trigger, and refuses a trigger under 50,000 input tokens: a
   smaller history is not sent at all (the chain goes on to its next step).
 
@@ -50,6 +52,13 @@ ANTHROPIC_BETA = "compact-2026-01-12"
 ANTHROPIC_MIN_TRIGGER_TOKENS = 50_000
 # What the Anthropic call may answer besides the compaction block (it pauses after it).
 ANTHROPIC_MAX_TOKENS = 1_024
+# Claude models from 4.6 on refuse a conversation that ends with the assistant's turn,
+# and the part the store compacts mostly does: this user turn closes it. Paused after
+# compacting, the model never answers it.
+ANTHROPIC_CLOSING_TURN = {
+    "role": "user",
+    "content": [{"type": "text", "text": "[The conversation goes on from here.]"}],
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +146,8 @@ class ProviderCompactor:
                 f"{ANTHROPIC_MIN_TRIGGER_TOKENS:,} tokens; this one is ~{tokens:,}",
                 model=self.model,
             )
+        if messages and messages[-1].get("role") == "assistant":
+            messages = [*messages, ANTHROPIC_CLOSING_TURN]
         body: dict[str, Any] = {
             "model": bare_model_name(self.model),
             "max_tokens": ANTHROPIC_MAX_TOKENS,

@@ -6,7 +6,8 @@ assistant's turn gets a user turn first. Thinking goes back only with its
 signature. Anthropic provider items (``thinking``, ``redacted_thinking``,
 ``compaction``, documents, and images inside tool results) go back byte for
 byte; a compaction the provider made is shown as its ``compaction`` block, and
-the API reads nothing before it.
+the API reads nothing before it (a signed block, compacted on demand, opens the
+messages, with no user turn before it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from domain.content import (
     ThinkingBlock,
     ToolCall,
     ToolResult,
+    provider_item_object,
     stand_ins,
 )
 from domain.system_prompt import SystemPrompt, Tool
@@ -46,6 +48,8 @@ from projections.session_history import PromptView
 from projections.view_repair import Repair, Step
 
 NAME = "anthropic"
+# The tag of a signed compaction block: the assistant's, and first in the messages.
+_LEADING_BLOCK = "leading_compaction"
 _TOOL = Role.TOOL
 _ROLES = {
     Role.SYSTEM: "system",
@@ -123,8 +127,10 @@ class AnthropicMessages:
     def summary(self, compaction: Compaction) -> Shown:
         item = compaction.provider_item
         if item is not None and item.provider == NAME:
-            # The provider's own compaction block, in the assistant's turn as it came.
-            return Shown((("assistant", item.json, None),))
+            # The provider's own compaction block, in the assistant's turn as it came. A
+            # signed one (compacted on demand) must lead the messages: no turn before it.
+            signed = "signature" in provider_item_object(item)
+            return Shown(((_LEADING_BLOCK if signed else "assistant", item.json, None),))
         return Shown(
             (("user", dumps(_text(summary_text(compaction.summary))), None),),
             compaction_item_omitted(compaction, NAME),
@@ -136,15 +142,19 @@ class AnthropicMessages:
         if text:
             system.append(dumps(_text(text)))
         turns: list[tuple[str, list[str]]] = []
+        led_by_block = False
         for role, fragment, _ in pieces:
             if role == "system":
                 system.append(fragment)
-            elif turns and turns[-1][0] == role:
+                continue
+            if role == _LEADING_BLOCK:
+                role, led_by_block = "assistant", not turns
+            if turns and turns[-1][0] == role:
                 turns[-1][1].append(fragment)
             else:
                 turns.append((role, [fragment]))
         repairs: tuple[Repair, ...] = ()
-        if turns and turns[0][0] == "assistant":
+        if turns and turns[0][0] == "assistant" and not led_by_block:
             turns.insert(0, ("user", [dumps(_text(LEADING_USER_TEXT))]))
             repairs = (Repair("leading_user_turn", detail="the view opened with the assistant"),)
         messages = ",".join(

@@ -1,8 +1,9 @@
 """Anthropic Messages: what ``system`` and ``messages`` must be.
 
 - ``system`` is absent or a list of non-blank text blocks.
-- Messages alternate user and assistant, the first the user's; each holds a
-  non-empty list of content blocks.
+- Messages alternate user and assistant, the first the user's (or the
+  assistant's, when it opens with a signed compaction block, which no message
+  may come before); each holds a non-empty list of content blocks.
 - Text blocks are not blank; thinking carries its signature.
 - A ``tool_use`` (id ``^[a-zA-Z0-9_-]{1,64}$``, unique) is answered by a
   ``tool_result`` in the very next message, which is the user's; a user
@@ -55,10 +56,11 @@ def validate(request: dict[str, Any]) -> list[str]:
         return [*problems, "messages must be a list"]
     waiting: set[str] = set()
     seen: set[str] = set()
+    turns = ("assistant", "user") if _opens_with_signed_block(messages) else ("user", "assistant")
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         role = message.get("role") if isinstance(message, dict) else None
-        expected = "user" if index % 2 == 0 else "assistant"
+        expected = turns[index % 2]
         if role != expected:
             problems.append(f"{where}: role {role!r} where the turns want {expected!r}")
         content = message.get("content") if isinstance(message, dict) else None
@@ -66,6 +68,10 @@ def validate(request: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: content must be a non-empty list of blocks")
             waiting = set()
             continue
+        for at, block in enumerate(content):
+            signed = isinstance(block, dict) and block.get("type") == "compaction"
+            if signed and "signature" in block and (index, at) != (0, 0):
+                problems.append(f"{where}: a signed compaction block must open the messages")
         if role == "assistant":
             if waiting:
                 problems.append(f"{where} comes before the results of {sorted(waiting)}")
@@ -135,3 +141,10 @@ def _user(where: str, content: list[Any], waiting: set[str], problems: list[str]
     missing = waiting - answered
     if missing:
         problems.append(f"{where} lacks the results of {sorted(missing)}")
+
+
+def _opens_with_signed_block(messages: list[Any]) -> bool:
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    content = first.get("content")
+    block = content[0] if isinstance(content, list) and content else None
+    return isinstance(block, dict) and block.get("type") == "compaction" and "signature" in block

@@ -143,8 +143,7 @@ def _try_step(
             raise CompactionStepFailed("plan", plan.reason)
         timeout = min(policy.step_timeout_seconds, policy.timeout_seconds)
         if isinstance(summarizer, ProviderCompactor):
-            covered = budget.provider_tokens(plan.summarised_tokens)
-            remote = compact_by_provider(summarizer, view, plan, timeout, covered)
+            remote = compact_by_provider(summarizer, view, plan, timeout)
         else:
             previous = view.log.compaction.compaction.summary if view.log.compaction else ""
             staged = summarize_plan(

@@ -23,14 +23,9 @@ from services.engine.base import CompactionRequest
 
 
 def compact_by_provider(
-    compactor: ProviderCompactor,
-    view: PromptView,
-    plan: CompactionPlan,
-    timeout_seconds: float,
-    provider_tokens: int,
+    compactor: ProviderCompactor, view: PromptView, plan: CompactionPlan, timeout_seconds: float
 ) -> ProviderCompaction:
-    """The provider's compaction of what the plan summarises, which the provider counts
-    as about ``provider_tokens``."""
+    """The provider's compaction of what the plan summarises."""
     entries = list(view.log.entries)
     cut = next(i for i, e in enumerate(entries) if e.id == plan.first_kept_entry_id)
     covered = replace(
@@ -42,9 +37,7 @@ def compact_by_provider(
     # A renderer of its own: the session's keeps each version's whole view.
     rendered = PromptRenderer().render(covered, compactor.provider_format)
     system = json.loads(rendered.system_json) if rendered.system_json else None
-    return compactor.compact(
-        json.loads(rendered.messages_json), system, timeout_seconds, provider_tokens
-    )
+    return compactor.compact(json.loads(rendered.messages_json), system, timeout_seconds)
 
 
 def provider_compaction(

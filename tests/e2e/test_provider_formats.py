@@ -211,11 +211,17 @@ ANTHROPIC_COMPACTION = (
     '{"type": "compaction", "content": "The user asked for a.txt; it says alpha."}'
 )
 OPENAI_COMPACTION = '{"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAABpQ1k=="}'
+# Compacted on demand: signed, and so it opens the messages.
+ANTHROPIC_SIGNED_COMPACTION = (
+    '{"type": "compaction", "content": "The user asked for a.txt; it says alpha.", '
+    '"signature": "EuYBCkQY"}'
+)
 
 
 def test_provider_compactions_show_in_their_views_are_audited_and_undo(store: Stub) -> None:
     for provider, body, provider_format in (
         ("anthropic", ANTHROPIC_COMPACTION, "anthropic"),
+        ("anthropic", ANTHROPIC_SIGNED_COMPACTION, "anthropic"),
         ("openai", OPENAI_COMPACTION, "openai-responses"),
     ):
         session = new_session(store, model="gpt-4o").id
@@ -237,6 +243,9 @@ def test_provider_compactions_show_in_their_views_are_audited_and_undo(store: St
         answer = view(store, session, provider_format)
         assert_accepted(answer, provider_format)
         assert answer.messages_json.count(body) == 1
+        if body == ANTHROPIC_SIGNED_COMPACTION:  # first, with no user turn before it
+            assert json.loads(answer.messages_json)[0]["content"][0] == json.loads(body)
+            assert not answer.repairs
         assert "alpha alpha" not in answer.messages_json  # everything before it left out
         assert "and b.txt?" in answer.messages_json
         for other in set(FORMATS) - {provider_format}:

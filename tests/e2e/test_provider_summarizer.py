@@ -4,8 +4,7 @@ PostgreSQL: the store asks the conversation's provider to compact (OpenAI's
 Messages API), against the loopback provider speaking those protocols, and
 records the answer as a provider compaction: in that provider's view verbatim
 (OpenAI's with the user messages it kept before it), in the audit, undoable; a
-provider that fails hands over to the next step, and a history Anthropic would
-not compact (50,000 tokens or fewer) is not sent."""
+provider that fails hands over to the next step."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
     store: Stub, provider: FakeProvider, name: str
 ) -> None:
     model, view_format, path = MODELS[name]
-    # Anthropic compacts only past 50,000 tokens: some 60,000 are cut off here.
-    session_id = _session(store, provider, model, ["provider"], steps=16)
+    session_id = _session(store, provider, model, ["provider"])
 
     compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
     assert compacted.compacted, compacted.reason
@@ -86,11 +84,11 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
     sent = [r for r in provider.requests if r.path == path]
     assert len(sent) == 1 and "zebra-7731" in sent[0].text()
     if name == "anthropic":
-        edits = sent[0].body["context_management"]["edits"]
-        assert edits[0]["type"] == "compact_20260112"
-        assert sent[0].headers["anthropic-beta"] == "compact-2026-01-12"
-        # Closed by a user turn: models from Claude 4.6 on take no prefill.
-        assert sent[0].body["messages"][-1]["role"] == "user"
+        # Compacted on demand: the covered part as it stands, its last turn the assistant's.
+        assert sent[0].body["compaction"] == {"type": "summarize"}
+        assert sent[0].headers["anthropic-beta"] == "compact-2026-09-04"
+        assert sent[0].body["messages"][-1]["role"] == "assistant"
+        assert set(json.loads(item.json)) == {"type", "content", "signature"}
         kept = json.loads(item.json)["content"]
     else:
         # The item as the provider sent it, nothing added by the way.
@@ -98,13 +96,15 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
         kept = base64.b64decode(json.loads(item.json)["encrypted_content"]).decode()
     assert "zebra-7731" in kept  # what the provider made of the covered part
 
-    # That provider's view carries the item verbatim, in place of the part it covers.
+    # That provider's view carries the item verbatim, in place of the part it covers:
+    # Anthropic's signed block opens the messages, as the assistant's.
     view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session_id, format=view_format))
-    assert json.loads(item.json) in json.loads(view.messages_json) or any(
-        json.loads(item.json) in (m.get("content") or [])
-        for m in json.loads(view.messages_json)
-        if isinstance(m.get("content"), list)
-    )
+    shown = json.loads(view.messages_json)
+    if name == "anthropic":
+        assert shown[0] == {"role": "assistant", "content": [json.loads(item.json)]}
+        assert shown[1]["role"] == "user" and not view.repairs
+    else:
+        assert json.loads(item.json) in shown
     assert '"Noted."' not in view.messages_json  # the covered turn, as a message of its own
 
     # The audit lists it; an undo brings the covered entries back.
@@ -187,16 +187,3 @@ def test_a_provider_that_fails_hands_over_to_the_next_step(
     assert attempts == [("provider", "failed"), ("offline", "used")]
     assert not compacted.compaction.HasField("provider_item")
     assert "Recall(session_id, query)" in compacted.compaction.summary
-
-
-def test_a_history_anthropic_would_not_compact_is_not_sent(
-    store: Stub, provider: FakeProvider
-) -> None:
-    # Some 15,000 tokens are cut off: under the least trigger the API takes.
-    session_id = _session(store, provider, MODELS["anthropic"][0], ["provider", "offline"])
-    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
-    assert compacted.compacted, compacted.reason
-    (tried, used) = compacted.compaction.attempts
-    assert (tried.summarizer, tried.outcome, used.summarizer) == ("provider", "failed", "offline")
-    assert "more than 50,000 tokens" in tried.reason
-    assert not [r for r in provider.requests if r.path == ANTHROPIC_PATH]

@@ -4,11 +4,12 @@ No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
 server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
-``POST /v1/messages`` (Anthropic, compaction by ``context_management``
-included, under the API's rules for its trigger), ``POST /v1/responses/compact``
-(OpenAI's compaction) and ``POST /v1/embeddings`` (OpenAI's embeddings, a
-deterministic bag of concepts) with the providers' own response and error
-bodies, so litellm's real client and error mapping run end to end.
+``POST /v1/messages`` (Anthropic, compaction included: by
+``context_management`` under the API's rules for its trigger, and on demand by
+``compaction``), ``POST /v1/responses/compact`` (OpenAI's compaction) and
+``POST /v1/embeddings`` (OpenAI's embeddings, a deterministic bag of concepts)
+with the providers' own response and error bodies, so litellm's real client
+and error mapping run end to end.
 
 Every request is recorded. Behaviour is scripted per request, in order
 (:meth:`FakeProvider.script`), else the default reply: a deterministic
@@ -315,9 +316,18 @@ class FakeProvider(LoopbackServer):
         text = behaviour.text if behaviour.text is not None else default_summary(body)
         output_tokens = math.ceil(len(text) / 4) + 10 * len(behaviour.calls)
         usage = (received.estimated_tokens, output_tokens)
+        if anthropic and "compaction" in body:
+            refusal = _on_demand_refusal(body, received.headers)
+            received.refused = "compaction" if refusal else ""
+            if refusal:
+                send(handler, 400, anthropic_invalid(refusal))
+            else:
+                summary = compaction_summary(body)
+                send(handler, 200, on_demand_compaction_reply(body, summary, *usage))
+            return
         if anthropic and _prefills(body):
             received.refused = "prefill"
-            send(handler, 400, ANTHROPIC_PREFILL_ERROR)
+            send(handler, 400, anthropic_invalid(PREFILL_REFUSAL))
             return
         compaction = _compaction_edit(body) if anthropic else None
         if compaction is not None:
@@ -585,14 +595,61 @@ def _kept_user_message(number: int, item: dict[str, Any]) -> dict[str, Any]:
 
 # Claude models from 4.6 on refuse a conversation that ends with the assistant's turn.
 _NO_PREFILL = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[6-9]|[5-9])|claude-mythos")
-ANTHROPIC_PREFILL_ERROR = {
-    "type": "error",
-    "error": {
-        "type": "invalid_request_error",
-        "message": "This model does not support assistant message prefill. The conversation "
-        "must end with a user message.",
-    },
-}
+PREFILL_REFUSAL = (
+    "This model does not support assistant message prefill. The conversation must end "
+    "with a user message."
+)
+ON_DEMAND_BETA = "compact-2026-09-04"
+
+
+def anthropic_invalid(message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _on_demand_refusal(body: dict[str, Any], headers: dict[str, str]) -> str:
+    """Why the API would refuse a request for an on-demand compaction, or ""."""
+    if ON_DEMAND_BETA not in headers.get("anthropic-beta", ""):
+        return "compaction: Extra inputs are not permitted"
+    if body["compaction"] != {"type": "summarize"}:
+        return "compaction.type: Input should be 'summarize'"
+    if "context_management" in body:
+        return "compaction cannot be combined with context_management"
+    messages = body.get("messages") or []
+    if not messages:
+        return "there is nothing to summarize"
+    last = messages[-1]
+    content = last.get("content") if isinstance(last.get("content"), list) else []
+    if last.get("role") == "assistant" and any(b.get("type") == "tool_use" for b in content):
+        return "the last assistant turn ends in a tool call with no result yet"
+    return ""
+
+
+def on_demand_compaction_reply(
+    body: dict[str, Any], text: str, prompt_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Messages reply to an on-demand compaction: the signed block alone, and the
+    call's usage as its compaction iteration (the top-level usage is zero)."""
+    signature = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+    return {
+        "id": f"msg_summary{len(text)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "compaction", "content": text, "signature": signature}],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "iterations": [
+                {
+                    "type": "compaction",
+                    "input_tokens": prompt_tokens,
+                    "output_tokens": output_tokens,
+                }
+            ],
+        },
+    }
 
 
 def _prefills(body: dict[str, Any]) -> bool:

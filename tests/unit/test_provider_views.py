@@ -100,6 +100,14 @@ COMPACTION_ITEMS = [
         "compaction",
         '{"type":"compaction","content":"Summary of the work so far."}',
     ),
+    # Compacted on demand: signed, it opens the messages.
+    ProviderItem(
+        "anthropic",
+        "compaction",
+        '{"type":"compaction","content":"Summary of the work so far.","signature":"'
+        + SIGNATURE
+        + '"}',
+    ),
     ProviderItem("openai", "compaction", '{"type":"compaction","encrypted_content":"gAAAAABc"}'),
 ]
 IMAGE = ImageRef("data:image/png;base64,iVBORw0KGgo=", "image/png")
@@ -353,6 +361,17 @@ BROKEN = {
         "messages": [{"role": "model", "parts": [{"functionCall": {"name": "f"}, "bogus": 1}]}],
     },
 }
+
+
+def test_a_signed_compaction_block_opens_the_messages_or_is_refused() -> None:
+    block = {"type": "compaction", "content": "Summary.", "signature": SIGNATURE}
+    opened = [
+        {"role": "assistant", "content": [block]},
+        {"role": "user", "content": [{"type": "text", "text": "Go on."}]},
+    ]
+    assert problems("anthropic", {"messages": opened}) == []
+    behind = [{"role": "user", "content": [{"type": "text", "text": "Hi."}]}, *opened]
+    assert any("must open the messages" in p for p in problems("anthropic", {"messages": behind}))
 
 
 def test_the_rules_and_the_sdk_types_refuse_a_broken_request() -> None:

@@ -11,13 +11,11 @@ compaction (that provider's view carries it verbatim in place of a summary):
   verbatim, then a ``compaction`` item (``encrypted_content``, opaque) for the
   rest. Both are recorded: the user messages as the items it retained.
 * Anthropic: litellm has no call of its own for it, so the Messages API
-  directly: the history with ``context_management`` asking for compaction
-  (``compact_20260112``, paused after it); the answer's ``compaction`` block,
-  whose ``content`` is a readable summary (a part that ends with the assistant's
-  turn is closed by a user turn of the store's, since models from Claude 4.6 on
-  refuse a prefill). The API compacts only a prompt past
-  the edit's trigger, and refuses a trigger under 50,000 input tokens: a
-  smaller history is not sent at all (the chain goes on to its next step).
+  directly, compacting on demand (beta ``compact-2026-09-04``, the top-level
+  ``compaction`` parameter): the API summarises every message sent and answers a
+  signed ``compaction`` block alone, whose ``content`` is a readable summary. The
+  block then leads every later request in place of the messages it summarises,
+  the kept turns after it word for word, with the same beta header.
 
 Failures are typed as the model summariser's are, so the chain goes on to its
 next step on any of them.
@@ -46,19 +44,10 @@ from services.adapters.summarizers.base import (
 
 ANTHROPIC_BASE = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
-ANTHROPIC_BETA = "compact-2026-01-12"
-# The least trigger the API takes for compact_20260112: it compacts only a prompt
-# of more input tokens than this, by its own count.
-ANTHROPIC_MIN_TRIGGER_TOKENS = 50_000
-# What the Anthropic call may answer besides the compaction block (it pauses after it).
-ANTHROPIC_MAX_TOKENS = 1_024
-# Claude models from 4.6 on refuse a conversation that ends with the assistant's turn,
-# and the part the store compacts mostly does: this user turn closes it. Paused after
-# compacting, the model never answers it.
-ANTHROPIC_CLOSING_TURN = {
-    "role": "user",
-    "content": [{"type": "text", "text": "[The conversation goes on from here.]"}],
-}
+ANTHROPIC_BETA = "compact-2026-09-04"
+# The summarising call's whole budget, thinking included: the API asks for several
+# thousand tokens.
+ANTHROPIC_MAX_TOKENS = 8_192
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +80,13 @@ class ProviderCompactor:
         self.provider_format = "anthropic" if is_anthropic(model) else "openai-responses"
 
     def compact(
-        self, messages: list[Any], system: Any, timeout_seconds: float, tokens: int
+        self, messages: list[Any], system: Any, timeout_seconds: float
     ) -> ProviderCompaction:
         """The provider's compaction item for the history ``messages`` (in
-        ``provider_format``) under ``system`` (None: no system prompt), which
-        the provider counts as about ``tokens``."""
+        ``provider_format``) under ``system`` (None: no system prompt)."""
         started = time.perf_counter()
         if self.provider_format == "anthropic":
-            result = self._anthropic(messages, system, timeout_seconds, tokens)
+            result = self._anthropic(messages, system, timeout_seconds)
         else:
             result = self._openai(messages, system, timeout_seconds)
         elapsed = round((time.perf_counter() - started) * 1000)
@@ -136,32 +124,12 @@ class ProviderCompactor:
             "output_tokens": usage.get("output_tokens"),
         }
 
-    def _anthropic(
-        self, messages: list[Any], system: Any, timeout: float, tokens: int
-    ) -> dict[str, Any]:
-        if tokens <= ANTHROPIC_MIN_TRIGGER_TOKENS:
-            # Sent anyway, it would be answered as a turn, paid for and of no use.
-            raise SummarizerError(
-                f"Anthropic compacts only a history of more than "
-                f"{ANTHROPIC_MIN_TRIGGER_TOKENS:,} tokens; this one is ~{tokens:,}",
-                model=self.model,
-            )
-        if messages and messages[-1].get("role") == "assistant":
-            messages = [*messages, ANTHROPIC_CLOSING_TURN]
+    def _anthropic(self, messages: list[Any], system: Any, timeout: float) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": bare_model_name(self.model),
             "max_tokens": ANTHROPIC_MAX_TOKENS,
             "messages": messages,
-            "context_management": {
-                "edits": [
-                    {
-                        "type": "compact_20260112",
-                        # The least it takes: the history is over it (checked above).
-                        "trigger": {"type": "input_tokens", "value": ANTHROPIC_MIN_TRIGGER_TOKENS},
-                        "pause_after_compaction": True,
-                    }
-                ]
-            },
+            "compaction": {"type": "summarize"},
         }
         if system:
             body["system"] = system
@@ -188,13 +156,23 @@ class ProviderCompactor:
         found = next(
             (b for b in blocks if isinstance(b, dict) and b.get("type") == "compaction"), None
         )
-        if found is None or not (found.get("content") or found.get("encrypted_content")):
+        if found is None or not found.get("content"):
+            # Answered 200 without a summary: the stop reason says why (max_tokens,
+            # refusal, tool_use, model_context_window_exceeded).
             raise SummarizerError(
-                "the provider answered no compaction block (by its count the history may be "
-                f"within the {ANTHROPIC_MIN_TRIGGER_TOKENS:,}-token trigger)",
+                "the provider wrote no summary (stop reason "
+                f"{response.get('stop_reason') or 'none'})",
                 model=self.model,
             )
-        usage = response.get("usage") or {}
+        # The call is billed as the compaction iteration; the top-level usage is zero.
+        usage = next(
+            (
+                i
+                for i in (response.get("usage") or {}).get("iterations") or []
+                if isinstance(i, dict) and i.get("type") == "compaction"
+            ),
+            response.get("usage") or {},
+        )
         return {
             "item": ProviderItem("anthropic", "compaction", _json(found)),
             "model": str(response.get("model") or self.model),

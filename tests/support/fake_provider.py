@@ -4,9 +4,8 @@ No provider is reachable from the tests, and mocking litellm would prove
 nothing about how it talks to one. This server answers
 ``POST /v1/chat/completions`` (OpenAI, and every OpenAI-compatible local
 server), ``POST /v1/responses`` (OpenAI's Responses API, text replies) and
-``POST /v1/messages`` (Anthropic, compaction included: by
-``context_management`` under the API's rules for its trigger, and on demand by
-``compaction``), ``POST /v1/responses/compact`` (OpenAI's compaction) and
+``POST /v1/messages`` (Anthropic, compaction on demand by ``compaction``
+included), ``POST /v1/responses/compact`` (OpenAI's compaction) and
 ``POST /v1/embeddings`` (OpenAI's embeddings, a deterministic bag of concepts)
 with the providers' own response and error bodies, so litellm's real client
 and error mapping run end to end.
@@ -40,10 +39,6 @@ RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 EMBEDDINGS_PATH = "/v1/embeddings"
 COMPACT_PATH = "/v1/responses/compact"
-# Anthropic's compact_20260112: it compacts a prompt of more input tokens than its
-# trigger (150,000 unless set) and refuses a trigger under 50,000.
-ANTHROPIC_TRIGGER = 150_000
-ANTHROPIC_MIN_TRIGGER = 50_000
 EMBEDDING_DIMENSIONS = 256
 # The loopback embedding model's notion of meaning: words of one concept embed
 # alike, so a semantic search finds what shares no word with the query.
@@ -329,22 +324,6 @@ class FakeProvider(LoopbackServer):
             received.refused = "prefill"
             send(handler, 400, anthropic_invalid(PREFILL_REFUSAL))
             return
-        compaction = _compaction_edit(body) if anthropic else None
-        if compaction is not None:
-            trigger = int((compaction.get("trigger") or {}).get("value", ANTHROPIC_TRIGGER))
-            if trigger < ANTHROPIC_MIN_TRIGGER:
-                received.refused = "trigger"
-                send(handler, 400, anthropic_trigger_error(trigger))
-                return
-            if received.estimated_tokens > trigger:
-                block = {"type": "compaction", "content": compaction_summary(body)}
-                if compaction.get("pause_after_compaction"):
-                    send(handler, 200, anthropic_compaction_reply(body, block, *usage))
-                else:  # the turn goes on after the block
-                    answer = anthropic_reply(body, text, behaviour.calls, *usage)
-                    send(handler, 200, {**answer, "content": [block, *answer["content"]]})
-                return
-            # Not past its trigger: a turn answered as any other, nothing compacted.
         if path == COMPACT_PATH:
             send(handler, 200, compact_reply(body, compaction_summary(body), *usage))
         elif path == RESPONSES_PATH:
@@ -659,38 +638,6 @@ def _prefills(body: dict[str, Any]) -> bool:
         and bool(messages)
         and messages[-1].get("role") == "assistant"
     )
-
-
-def _compaction_edit(body: dict[str, Any]) -> dict[str, Any] | None:
-    edits = (body.get("context_management") or {}).get("edits") or []
-    return next((e for e in edits if e.get("type") == "compact_20260112"), None)
-
-
-def anthropic_trigger_error(trigger: int) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": f"context_management.edits.0.trigger.value: {trigger} is less than "
-            f"the minimum of {ANTHROPIC_MIN_TRIGGER}",
-        },
-    }
-
-
-def anthropic_compaction_reply(
-    body: dict[str, Any], block: dict[str, Any], prompt_tokens: int, output_tokens: int
-) -> dict[str, Any]:
-    """A Messages reply that compacted (compact_20260112) and paused after it."""
-    return {
-        "id": f"msg_compact{len(block['content'])}",
-        "type": "message",
-        "role": "assistant",
-        "model": body.get("model", ""),
-        "content": [block],
-        "stop_reason": "compaction",
-        "stop_sequence": None,
-        "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
-    }
 
 
 def anthropic_reply(

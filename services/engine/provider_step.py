@@ -37,7 +37,8 @@ def compact_by_provider(
     # A renderer of its own: the session's keeps each version's whole view.
     rendered = PromptRenderer().render(covered, compactor.provider_format)
     system = json.loads(rendered.system_json) if rendered.system_json else None
-    return compactor.compact(json.loads(rendered.messages_json), system, timeout_seconds)
+    messages, tools = json.loads(rendered.messages_json), json.loads(rendered.tools_json)
+    return compactor.compact(messages, system, timeout_seconds, tools)
 
 
 def provider_compaction(

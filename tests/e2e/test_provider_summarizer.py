@@ -21,6 +21,11 @@ from tests.support.fake_provider import ANTHROPIC_PATH, COMPACT_PATH, FakeProvid
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
+READ = pb.Tool(
+    name="read",
+    description="Read a file",
+    parameters_json='{"type":"object","properties":{"path":{"type":"string"}}}',
+)
 MODELS = {
     "openai": ("openai/gpt-4o", pb.PROMPT_FORMAT_OPENAI_RESPONSES, COMPACT_PATH),
     # A model that compacts, and, as every Claude model from 4.6 on, takes no prefill.
@@ -53,6 +58,8 @@ def _session(
     )
     settings = pb.SessionSettings(model=model, context_window_tokens=200_000, compaction=policy)
     session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
+    prompt = pb.SystemPrompt(text="You review modules.", tools=[READ])
+    store.SetSystemPrompt(pb.SetSystemPromptRequest(session_id=session.id, system_prompt=prompt))
     append(store, session.id, user(FACT, id="fact"))
     append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted."))
     for step in range(steps):
@@ -88,6 +95,9 @@ def test_the_provider_compacts_and_its_item_is_recorded_viewed_audited_and_undon
         assert sent[0].body["compaction"] == {"type": "summarize"}
         assert sent[0].headers["anthropic-beta"] == "compact-2026-09-04"
         assert sent[0].body["messages"][-1]["role"] == "assistant"
+        # The conversation's system prompt and tools, as its requests send them.
+        assert sent[0].body["system"][0]["text"] == "You review modules."
+        assert [t["name"] for t in sent[0].body["tools"]] == ["read"]
         assert set(json.loads(item.json)) == {"type", "content", "signature"}
         kept = json.loads(item.json)["content"]
     else:

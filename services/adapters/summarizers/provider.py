@@ -80,13 +80,18 @@ class ProviderCompactor:
         self.provider_format = "anthropic" if is_anthropic(model) else "openai-responses"
 
     def compact(
-        self, messages: list[Any], system: Any, timeout_seconds: float
+        self,
+        messages: list[Any],
+        system: Any,
+        timeout_seconds: float,
+        tools: list[Any] | None = None,
     ) -> ProviderCompaction:
         """The provider's compaction item for the history ``messages`` (in
-        ``provider_format``) under ``system`` (None: no system prompt)."""
+        ``provider_format``) under ``system`` (None: no system prompt), with the
+        conversation's ``tools`` (in that format)."""
         started = time.perf_counter()
         if self.provider_format == "anthropic":
-            result = self._anthropic(messages, system, timeout_seconds)
+            result = self._anthropic(messages, system, timeout_seconds, tools or [])
         else:
             result = self._openai(messages, system, timeout_seconds)
         elapsed = round((time.perf_counter() - started) * 1000)
@@ -124,13 +129,19 @@ class ProviderCompactor:
             "output_tokens": usage.get("output_tokens"),
         }
 
-    def _anthropic(self, messages: list[Any], system: Any, timeout: float) -> dict[str, Any]:
+    def _anthropic(
+        self, messages: list[Any], system: Any, timeout: float, tools: list[Any]
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": bare_model_name(self.model),
             "max_tokens": ANTHROPIC_MAX_TOKENS,
             "messages": messages,
             "compaction": {"type": "summarize"},
         }
+        if tools:
+            # As the conversation sends them: the summariser reads them (it never runs
+            # one), and thinking kept after the block stays valid only if they match.
+            body["tools"] = tools
         if system:
             body["system"] = system
         key = self.api_key or os.environ.get("ANTHROPIC_API_KEY", "")

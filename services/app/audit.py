@@ -23,6 +23,11 @@ from services.app.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionServi
 from services.readmodels import ReadModels
 from services.readmodels.service import ModelStatus
 
+# The outcomes of a compaction recorded in the log, whose receipt GetCompaction shows:
+# one in force or once in force, and one an erasure reached (its summary erased, still
+# in force until a compaction replaces it). A failure, an undo and a redo have none.
+RECORDED = ("ok", "tainted")
+
 Row = Mapping[str, Any]
 
 
@@ -135,7 +140,7 @@ class AuditService:
             raise CompactionNotFound(
                 f"no compaction recorded at version {version} of session {session_id!r}"
             )
-        if row["outcome"] != "ok":
+        if row["outcome"] not in RECORDED:
             return CompactionDetail(row, None, ())
         history = self.sessions.history(session_id)
         recorded = next(c for c in history.compactions(version) if c.version == version)

@@ -256,6 +256,15 @@ def test_erased_entries_taint_the_summary_and_compact_regenerates_it(
     assert erased.erasure.tainted_compaction_versions == [done.compaction.version]
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session))
     assert log.compaction.tainted and marker not in log.compaction.summary
+    # The audit shows the receipt as the log holds it: tainted, erased, still in force.
+    audited = store.GetCompaction(
+        pb.GetCompactionRequest(
+            session_id=session, version=done.compaction.version, min_position=erased.position
+        )
+    )
+    assert audited.record.outcome == "tainted" and audited.in_force
+    assert audited.compaction.tainted and marker not in audited.compaction.summary
+    assert audited.compaction.entries_covered == done.compaction.entries_covered
     assert not _appears(marker, database_url, tmp_path)
     # The replay of the turn's own version shows the placeholders, paired as before.
     replay = store.GetDurableLog(pb.GetViewRequest(session_id=session, version=9))

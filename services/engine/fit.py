@@ -1,4 +1,5 @@
-"""The last step of every chain: drop and trim until the prompt fits. It always lands.
+"""The last step of every chain: drop and trim until the prompt fits. It always lands,
+unless the prompt fits already and its least drop would not shrink it.
 
 Carries out domain.context.fit_planner's plan with no summarising model: the
 tool results it trims are recorded as a prune (the prompt view only changes),
@@ -66,6 +67,20 @@ def fit(
         return CompactionOutcome(False, plan.reason, statistics, pruned=pruned)
     summary = _summary(view, entries, plan, budget, request, carried)
     dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
+    # What goes: the dropped entries and the summary in force, which the new one rolls up.
+    replaced = sum(e.token_count for e in dropped)
+    if view.log.compaction is not None:
+        replaced += view.log.compaction.compaction.summary_tokens
+    if pruned is None and tokenizer_for(view.settings.model).count_text(summary) >= replaced:
+        # Forced on a prompt that fits: the least drop that fits weighs less than its
+        # note, and the session would refuse a compaction that does not shrink.
+        return CompactionOutcome(
+            False,
+            f"the prompt fits its target ({view.estimated_tokens:,} tokens of "
+            f"{budget.target_estimate:,}); dropping its oldest entries for a note of them "
+            "would not shrink it",
+            statistics,
+        )
     compaction = Compaction(
         summary=summary,
         first_kept_entry_id=entries[plan.cut].id,

@@ -186,6 +186,18 @@ def test_an_answer_that_would_not_shrink_the_prompt_hands_over_to_the_next_step(
     assert "no fewer than" in tried.reason
 
 
+def test_forced_on_a_prompt_that_fits_the_hard_drop_leaves_it_as_it_is(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session_id = _session(store, provider, "openai/gpt-4o", ["provider"])
+    provider.script(fail("server_error"))
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert not compacted.compacted
+    assert "would not shrink it" in compacted.reason
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session_id))
+    assert not log.HasField("compaction") and log.entries[0].id == "fact"
+
+
 def test_a_provider_that_fails_hands_over_to_the_next_step(
     store: Stub, provider: FakeProvider
 ) -> None:

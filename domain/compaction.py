@@ -159,13 +159,18 @@ class Compaction:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
-        # Receipts stored before a field existed read back with its default.
+        # Receipts stored before a field existed read back with its default, and those
+        # a later release wrote, with fields this one does not know, read without them:
+        # a server in a rolling upgrade reads what the newer ones write.
         item = data.get("provider_item")
         return cls(
             **{
-                **data,
+                **_known(cls, data),
                 "details": MappingProxyType(dict(data.get("details", {}))),
-                "attempts": tuple(SummarizerAttempt(**a) for a in data.get("attempts", ())),
+                "attempts": tuple(
+                    SummarizerAttempt(**_known(SummarizerAttempt, a))
+                    for a in data.get("attempts", ())
+                ),
                 "provider_item": ProviderItem(*item) if item else None,
                 "provider_retained": tuple(
                     ProviderItem(*r) for r in data.get("provider_retained") or ()
@@ -193,6 +198,12 @@ def provider_summary(item: ProviderItem) -> str:
     if isinstance(content, str) and content.strip():
         return content
     return OPAQUE_SUMMARY.format(provider=item.provider)
+
+
+def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that the dataclass ``kind`` has."""
+    names = {f.name for f in fields(kind)}
+    return {name: value for name, value in data.items() if name in names}
 
 
 def _message_text(item: ProviderItem) -> str:

@@ -92,6 +92,13 @@ def test_a_provider_compaction_is_stored_and_read_back_and_older_receipts_still_
     older = Compaction("summary", "q2").to_dict()
     del older["provider_item"]
     assert Compaction.from_dict(older).provider_item is None
+    # One a later release wrote reads without what this one does not know.
+    newer = {
+        **compaction.to_dict(),
+        "verdict": "kept",
+        "attempts": [{"summarizer": "x", "outcome": "used", "cost_usd": 0.1}],
+    }
+    assert Compaction.from_dict(newer).attempts[0].summarizer == "x"
     with pytest.raises(InvalidRequest, match="not a compaction"):
         Compaction("", "q2", provider_item=REASONING).validate()
     anthropic = ProviderItem("anthropic", "compaction", '{"type":"compaction","content":"Did X."}')

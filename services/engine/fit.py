@@ -67,13 +67,14 @@ def fit(
         return CompactionOutcome(False, plan.reason, statistics, pruned=pruned)
     summary = _summary(view, entries, plan, budget, request, carried)
     dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
-    # What goes: the dropped entries and the summary in force, which the new one rolls up.
+    # Forced on a prompt that fits its target, the least drop that fits can weigh less
+    # than its note, which rolls up the summary in force too: the session would refuse
+    # a compaction that does not shrink.
     replaced = sum(e.token_count for e in dropped)
     if view.log.compaction is not None:
         replaced += view.log.compaction.compaction.summary_tokens
-    if pruned is None and tokenizer_for(view.settings.model).count_text(summary) >= replaced:
-        # Forced on a prompt that fits: the least drop that fits weighs less than its
-        # note, and the session would refuse a compaction that does not shrink.
+    note = tokenizer_for(view.settings.model).count_text(summary)
+    if view.estimated_tokens <= budget.target_estimate and note >= replaced:
         return CompactionOutcome(
             False,
             f"the prompt fits its target ({view.estimated_tokens:,} tokens of "

@@ -53,15 +53,10 @@ log = structlog.get_logger(__name__)
 
 
 class Lease:
-    """The worker lock of one PostgreSQL database (and schema), held by at most one
-    process at a time."""
+    """One lock of one PostgreSQL database (and schema), held by at most one process at
+    a time; ``role`` names its connection."""
 
-    def __init__(
-        self,
-        database: ReadModelDatabase,
-        lock: str = WORKER_LOCK,
-        role: str = "sessionstore-worker",
-    ) -> None:
+    def __init__(self, database: ReadModelDatabase, lock: str, role: str) -> None:
         self._database = database
         self._key = f"{database.schema}.{lock}"
         self._role = role

@@ -178,19 +178,11 @@ def _try_step(
         return None
     if isinstance(summarizer, ProviderCompactor):
         # The provider's items are what its view carries: that is what must fit.
-        summary = "\n".join(item.json for item in (*remote.retained, remote.item))
+        summary = "\n".join(item.json for item in remote.items)
     else:
         summary = _carrying(view, staged.text)
     after = _tokens_after(view, plan, summary)
-    # A provider that keeps much of what it compacts (OpenAI keeps the user messages)
-    # may not shrink the prompt at all: the store would refuse such a compaction.
-    too_large = (
-        f"the target is {budget.target_tokens:,}"
-        if after > budget.target_estimate
-        else f"no fewer than the ~{budget.provider_tokens(view.estimated_tokens):,} before"
-        if after >= view.estimated_tokens
-        else None
-    )
+    too_large = _too_large(view, budget, after)
     if too_large is not None:
         attempts.append(
             SummarizerAttempt(
@@ -253,6 +245,17 @@ def _carrying(view: PromptView, summary: str) -> str:
     if carried is None or turn_start(view.log.entries) is not None:
         return summary
     return with_current_request(summary, *carried)
+
+
+def _too_large(view: PromptView, budget: ContextBudget, after: int) -> str | None:
+    """Why a prompt of ``after`` tokens would not do, or None."""
+    if after > budget.target_estimate:
+        return f"the target is {budget.target_tokens:,}"
+    # A provider that keeps much of what it compacts (OpenAI keeps the user messages)
+    # may not shrink the prompt at all: the store would refuse such a compaction.
+    if after >= view.estimated_tokens:
+        return f"no fewer than the ~{budget.provider_tokens(view.estimated_tokens):,} before"
+    return None
 
 
 def _tokens_after(view: PromptView, plan: CompactionPlan, summary: str) -> int:

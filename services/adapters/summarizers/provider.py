@@ -61,6 +61,11 @@ class ProviderCompaction:
     # What the provider answered before its item, to be sent before it (OpenAI's).
     retained: tuple[ProviderItem, ...] = ()
 
+    @property
+    def items(self) -> tuple[ProviderItem, ...]:
+        """What the provider's view carries, in order."""
+        return (*self.retained, self.item)
+
 
 def is_anthropic(model: str) -> bool:
     return model.startswith("anthropic/") or bare_model_name(model).startswith("claude")

@@ -69,8 +69,7 @@ def validate(request: dict[str, Any]) -> list[str]:
             waiting = set()
             continue
         for at, block in enumerate(content):
-            signed = isinstance(block, dict) and block.get("type") == "compaction"
-            if signed and "signature" in block and (index, at) != (0, 0):
+            if _signed_block(block) and (index, at) != (0, 0):
                 problems.append(f"{where}: a signed compaction block must open the messages")
         if role == "assistant":
             if waiting:
@@ -146,5 +145,9 @@ def _user(where: str, content: list[Any], waiting: set[str], problems: list[str]
 def _opens_with_signed_block(messages: list[Any]) -> bool:
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     content = first.get("content")
-    block = content[0] if isinstance(content, list) and content else None
+    return isinstance(content, list) and bool(content) and _signed_block(content[0])
+
+
+def _signed_block(block: Any) -> bool:
+    """A compaction block compacted on demand: signed, it must open the messages."""
     return isinstance(block, dict) and block.get("type") == "compaction" and "signature" in block

@@ -255,9 +255,15 @@ class ReadModelRunner:
                     self._recovered(name)
                     return
                 batch, reached = self.fetch(position, topics, content, head)
-                self._report_quarantined(name, self.models.apply(name, batch, position, reached))
+                applied = self.models.apply(name, batch, position, reached)
+                self._report_quarantined(name, applied)
+                if applied.position >= head:
+                    # Said before readers wake: whoever sees it served has seen it recover.
+                    self._recovered(name)
                 with self.progress:
                     self.progress.notify_all()
+                if applied.position >= head:
+                    return
         except Exception as error:
             self._failed(name, error)
 

@@ -277,12 +277,21 @@ def test_a_model_whose_table_is_locked_backs_off_alone(postgres_schema_url: str)
             assert time.monotonic() - started < 1
             locker.rollback()  # the lock goes: the model catches up at its next retry
             assert [p.session_id for p in _prunes_once_served(store)] == ["a"]
+            # The recovery line follows the commit that serves the read: wait for it
+            # here, while the logs are still captured.
+            give_up_at = time.monotonic() + 5
+            while time.monotonic() < give_up_at and not _recoveries(logs):
+                time.sleep(0.05)
         failing = [e for e in logs if e["event"].startswith("read model cannot catch up")]
-        recovered = [e for e in logs if e["event"] == "read model caught up again"]
+        recovered = _recoveries(logs)
         assert [e["model"] for e in failing] == ["prunes"]
         assert [e["model"] for e in recovered] == ["prunes"]
     finally:
         server.stop(0)
+
+
+def _recoveries(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == "read model caught up again"]
 
 
 def _prunes_once_served(store: Stub) -> list[pb.PruneRecord]:

@@ -18,6 +18,7 @@ from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.context.budget import ContextBudget
 from domain.context.chain import SummarizerStep
 from domain.context.window_guard import WindowVerdict
+from domain.errors import DeadlineExceeded, SessionNotFound, Unavailable
 from domain.pruning import PruneDecision
 from domain.session import Session
 from domain.session_events import CompactionRecorded, PruneRecorded
@@ -25,6 +26,11 @@ from projections.session_history import PromptView, SessionHistory
 from services.adapters.summarizers.base import Summarizer
 from services.adapters.summarizers.provider import ProviderCompactor
 from services.engine.runner import CompactionRunner
+
+# Refusals that end the request, not one step of a compaction: the database cannot
+# serve now, the caller's deadline passed, the session is gone. No other summariser,
+# and no hard drop, would fare better: a compaction lets them through as they are.
+REQUEST_ENDING = (Unavailable, DeadlineExceeded, SessionNotFound)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,12 +28,13 @@ from domain.context.current_request import (
     without_current_request,
 )
 from domain.context.cuts import turn_start
-from domain.errors import DomainError
+from domain.errors import DomainError, EntryNotFound, InvalidCutPoint, VersionConflict
 from projections.session_history import PromptView
 from services.adapters.summarizers.base import SummarizerError
 from services.adapters.summarizers.provider import ProviderCompactor
 from services.adapters.tokenizers import tokenizer_for
 from services.engine.base import (
+    REQUEST_ENDING,
     CompactionOutcome,
     CompactionRequest,
     SessionPort,
@@ -47,6 +48,13 @@ from services.engine.staged_summary import CompactionStepFailed, summarize_plan
 class _SessionMoved(Exception):
     """Another compaction landed while a summariser wrote (a view's fitting step, say):
     the plan's cut is stale."""
+
+
+# What the session refuses a compaction for when it moved under the plan: its cut
+# no longer stands (another compaction cut later, an entry was erased, a call opened)
+# or the version it was planned on is gone. Any other refusal is of what the step
+# wrote, and the next step is tried on the same plan.
+_MOVED = (InvalidCutPoint, EntryNotFound, VersionConflict)
 
 
 def compact_with_chain(
@@ -156,6 +164,8 @@ def _try_step(
                 identifier_instructions=policy.identifier_instructions,
                 timeout_seconds=timeout,
             )
+    except REQUEST_ENDING:
+        raise
     except (CompactionStepFailed, SummarizerError, DomainError) as error:
         timed_out = isinstance(error, CompactionStepFailed) and "timed out" in error.reason
         attempts.append(
@@ -163,18 +173,7 @@ def _try_step(
                 step.name, "timed-out" if timed_out else "failed", str(error), _ms(started)
             )
         )
-        if step.is_model:
-            port.record_compaction_failure(
-                session_id,
-                CompactionFailure(
-                    request.trigger,
-                    _stage_of(error),
-                    str(error),
-                    request.attempt,
-                    step.name,
-                    _ms(started),
-                ),
-            )
+        _note_failure(port, session_id, step, request, _stage_of(error), str(error), started)
         return None
     if isinstance(summarizer, ProviderCompactor):
         # The provider's items are what its view carries: that is what must fit.
@@ -202,12 +201,38 @@ def _try_step(
         compaction = _summarised(view, plan, staged, summary, request, attempts)
     try:
         recorded = port.record_compaction(session_id, compaction)
-    except DomainError as error:  # the session moved under the plan
+    except REQUEST_ENDING:
+        raise
+    except _MOVED as error:
         attempts[-1] = SummarizerAttempt(step.name, "failed", str(error), _ms(started))
         raise _SessionMoved from error
+    except DomainError as error:
+        # Refused for what this step wrote (a provider's malformed item, say): the
+        # session has not moved, so the next step is tried on the same plan.
+        refused = f"the session refused what it wrote: {error}"
+        attempts[-1] = SummarizerAttempt(step.name, "failed", refused, _ms(started))
+        _note_failure(port, session_id, step, request, "verify", refused, started)
+        return None
     return CompactionOutcome(
         True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
     )
+
+
+def _note_failure(
+    port: SessionPort,
+    session_id: str,
+    step: SummarizerStep,
+    request: CompactionRequest,
+    stage: str,
+    error: str,
+    started: float,
+) -> None:
+    """A model's failure is recorded as a failed compaction, as the audit counts them."""
+    if step.is_model:
+        failure = CompactionFailure(
+            request.trigger, stage, error, request.attempt, step.name, _ms(started)
+        )
+        port.record_compaction_failure(session_id, failure)
 
 
 def _summarised(

@@ -28,7 +28,12 @@ from domain.errors import DomainError
 from domain.pruning import PruneAction, PruneDecision
 from projections.session_history import PromptView
 from services.adapters.tokenizers import tokenizer_for
-from services.engine.base import CompactionOutcome, CompactionRequest, SessionPort
+from services.engine.base import (
+    REQUEST_ENDING,
+    CompactionOutcome,
+    CompactionRequest,
+    SessionPort,
+)
 
 # The hard drop's own summary takes at most this share of the target.
 SUMMARY_TARGET_SHARE = 4
@@ -100,6 +105,8 @@ def fit(
     )
     try:
         recorded = port.record_compaction(session_id, compaction)
+    except REQUEST_ENDING:
+        raise
     except DomainError as error:
         # The session moved under the plan (a summarising compaction landed meanwhile):
         # nothing is wrong, and the caller plans again from what is there now.

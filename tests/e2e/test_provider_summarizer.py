@@ -17,7 +17,13 @@ import pytest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.e2e.test_grpc_api import append, text, user
-from tests.support.fake_provider import ANTHROPIC_PATH, COMPACT_PATH, FakeProvider, fail
+from tests.support.fake_provider import (
+    ANTHROPIC_PATH,
+    COMPACT_PATH,
+    FakeProvider,
+    compaction_item,
+    fail,
+)
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
@@ -209,3 +215,27 @@ def test_a_provider_that_fails_hands_over_to_the_next_step(
     assert attempts == [("provider", "failed"), ("offline", "used")]
     assert not compacted.compaction.HasField("provider_item")
     assert "Recall(session_id, query)" in compacted.compaction.summary
+
+
+def test_an_answer_the_session_refuses_hands_over_to_the_next_step(
+    store: Stub, provider: FakeProvider
+) -> None:
+    # An item the store could never render again: a lone surrogate in its content.
+    session_id = _session(store, provider, "openai/gpt-4o", ["provider", "offline"])
+    provider.script(compaction_item(encrypted_content="\ud800"))
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    (refused, used) = compacted.compaction.attempts
+    assert (refused.summarizer, refused.outcome, used.summarizer, used.outcome) == (
+        "provider",
+        "failed",
+        "offline",
+        "used",
+    )
+    assert "the session refused what it wrote" in refused.reason
+    assert "lone surrogate" in refused.reason
+    # Asked once: the session had not moved, so nothing was planned again.
+    assert [r.path for r in provider.requests] == [COMPACT_PATH]
+    failed = pb.ListCompactionsRequest(session_id=session_id, outcome="failed")
+    rows = store.ListCompactions(failed).compactions
+    assert [(r.summarizer_model, r.stage) for r in rows] == [("provider", "verify")]

@@ -164,6 +164,8 @@ class Behaviour:
     error: str | None = None
     # (call id, tool name, arguments) of each tool call the reply makes.
     calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+    # Fields a compaction answer's item has in place of its own (a malformed answer).
+    item: dict[str, Any] | None = None
 
 
 def reply(text: str) -> Behaviour:
@@ -177,6 +179,11 @@ def delay(seconds: float, text: str | None = None) -> Behaviour:
 def call(call_id: str, name: str, **arguments: Any) -> Behaviour:
     """A reply that calls tool ``name`` with ``arguments`` (and no text)."""
     return Behaviour(text="", calls=((call_id, name, arguments),))
+
+
+def compaction_item(**fields: Any) -> Behaviour:
+    """A compaction answered with ``fields`` in its item in place of its own."""
+    return Behaviour(item=fields)
 
 
 def fail(error: str) -> Behaviour:
@@ -325,7 +332,9 @@ class FakeProvider(LoopbackServer):
             send(handler, 400, anthropic_invalid(PREFILL_REFUSAL))
             return
         if path == COMPACT_PATH:
-            send(handler, 200, compact_reply(body, compaction_summary(body), *usage))
+            answer = compact_reply(body, compaction_summary(body), *usage)
+            answer["output"][-1].update(behaviour.item or {})
+            send(handler, 200, answer)
         elif path == RESPONSES_PATH:
             send(handler, 200, _responses_reply(body, text, received, output_tokens))
         elif anthropic:

@@ -27,6 +27,7 @@ from services.config import persistence_env
 from services.grpc.server import LIVENESS, SERVICE_NAME
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, new_session, user
+from tests.support.fake_provider import FakeProvider, delay
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 OUTAGE_SECONDS = 5
@@ -325,3 +326,55 @@ def test_a_read_model_query_that_loses_the_database_is_unavailable(cluster: Clus
     finally:
         cluster.start()
         database.dispose()
+
+
+def test_losing_the_database_while_a_summariser_writes_is_unavailable(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction whose summary is written while the database went away answers
+    UNAVAILABLE, to be retried: not a session that moved (its summariser asked again),
+    nor a compaction that failed on its own account."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    server = start_server(cluster.url)
+    address = f"127.0.0.1:{server.port}"
+    try:
+        with FakeProvider() as provider, grpc.insecure_channel(address) as channel:
+            store = Stub(channel)
+            policy = pb.CompactionPolicy(
+                summarizers=pb.SummarizerChain(steps=["openai/fake-summarizer", "offline"]),
+                summarizer_model="openai/fake-summarizer",
+                summarizer_api_base=provider.openai_base,
+                summarizer_window_tokens=128_000,  # one call
+                mode="manual",
+            )
+            session = new_session(store, model="gpt-4o", compaction=policy)
+            for n in range(6):
+                _append(store, session.id, f"step {n}: " + "the module list is in order. " * 200)
+            provider.script(delay(3.0))
+            outcome: list[BaseException | pb.CompactResponse] = []
+
+            def compact() -> None:
+                request = pb.CompactRequest(session_id=session.id, force=True)
+                try:
+                    outcome.append(store.Compact(request, timeout=60))
+                except grpc.RpcError as error:
+                    outcome.append(error)
+
+            compacting = threading.Thread(target=compact)
+            compacting.start()
+            _eventually(lambda: len(provider.requests) == 1, within=10)
+            cluster.stop()
+            compacting.join(60)
+            cluster.start()
+            (answered,) = outcome
+            assert isinstance(answered, grpc.RpcError), answered
+            assert answered.code() == grpc.StatusCode.UNAVAILABLE, answered.details()
+            assert len(provider.requests) == 1  # its summary was not asked for again
+            # Nothing was written: the session is as it was, and compacts once retried.
+            _eventually(lambda: _health(channel) == SERVING, within=RECOVERY_SECONDS * 5)
+            log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+            assert len(log.entries) == 6 and not log.HasField("compaction")
+            retried = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
+            assert retried.compacted, retried.reason
+    finally:
+        server.stop(0)

@@ -22,6 +22,7 @@ from domain.content import (
     validate_id,
 )
 from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest, quoted
+from domain.stored_fields import known_fields
 
 
 class Trigger(StrEnum):
@@ -159,16 +160,14 @@ class Compaction:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Compaction:
-        # Receipts stored before a field existed read back with its default, and those
-        # a later release wrote, with fields this one does not know, read without them:
-        # a server in a rolling upgrade reads what the newer ones write.
+        """A receipt from its stored form (domain.stored_fields: another release's)."""
         item = data.get("provider_item")
         return cls(
             **{
-                **_known(cls, data),
+                **known_fields(cls, data),
                 "details": MappingProxyType(dict(data.get("details", {}))),
                 "attempts": tuple(
-                    SummarizerAttempt(**_known(SummarizerAttempt, a))
+                    SummarizerAttempt(**known_fields(SummarizerAttempt, a))
                     for a in data.get("attempts", ())
                 ),
                 "provider_item": ProviderItem(*item) if item else None,
@@ -198,12 +197,6 @@ def provider_summary(item: ProviderItem) -> str:
     if isinstance(content, str) and content.strip():
         return content
     return OPAQUE_SUMMARY.format(provider=item.provider)
-
-
-def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``data`` that the dataclass ``kind`` has."""
-    names = {f.name for f in fields(kind)}
-    return {name: value for name, value in data.items() if name in names}
 
 
 def _message_text(item: ProviderItem) -> str:
@@ -260,7 +253,7 @@ class CompactionFailure:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CompactionFailure:
-        return cls(**data)
+        return cls(**known_fields(cls, data))
 
 
 class History(Protocol):

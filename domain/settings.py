@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from domain.errors import InvalidSettings, quoted
+from domain.stored_fields import known_fields
 
 DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 MAX_LABELS = 64
@@ -254,12 +255,13 @@ class SessionSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionSettings:
-        """Settings from their stored form; fields an older version did not store get defaults."""
+        """Settings from their stored form (domain.stored_fields: another release's)."""
         data = dict(data)
         if data.pop("format", 1) < SETTINGS_FORMAT:
             data = _derived_where_fixed(data)
+        plain = known_fields(cls, data)
         return cls(
-            **{k: v for k, v in data.items() if k != "labels" and k not in _POLICIES},
+            **{k: v for k, v in plain.items() if k != "labels" and k not in _POLICIES},
             labels=MappingProxyType(dict(data.get("labels", {}))),
             **{
                 name: _policy_from_dict(kind, data.get(name, {}))
@@ -293,7 +295,8 @@ def _derived_where_fixed(data: dict[str, Any]) -> dict[str, Any]:
 
 def _policy_from_dict(kind: type, data: Mapping[str, Any]) -> Any:
     # JSON has no tuples: the glob lists come back as lists.
-    return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    known = known_fields(kind, data)
+    return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in known.items()})
 
 
 def _require_choice(value: str, choices: tuple[str, ...], name: str) -> None:

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from cryptography.exceptions import InvalidTag
 
-from domain.compaction import Compaction
+from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from domain.erasure import ERASED_SUMMARY, ERASED_TEXT, is_erased
 from domain.session import Session
@@ -112,6 +112,45 @@ def test_values_stored_before_sealing_read_as_they_were() -> None:
     assert SystemPromptAsDict().decode(prompt.to_dict()) == prompt
     settings = SessionSettings(title="old title", model="gpt-4o")
     assert SettingsAsDict().decode(settings.to_dict()) == settings
+
+
+def test_values_a_later_release_stored_read_without_its_new_fields(tmp_path: Path) -> None:
+    """A server in a rolling upgrade reads what newer ones write: fields it does not
+    know are left aside, at every level, rather than failing every read of the session."""
+    path = tmp_path / "events.db"
+    store = EventStore(persistence_env(f"sqlite:///{path}"))
+    session = Session.start("s1", SessionSettings(model="gpt-4o"), (100_000, "default"))
+    session.record_compaction_failure(CompactionFailure("manual", "summarise", "boom"))
+    store.save_sessions([session])
+
+    def newer(value: object) -> object:
+        # Every stored dict of a value object gains a field this release does not know
+        # (labels are the client's map: a key there is a label).
+        if isinstance(value, dict):
+            grown = {k: item if k == "labels" else newer(item) for k, item in value.items()}
+            return grown if "_type_" in value else {**grown, "added_later": 1}
+        if isinstance(value, list):
+            return [newer(item) for item in value]
+        return value
+
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT rowid, state FROM stored_events").fetchall()
+        for rowid, state in rows:
+            grown = {k: newer(v) for k, v in orjson.loads(state).items()}
+            conn.execute(
+                "UPDATE stored_events SET state = ? WHERE rowid = ?", (orjson.dumps(grown), rowid)
+            )
+    assert b"added_later" in _raw_states(path)[1]
+    store.close()
+
+    reread = EventStore(persistence_env(f"sqlite:///{path}"))
+    try:
+        started, failed = reread.session_events("s1")
+        assert started.settings == SessionSettings(model="gpt-4o")
+        assert failed.failure == CompactionFailure("manual", "summarise", "boom")
+        assert reread.repository.get("s1").settings.model == "gpt-4o"
+    finally:
+        reread.close()
 
 
 def _raw_states(path: Path, snapshots: bool = False) -> list[bytes]:

@@ -71,11 +71,14 @@ def plan_fit(
     system_tokens: int,
     limit: int,
     summary_tokens: int,
+    summary_in_force_tokens: int = 0,
     open_call_ids: Collection[str] = (),
     trims: Mapping[str, Sequence[Trim]] | None = None,
 ) -> FitPlan:
     """What to drop and trim so the prompt (``entries``, counted as shown, beside a
-    system prompt of ``system_tokens``) fits ``limit``; see the module's order."""
+    system prompt of ``system_tokens``) fits ``limit``; see the module's order. A cut
+    adds a summary of ``summary_tokens``, which replaces the one in force (of
+    ``summary_in_force_tokens``); without a cut, the one in force stays."""
     trims = trims or {}
     calls = CallIndex(entries, open_call_ids)
     shown = {e.id: e.token_count for e in entries}
@@ -85,7 +88,7 @@ def plan_fit(
     for i in range(len(entries) - 1, -1, -1):
         conversation = entries[i].role is not Role.SYSTEM
         suffix[i] = suffix[i + 1] + (entries[i].token_count if conversation else 0)
-    before = system_tokens + pinned + suffix[0]
+    before = system_tokens + pinned + summary_in_force_tokens + suffix[0]
     start = turn_start(entries)
     last = len(entries) - 1 if start is None else start
     valid = [c for c in range(1, len(entries)) if is_valid_cut(entries, c, calls)]
@@ -95,7 +98,7 @@ def plan_fit(
     def after(cut: int | None, carried: int = 0) -> int:
         start_at = cut or 0
         trimmed = sum(tokens for position, tokens in saved.items() if position >= start_at)
-        summary = summary_tokens + carried if cut is not None else 0
+        summary = summary_tokens + carried if cut is not None else summary_in_force_tokens
         return system_tokens + pinned + summary + suffix[start_at] - trimmed
 
     def plan(cut: int | None, reason: str, carried: str | None = None) -> FitPlan:

@@ -128,6 +128,7 @@ def _plan(
     tokenizer = tokenizer_for(view.settings.model)
     carried_tokens = tokenizer.count_text(carried[1]) if carried else 0
     trims = trim_options(view)
+    in_force = view.log.compaction.compaction.summary_tokens if view.log.compaction else 0
     plan = None
     for limit in (budget.target_estimate, budget.budget_estimate):
         plan = plan_fit(
@@ -135,6 +136,7 @@ def _plan(
             system_tokens=view.system_prompt.tokens.total,
             limit=limit,
             summary_tokens=summary_tokens(budget) + carried_tokens,
+            summary_in_force_tokens=in_force,
             open_call_ids=open_call_ids,
             trims=trims,
         )

@@ -715,3 +715,35 @@ def test_a_turn_sends_only_what_it_adds_while_the_prefix_holds(store: Stub) -> N
     # A hash that never was is not trusted either.
     stranger = view(store, session.id, held_version=held.version, held_hash="0" * 64)
     assert not stranger.appended
+
+
+def test_a_turn_that_is_the_whole_log_fits_beside_the_summary_in_force(store: Stub) -> None:
+    """After a compaction cut at a turn's start, that turn is all the log keeps: its
+    results are trimmed to fit beside the summary, which stays in the prompt."""
+    manual = pb.CompactionPolicy(mode="manual")
+    session = create(store, model="gpt-4o", context_window_tokens=40_000, compaction=manual)
+    for n in range(10):
+        append(store, session.id, user(f"Map package {n}.", id=f"u-map-{n}"))
+        mapped = " ".join(f"pkg_{n}/mod_{i}.py defines class C{i}." for i in range(300))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, mapped, id=f"a-map-{n}"))
+    append(store, session.id, user("Read every module and list what each exports.", id="u1"))
+    summary = " ".join(f"module_{i} exports handler_{i} and config_{i}." for i in range(600))
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session.id, summary=summary, first_kept_entry_id="u1", reason="manual"
+        )
+    )
+    auto = pb.SessionSettings(compaction=pb.CompactionPolicy(mode="auto"))
+    store.UpdateSettings(pb.UpdateSettingsRequest(session_id=session.id, settings=auto))
+    for n in range(12):
+        append(store, session.id, tool_call(f"call_{n}", "read", {"path": f"src/m_{n}.py"}))
+        output = "".join(f"line {i}: value = {i * n}\n" for i in range(700))
+        append(store, session.id, tool_result(f"call_{n}", output))
+    fitted = view(store, session.id)
+    assert fitted.estimated_tokens <= fitted.budget_tokens
+    # Each fitting step counts the summary: one is enough, not one more a round.
+    steps = [a.detail for a in fitted.actions if a.kind == "truncated"]
+    assert len(steps) <= 1, steps
+    assert fitted.pruned
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert log.compaction.first_kept_entry_id == "u1" and log.entries[0].id == "u1"

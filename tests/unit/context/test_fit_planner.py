@@ -60,6 +60,28 @@ def test_the_turn_in_progress_is_kept_and_its_results_trimmed_oldest_first() -> 
     assert plan.tokens_after == 500 + 50 + 50 + 800 + 50 + 6_000
 
 
+def test_without_a_cut_the_summary_in_force_still_counts() -> None:
+    # The whole log is the turn in progress: nothing before it to drop, and the
+    # summary in force stays in the prompt beside what is trimmed.
+    turn = [user("fix the build", id="u-now", tokens=50)]
+    for i in range(4):
+        turn.append(assistant("", id=f"a{i}", calls=[call(f"c{i}")], tokens=50))
+        turn.append(tool(f"c{i}", "log", id=f"t{i}", tokens=3_000))
+    plan = plan_fit(
+        turn,
+        system_tokens=0,
+        limit=9_000,
+        summary_tokens=500,
+        summary_in_force_tokens=2_000,
+        trims=_trims(turn, soft=800),
+    )
+    assert plan.fits and plan.cut is None
+    assert plan.tokens_before == 2_000 + 50 + 4 * 3_050
+    # Two trimmed would do were the summary not there (7,850); with it, three.
+    assert [p.entry_id for p in plan.prunes] == ["t0", "t1", "t2"]
+    assert plan.tokens_after == 2_000 + 250 + 3 * 800 + 3_000 <= 9_000
+
+
 def test_results_are_cleared_when_trimming_is_not_enough() -> None:
     turn = [user("go", id="u-now", tokens=50)]
     for i in range(6):

@@ -5,7 +5,8 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 PROTO_SRC := proto/sessionstore/v1/session_store.proto
 CLIENT_PACKAGE := clients/python/src/sessionstore_client
 CLIENT_GENERATOR := clients/python/tools/generate.py
-CLIENT_GENERATED := types.py _methods.py _proto/session_store_pb2.py _proto/session_store_pb2.pyi \
+# Files and directories (_types and _methods: a module per section of the .proto).
+CLIENT_GENERATED := types.py _types _methods _proto/session_store_pb2.py _proto/session_store_pb2.pyi \
 	_proto/rpc_status_pb2.py _proto/rpc_status_pb2.pyi
 
 # `make test` runs the PostgreSQL tests against this server (never skipped).
@@ -53,7 +54,7 @@ proto-check: setup
 	mkdir -p $$tmp/client/sessionstore_client/_proto && \
 	$(RUN) python $(CLIENT_GENERATOR) $$tmp/client > /dev/null && \
 	for f in $(CLIENT_GENERATED); do \
-		cmp -s $$tmp/client/sessionstore_client/$$f $(CLIENT_PACKAGE)/$$f || \
+		diff -rq -x __pycache__ $$tmp/client/sessionstore_client/$$f $(CLIENT_PACKAGE)/$$f > /dev/null || \
 		{ echo "$(CLIENT_PACKAGE)/$$f is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
 	done; rm -rf $$tmp; echo "generated code is up to date"
 

@@ -1,9 +1,12 @@
 """Writes the client's generated modules from the API's .proto: `make proto` runs it.
 
-* ``sessionstore_client/types.py``: one dataclass per message and one IntEnum
-  per enum, with the .proto's comments as their documentation;
-* ``sessionstore_client/_methods.py``: one method per RPC, for the synchronous
-  client and for the asyncio one, taking the request's fields as arguments;
+* ``sessionstore_client/_types/``: one dataclass per message and one IntEnum
+  per enum, with the .proto's comments as their documentation: a module per
+  section of the .proto (the messages under one of its ``// ---- title``
+  headings), and ``enums.py``; ``sessionstore_client/types.py`` imports them all;
+* ``sessionstore_client/_methods/``: one method per RPC, for the synchronous
+  client and for the asyncio one, taking the request's fields as arguments: a
+  module per section that declares requests, gathered in its ``__init__.py``;
 * ``sessionstore_client/_proto/``: the protobuf modules the client sends and
   reads, compiled from the same .proto (and from the client's own
   ``rpc_status.proto``).
@@ -24,11 +27,12 @@ member, at most one of them set.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +82,28 @@ class Attribute:
     comment: str
 
 
+@dataclass(frozen=True)
+class Section:
+    """The messages the .proto declares under one heading: a module of ``_types``."""
+
+    module: str
+    # The heading as written ("context management"); "" before the first heading.
+    title: str
+    messages: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        """The heading, else the module's name in words."""
+        return self.title or self.module.replace("_", " ")
+
+    @property
+    def described(self) -> str:
+        """Where the .proto has them: under its "views" heading, say."""
+        if self.title:
+            return f'under the .proto\'s "{self.title}" heading'
+        return "before the .proto's first heading"
+
+
 class Api:
     """The parsed .proto: its messages, enums and service, with their comments."""
 
@@ -90,6 +116,47 @@ class Api:
         }
         self.messages = {m.name: m for m in file.message_type}
         self.enums = {e.name: e for e in file.enum_type}
+        self.sections = self._sections()
+        self.section_of = {
+            file.message_type[index].name: section
+            for section in self.sections
+            for index in section.messages
+        }
+
+    def _sections(self) -> list[Section]:
+        """The messages grouped by the .proto's headings, in its order.
+
+        A heading is a comment standing alone, dashes then a title:
+        ``// ------------ context management``. The messages before the first one
+        are a section named for the first of them (AuditViewRequest: audit_view).
+        """
+        locations = {
+            tuple(location.path): location for location in self.file.source_code_info.location
+        }
+        declared = [(5, index) for index in range(len(self.file.enum_type))]
+        declared += [(4, index) for index in range(len(self.file.message_type))]
+        declared.sort(key=lambda path: locations[path].span[0])
+        groups: list[tuple[str, list[int]]] = []
+        for kind, index in declared:
+            detached = locations[(kind, index)].leading_detached_comments
+            headings = [c.strip(" -\n") for c in detached if c.strip().startswith("---")]
+            if headings or not groups:
+                groups.append((headings[-1] if headings else "", []))
+            if kind == 4:
+                groups[-1][1].append(index)
+        sections = []
+        for title, messages in groups:
+            if not messages:  # enums only: they are all in _types/enums.py
+                continue
+            if title:
+                module = re.sub(r"\W+", "_", title).strip("_").lower()
+            else:
+                module = _snake(self.file.message_type[messages[0]].name).removesuffix("_request")
+            sections.append(Section(module, title, tuple(messages)))
+        modules = [s.module for s in sections] + ["enums"]
+        if len(set(modules)) != len(modules):
+            raise SystemExit(f"two sections of the .proto make one module: {modules}")
+        return sections
 
     def type_name(self, reference: str) -> str:
         return reference.removeprefix(f".{PACKAGE}.")
@@ -194,8 +261,17 @@ def _uncommented(text: str) -> str:
 
 def _enum_prefix(name: str) -> str:
     """ROLE_ for Role, PROMPT_FORMAT_ for PromptFormat: what every value name begins with."""
-    snake = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
-    return snake + "_"
+    return _snake(name).upper() + "_"
+
+
+def _snake(name: str) -> str:
+    """append_entries for AppendEntries."""
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+def _camel(name: str) -> str:
+    """ContextManagement for context_management."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _docstring(text: str, indent: str) -> list[str]:
@@ -216,54 +292,151 @@ def _comment(text: str, indent: str) -> list[str]:
     return [f"{indent}#: {line}".rstrip() for line in text.splitlines()]
 
 
-def write_types(api: Api) -> str:
+def write_types(api: Api) -> dict[str, str]:
+    """``types.py`` and the modules of ``_types/`` it gathers, by path under the package."""
+    sections = api.sections
+    modules = {"_types/__init__.py": _types_package(), "_types/enums.py": _enums_module(api)}
+    for section in sections:
+        modules[f"_types/{section.module}.py"] = _section_module(api, section)
+    exported = {"enums": [e.name for e in api.file.enum_type]}
+    for section in sections:
+        exported[section.module] = [api.file.message_type[i].name for i in section.messages]
     out = [
         HEADER.format(PROTO),
         '"""The API\'s messages and enums as plain Python values.',
         "",
         "Every message of the .proto is a dataclass here, every enum an IntEnum; the",
         "documentation is the .proto's. Build requests from them and read answers as",
-        "them: the client converts to and from protocol buffers.",
+        "them: the client converts to and from protocol buffers. They are written in",
+        "sessionstore_client._types, a module per section of the .proto (the enums in",
+        "one of their own), and are all imported here.",
         '"""',
         "",
-        "from __future__ import annotations",
+    ]
+    for module in sorted(exported):
+        out += _imports(f"sessionstore_client._types.{module}", exported[module])
+    names = [name for found in exported.values() for name in found]
+    out += ["", _all(names)]
+    modules["types.py"] = "\n".join(out).rstrip() + "\n"
+    return modules
+
+
+def _imports(module: str, names: Iterable[str]) -> list[str]:
+    """One import statement, its names in isort's order (ruff format wraps it)."""
+    return [f"from {module} import {', '.join(sorted(names, key=lambda n: (n.lower(), n)))}"]
+
+
+def _all(names: Iterable[str]) -> str:
+    """The module's ``__all__``, sorted (ruff format wraps it)."""
+    quoted = ", ".join(f'"{name}"' for name in sorted(names))
+    return f"__all__ = [{quoted}]"
+
+
+def _types_package() -> str:
+    return "\n".join(
+        [
+            HEADER.format(PROTO),
+            '"""The API\'s messages, a module per section of the .proto, and its enums.',
+            "",
+            "Import them from sessionstore_client.types, which has them all.",
+            '"""',
+            "",
+        ]
+    )
+
+
+def _enums_module(api: Api) -> str:
+    out = [
+        HEADER.format(PROTO),
+        '"""The API\'s enums, whichever section of the .proto declares them.',
+        "",
+        "The sections' dataclasses have their values as defaults, so they import them",
+        "when they load: kept apart, the enums import nothing.",
+        '"""',
         "",
         "import enum",
-        "from dataclasses import dataclass, field",
-        "from datetime import datetime",
-        "from typing import ClassVar, TypeAlias",
         "",
+        _all(e.name for e in api.file.enum_type),
     ]
     for index, enum in enumerate(api.file.enum_type):
-        out += ["", f"class {enum.name}(enum.IntEnum):"]
+        out += ["", "", f"class {enum.name}(enum.IntEnum):"]
         out += _docstring(api.comments.get((5, index), f"The API's {enum.name} values."), "    ")
         for number, value in enumerate(enum.value):
             out += _comment(api.comments.get((5, index, 2, number), ""), "    ")
             out.append(f"    {api.enum_member(enum.name, value.name)} = {value.number}")
-        out.append("")
-    names = [e.name for e in api.file.enum_type] + [m.name for m in api.file.message_type]
-    out += ["", "__all__ = [", *(f'    "{name}",' for name in sorted(names)), "]", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _section_module(api: Api, section: Section) -> str:
+    names = [api.file.message_type[i].name for i in section.messages]
+    classes: list[str] = []
     aliases: list[str] = []
-    for index, message in enumerate(api.file.message_type):
+    used: set[str] = set()
+    for index in section.messages:
+        message = api.file.message_type[index]
         members = api.alias(message)
         if members is not None:
-            doc = api.comments.get((4, index), "")
+            elsewhere = set(members) - set(names)
+            if elsewhere:  # an alias is a value: its members must be defined before it
+                raise SystemExit(f"{message.name}'s members {sorted(elsewhere)} are elsewhere")
             aliases += [
                 "",
-                *_comment(doc, ""),
+                *_comment(api.comments.get((4, index), ""), ""),
                 f"{message.name}: TypeAlias = {' | '.join(members)}",
+                f'"""One of the content block types; the {message.name} message."""',
             ]
-            aliases.append(f'"""One of the content block types; the {message.name} message."""')
+            used.add("TypeAlias")
             continue
-        out += ["", "@dataclass(slots=True)", f"class {message.name}:"]
-        out += _docstring(api.comments.get((4, index), f"The {message.name} message."), "    ")
-        out += ["", f'    PROTO: ClassVar[str] = "{PACKAGE}.{message.name}"']
+        classes += ["", "", "@dataclass(slots=True)", f"class {message.name}:"]
+        classes += _docstring(api.comments.get((4, index), f"The {message.name} message."), "    ")
+        classes += ["", f'    PROTO: ClassVar[str] = "{PACKAGE}.{message.name}"']
+        used.add("ClassVar")
         for attribute in api.attributes(index):
-            out += _comment(attribute.comment, "    ")
-            out.append(f"    {attribute.name}: {attribute.annotation} = {attribute.default}")
-        out.append("")
-    out += aliases
+            classes += _comment(attribute.comment, "    ")
+            classes.append(f"    {attribute.name}: {attribute.annotation} = {attribute.default}")
+            used |= _words(f"{attribute.annotation} {attribute.default}")
+    out = [
+        HEADER.format(PROTO),
+        f'"""The messages {section.described}, as dataclasses.',
+        "",
+        "sessionstore_client.types has every message and enum of the API.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
+    if classes:
+        used.add("dataclass")
+    dataclasses = sorted({"dataclass", "field"} & used)
+    if dataclasses:
+        out.append(f"from dataclasses import {', '.join(dataclasses)}")
+    if "datetime" in used:
+        out.append("from datetime import datetime")
+    typing = sorted({"ClassVar", "TypeAlias"} & used)
+    if typing:
+        out.append(f"from typing import {', '.join(typing)}")
+    enums = used & set(api.enums)
+    if enums:
+        out += ["", *_imports("sessionstore_client._types.enums", enums)]
+    out += ["", _all(names)]
+    out += classes + aliases
+    others: dict[str, set[str]] = {}
+    for name in sorted((used & set(api.messages)) - set(names)):
+        others.setdefault(api.section_of[name].module, set()).add(name)
+    if others:
+        out += [
+            "",
+            "# Other sections' messages, named in the annotations above. Imported last,",
+            "# once this module's classes are defined, so that two sections naming each",
+            "# other's messages load whichever of them is imported first.",
+        ]
+        for module in sorted(others):
+            out += _imports(f"sessionstore_client._types.{module}", others[module])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text))
 
 
 @dataclass(frozen=True)
@@ -281,13 +454,10 @@ def rpcs(api: Api) -> list[Rpc]:
     service = api.file.service[0]
     found = []
     for number, method in enumerate(service.method):
-        snake = "".join(
-            f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(method.name)
-        )
         found.append(
             Rpc(
                 method.name,
-                snake,
+                _snake(method.name),
                 api.type_name(method.input_type),
                 api.type_name(method.output_type),
                 method.client_streaming,
@@ -330,78 +500,129 @@ def _signature(parameters: list[str]) -> str:
     return ", ".join(parts)
 
 
-def write_methods(api: Api) -> str:
-    emitted = [r for r in rpcs(api) if not r.client_streaming]
-    requests = {r.request for r in emitted} | {r.response for r in emitted}
+def write_methods(api: Api) -> dict[str, str]:
+    """The modules of ``_methods/``, by path under the package: one per section with RPCs."""
+    areas: dict[Section, list[Rpc]] = {}
+    for rpc in rpcs(api):
+        if not rpc.client_streaming:  # written by hand in the client, over its own arguments
+            areas.setdefault(api.section_of[rpc.request], []).append(rpc)
+    modules = {"_methods/calls.py": _calls_module()}
+    for section, found in areas.items():
+        modules[f"_methods/{section.module}.py"] = _area_module(api, section, found)
     out = [
         HEADER.format(PROTO),
         '"""One method per RPC, for the synchronous client and for the asyncio one.',
         "",
-        "Each takes the request's fields as arguments and answers the response as the",
-        "dataclass of sessionstore_client.types. The transport (deadline, retries,",
-        "errors) is the client's: see sessionstore_client.client and .aio.",
+        "Each module here has the RPCs whose requests a section of the .proto declares",
+        "(the section's module of sessionstore_client._types); SyncMethods and",
+        "AsyncMethods gather them for sessionstore_client.client and .aio.",
+        '"""',
+        "",
+    ]
+    for section in sorted(areas, key=lambda s: s.module):
+        kinds = [f"{kind}{_camel(section.module)}Methods" for kind in ("Async", "Sync")]
+        out += _imports(f"sessionstore_client._methods.{section.module}", kinds)
+    out += ["", _all(["AsyncMethods", "SyncMethods"])]
+    for kind, client in (("Sync", "synchronous"), ("Async", "asyncio")):
+        # The sections in the order of their first RPCs in the service.
+        bases = ", ".join(f"{kind}{_camel(s.module)}Methods" for s in areas)
+        out += ["", "", f"class {kind}Methods({bases}):"]
+        out.append(f'    """The RPCs as methods of the {client} client."""')
+    modules["_methods/__init__.py"] = "\n".join(out).rstrip() + "\n"
+    return modules
+
+
+def _calls_module() -> str:
+    out = [
+        HEADER.format(PROTO),
+        '"""The calls every RPC method makes: the clients implement them.',
+        "",
+        "The transport (deadline, retries, errors) is the client's: see",
+        "sessionstore_client.client and .aio.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "from collections.abc import AsyncIterator, Iterator, Mapping, Sequence",
-        "from datetime import datetime",
+        "from collections.abc import AsyncIterator, Iterator",
         "from typing import Any, TypeVar",
         "",
-        "from sessionstore_client.types import (",
-        *(f"    {name}," for name in sorted(requests | _referenced(api, emitted))),
-        ")",
-        "",
+        _all(["AsyncCalls", "SyncCalls"]),
         '_R = TypeVar("_R")',
-        "",
     ]
-    for kind in ("sync", "async"):
-        out += _methods_class(api, kind)
+    for kind, client in (("Sync", "synchronous"), ("Async", "asyncio")):
+        sync = kind == "Sync"
+        out += [
+            "",
+            "",
+            f"class {kind}Calls:",
+            f'    """What the RPC methods of the {client} client call."""',
+            "",
+            f"    {'def' if sync else 'async def'} _unary(",
+            "        self, method: str, request: Any, response: type[_R], timeout: float | None",
+            "    ) -> _R:",
+            "        raise NotImplementedError",
+            "",
+            "    def _server_stream(",
+            "        self, method: str, request: Any, response: type[_R], timeout: float | None",
+            f"    ) -> {'Iterator' if sync else 'AsyncIterator'}[_R]:",
+            "        raise NotImplementedError",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
-def _referenced(api: Api, found: list[Rpc]) -> set[str]:
-    names = set()
-    for rpc in found:
-        parameters, _ = _parameters(api, rpc)
-        for parameter in parameters:
-            annotation = parameter.split(":", 1)[1].split("=")[0]
-            for word in annotation.replace("[", " ").replace("]", " ").replace("|", " ").split():
-                if word in api.messages or word in api.enums:
-                    names.add(word)
-    return names
+def _area_module(api: Api, section: Section, found: list[Rpc]) -> str:
+    used = _words(" ".join(_signature(_parameters(api, rpc)[0]) for rpc in found))
+    names = {r.request for r in found} | {r.response for r in found}
+    names |= used & (set(api.messages) | set(api.enums))
+    collections = sorted({"Mapping", "Sequence"} & used)
+    if any(rpc.server_streaming for rpc in found):
+        collections = ["AsyncIterator", "Iterator", *collections]
+    out = [
+        HEADER.format(PROTO),
+        f'"""The RPCs whose requests are {section.described}.',
+        "",
+        "One method each, for the synchronous client and for the asyncio one: it takes",
+        "the request's fields as arguments and answers the response as the dataclass of",
+        "sessionstore_client.types.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
+    if collections:
+        out.append(f"from collections.abc import {', '.join(collections)}")
+    if "datetime" in used:
+        out.append("from datetime import datetime")
+    if collections or "datetime" in used:
+        out.append("")
+    out += [
+        "from sessionstore_client._methods.calls import AsyncCalls, SyncCalls",
+        *_imports("sessionstore_client.types", names),
+        "",
+        _all(f"{kind}{_camel(section.module)}Methods" for kind in ("Async", "Sync")),
+    ]
+    for kind in ("Sync", "Async"):
+        out += _methods_class(api, kind, section, found)
+    return "\n".join(out).rstrip() + "\n"
 
 
-def _methods_class(api: Api, kind: str) -> list[str]:
-    sync = kind == "sync"
-    name = "SyncMethods" if sync else "AsyncMethods"
+def _methods_class(api: Api, kind: str, section: Section, found: list[Rpc]) -> list[str]:
+    sync = kind == "Sync"
+    client = "synchronous" if sync else "asyncio"
     out = [
         "",
-        f"class {name}:",
-        f'    """The RPCs as methods of the {"synchronous" if sync else "asyncio"} client."""',
         "",
+        f"class {kind}{_camel(section.module)}Methods({kind}Calls):",
+        f'    """The "{section.name}" RPCs as methods of the {client} client."""',
     ]
     awaited = "" if sync else "await "
     call_def = "def" if sync else "async def"
     stream_type = "Iterator" if sync else "AsyncIterator"
-    out += [
-        f"    {call_def} _unary(",
-        "        self, method: str, request: Any, response: type[_R], timeout: float | None",
-        "    ) -> _R:",
-        "        raise NotImplementedError",
-        "",
-        "    def _server_stream(",
-        "        self, method: str, request: Any, response: type[_R], timeout: float | None",
-        f"    ) -> {stream_type}[_R]:",
-        "        raise NotImplementedError",
-        "",
-    ]
-    for rpc in rpcs(api):
-        if rpc.client_streaming:
-            continue  # written by hand in the client, over its own arguments
+    for rpc in found:
         parameters, arguments = _parameters(api, rpc)
         build = ", ".join(arguments)
         request = f"{rpc.request}({build})"
+        out.append("")
         if rpc.server_streaming:
             out.append(
                 f"    def {rpc.snake}({_signature(parameters)}) -> {stream_type}[{rpc.response}]:"
@@ -414,7 +635,6 @@ def _methods_class(api: Api, kind: str) -> list[str]:
             out += _docstring(rpc.comment, "        ")
             call = f'self._unary("{rpc.name}", {request}, {rpc.response}, timeout)'
             out.append(f"        return {awaited}{call}")
-        out.append("")
     return out
 
 
@@ -435,19 +655,23 @@ def _protoc(arguments: list[str]) -> None:
     subprocess.run(command, check=True, env={**os.environ, "PATH": path})
 
 
-def _formatted(path: Path) -> None:
+def _formatted(paths: list[Path]) -> None:
     command = [sys.executable, "-m", "ruff", "format", "--quiet", "--config", "pyproject.toml"]
-    subprocess.run([*command, str(path)], check=True)
+    subprocess.run([*command, *(str(path) for path in paths)], check=True)
 
 
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else CLIENT_SRC
     package = out / "sessionstore_client"
     api = Api(_described(PROTO, Path(".")))
-    (package / "types.py").write_text(write_types(api))
-    (package / "_methods.py").write_text(write_methods(api))
-    for name in ("types.py", "_methods.py"):
-        _formatted(package / name)
+    modules = write_types(api) | write_methods(api)
+    for directory in ("_types", "_methods"):  # wholly generated: no module of a gone section
+        for stale in sorted((package / directory).glob("*.py")):
+            stale.unlink()
+        (package / directory).mkdir(parents=True, exist_ok=True)
+    for name, text in sorted(modules.items()):
+        (package / name).write_text(text)
+    _formatted([package / name for name in sorted(modules)])
     generated = package / "_proto"
     generated.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -87,6 +87,9 @@ lint: setup proto-check
 	$(RUN) lint-imports
 	# The client as its users' code sees it: strict, and a user's script with it.
 	$(RUN) mypy --strict clients/python/src/sessionstore_client clients/python/examples
+	# The client's generator, as `make proto` runs it (its package beside the script).
+	$(RUN) mypy --strict --ignore-missing-imports clients/python/tools/generate.py \
+		clients/python/tools/generator
 	$(UV) lock --check
 
 bench: .venv/.synced-bench

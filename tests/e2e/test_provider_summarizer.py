@@ -239,3 +239,31 @@ def test_an_answer_the_session_refuses_hands_over_to_the_next_step(
     failed = pb.ListCompactionsRequest(session_id=session_id, outcome="failed")
     rows = store.ListCompactions(failed).compactions
     assert [(r.summarizer_model, r.stage) for r in rows] == [("provider", "verify")]
+
+
+def test_after_a_clients_threshold_block_the_provider_reads_its_summary_as_text(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session_id = _session(store, provider, MODELS["anthropic"][0], ["provider", "offline"])
+    # The client's threshold compaction: its block unsigned, after a turn in its view,
+    # where an on-demand request takes a block only first (compaction_block_misplaced).
+    block = {"type": "compaction", "content": f"Summary so far: {FACT}"}
+    first_kept = store.GetDurableLog(pb.GetViewRequest(session_id=session_id)).entries[4].id
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session_id,
+            first_kept_entry_id=first_kept,
+            provider_item=pb.ProviderItem(
+                provider="anthropic", type="compaction", json=json.dumps(block)
+            ),
+        )
+    )
+    compacted = store.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert compacted.compacted, compacted.reason
+    attempts = [(a.summarizer, a.outcome, a.reason) for a in compacted.compaction.attempts]
+    assert [a[:2] for a in attempts] == [("provider", "used")], attempts
+    (sent,) = [r for r in provider.requests if r.path == ANTHROPIC_PATH]
+    sent_blocks = [b for m in sent.messages for b in m["content"] if isinstance(b, dict)]
+    assert not [b for b in sent_blocks if b.get("type") == "compaction"]
+    # Its summary went as text, first, so the provider's summary carries the fact on.
+    assert "Summary so far" in json.dumps(sent.messages[0]) and "zebra-7731" in sent.text()

@@ -605,6 +605,21 @@ def _on_demand_refusal(body: dict[str, Any], headers: dict[str, str]) -> str:
     messages = body.get("messages") or []
     if not messages:
         return "there is nothing to summarize"
+    # One compaction block at most, and only in front of everything (it stands for
+    # the messages it summarised): compaction_block_misplaced otherwise.
+    blocks = [
+        (m, b)
+        for m, message in enumerate(messages)
+        for b, block in enumerate(message.get("content") or [])
+        if isinstance(block, dict) and block.get("type") == "compaction"
+    ]
+    if len(blocks) > 1:
+        return "A request can carry only one compaction block. Send the newest one."
+    if blocks and blocks[0] != (0, 0):
+        return (
+            "compaction_block_misplaced: the compaction block must come first in messages; "
+            "remove the messages it summarizes"
+        )
     last = messages[-1]
     content = last.get("content") if isinstance(last.get("content"), list) else []
     if last.get("role") == "assistant" and any(b.get("type") == "tool_use" for b in content):

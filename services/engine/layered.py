@@ -22,6 +22,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 
+import structlog
+
 from domain.compaction import Trigger
 from domain.content import Role
 from domain.context.pruning_planner import (
@@ -34,6 +36,7 @@ from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import (
     CompactionDeadlineExceeded,
     ContextWindowTooSmall,
+    DomainError,
     PromptOverBudget,
 )
 from domain.pruning import PruneAction, PruneDecision
@@ -49,6 +52,8 @@ from services.engine.base import (
 )
 from services.engine.compaction import compact_with_chain
 from services.engine.fit import fit
+
+log = structlog.get_logger(__name__)
 
 # A view over its budget after the compaction runs the fitting steps at most this often
 # (each one lands; more rounds only follow a calibration that moved meanwhile).
@@ -153,12 +158,26 @@ class LayeredEngine(CompactsInTheBackground):
         join: bool = True,
         fitting: bool = False,
     ) -> Future[CompactionOutcome]:
-        def job() -> CompactionOutcome:
-            if fitting:
-                return fit(self.port, session_id, request, self.info.name)
-            return self._compact_now(session_id, request)
-
         lane = "fit" if fitting else "compaction"
+
+        def job() -> CompactionOutcome:
+            try:
+                if fitting:
+                    return fit(self.port, session_id, request, self.info.name)
+                return self._compact_now(session_id, request)
+            except Exception as error:
+                # Whoever started it may have stopped waiting (it went on in the
+                # background): said here, or nowhere. Refusals need no traceback.
+                log.warning(
+                    "compaction did not land",
+                    session=session_id,
+                    trigger=request.trigger,
+                    lane=lane,
+                    error=str(error),
+                    exc_info=not isinstance(error, DomainError),
+                )
+                raise
+
         return self.runner.run(session_id, job, join=join, lane=lane)
 
     def _wait(

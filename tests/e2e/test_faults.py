@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import structlog.testing
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from domain.errors import Unavailable
@@ -361,11 +362,15 @@ def test_losing_the_database_while_a_summariser_writes_is_unavailable(
                     outcome.append(error)
 
             compacting = threading.Thread(target=compact)
-            compacting.start()
-            _eventually(lambda: len(provider.requests) == 1, within=10)
-            cluster.stop()
-            compacting.join(60)
+            with structlog.testing.capture_logs() as logs:
+                compacting.start()
+                _eventually(lambda: len(provider.requests) == 1, within=10)
+                cluster.stop()
+                compacting.join(60)
             cluster.start()
+            # Said in the server's log too: a compaction no one waits for fails there alone.
+            (said,) = [e for e in logs if e["event"] == "compaction did not land"]
+            assert said["session"] == session.id and "unreachable" in said["error"]
             (answered,) = outcome
             assert isinstance(answered, grpc.RpcError), answered
             assert answered.code() == grpc.StatusCode.UNAVAILABLE, answered.details()

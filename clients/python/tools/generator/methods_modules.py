@@ -56,6 +56,7 @@ def _calls_module() -> str:
         "",
         "from __future__ import annotations",
         "",
+        "from abc import ABC, abstractmethod",
         "from collections.abc import AsyncIterator, Iterator",
         "from typing import Any, TypeVar",
         "",
@@ -67,18 +68,20 @@ def _calls_module() -> str:
         out += [
             "",
             "",
-            f"class {kind}Calls:",
+            f"class {kind}Calls(ABC):",
             f'    """What the RPC methods of the {client} client call."""',
             "",
+            "    @abstractmethod",
             f"    {'def' if sync else 'async def'} _unary(",
             "        self, method: str, request: Any, response: type[_R], timeout: float | None",
             "    ) -> _R:",
-            "        raise NotImplementedError",
+            "        ...",
             "",
+            "    @abstractmethod",
             "    def _server_stream(",
             "        self, method: str, request: Any, response: type[_R], timeout: float | None",
             f"    ) -> {'Iterator' if sync else 'AsyncIterator'}[_R]:",
-            "        raise NotImplementedError",
+            "        ...",
         ]
     return "\n".join(out).rstrip() + "\n"
 

@@ -9,6 +9,7 @@ sessionstore_client.client and .aio.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
@@ -16,27 +17,29 @@ __all__ = ["AsyncCalls", "SyncCalls"]
 _R = TypeVar("_R")
 
 
-class SyncCalls:
+class SyncCalls(ABC):
     """What the RPC methods of the synchronous client call."""
 
-    def _unary(self, method: str, request: Any, response: type[_R], timeout: float | None) -> _R:
-        raise NotImplementedError
+    @abstractmethod
+    def _unary(
+        self, method: str, request: Any, response: type[_R], timeout: float | None
+    ) -> _R: ...
 
+    @abstractmethod
     def _server_stream(
         self, method: str, request: Any, response: type[_R], timeout: float | None
-    ) -> Iterator[_R]:
-        raise NotImplementedError
+    ) -> Iterator[_R]: ...
 
 
-class AsyncCalls:
+class AsyncCalls(ABC):
     """What the RPC methods of the asyncio client call."""
 
+    @abstractmethod
     async def _unary(
         self, method: str, request: Any, response: type[_R], timeout: float | None
-    ) -> _R:
-        raise NotImplementedError
+    ) -> _R: ...
 
+    @abstractmethod
     def _server_stream(
         self, method: str, request: Any, response: type[_R], timeout: float | None
-    ) -> AsyncIterator[_R]:
-        raise NotImplementedError
+    ) -> AsyncIterator[_R]: ...

@@ -96,7 +96,7 @@ def build_context_report(
 ) -> ContextReport:
     log = view.log
     system_tokens = view.system_prompt.tokens.total
-    summary_tokens = log.compaction.compaction.summary_tokens if log.compaction else 0
+    summary_tokens = log.summary_tokens
     pinned_tokens = sum(e.token_count for e in log.pinned)
     messages_tokens = view.estimated_tokens - system_tokens - summary_tokens - pinned_tokens
     turns = _turns(log.entries, history)

@@ -95,6 +95,11 @@ class DurableLog:
     # Every erasure of the session, whatever the version: erasure reaches back.
     erasures: Sequence[RecordedErasure] = ()
 
+    @property
+    def summary_tokens(self) -> int:
+        """The tokens of the summary in force (0 without one)."""
+        return self.compaction.compaction.summary_tokens if self.compaction else 0
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedFailure:

@@ -75,9 +75,7 @@ def fit(
     # Forced on a prompt that fits its target, the least drop that fits can weigh less
     # than its note, which rolls up the summary in force too: the session would refuse
     # a compaction that does not shrink.
-    replaced = sum(e.token_count for e in dropped)
-    if view.log.compaction is not None:
-        replaced += view.log.compaction.compaction.summary_tokens
+    replaced = sum(e.token_count for e in dropped) + view.log.summary_tokens
     note = tokenizer_for(view.settings.model).count_text(summary)
     if view.estimated_tokens <= budget.target_estimate and note >= replaced:
         return CompactionOutcome(
@@ -128,7 +126,6 @@ def _plan(
     tokenizer = tokenizer_for(view.settings.model)
     carried_tokens = tokenizer.count_text(carried[1]) if carried else 0
     trims = trim_options(view)
-    in_force = view.log.compaction.compaction.summary_tokens if view.log.compaction else 0
     plan = None
     for limit in (budget.target_estimate, budget.budget_estimate):
         plan = plan_fit(
@@ -136,7 +133,7 @@ def _plan(
             system_tokens=view.system_prompt.tokens.total,
             limit=limit,
             summary_tokens=summary_tokens(budget) + carried_tokens,
-            summary_in_force_tokens=in_force,
+            summary_in_force_tokens=view.log.summary_tokens,
             open_call_ids=open_call_ids,
             trims=trims,
         )

@@ -40,7 +40,13 @@ class WindowGuardPolicy:
     warn_below_tokens: int = 32_000
 
     def validate(self) -> None:
-        _require_non_negative(self, "window_guard")
+        # Checked whether or not the guard is on: enabling it later changes nothing else.
+        if not 0 < self.hard_min_tokens <= self.warn_below_tokens:
+            raise InvalidSettings(
+                f"window_guard.hard_min_tokens ({self.hard_min_tokens:,}) must be positive and "
+                f"at most window_guard.warn_below_tokens ({self.warn_below_tokens:,}): set both "
+                "so that a window below the first is refused and below the second warned of"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -560,3 +560,28 @@ def test_a_small_durable_log_comes_whole(store: Stub) -> None:
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
     assert [e.content[0].text.text for e in log.entries] == ["one", "two"]
     assert not log.next_page_token
+
+
+# -- settings a view could not work under -----------------------------------------------------
+
+
+def test_window_guard_thresholds_out_of_order_are_invalid(store: Stub) -> None:
+    """A hard minimum over the warning threshold used to be stored, then made every
+    view of the session fail."""
+    above_default = pb.WindowGuardPolicy(hard_min_tokens=40_000)  # warn_below: 32,000
+    message = refused(lambda: new_session(store, window_guard=above_default), INVALID)
+    assert "window_guard.hard_min_tokens (40,000)" in message
+    session = new_session(store)
+    append(store, session.id, user("hello"))
+    swapped = pb.WindowGuardPolicy(hard_min_tokens=20_000, warn_below_tokens=10_000)
+    message = refused(
+        lambda: store.UpdateSettings(
+            pb.UpdateSettingsRequest(
+                session_id=session.id, settings=pb.SessionSettings(window_guard=swapped)
+            )
+        ),
+        INVALID,
+    )
+    assert "warn_below_tokens (10,000)" in message
+    assert version_of(store, session.id) == 2
+    all_views_answer(store, session.id)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.content import Entry, ToolResult
+from domain.content import Entry, Role, ToolResult
 from domain.context import shown
 from domain.context.budget import ContextBudget, context_budget
 from domain.context.calibration import LearnedLimits
@@ -168,6 +168,16 @@ class PromptView:
                 entry = replace(entry, token_count=entry.token_count - saved)
             shown.append(entry)
         return shown
+
+    def largest_message(self) -> Entry | None:
+        """The message the prompt keeps that needs the most tokens, tool results aside
+        (the tool-result guard cuts those to the window): what any window must hold."""
+        messages = [e for e in self.as_shown() if e.role is not Role.TOOL]
+        return max(messages, key=lambda e: e.token_count, default=None)
+
+    def largest_message_tokens(self) -> int:
+        largest = self.largest_message()
+        return largest.token_count if largest is not None else 0
 
     def as_sent(self) -> list[Entry]:
         """The pinned and kept entries as the model sees them: counted as shown, and their

@@ -585,3 +585,24 @@ def test_window_guard_thresholds_out_of_order_are_invalid(store: Stub) -> None:
     assert "warn_below_tokens (10,000)" in message
     assert version_of(store, session.id) == 2
     all_views_answer(store, session.id)
+
+
+def test_a_fork_whose_window_cannot_hold_a_kept_message_is_refused(store: Stub) -> None:
+    """As UpdateSettings refuses the same settings: the fork's views would all fail."""
+    session = new_session(store)
+    append(store, session.id, user("word " * 20_000))
+    small = pb.SessionSettings(context_window_tokens=16_384)
+    fork = pb.ForkSessionRequest(session_id=session.id, new_session_id="small-fork", settings=small)
+    message = refused(lambda: store.ForkSession(fork), grpc.StatusCode.FAILED_PRECONDITION)
+    assert "the largest message the prompt keeps needs ~20,005 tokens" in message
+    refused(
+        lambda: store.GetSession(pb.GetSessionRequest(session_id="small-fork")),
+        grpc.StatusCode.NOT_FOUND,
+    )
+    roomy = pb.ForkSessionRequest(
+        session_id=session.id,
+        new_session_id="roomy-fork",
+        settings=pb.SessionSettings(context_window_tokens=64_000),
+    )
+    store.ForkSession(roomy)
+    all_views_answer(store, "roomy-fork")

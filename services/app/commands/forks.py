@@ -74,10 +74,13 @@ class ForkCommands:
         if choose is not None:
             settings = choose(fork.settings)
             self.rules.check(settings)
+            # Refused as UpdateSettings refuses it: a window too small for a message
+            # the fork's prompt keeps would make every view of the fork fail.
             fork.change_settings(
                 settings,
                 self.rules.context_window(settings),
                 max_entry_bytes_limit=self.rules.max_content_bytes,
+                largest_message_tokens=history.prompt_view(version).largest_message_tokens(),
             )
         return fork, history.version
 

@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from domain.content import Role
 from domain.ids import new_id
 from domain.session import Session
 from domain.settings import SessionSettings
@@ -52,8 +51,7 @@ class SessionCommands:
             self.rules.check(settings)
             largest = 0
             if session.entry_count:
-                kept = self.histories.history(session_id).prompt_view().as_shown()
-                largest = max((e.token_count for e in kept if e.role is not Role.TOOL), default=0)
+                largest = self.histories.history(session_id).prompt_view().largest_message_tokens()
             session.change_settings(
                 settings,
                 self.rules.context_window(settings),

@@ -1,21 +1,28 @@
-"""What text the store can hold: the one rule every string that comes in is checked by.
+"""What the store can hold: the one rule every string that comes in is checked by.
 
 PostgreSQL text cannot hold NUL; no database, JSON encoder or gRPC message
 takes a lone surrogate; an index row has a size limit. A string refused here
 is refused the same way whatever the database, before anything is written,
 so a write that is accepted can always be projected and read back. Requests
 are checked field by field at the door (services.grpc.request_strings);
-imported transcripts record by record (services.app.imports).
+imported transcripts record by record (services.app.imports), whose numbers
+and times are checked here too: a request's come bounded by the protocol, a
+file's do not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from domain.content import MAX_ID_CHARS
 from domain.errors import InvalidRequest, quoted
+
+# Every number is stored as (and answered in) a signed 64-bit integer.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # Limits in characters, by the kind of string.
 ID_CHARS = MAX_ID_CHARS  # ids, keys, hashes, page tokens: indexed
@@ -119,9 +126,20 @@ def check_storable(value: str, field: str, limit: int | None, *, utf8: bool = Fa
 
 def check_tree(value: object, path: str, content_chars: int, name: str = "") -> None:
     """check_storable for every string in a domain value (dataclasses, mappings and
-    sequences of them), each with the limit of the field that holds it."""
+    sequences of them), each with the limit of the field that holds it; and every
+    number and time in it within what the store and the API can carry."""
     if isinstance(value, str):
         check_storable(value, path, limit_of(name, content_chars))
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidRequest(f"{path} is {value}, beyond a 64-bit integer; send a smaller one")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidRequest(f"{path} is {value}; send a finite number")
+    elif isinstance(value, datetime):
+        _check_time(value, path)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
             inner = f"{path}.{field.name}" if path else field.name
@@ -133,3 +151,13 @@ def check_tree(value: object, path: str, content_chars: int, name: str = "") -> 
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             check_tree(item, f"{path}[{index}]", content_chars, name)
+
+
+def _check_time(moment: datetime, path: str) -> None:
+    """A time every store and the API's Timestamp can hold: in UTC, years 1 to 9999."""
+    try:
+        moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise InvalidRequest(
+            f"{path} {moment.isoformat()} is outside years 1 to 9999 in UTC; send a real time"
+        ) from None

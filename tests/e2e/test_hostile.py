@@ -606,3 +606,107 @@ def test_a_fork_whose_window_cannot_hold_a_kept_message_is_refused(store: Stub) 
     )
     store.ForkSession(roomy)
     all_views_answer(store, "roomy-fork")
+
+
+# -- transcripts whose fields are not what their format says ----------------------------------
+
+_PI_HEAD = '{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z"}\n'
+_PI_USER = '{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"hi"}}\n'
+_CC_USER = json.dumps(
+    {"uuid": "u1", "parentUuid": None, "type": "user", "message": {"role": "user", "content": "hi"}}
+)
+
+
+def _cc_answer(usage: object) -> str:
+    message = {"id": "m", "content": "yo", "usage": usage}
+    return json.dumps({"uuid": "a1", "parentUuid": "u1", "type": "assistant", "message": message})
+
+
+def _pi_answer(usage: object) -> str:
+    message = {"role": "assistant", "content": [{"type": "text", "text": "yo"}], "usage": usage}
+    return json.dumps({"type": "message", "id": "b", "parentId": "a", "message": message})
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+MALFORMED_FILES = {
+    "nested too deeply": ("openai", _DEEP, "nests JSON too deeply"),
+    "tool arguments nested too deeply": (
+        "openai",
+        json.dumps(
+            [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": _DEEP}}],
+                },
+            ]
+        ),
+        "the record nests JSON too deeply",
+    ),
+    "tool_calls a number": (
+        "openai",
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": 5}]),
+        "a field of the record does not have its format's type",
+    ),
+    "usage a word": (
+        "claude-code",
+        _CC_USER + "\n" + _cc_answer({"input_tokens": "abc"}),
+        "line 2",
+    ),
+    "usage infinite": (
+        "claude-code",
+        _CC_USER + "\n" + _cc_answer({"input_tokens": 1e400}),
+        "line 2",
+    ),
+    "usage true": ("pi", _PI_HEAD + _PI_USER + _pi_answer({"input": True}), "line 3: usage.input"),
+    "image source a string": (
+        "claude-code",
+        json.dumps(
+            {
+                "uuid": "u1",
+                "type": "user",
+                "message": {"role": "user", "content": [{"type": "image", "source": "abc"}]},
+            }
+        ),
+        "line 1: a field of the record",
+    ),
+    "tokensBefore beyond int64": (
+        "pi",
+        _PI_HEAD
+        + _PI_USER
+        + '{"type":"compaction","id":"k","parentId":"a","summary":"s","firstKeptEntryId":"a",'
+        '"tokensBefore":1000000000000000000000000000000}',
+        "line 3: tokensBefore",
+    ),
+    "a time past year 1 in UTC": (
+        "pi",
+        _PI_HEAD + _PI_USER.replace('"parentId":null', '"timestamp":"0001-01-01T00:00:00+01:00"'),
+        "line 2: timestamp '0001-01-01T00:00:00+01:00'",
+    ),
+    "a time past year 9999 in UTC": (
+        "claude-code",
+        _CC_USER.replace('"type"', '"timestamp": "9999-12-31T23:59:59-01:00", "type"'),
+        "line 1: timestamp",
+    ),
+}
+
+
+def _import(store: Stub, file_format: str, data: str) -> object:
+    requests = [
+        pb.ImportSessionRequest(header=pb.ImportHeader(format=file_format, session_id="imported")),
+        pb.ImportSessionRequest(chunk=data.encode()),
+    ]
+    return store.ImportSession(iter(requests))
+
+
+@pytest.mark.parametrize(
+    ("file_format", "data", "says"), MALFORMED_FILES.values(), ids=MALFORMED_FILES.keys()
+)
+def test_a_transcript_field_of_another_type_is_refused_with_its_line(
+    store: Stub, file_format: str, data: str, says: str
+) -> None:
+    """Each of these was INTERNAL, and the time past year 1 was stored anyway: from
+    then on its session, and every page of ListSessions that held it, failed."""
+    message = refused(lambda: _import(store, file_format, data), INVALID)
+    assert says in message
+    assert not store.ListSessions(pb.ListSessionsRequest()).sessions

@@ -34,9 +34,17 @@ from services.adapters.transcripts.ir import (
     has_substance,
     json_lines,
     parse_time,
+    record_at,
+    token_count,
 )
 
 _LABELS = ("cwd", "gitBranch", "version")
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 
 def read(data: bytes) -> Transcript:
@@ -50,7 +58,8 @@ def read(data: bytes) -> Transcript:
     def flush() -> None:
         nonlocal pending
         if pending is not None:
-            transcript.records.append(_assistant_record(pending))
+            with record_at(pending["lines"][0][0]):
+                transcript.records.append(_assistant_record(pending))
             pending = None
 
     for number, record in lines:
@@ -93,13 +102,13 @@ def read(data: bytes) -> Transcript:
         if kind == "user":
             if not isinstance(message, dict):
                 raise TranscriptError(number, "a user record needs a 'message' object")
-            transcript.records.extend(_user_records(number, record_id, parent, record, message))
+            with record_at(number):
+                transcript.records.extend(_user_records(number, record_id, parent, record, message))
         else:
             rest = {k: v for k, v in record.items() if k not in ("uuid", "parentUuid")}
-            text = f"{kind}: {dumps(rest)}"
-            entry = _entry(
-                number, record_id, record, Role.CUSTOM, (TextBlock(text),), str(kind or "record")
-            )
+            text = (TextBlock(f"{kind}: {dumps(rest)}"),)
+            with record_at(number):
+                entry = _entry(number, record_id, record, Role.CUSTOM, text, str(kind or "record"))
             transcript.records.append(Record(number, record_id, parent, entry.timestamp, entry))
         previous = record_id
     flush()
@@ -192,17 +201,7 @@ def _assistant_record(pending: Mapping[str, Any]) -> Record:
             content.append(_assistant_block(line, block))
         raw_usage = message.get("usage")
         if isinstance(raw_usage, dict):
-            usage = Usage(
-                *(
-                    max(0, int(raw_usage.get(k) or 0))
-                    for k in (
-                        "input_tokens",
-                        "output_tokens",
-                        "cache_read_input_tokens",
-                        "cache_creation_input_tokens",
-                    )
-                )
-            )
+            usage = Usage(*(token_count(raw_usage.get(k), line, f"usage.{k}") for k in _USAGE_KEYS))
         for key, name in (("model", "model"), ("stop_reason", "stopReason")):
             if isinstance(message.get(key), str) and message[key]:
                 metadata[name] = message[key]

@@ -11,13 +11,16 @@ entries' metadata, so a session can be written back.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from domain.content import Block, Entry, ThinkingBlock, ToolResult
 from domain.errors import InvalidRequest
+from domain.storable import INT64_MAX
 
 FORMATS = ("pi", "openclaw", "claude-code", "openai")
 # Metadata keys that carry a record's original fields (JSON), for export.
@@ -76,10 +79,39 @@ def parse_time(value: Any, line: int, name: str = "timestamp") -> datetime | Non
             return datetime.fromtimestamp(value / 1000, UTC)
         if isinstance(value, str):
             moment = datetime.fromisoformat(value)
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            # In UTC now: an offset can carry a time past year 1 or 9999 there.
+            return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     except (ValueError, OverflowError, OSError):
         pass
     raise TranscriptError(line, f"{name} {value!r} is not a time (ISO 8601 or epoch ms)")
+
+
+def token_count(value: Any, line: int, name: str) -> int:
+    """A count of tokens as a file writes it (absent: 0), or a refusal naming it."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+        raise TranscriptError(line, f"{name} {value!r} is not a token count (a whole number)")
+    return value
+
+
+@contextmanager
+def record_at(line: int) -> Iterator[None]:
+    """Reads a record whose fields may not have the types its format gives them: a
+    field of another type (a number for a list, a string for an object) or JSON
+    nested deeper than Python reads is refused with the record's line."""
+    try:
+        yield
+    except TranscriptError:
+        raise
+    except RecursionError:
+        raise TranscriptError(line, "the record nests JSON too deeply to read") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as error:
+        raise TranscriptError(
+            line, f"a field of the record does not have its format's type ({error})"
+        ) from None
 
 
 def format_time(moment: datetime) -> str:

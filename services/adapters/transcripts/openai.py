@@ -18,6 +18,7 @@ from services.adapters.transcripts.ir import (
     has_substance,
     json_lines,
     parse_time,
+    record_at,
 )
 
 _ROLES = {
@@ -37,7 +38,8 @@ def read(data: bytes) -> Transcript:
     for index, (line, message) in enumerate(messages):
         where = line or index + 1
         record_id = str(message.get("id") or f"m{index + 1}")
-        entry = _entry(where, index, record_id, message)
+        with record_at(where):
+            entry = _entry(where, index, record_id, message)
         transcript.records.append(Record(where, record_id, previous, entry.timestamp, entry))
         if not transcript.model and isinstance(message.get("model"), str):
             transcript.model = message["model"]

@@ -43,7 +43,9 @@ from services.adapters.transcripts.ir import (
     has_substance,
     json_lines,
     parse_time,
+    record_at,
     require,
+    token_count,
 )
 from services.adapters.transcripts.pi_content import SYNTHETIC, pi_content
 
@@ -85,9 +87,10 @@ def _read(data: bytes, file_format: str) -> Transcript:
     if version == 1:
         body = _migrate_v1(lines, transcript.session_id)
     for number, record in body:
-        transcript.records.append(_record(number, record))
-        if not transcript.model:
-            transcript.model = _model_of(record)
+        with record_at(number):
+            transcript.records.append(_record(number, record))
+            if not transcript.model:
+                transcript.model = _model_of(record)
     return transcript
 
 
@@ -142,9 +145,7 @@ def _record(number: int, record: dict[str, Any]) -> Record:
     if kind == "compaction":
         summary = require(record, "summary", str, number)
         first_kept = require(record, "firstKeptEntryId", str, number)
-        tokens = record.get("tokensBefore") or 0
-        if not isinstance(tokens, int) or tokens < 0:
-            raise TranscriptError(number, f"tokensBefore {tokens!r} is not a token count")
+        tokens = token_count(record.get("tokensBefore"), number, "tokensBefore")
         rest = {
             k: v
             for k, v in record.items()
@@ -347,15 +348,17 @@ def _text_of(number: int, raw: Any) -> str:
     return "\n".join(parts)
 
 
+_USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite")
+
+
 def _usage(number: int, raw: Any) -> Usage | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise TranscriptError(number, "'usage' must be an object")
-    values = [raw.get(k) or 0 for k in ("input", "output", "cacheRead", "cacheWrite")]
-    if not all(isinstance(v, int) and v >= 0 for v in values):
-        raise TranscriptError(number, f"usage counts must be whole numbers, not {values}")
-    return Usage(*values)
+    return Usage(
+        *(token_count(raw.get(k), number, f"usage.{k}") for k in _USAGE_KEYS),
+    )
 
 
 def _image(block: Mapping[str, Any]) -> ImageRef:

@@ -88,6 +88,7 @@ class _Builder:
         self.now = now
         self.last_time = session.created_on
         self.version_of: dict[str, int] = {}
+        self.line_of: dict[str, int] = {}  # each entry's line in the file
         self.aliases: dict[str, str] = {}
         self.entries = self.compactions = self.abandoned = 0
         self._group: list[Record] = []
@@ -191,6 +192,25 @@ class _Builder:
         self._sync()
         self.entries += 1
         self.version_of[record.id] = self.session.version
+        self.line_of[entry.id] = record.line
+
+    def check_servable(self) -> None:
+        """Refuses a session none of whose prompt views could be served: a message its
+        prompt keeps is over the budget alone (AppendEntries refuses such a message at
+        the write; an import of it must be refused too, not every view after it)."""
+        largest = self.history.prompt_view().largest_message()
+        if largest is None:
+            return
+        try:
+            self.session.check_fits(
+                f"the entry {quoted(largest.id)} ({largest.role.value})",
+                "entry",
+                largest.token_count,
+                "import it into a session with a larger window (the header's settings: "
+                "context_window_tokens, or a model that has one), or split the message",
+            )
+        except DomainError as error:
+            raise TranscriptError(self.line_of.get(largest.id, 0), str(error)) from None
 
 
 class ImportService:
@@ -299,6 +319,8 @@ class ImportService:
                     ),
                 )
             )
+        for builder, _ in built:
+            builder.check_servable()
         position = self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
         return ImportResult(
             transcript.format, [summary for _, summary in built], len(data), position

@@ -710,3 +710,26 @@ def test_a_transcript_field_of_another_type_is_refused_with_its_line(
     message = refused(lambda: _import(store, file_format, data), INVALID)
     assert says in message
     assert not store.ListSessions(pb.ListSessionsRequest()).sessions
+
+
+def test_an_imported_message_no_window_could_serve_is_refused(store: Stub) -> None:
+    """AppendEntries refuses a message over the prompt's budget alone; an import of it
+    was stored, and then every view of the session failed."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": "word " * 20_000}]
+    data = "\n".join(json.dumps(m) for m in messages)  # one a line: the line names the message
+    small = pb.SessionSettings(context_window_tokens=16_384)
+
+    def imported(settings: pb.SessionSettings) -> object:
+        header = pb.ImportHeader(format="openai", session_id="imported", settings=settings)
+        requests = [
+            pb.ImportSessionRequest(header=header),
+            pb.ImportSessionRequest(chunk=data.encode()),
+        ]
+        return store.ImportSession(iter(requests))
+
+    message = refused(lambda: imported(small), INVALID)
+    assert message.startswith("line 2: the entry 'm2' (user) needs ~20,005 tokens")
+    assert "context_window_tokens" in message
+    assert not store.ListSessions(pb.ListSessionsRequest()).sessions
+    imported(pb.SessionSettings(context_window_tokens=64_000))
+    all_views_answer(store, "imported")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from generator.api import Api
 from generator.methods_modules import write_methods
-from generator.paths import CLIENT_SRC, PROTO
+from generator.paths import CLIENT_SRC
 from generator.protoc import described, write_protobuf_modules
 from generator.types_modules import write_types
 
@@ -33,7 +33,7 @@ from generator.types_modules import write_types
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else CLIENT_SRC
     package = out / "sessionstore_client"
-    api = Api(described(PROTO, Path(".")))
+    api = Api(described())
     modules = write_types(api) | write_methods(api)
     for directory in ("_types", "_methods"):  # wholly generated: no module of a gone section
         for stale in sorted((package / directory).glob("*.py")):

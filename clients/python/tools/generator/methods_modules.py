@@ -7,7 +7,7 @@ request's fields as arguments. ``_methods/__init__.py`` gathers them.
 from __future__ import annotations
 
 from .api import Api, Rpc, Section, rpcs
-from .source import HEADER, camel, docstring, dunder_all, imports, words
+from .source import HEADER, camel, docstring, dunder_all, imports, module_text, words
 
 # RPCs whose session_id may be left empty (generated, or "all sessions").
 SESSION_ID_OPTIONAL = {"CreateSession", "ListCompactions", "ListPrunes"}
@@ -41,7 +41,7 @@ def write_methods(api: Api) -> dict[str, str]:
         bases = ", ".join(f"{kind}{camel(s.module)}Methods" for s in areas)
         out += ["", "", f"class {kind}Methods({bases}):"]
         out.append(f'    """The RPCs as methods of the {client} client."""')
-    modules["_methods/__init__.py"] = "\n".join(out).rstrip() + "\n"
+    modules["_methods/__init__.py"] = module_text(out)
     return modules
 
 
@@ -83,7 +83,7 @@ def _calls_module() -> str:
             f"    ) -> {'Iterator' if sync else 'AsyncIterator'}[_R]:",
             "        ...",
         ]
-    return "\n".join(out).rstrip() + "\n"
+    return module_text(out)
 
 
 def _area_module(api: Api, section: Section, found: list[Rpc]) -> str:
@@ -119,7 +119,7 @@ def _area_module(api: Api, section: Section, found: list[Rpc]) -> str:
     ]
     for kind in ("Sync", "Async"):
         out += _methods_class(api, kind, section, found)
-    return "\n".join(out).rstrip() + "\n"
+    return module_text(out)
 
 
 def _methods_class(api: Api, kind: str, section: Section, found: list[Rpc]) -> list[str]:

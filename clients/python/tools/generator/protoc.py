@@ -14,13 +14,11 @@ from google.protobuf import descriptor_pb2
 from .paths import CLIENT_SRC, PROTO, STATUS_PROTO
 
 
-def described(proto: Path, include: Path) -> descriptor_pb2.FileDescriptorProto:
-    """The .proto's descriptor, with its comments and where each declaration is."""
+def described() -> descriptor_pb2.FileDescriptorProto:
+    """The API's .proto descriptor, with its comments and where each declaration is."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.bin"
-        _protoc(
-            ["-I", str(include), "--include_source_info", f"--descriptor_set_out={out}", str(proto)]
-        )
+        _protoc(["-I", ".", "--include_source_info", f"--descriptor_set_out={out}", str(PROTO)])
         files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     return files.file[0]
 

@@ -13,6 +13,11 @@ HEADER = (
 )
 
 
+def module_text(lines: Iterable[str]) -> str:
+    """A module's text from its lines: no trailing blank lines, one final newline."""
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def docstring(text: str, indent: str) -> list[str]:
     """TEXT as a docstring's lines; none when TEXT is empty."""
     if not text:

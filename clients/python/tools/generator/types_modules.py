@@ -7,7 +7,7 @@ A module of ``_types`` per section of the .proto, and ``enums.py``;
 from __future__ import annotations
 
 from .api import PACKAGE, Api, Section
-from .source import HEADER, comment, docstring, dunder_all, imports, words
+from .source import HEADER, comment, docstring, dunder_all, imports, module_text, words
 
 
 def write_types(api: Api) -> dict[str, str]:
@@ -35,7 +35,7 @@ def write_types(api: Api) -> dict[str, str]:
         out += imports(f"sessionstore_client._types.{module}", exported[module])
     names = [name for found in exported.values() for name in found]
     out += ["", dunder_all(names)]
-    modules["types.py"] = "\n".join(out).rstrip() + "\n"
+    modules["types.py"] = module_text(out)
     return modules
 
 
@@ -71,7 +71,7 @@ def _enums_module(api: Api) -> str:
         for number, value in enumerate(enum.value):
             out += comment(api.comments.get((5, index, 2, number), ""), "    ")
             out.append(f"    {api.enum_member(enum.name, value.name)} = {value.number}")
-    return "\n".join(out).rstrip() + "\n"
+    return module_text(out)
 
 
 def _section_module(api: Api, section: Section) -> str:
@@ -139,4 +139,4 @@ def _section_module(api: Api, section: Section) -> str:
         ]
         for module in sorted(others):
             out += imports(f"sessionstore_client._types.{module}", others[module])
-    return "\n".join(out).rstrip() + "\n"
+    return module_text(out)

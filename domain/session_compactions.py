@@ -14,7 +14,9 @@ from domain.compaction import Compaction, CompactionFailure, History, check_cut_
 from domain.content import Entry, Role
 from domain.context.calibration import WindowLesson, learn_tokens
 from domain.context.overflow import OverflowReport
+from domain.context.window_guard import check_context_window
 from domain.errors import (
+    ContextWindowTooSmall,
     EntryNotFound,
     InvalidCutPoint,
     InvalidPrune,
@@ -212,6 +214,7 @@ class CompactionCommands(SessionState):
             window = WindowLesson(
                 model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
             )
+        self._check_window_after(window, message)
         lesson = None
         if prompt_tokens and view_estimate:
             lesson = learn_tokens(
@@ -231,6 +234,46 @@ class CompactionCommands(SessionState):
             view_hash=report.view_hash,
             window=window,
             lesson=lesson,
+        )
+
+    def _check_window_after(self, window: WindowLesson | None, message: str) -> None:
+        """Refuses, before anything is recorded, a report after which the window guard
+        would refuse the view it answers, and every later one: the report would be
+        recorded and its lesson learned, yet the client would get only a refusal."""
+        guard = self.settings.window_guard
+        if not guard.enabled:
+            return  # the client works in windows of any size
+        learned, resolved = self.learned, self.context_window_tokens
+        before = learned.window(resolved)
+        after = before if window is None else learned.after_window(window).window(resolved)
+        if after >= guard.hard_min_tokens:
+            return
+        if window is not None and after < before:
+            raise ContextWindowTooSmall(
+                f"the provider's error states a context window of {window.window_tokens:,} "
+                f"tokens for model {quoted(window.model)} (read from {quoted(message, 120)}), "
+                f"below the window guard's hard minimum of {guard.hard_min_tokens:,} tokens. "
+                "Learning it would refuse every prompt view of this session, so the report "
+                "is refused and nothing is recorded. If the model really serves so few "
+                "tokens, switch to a model with a larger context window (UpdateSettings "
+                "model); if the figure is not this model's window (a misread error, another "
+                "deployment), compact the session (Compact) and retry the provider call",
+                window.window_tokens,
+                "learned",
+                guard.hard_min_tokens,
+            )
+        source = "learned" if before < resolved else self.context_window_source
+        verdict = check_context_window(
+            before,
+            source,
+            hard_min_tokens=guard.hard_min_tokens,
+            warn_below_tokens=guard.warn_below_tokens,
+        )
+        raise ContextWindowTooSmall(
+            f"{verdict.message}; the report is refused and nothing is recorded",
+            before,
+            source,
+            guard.hard_min_tokens,
         )
 
 

@@ -263,6 +263,64 @@ def test_an_overflow_teaches_the_window_and_the_count_and_views_keep_to_them(
         assert current.estimated_tokens <= current.budget_tokens == 28_672
 
 
+def overflow_error(window_tokens: int, prompt_tokens: int) -> str:
+    """OpenAI's overflow error, stating the window and its count of the prompt."""
+    message = (
+        f"This model's maximum context length is {window_tokens} tokens. However, your "
+        f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    return json.dumps({"error": error})
+
+
+def report_overflow(store: Stub, refused_view: pb.PromptView, error_text: str) -> pb.PromptView:
+    return store.ReportOverflow(
+        pb.ReportOverflowRequest(
+            session_id=refused_view.session_id,
+            provider="openai",
+            status_code=400,
+            error_text=error_text,
+            view_version=refused_view.version,
+            view_hash=refused_view.request_hash,
+            format=pb.PROMPT_FORMAT_OPENAI,
+        )
+    )
+
+
+def test_an_overflow_stating_a_window_below_the_guards_minimum_is_refused_whole(
+    store: Stub,
+) -> None:
+    """Learning a window the guard refuses would refuse every later view: the report is
+    refused before anything is recorded, saying what was read and what to do."""
+    session = create(store, model="gpt-4o")
+    append(store, session.id, user("hello there " * 50))
+    before = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    version = store.GetSession(pb.GetSessionRequest(session_id=session.id)).version
+
+    with pytest.raises(grpc.RpcError) as raised:
+        report_overflow(store, before, overflow_error(100, 5_000))
+    assert raised.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    message = str(raised.value.details())
+    assert "context window of 100 tokens" in message
+    assert "maximum context length is 100 tokens" in message  # what was read
+    assert "nothing is recorded" in message
+    assert error_info(raised.value).reason == "CONTEXT_WINDOW_TOO_SMALL"
+
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == version
+    assert not of_kind(store, session.id, "overflow_reported")
+    after = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    assert after.version == before.version
+    assert after.request_hash == before.request_hash
+    assert after.context_window_tokens == before.context_window_tokens == 128_000
+    # The window the client sets is taken as before.
+    updated = store.UpdateSettings(
+        pb.UpdateSettingsRequest(
+            session_id=session.id, settings=pb.SessionSettings(context_window_tokens=64_000)
+        )
+    )
+    assert updated.settings.context_window_tokens == 64_000
+
+
 def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
     session = create(store, model="gpt-4o")
     append(store, session.id, user("hi"))

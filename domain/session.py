@@ -215,21 +215,34 @@ class Session(AppendCommands, CompactionCommands):
         *,
         max_entry_bytes_limit: int | None = None,
         largest_message_tokens: int = 0,
+        sets_window: bool = False,
     ) -> None:
         """Records new settings; settings equal to the current ones record nothing.
+
+        ``sets_window``: the client named ``context_window_tokens`` in this change. Its
+        window then supersedes a smaller one an overflow error taught for the model
+        (the remedy the window guard names), even when the setting already held it.
 
         Refused when the prompt could no longer be served under them: the system prompt,
         or ``largest_message_tokens`` (the largest message the prompt keeps, which no
         compaction may shorten while its turn goes on), over the new budget."""
         settings.validate(max_entry_bytes_limit)
         window_tokens, window_source = context_window
-        if (settings, window_tokens, window_source) == (
+        learned = self.learned_for(settings.model)
+        supersedes = (
+            sets_window
+            and settings.context_window_tokens > 0
+            and learned.window(window_tokens) < window_tokens
+        )
+        if not supersedes and (settings, window_tokens, window_source) == (
             self.settings,
             self.context_window_tokens,
             self.context_window_source,
         ):
             return
-        budget = self._budget_under(settings, window_tokens)
+        if supersedes:
+            learned = learned.without_window()
+        budget = self._budget_under(settings, window_tokens, learned=learned)
         remedy = "choose a larger window, or a model that has one"
         self.check_fits(
             "the system prompt",
@@ -253,6 +266,7 @@ class Session(AppendCommands, CompactionCommands):
             settings=settings,
             context_window_tokens=context_window[0],
             context_window_source=context_window[1],
+            supersedes_learned_window=supersedes,
         )
 
 

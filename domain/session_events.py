@@ -295,12 +295,19 @@ class SettingsChanged(Event):
     settings: SessionSettings
     context_window_tokens: int
     context_window_source: str
+    # The client set context_window_tokens over a smaller window an overflow error
+    # had taught for the model: the window set is in force from here on (False in
+    # events stored before the rule, which changed nothing learned).
+    supersedes_learned_window: bool = False
 
     def apply(self, session: SessionState) -> None:
         session.settings = self.settings
         session.context_window_tokens = self.context_window_tokens
         session.context_window_source = self.context_window_source
         session.settings_version = self.originator_version
+        if self.supersedes_learned_window:
+            model = self.settings.model
+            session.learn(model, session.learned_for(model).without_window())
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,17 @@ class SessionState(BaseAggregate[str]):
         return self._budget_under(self.settings, self.context_window_tokens, asked_tokens)
 
     def _budget_under(
-        self, settings: SessionSettings, window_tokens: int, asked_tokens: int | None = None
+        self,
+        settings: SessionSettings,
+        window_tokens: int,
+        asked_tokens: int | None = None,
+        *,
+        learned: LearnedLimits | None = None,
     ) -> ContextBudget:
-        learned = self.learned_for(settings.model)
+        """The budget under ``settings`` and the window resolved for them, with what the
+        provider taught about their model (``learned``, when a change would alter it)."""
+        if learned is None:
+            learned = self.learned_for(settings.model)
         return context_budget(
             learned.window(window_tokens),
             settings.compaction,

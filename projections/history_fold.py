@@ -278,6 +278,10 @@ class HistoryFold:
                         event.context_window_source,
                     )
                 )
+                if isinstance(event, SettingsChanged) and event.supersedes_learned_window:
+                    model = event.settings.model
+                    learned = self.learned(version, model).without_window()
+                    self._learned.append((version, model, learned))
             case SystemPromptSet():
                 self._system_prompts.append((version, event.system_prompt))
             case CompactionFailed():

@@ -16,7 +16,8 @@ figures:
 * :class:`WindowLesson` - an overflow error stated the window (and the answer's
   room the client asked for): the window in force is the smaller of the
   resolved one and this one, until a usage report counts more than it (the
-  provider serves more after all).
+  provider serves more after all), or the client sets the session's window
+  itself (``context_window_tokens``): its word, the later one, wins.
 """
 
 from __future__ import annotations
@@ -131,6 +132,12 @@ class LearnedLimits:
             window = min(self.window_tokens, lesson.window_tokens)
         output = max(self.output_tokens, lesson.output_tokens)
         return LearnedLimits(self.calibration, window, output)
+
+    def without_window(self) -> LearnedLimits:
+        """After the client set the window itself: the window it set is in force, not
+        the one an earlier overflow error stated (the calibration and the answer's room
+        are the provider's own counts, and stay)."""
+        return LearnedLimits(self.calibration, 0, self.output_tokens)
 
     def window(self, resolved_tokens: int) -> int:
         """The window in force: the resolved one, or the learned one when smaller."""

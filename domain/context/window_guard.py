@@ -68,10 +68,17 @@ def check_context_window(
     where = f"the context window of {window_tokens:,} tokens (from {source})"
     if window_tokens < hard_min_tokens:
         level = WindowLevel.BLOCK
+        # A window set in context_window_tokens supersedes a learned one (see
+        # Session.change_settings), so the remedy holds whatever the source.
+        misconfigured = (
+            "set context_window_tokens if the provider serves more than its overflow error "
+            "stated (the window set supersedes the learned one)"
+            if source == "learned"
+            else "correct context_window_tokens if the window is misconfigured"
+        )
         message = (
             f"{where} is below the hard minimum of {hard_min_tokens:,} tokens; the request "
-            "is blocked. Switch to a model with a larger context window, or correct "
-            "context_window_tokens if the window is misconfigured"
+            f"is blocked. Switch to a model with a larger context window, or {misconfigured}"
         )
     elif window_tokens < warn_below_tokens:
         level = WindowLevel.WARN

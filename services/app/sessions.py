@@ -125,8 +125,12 @@ class SessionService:
         session_id: str,
         change: Callable[[SessionSettings], SessionSettings],
         expected_version: int | None,
+        *,
+        sets_window: bool = False,
     ) -> Session:
-        return self.commands.sessions.update_settings(session_id, change, expected_version).session
+        return self.commands.sessions.update_settings(
+            session_id, change, expected_version, sets_window=sets_window
+        ).session
 
     def set_system_prompt(
         self, session_id: str, prompt: SystemPrompt, expected_version: int | None

@@ -60,6 +60,7 @@ class SessionRpcs(RpcBase):
                 request.settings, current, request.remove_labels
             ),
             fields.expected_version(request),
+            sets_window=request.settings.context_window_tokens > 0,
         )
         return self._written(mapping.session_to_pb(written.session), written.position)
 

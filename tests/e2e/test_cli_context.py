@@ -318,6 +318,50 @@ def test_overflow_with_an_openai_body_answers_a_new_view(address: str) -> None:
     assert json.loads(refused.stderr)["error"]["code"] == "INVALID_ARGUMENT"
 
 
+def test_a_window_set_after_an_overflow_taught_one_is_the_window_everywhere(
+    address: str,
+) -> None:
+    """`settings --window` is the remedy the guard names: what it prints is the window
+    status and the views use, even over a window an overflow taught, and even unchanged."""
+    session = small_session(address, "--keep-recent", "300")
+
+    def report(window: int) -> Result:
+        ref = re.search(r"prompt ref (\d+):openai:(\w+)", ok(address, "prompt", session))
+        assert ref
+        error = OPENAI_OVERFLOW.replace("20000 tokens", f"{window} tokens")
+        return run(
+            address,
+            "--json",
+            "overflow",
+            session,
+            "--status",
+            "400",
+            "--error",
+            error,
+            "--view-version",
+            ref.group(1),
+            "--view-hash",
+            ref.group(2),
+        )
+
+    # A window under the guard's minimum is refused, and nothing is recorded.
+    tiny = report(8192)
+    assert tiny.exit_code == 1
+    error = json.loads(tiny.stderr)["error"]
+    assert error["code"] == "FAILED_PRECONDITION"
+    assert "context window of 8,192 tokens" in error["message"]
+    assert "nothing is recorded" in error["message"]
+    assert "overflow" not in ok(address, "events", session)
+
+    assert report(18000).exit_code == 0
+    assert field(ok(address, "status", session), "window") == "18,000 tokens (from learned)"
+    # Named again, unchanged, the window the client set supersedes the learned one.
+    changed = ok(address, "settings", session, "--window", "20000")
+    assert "window 20,000 tokens (from session)" in changed
+    assert field(ok(address, "status", session), "window") == "20,000 tokens (from session)"
+    assert re.search(r"^estimated [\d,]+ of 20,000 tokens", ok(address, "prompt", session), re.M)
+
+
 def test_usage_per_turn_with_the_estimate_of_the_view_it_answered(address: str) -> None:
     session = small_session(address)
     ref = re.search(r"prompt ref (\S+)", ok(address, "prompt", session))

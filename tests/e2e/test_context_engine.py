@@ -321,6 +321,64 @@ def test_an_overflow_stating_a_window_below_the_guards_minimum_is_refused_whole(
     assert updated.settings.context_window_tokens == 64_000
 
 
+def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: Stub) -> None:
+    """The remedy the guard names works: context_window_tokens set after a lesson is the
+    window in force, in views, the report and the session, until a later lesson."""
+    session = create(store, model="gpt-4o", window_guard=pb.WindowGuardPolicy(enabled=False))
+    append(store, session.id, user("hello there " * 50))
+    taught = report_overflow(
+        store, view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI), overflow_error(8_192, 9_000)
+    )
+    assert (taught.context_window_tokens, taught.guard.source) == (8_192, "learned")
+
+    # With the guard on, the learned window refuses views, naming the remedy.
+    guarded = pb.SessionSettings(window_guard=pb.WindowGuardPolicy(enabled=True))
+    store.UpdateSettings(pb.UpdateSettingsRequest(session_id=session.id, settings=guarded))
+    message = refused(lambda: view(store, session.id), grpc.StatusCode.FAILED_PRECONDITION)
+    assert "8,192 tokens (from learned)" in message
+    assert "set context_window_tokens" in message
+
+    def set_window(tokens: int) -> pb.Session:
+        return store.UpdateSettings(
+            pb.UpdateSettingsRequest(
+                session_id=session.id, settings=pb.SessionSettings(context_window_tokens=tokens)
+            )
+        )
+
+    def in_force() -> tuple[int, str]:
+        served = view(store, session.id)
+        report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+        assert (report.window.window_tokens, report.window.source) == (
+            served.context_window_tokens,
+            served.guard.source,
+        )
+        return served.context_window_tokens, served.guard.source
+
+    updated = set_window(20_000)
+    assert (updated.settings.context_window_tokens, updated.context_window_source) == (
+        20_000,
+        "session",
+    )
+    assert in_force() == (20_000, "session")
+    got = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+    assert (got.settings.context_window_tokens, got.context_window_source) == (20_000, "session")
+
+    # A later overflow teaches again; another setting leaves that lesson in force...
+    report_overflow(
+        store,
+        view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI),
+        overflow_error(18_000, 19_000),
+    )
+    assert in_force() == (18_000, "learned")
+    store.UpdateSettings(
+        pb.UpdateSettingsRequest(session_id=session.id, settings=pb.SessionSettings(title="t"))
+    )
+    assert in_force() == (18_000, "learned")
+    # ...and naming the window again, even unchanged, supersedes it.
+    set_window(20_000)
+    assert in_force() == (20_000, "session")
+
+
 def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
     session = create(store, model="gpt-4o")
     append(store, session.id, user("hi"))

@@ -45,7 +45,12 @@ class SessionCommands:
         session_id: str,
         change: Callable[[SessionSettings], SessionSettings],
         expected_version: int | None,
+        *,
+        sets_window: bool = False,
     ) -> Written[None]:
+        """Records the settings ``change`` makes; ``sets_window``: the change names
+        context_window_tokens (see Session.change_settings)."""
+
         def command(session: Session) -> None:
             settings = change(session.settings)
             self.rules.check(settings)
@@ -57,6 +62,7 @@ class SessionCommands:
                 self.rules.context_window(settings),
                 max_entry_bytes_limit=self.rules.max_content_bytes,
                 largest_message_tokens=largest,
+                sets_window=sets_window,
             )
 
         return self.writes.write(session_id, expected_version, command)

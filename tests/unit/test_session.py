@@ -19,7 +19,9 @@ from domain.content import (
     ToolResult,
     Usage,
 )
+from domain.context.overflow import OverflowReport
 from domain.errors import (
+    ContextWindowTooSmall,
     DuplicateEntry,
     EntryNotFound,
     IdempotencyKeyReused,
@@ -37,7 +39,8 @@ from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
 from domain.session_events import IDEMPOTENCY_WINDOW
-from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings
+from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings, WindowGuardPolicy
+from projections.session_history import SessionHistory
 from tests.unit.support import (
     WINDOW,
     Tracked,
@@ -126,6 +129,70 @@ def test_change_settings_updates_window() -> None:
     assert tracked.session.settings.context_window_tokens == 50_000
     assert tracked.session.context_window_source == "session"
     assert tracked.version == 2
+
+
+def _overflow(tracked: Tracked, window_tokens: int) -> None:
+    report = OverflowReport(
+        "openai",
+        400,
+        f"maximum context length is {window_tokens} tokens",
+        tracked.version,
+        "",
+        stated=(window_tokens, 0, 0),
+    )
+    tracked.session.report_overflow(report)
+    tracked.sync()
+
+
+def test_a_stated_window_below_the_guards_minimum_is_refused_and_records_nothing() -> None:
+    tracked = Tracked(settings=SessionSettings(model="gpt-4o"))
+    with pytest.raises(ContextWindowTooSmall, match="nothing is recorded"):
+        _overflow(tracked, 8_192)
+    tracked.sync()
+    assert tracked.version == 1 and tracked.session.window_tokens == 200_000
+    # With the guard off the client works in any window, and the lesson is learned.
+    off = SessionSettings(model="gpt-4o", window_guard=WindowGuardPolicy(enabled=False))
+    tracked.change_settings(off)
+    _overflow(tracked, 8_192)
+    assert tracked.session.window_tokens == 8_192
+
+
+def test_a_window_the_client_names_supersedes_a_learned_one_in_every_reader() -> None:
+    """The aggregate, the history it was synced with and a history folded from scratch
+    agree on the window in force as lessons and settings alternate."""
+    settings = SessionSettings(model="gpt-4o", context_window_tokens=60_000)
+    tracked = Tracked(settings=settings, window=(60_000, "session"))
+    tracked.append(user("hello"))
+
+    def windows() -> set[tuple[int, str]]:
+        again = SessionHistory(tracked.session.id)
+        again.apply(tracked.events)
+        views = [tracked.history.prompt_view(), again.prompt_view()]
+        return {(tracked.session.window_tokens, views[0].window_source)} | {
+            (v.window_tokens, v.window_source) for v in views
+        }
+
+    _overflow(tracked, 20_000)
+    assert windows() == {(20_000, "learned")}
+    # Other settings leave the lesson in force; naming the window, even unchanged, does not.
+    tracked.session.change_settings(replace(settings, title="t"), (60_000, "session"))
+    tracked.sync()
+    assert windows() == {(20_000, "learned")}
+    tracked.session.change_settings(
+        replace(settings, title="t"), (60_000, "session"), sets_window=True
+    )
+    tracked.sync()
+    assert windows() == {(60_000, "session")}
+    # Named again with nothing learned, it records nothing.
+    version = tracked.version
+    tracked.session.change_settings(
+        replace(settings, title="t"), (60_000, "session"), sets_window=True
+    )
+    tracked.sync()
+    assert tracked.version == version
+    # A later lesson teaches again.
+    _overflow(tracked, 30_000)
+    assert windows() == {(30_000, "learned")}
 
 
 # -- append ---------------------------------------------------------------------------

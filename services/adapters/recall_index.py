@@ -1,7 +1,7 @@
 """The recall index's writer: every entry's chunks in, erased ones out.
 
 A read model like the others (tracked, rebuilt from zero by `sessionstore
-readmodels rebuild recall`, its poison events quarantined), with one
+rebuild recall`, its poison events quarantined), with one
 difference: it reads the entries' content, so its batches are decoded with
 content (ReadModel.entry_content), apart from the models that need none.
 

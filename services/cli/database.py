@@ -8,6 +8,7 @@ rebuild is an operator's repair.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -15,9 +16,10 @@ import click
 
 from services.cli.client import Client
 from services.cli.output import print_json
-from services.config import DEFAULT_DATABASE_URL
+from services.config import DEFAULT_DATABASE_URL, Config
 
-MODELS = ("catalog", "compactions", "prunes")
+# The recall index is a read model only where SESSIONSTORE_RECALL_INDEX turns it on.
+MODELS = ("catalog", "compactions", "prunes", "recall")
 
 DATABASE_URL = click.option(
     "--database-url",
@@ -65,9 +67,11 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
 @click.argument("name", type=click.Choice(MODELS))
 @DATABASE_URL
 def rebuild(name: str, database_url: str) -> None:
-    """Drop read model NAME's rows and rebuild it from the first event."""
+    """Drop read model NAME's rows and rebuild it from the first event (recall: with
+    SESSIONSTORE_RECALL_INDEX=true, as the servers run)."""
     from services.readmodels.admin import rebuild_read_model
 
+    _refuse_recall_when_off([name], database_url)
     applied, position = rebuild_read_model(database_url, name)
     click.echo(f"{name} rebuilt: {applied:,} events applied, at position {position}")
 
@@ -116,6 +120,7 @@ def retry(ctx: click.Context, names: tuple[str, ...], database_url: str) -> None
     when some still fail (they stay quarantined)."""
     from services.readmodels.admin import retry_quarantined
 
+    _refuse_recall_when_off(names, database_url)
     result = retry_quarantined(database_url, names)
     if _as_json(ctx):
         print_json({**asdict(result), "still_failing": [asdict(q) for q in result.still_failing]})
@@ -128,6 +133,16 @@ def retry(ctx: click.Context, names: tuple[str, ...], database_url: str) -> None
             click.echo(f"  {q.model} #{q.position}  session {q.session_id}\n    {q.error}")
     if result.still_failing:
         raise click.exceptions.Exit(1)
+
+
+def _refuse_recall_when_off(names: Sequence[str], database_url: str) -> None:
+    """An index built here while the servers keep none would never apply a later
+    erasure: the erased text would stay unsealed in its tables."""
+    if "recall" in names and not Config(database_url=database_url).recall_index:
+        raise click.ClickException(
+            "the recall index is off: set SESSIONSTORE_RECALL_INDEX=true here, as the "
+            "servers (and the worker) run with it, to rebuild or retry it"
+        )
 
 
 def _as_json(ctx: click.Context) -> bool:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from click.testing import CliRunner, Result
 from eventsourcing.domain import get_topic
 from eventsourcing.persistence import StoredEvent
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -21,8 +22,10 @@ from domain.session_events import EntriesAppended
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
+from services.cli import cli
 from services.grpc.server import RunningServer
 from services.readmodels.admin import rebuild_read_model
+from tests.conftest import start_server
 from tests.e2e.test_grpc_api import append, refused, text, user
 from tests.support.fake_provider import EMBEDDINGS_PATH, FakeProvider, delay
 
@@ -264,6 +267,54 @@ def test_the_index_rebuilds_from_zero_without_what_was_erased(
     rebuild_read_model(server.service.config.database_url, "recall")
     assert _index_rows(server) == live
     assert fact_id not in [h.entry_id for h in _recall(store, session.id, "zebra-7731").hits]
+
+
+def test_an_index_turned_on_later_builds_itself_from_the_first_event(database_url: str) -> None:
+    before = start_server(database_url, recall_index=False)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{before.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            store.CreateSession(pb.CreateSessionRequest(session_id="early"))
+            fact = append(store, "early", user(FACT)).entry_ids[0]
+            refused(lambda: _recall(store, "early", "zebra"), grpc.StatusCode.FAILED_PRECONDITION)
+    finally:
+        before.stop(0)
+    after = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{after.port}") as channel:
+            found = _recall(pb_grpc.SessionStoreStub(channel), "early", "zebra")
+            assert [h.entry_id for h in found.hits] == [fact]
+    finally:
+        after.stop(0)
+
+
+def test_the_cli_rebuilds_the_index_when_it_is_on_and_refuses_when_it_is_off(
+    store: Stub, server: RunningServer
+) -> None:
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="ops"))
+    _history_with_hidden_fact(store, session.id)
+    _recall(store, session.id, "anything")  # waits for the index
+    live = _index_rows(server)
+    url = server.service.config.database_url
+
+    def run(*args: str, recall_index: str) -> Result:
+        environment = {"SESSIONSTORE_RECALL_INDEX": recall_index}
+        return CliRunner().invoke(cli, [*args, "--database-url", url], env=environment)
+
+    rebuilt = run("rebuild", "recall", recall_index="true")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert rebuilt.output.startswith("recall rebuilt: ")
+    assert _index_rows(server) == live
+    retried = run("readmodels", "retry", "recall", recall_index="true")
+    assert retried.exit_code == 0, retried.output
+
+    # Off where the command runs: building an index no server keeps would leave a
+    # later erasure's text in it.
+    for args in (["rebuild", "recall"], ["readmodels", "retry", "recall"]):
+        refused_here = run(*args, recall_index="false")
+        assert refused_here.exit_code == 1
+        assert "the recall index is off: set SESSIONSTORE_RECALL_INDEX=true" in refused_here.output
+    assert _index_rows(server) == live
 
 
 def test_an_entry_event_the_index_cannot_read_is_quarantined_and_stops_nothing(

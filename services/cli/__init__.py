@@ -61,7 +61,7 @@ class _Cli(click.Group):
     """
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        cmd.params.append(json_option())
+        _give_json_option(cmd)
         super().add_command(cmd, name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -83,6 +83,16 @@ class _Cli(click.Group):
             usage = {"code": "USAGE", "message": error.format_message()}
             print_json({"error": usage}, one_line=True, err=True)
             raise click.exceptions.Exit(EXIT_USAGE) from None
+
+
+def _give_json_option(cmd: click.Command) -> None:
+    """`--json` after the name of every command, those of a group (audit, readmodels,
+    retention, token) included: the group's own option would only be taken before
+    the subcommand's name."""
+    cmd.params.append(json_option())
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _give_json_option(sub)
 
 
 @click.group(cls=_Cli)

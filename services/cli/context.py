@@ -19,7 +19,6 @@ from sessionstore_client import (
 
 from services.cli import output
 from services.cli.client import Client, pass_client
-from services.cli.options import json_option
 from services.cli.system_prompt import FILE_STATUSES, file_rows
 
 # Largest tool results and tools listed by `context detail`.
@@ -96,15 +95,7 @@ def status(client: Client, session: str) -> None:
     )
 
 
-class _Group(click.Group):
-    """A command group whose commands take `--json` after their name too."""
-
-    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        cmd.params.append(json_option())
-        super().add_command(cmd, name)
-
-
-@click.group(cls=_Group)
+@click.group()
 def context() -> None:
     """What fills the context window, part by part.
 

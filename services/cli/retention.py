@@ -20,7 +20,7 @@ import click
 
 from services.cli.client import Client
 from services.cli.database import DATABASE_URL
-from services.cli.options import Moment, json_option
+from services.cli.options import Moment
 from services.cli.output import print_json
 
 if TYPE_CHECKING:
@@ -98,10 +98,6 @@ def apply(ctx: click.Context, policy_file: Path, database_url: str) -> None:
             click.echo(f"  FAILED {session_id}: {why}")
     if outcome.failed:
         raise click.exceptions.Exit(1)
-
-
-for _command in (plan, apply):
-    _command.params.append(json_option())  # `--json` after the command's name too
 
 
 def _as_json(ctx: click.Context) -> bool:

@@ -7,12 +7,14 @@ works in sessions of its own, so the tests do not depend on each other's order.
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import socket
 import time
 import uuid
 from collections.abc import Iterator
 
+import click
 import pytest
 import structlog.testing
 from click.testing import CliRunner, Result
@@ -267,6 +269,35 @@ def test_json_may_come_after_the_command_name(address: str) -> None:
 
     assert shown["id"] == session
     assert shown["entryCount"] == 0
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_json_may_come_after_the_name_of_a_groups_command_too(
+    address: str, tmp_path: pathlib.Path
+) -> None:
+    session = new_session(address)
+    audited = json.loads(ok(address, "audit", "view", session, "--json"))
+    assert audited["sessionId"] == session
+    assert json.loads(ok(address, "audit", "compactions", session, "--json")) == []
+    assert json.loads(ok(address, "audit", "prunes", session, "--json")) == []
+    database = ["--database-url", f"sqlite:///{tmp_path}/models.db"]
+    status = json.loads(ok(address, "readmodels", "status", *database, "--json"))
+    assert {m["name"] for m in status["models"]} >= {"catalog", "compactions", "prunes"}
+    assert json.loads(ok(address, "readmodels", "retry", *database, "--json"))["applied"] == 0
+    # Every command, however deep in its groups, takes it (and once).
+    for names in _commands(cli):
+        command: click.Command = cli
+        for name in names:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        assert [p.opts for p in command.params].count(["--json"]) == 1, names
 
 
 def test_json_numbers_are_numbers_at_every_depth(address: str) -> None:

@@ -48,7 +48,11 @@ def erase(
     if client.as_json:
         return output.print_json(response)
     erasure = response.erasure or Erasure()
-    what = "the whole session" if erasure.whole_session else f"{len(erasure.entry_ids)} entries"
+    what = (
+        "the whole session"
+        if erasure.whole_session
+        else output.count(len(erasure.entry_ids), "entry")
+    )
     click.echo(f"erased {what} (version {response.version})")
     if response.forks_erased:
         click.echo(f"  and in the forks that copied it: {', '.join(response.forks_erased)}")

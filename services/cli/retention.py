@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from services.cli import output
 from services.cli.client import Client
 from services.cli.database import DATABASE_URL
 from services.cli.options import Moment
@@ -87,7 +88,8 @@ def apply(ctx: click.Context, policy_file: Path, database_url: str) -> None:
     else:
         _print_plan(found)
         click.echo(
-            f"erased {len(outcome.erased)} sessions, wrote {len(outcome.exported)} exports, "
+            f"erased {output.count(len(outcome.erased), 'session')}, "
+            f"wrote {output.count(len(outcome.exported), 'export')}, "
             f"left {len(outcome.skipped)} for a later run, {len(outcome.failed)} failed"
         )
         for path in outcome.exported:
@@ -137,7 +139,7 @@ def _plan_json(found: RetentionPlan) -> dict[str, Any]:
 
 def _print_plan(found: RetentionPlan) -> None:
     when = found.at.strftime("%Y-%m-%d %H:%M:%S %Z")
-    click.echo(f"due at {when}: {found.session_count} sessions")
+    click.echo(f"due at {when}: {output.count(found.session_count, 'session')}")
     for removal in found.removals:
         for n, verdict in enumerate(removal.sessions):
             policy = verdict.policy
@@ -148,6 +150,6 @@ def _print_plan(found: RetentionPlan) -> None:
                 f"({policy.action.value}): {'; '.join(verdict.reasons)}"
             )
     if found.held:
-        click.echo(f"held back: {len(found.held)} sessions")
+        click.echo(f"held back: {output.count(len(found.held), 'session')}")
     for held in found.held:
         click.echo(f"  {held.verdict.session.session_id}: {held.why}")

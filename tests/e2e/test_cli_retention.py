@@ -58,6 +58,7 @@ def test_plan_lists_what_would_go_then_apply_erases_it(
 
     code, text = run(database_url, policy, "plan")
     assert code == 0, text
+    assert text.splitlines()[0].endswith(": 1 session")
     assert text.splitlines()[1:] == [
         "  acme/idle  policy chat-idle (erase): idle 40.0 days >= 30",
     ]
@@ -73,7 +74,7 @@ def test_plan_lists_what_would_go_then_apply_erases_it(
 
     code, text = run(database_url, policy, "apply")
     assert code == 0, text
-    assert "erased 1 sessions, wrote 0 exports, left 0 for a later run, 0 failed" in text
+    assert "erased 1 session, wrote 0 exports, left 0 for a later run, 0 failed" in text
     assert sessions.aggregate("acme/idle").erased
     assert not sessions.aggregate("acme/active").erased
     assert not sessions.aggregate("acme/other").erased

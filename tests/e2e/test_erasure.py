@@ -318,7 +318,7 @@ def test_erase_command(tmp_path: Path) -> None:
             base = ["--address", address, "erase", session]
             one = runner.invoke(cli, [*base, "--entry", "u1", "--reason", "typo", "--by", "ana"])
             assert one.exit_code == 0, one.output
-            assert "erased 1 entries" in one.stdout
+            assert "erased 1 entry (version" in one.stdout
             whole = runner.invoke(cli, [*base, "--reason", "user request"])
             assert whole.exit_code == 0, whole.output
             assert "erased the whole session" in whole.stdout

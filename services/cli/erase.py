@@ -34,7 +34,7 @@ def erase(
     A session erased whole takes no more writes. Summaries built from erased
     entries are erased too (tainted): `compact` regenerates them.
 
-
+    \b
       erase S --reason "user request"
       erase S --entry e1 --entry e2 --reason "pasted a password"
     """

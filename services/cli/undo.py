@@ -50,7 +50,7 @@ def undo_compaction(
     is undone in turn with --undo-version (the version the undo printed):
     the compactions it took back are in force again, same summaries, same cut.
 
-
+    \b
       undo-compaction S
       undo-compaction S --version 42 --reason "summary lost the API decisions"
       undo-compaction S --undo-version 43 --reason "the summary was fine"

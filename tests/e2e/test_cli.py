@@ -6,6 +6,7 @@ works in sessions of its own, so the tests do not depend on each other's order.
 
 from __future__ import annotations
 
+import inspect
 import json
 import pathlib
 import re
@@ -298,6 +299,27 @@ def test_json_may_come_after_the_name_of_a_groups_command_too(
             assert isinstance(command, click.Group)
             command = command.commands[name]
         assert [p.opts for p in command.params].count(["--json"]) == 1, names
+
+
+def test_every_commands_help_keeps_its_examples_one_a_line() -> None:
+    def every(group: click.Group, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        for name, command in group.commands.items():
+            yield (*path, name)
+            if isinstance(command, click.Group):
+                yield from every(command, (*path, name))
+
+    for names in [(), *every(cli, ())]:
+        command: click.Command = cli
+        for name in names:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        # Indented deeper than the help's text: examples, to be shown as written.
+        help_text = inspect.cleandoc(command.help or "")
+        examples = [line.strip() for line in help_text.splitlines() if line.startswith("  ")]
+        shown = [
+            line.strip() for line in CliRunner().invoke(cli, [*names, "--help"]).output.splitlines()
+        ]
+        assert [e for e in examples if e not in shown] == [], names
 
 
 def test_json_numbers_are_numbers_at_every_depth(address: str) -> None:

@@ -30,6 +30,8 @@ MAX_ERASER_CHARS = 256
 class SessionWasErased(PreconditionFailed):
     """The session was erased whole: it takes no more writes."""
 
+    reason = "session_erased"
+
     def __init__(self, session_id: str) -> None:
         super().__init__(
             f"session {quoted(session_id)} was erased; it takes no more writes "

@@ -21,9 +21,10 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 class DomainError(Exception):
     """Base of every refusal the domain makes.
 
-    ``reason`` and ``metadata``, when set, travel to the client as a
-    machine-readable detail (google.rpc.ErrorInfo), so it can act without
-    parsing the message.
+    ``reason`` and ``metadata`` travel to the client as a machine-readable
+    detail (google.rpc.ErrorInfo), so it can act without parsing the message.
+    Every class names its reason (a subclass without one shares its group's):
+    clients match on them, so a reason never changes once released.
     """
 
     reason: str = ""
@@ -33,17 +34,21 @@ class DomainError(Exception):
 class InvalidRequest(DomainError):
     """The request itself is malformed: fix it and send again."""
 
+    reason = "invalid_request"
+
 
 class InvalidEntry(InvalidRequest):
-    pass
+    reason = "invalid_entry"
 
 
 class InvalidSettings(InvalidRequest):
-    pass
+    reason = "invalid_settings"
 
 
 class IdempotencyKeyReused(InvalidRequest):
     """The same key came with a different request."""
+
+    reason = "idempotency_key_reused"
 
     @classmethod
     def of(cls, idempotency_key: str, version: int) -> "IdempotencyKeyReused":
@@ -57,33 +62,37 @@ class IdempotencyKeyReused(InvalidRequest):
 class Conflict(DomainError):
     """The request clashes with what the session already holds."""
 
+    reason = "conflict"
+
 
 class DuplicateEntry(Conflict):
-    pass
+    reason = "duplicate_entry"
 
 
 class SessionExists(Conflict):
-    pass
+    reason = "session_exists"
 
 
 class PreconditionFailed(DomainError):
     """The request is well formed but the session's state does not allow it."""
 
+    reason = "precondition_failed"
+
 
 class UnknownToolCall(PreconditionFailed):
-    pass
+    reason = "unknown_tool_call"
 
 
 class ToolCallsOpen(PreconditionFailed):
-    pass
+    reason = "tool_calls_open"
 
 
 class InvalidCutPoint(PreconditionFailed):
-    pass
+    reason = "invalid_cut_point"
 
 
 class InvalidPrune(PreconditionFailed):
-    pass
+    reason = "invalid_prune"
 
 
 class ContextWindowTooSmall(PreconditionFailed):
@@ -152,9 +161,12 @@ class ViewOverMessageLimit(PreconditionFailed):
 class VersionConflict(DomainError):
     """Optimistic concurrency: the caller saw an older (or newer) version."""
 
+    reason = "version_conflict"
+
     def __init__(self, expected: int, actual: int) -> None:
         self.expected = expected
         self.actual = actual
+        self.metadata = {"expected_version": str(expected), "current_version": str(actual)}
         super().__init__(
             f"expected version {expected} but the session is at version {actual}; "
             "read the session again and retry"
@@ -162,34 +174,44 @@ class VersionConflict(DomainError):
 
 
 class NotFound(DomainError):
-    pass
+    reason = "not_found"
 
 
 class SessionNotFound(NotFound):
+    reason = "session_not_found"
+
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"no session with id {quoted(session_id)}")
 
 
 class EntryNotFound(NotFound):
-    pass
+    reason = "entry_not_found"
 
 
 class VersionOutOfRange(DomainError):
-    pass
+    reason = "version_out_of_range"
 
 
 class TooManyStreams(DomainError):
     """The server serves as many followed streams as it is configured for."""
 
+    reason = "too_many_streams"
+
 
 class DeadlineExceeded(DomainError):
     """The caller's deadline ended before the work was done; the work stopped."""
+
+    reason = "deadline_exceeded"
 
 
 class CompactionDeadlineExceeded(DeadlineExceeded):
     """The caller's deadline ended while the compaction its view needs was still running."""
 
+    reason = "compaction_deadline_exceeded"
+
 
 class Unavailable(DomainError):
     """The store cannot serve now (its database is unreachable or busy): retry with backoff."""
+
+    reason = "unavailable"

@@ -34,9 +34,11 @@ Row = Mapping[str, Any]
 class ReadModelsOff(PreconditionFailed):
     """This server keeps no read models (memory: database, or SESSIONSTORE_PROJECTIONS=off)."""
 
+    reason = "read_models_off"
+
 
 class CompactionNotFound(NotFound):
-    pass
+    reason = "compaction_not_found"
 
 
 @dataclass(frozen=True)

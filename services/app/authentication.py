@@ -44,9 +44,16 @@ class TokensFileError(ValueError):
 class Unauthenticated(Exception):
     """No token, or one the server does not know."""
 
+    # Named as a domain refusal's is, for the client's ErrorInfo.
+    reason = "unauthenticated"
+    metadata: dict[str, str] = {}  # noqa: RUF012  (never mutated)
+
 
 class PermissionDenied(Exception):
     """A known caller whose role does not allow the call."""
+
+    reason = "permission_denied"
+    metadata: dict[str, str] = {}  # noqa: RUF012  (never mutated)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ log = structlog.get_logger(__name__)
 class RecallOff(PreconditionFailed):
     """This server keeps no read models, so no recall index."""
 
+    reason = "recall_off"
+
 
 @dataclass(frozen=True)
 class RecallQuery:

@@ -202,12 +202,20 @@ def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple
         log.debug("request refused", method=method, code=code.name, reason=message)
     else:
         log.info("request refused", method=method, code=code.name, reason=message)
-    if isinstance(error, errors.DomainError) and error.reason:
+    if isinstance(error, _NAMED) and error.reason:
         return code, message, tuple(_with_details(code, message, error).trailing_metadata)
     return code, message, ()
 
 
-def _with_details(code: grpc.StatusCode, message: str, error: errors.DomainError) -> Any:
+# Every refusal the server means to make names its reason; anything else is INTERNAL.
+_NAMED = (errors.DomainError, Unauthenticated, PermissionDenied)
+
+
+def _with_details(
+    code: grpc.StatusCode,
+    message: str,
+    error: errors.DomainError | Unauthenticated | PermissionDenied,
+) -> Any:
     """The status with a google.rpc.ErrorInfo the client can act on without parsing."""
     info = error_details_pb2.ErrorInfo(
         reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata

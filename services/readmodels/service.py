@@ -43,6 +43,8 @@ STATUS_QUARANTINED = 20
 class ReadModelsBehind(PreconditionFailed):
     """The read models did not reach the asked position in time."""
 
+    reason = "read_models_behind"
+
 
 class ReadModelQuarantined(PreconditionFailed):
     """An event the query waited for was quarantined: the answer would miss it."""

@@ -147,35 +147,57 @@ def test_a_call_a_retry_could_repeat_is_not_retried(server: RunningServer) -> No
 def test_each_refusal_is_its_own_exception_with_the_servers_error_info(client: Client) -> None:
     session = client.create_session("typed-errors")
     client.append_entries(session.id, entries=[user("hi")])
-    cases: list[tuple[type[errors.SessionStoreError], grpc.StatusCode, object]] = [
-        (errors.NotFound, grpc.StatusCode.NOT_FOUND, lambda: client.get_session("missing")),
+    calling = client.create_session()
+    call = ToolCallBlock("call_1", "ls", '{"path": "."}')
+    client.append_entries(calling.id, entries=[Entry(role=Role.ASSISTANT, content=[call])])
+    cases: list[tuple[type[errors.SessionStoreError], grpc.StatusCode, str, object]] = [
+        (
+            errors.NotFound,
+            grpc.StatusCode.NOT_FOUND,
+            "session_not_found",
+            lambda: client.get_session("missing"),
+        ),
         (
             errors.AlreadyExists,
             grpc.StatusCode.ALREADY_EXISTS,
+            "session_exists",
             lambda: client.create_session(session.id),
         ),
         (
             errors.InvalidArgument,
             grpc.StatusCode.INVALID_ARGUMENT,
+            "invalid_request",
             lambda: client.append_entries(session.id, entries=[Entry(content=[TextBlock("?")])]),
         ),
         (
             errors.VersionConflict,
             grpc.StatusCode.ABORTED,
+            "version_conflict",
             lambda: client.append_entries(session.id, entries=[user("x")], expected_version=1),
         ),
         (
             errors.FailedPrecondition,
             grpc.StatusCode.FAILED_PRECONDITION,
+            "unknown_tool_call",
             lambda: client.abandon_tool_calls(session.id, tool_call_ids=["nope"]),
         ),
+        (
+            errors.FailedPrecondition,
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "tool_calls_open",
+            lambda: client.append_entries(calling.id, entries=[user("and now?")]),
+        ),
     ]
-    for kind, code, call in cases:
+    for kind, code, reason, call in cases:
         with pytest.raises(kind) as raised:
             call()  # type: ignore[operator]
         assert isinstance(raised.value, errors.SessionStoreError)
         assert raised.value.code is code
         assert raised.value.message
+        assert raised.value.reason == reason, raised.value
+    with pytest.raises(errors.VersionConflict) as conflict:
+        client.append_entries(session.id, entries=[user("x")], expected_version=1)
+    assert conflict.value.metadata == {"expected_version": "1", "current_version": "2"}
     small = client.create_session(settings=SessionSettings(context_window_tokens=8_000))
     client.append_entries(small.id, entries=[user("hi")])
     with pytest.raises(errors.WindowTooSmall) as refused:
@@ -207,16 +229,18 @@ def test_the_address_and_token_come_from_the_environment(
     server = start_server(f"sqlite:///{tmp_path}/s.db", tokens_file=tokens_file)
     try:
         monkeypatch.setenv("SESSIONSTORE_ADDRESS", f"127.0.0.1:{server.port}")
-        with Client(token="") as anonymous, pytest.raises(errors.Unauthenticated):
+        with Client(token="") as anonymous, pytest.raises(errors.Unauthenticated) as unknown:
             anonymous.list_sessions()
+        assert unknown.value.reason == "unauthenticated"
         monkeypatch.setenv("SESSIONSTORE_TOKEN", token)
         with Client() as client:
             assert client.address == f"127.0.0.1:{server.port}"
             session = client.create_session()
         with Client(token=reader) as auditor:
             assert auditor.get_session(session.id).id == session.id
-            with pytest.raises(errors.PermissionDenied):
+            with pytest.raises(errors.PermissionDenied) as denied:
                 auditor.append_entries(session.id, entries=[user("no")])
+            assert denied.value.reason == "permission_denied"
     finally:
         server.stop(0)
 

@@ -32,6 +32,8 @@ RECORD_TYPE_KEY = "import.type"
 class TranscriptError(InvalidRequest):
     """A file that cannot be imported: says which line and what is wrong."""
 
+    reason = "invalid_transcript"
+
     def __init__(self, line: int, message: str) -> None:
         self.line = line
         super().__init__(f"line {line}: {message}" if line else message)

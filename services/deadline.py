@@ -13,8 +13,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
 
 from domain.errors import DeadlineExceeded, Unavailable
 
@@ -38,6 +41,10 @@ class Cut:
         """Sleeps ``seconds`` or until cut; answers whether it was cut."""
         return self._event.wait(seconds)
 
+
+T = TypeVar("T")
+# How often a wait for another thread's work looks whether the call was cut.
+_POLL_SECONDS = 0.1
 
 _deadline: ContextVar[float | None] = ContextVar("sessionstore_call_deadline", default=None)
 _cut: ContextVar[Cut | None] = ContextVar("sessionstore_call_cut", default=None)
@@ -85,3 +92,15 @@ def pause(seconds: float) -> None:
         time.sleep(seconds)
     else:
         cut.wait(seconds)
+
+
+def result(future: Future[T], doing: str) -> T:
+    """The future's result, waited for no longer than the call's deadline and ended
+    when the call is cut (raising as ``check`` does). The work itself goes on unless
+    it, too, heeds the deadline."""
+    while True:
+        check(doing)
+        try:
+            return future.result(timeout=bounded(_POLL_SECONDS))
+        except FutureTimeout:
+            continue

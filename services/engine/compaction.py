@@ -30,6 +30,7 @@ from domain.context.current_request import (
 from domain.context.cuts import turn_start
 from domain.errors import DomainError, EntryNotFound, InvalidCutPoint, VersionConflict
 from projections.session_history import PromptView
+from services import deadline
 from services.adapters.summarizers.base import SummarizerError
 from services.adapters.summarizers.provider import ProviderCompactor
 from services.adapters.tokenizers import tokenizer_for
@@ -55,6 +56,7 @@ class _SessionMoved(Exception):
 # or the version it was planned on is gone. Any other refusal is of what the step
 # wrote, and the next step is tried on the same plan.
 _MOVED = (InvalidCutPoint, EntryNotFound, VersionConflict)
+_COMPACTING = "compacting, before anything was recorded"
 
 
 def compact_with_chain(
@@ -72,6 +74,8 @@ def compact_with_chain(
     threshold compaction the landed one made needless ends there, where falling
     through to the hard drop would drop the newest entries a second time."""
     started = time.monotonic()
+    # Queued behind another compaction, the caller may have stopped waiting.
+    deadline.check(_COMPACTING)
     view = port.history(session_id).prompt_view()
     session = port.aggregate(session_id)
     budget = view.budget(request.budget_tokens)
@@ -149,7 +153,8 @@ def _try_step(
         plan = _plan(view, budget, open_calls, request, summarizer.window_tokens or None)
         if isinstance(plan, CompactionRefused):
             raise CompactionStepFailed("plan", plan.reason)
-        timeout = min(policy.step_timeout_seconds, policy.timeout_seconds)
+        # A step ends with the call that waits for it (a manual request's), if sooner.
+        timeout = deadline.bounded(min(policy.step_timeout_seconds, policy.timeout_seconds))
         if isinstance(summarizer, ProviderCompactor):
             remote = compact_by_provider(summarizer, view, plan, timeout)
         else:
@@ -167,6 +172,9 @@ def _try_step(
     except REQUEST_ENDING:
         raise
     except (CompactionStepFailed, SummarizerError, DomainError) as error:
+        # Failed because the caller's deadline ended it (or the call was cut): that is
+        # the request's end, not the summariser's failure, and nothing is recorded.
+        deadline.check(_COMPACTING)
         timed_out = isinstance(error, CompactionStepFailed) and "timed out" in error.reason
         attempts.append(
             SummarizerAttempt(
@@ -199,6 +207,7 @@ def _try_step(
         compaction = provider_compaction(remote, plan, request, engine, tuple(attempts))
     else:
         compaction = _summarised(view, plan, staged, summary, request, attempts)
+    deadline.check(_COMPACTING)
     try:
         recorded = port.record_compaction(session_id, compaction)
     except REQUEST_ENDING:

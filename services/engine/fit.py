@@ -27,6 +27,7 @@ from domain.context.summary import summarize_offline
 from domain.errors import DomainError
 from domain.pruning import PruneAction, PruneDecision
 from projections.session_history import PromptView
+from services import deadline
 from services.adapters.tokenizers import tokenizer_for
 from services.engine.base import (
     REQUEST_ENDING,
@@ -65,6 +66,8 @@ def fit(
         return CompactionOutcome(False, plan.reason, statistics)
     if request.dry_run:
         return CompactionOutcome(False, f"dry run: {plan.reason}", statistics)
+    # A manual request's caller may have stopped waiting (see services.engine.layered).
+    deadline.check("compacting, before anything was recorded")
     pruned = None
     if plan.prunes:
         pruned = port.record_prune(session_id, plan.prunes, f"{request.trigger}: {plan.reason}")

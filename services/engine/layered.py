@@ -41,6 +41,7 @@ from domain.errors import (
 )
 from domain.pruning import PruneAction, PruneDecision
 from projections.session_history import PromptView
+from services import deadline as call_deadline
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
@@ -138,6 +139,9 @@ class LayeredEngine(CompactsInTheBackground):
         # A manual request queues behind a running compaction (it has its own
         # instructions); any other trigger joins it.
         future = self._start(session_id, request, join=request.trigger != Trigger.MANUAL)
+        if request.trigger == Trigger.MANUAL:
+            # The job heeds this call's deadline and cut too: it writes nothing after them.
+            return call_deadline.result(future, "waiting for the compaction")
         if request.trigger != Trigger.OVERFLOW:
             outcome: CompactionOutcome = future.result()
             return outcome
@@ -159,12 +163,20 @@ class LayeredEngine(CompactsInTheBackground):
         fitting: bool = False,
     ) -> Future[CompactionOutcome]:
         lane = "fit" if fitting else "compaction"
+        # A manual request's job is its caller's: it ends, writing nothing, at that
+        # call's deadline or cut, so a retry cannot compact twice. Any other job goes
+        # on in the background whoever stops waiting, so it must not inherit the
+        # deadline of the call that started it (an append, a view).
+        own_call = request.trigger == Trigger.MANUAL and not fitting
 
         def job() -> CompactionOutcome:
             try:
-                if fitting:
-                    return fit(self.port, session_id, request, self.info.name)
-                return self._compact_now(session_id, request)
+                if own_call:
+                    return self._compact_now(session_id, request)
+                with call_deadline.within(None):
+                    if fitting:
+                        return fit(self.port, session_id, request, self.info.name)
+                    return self._compact_now(session_id, request)
             except Exception as error:
                 # Whoever started it may have stopped waiting (it went on in the
                 # background): said here, or nowhere. Refusals need no traceback.
@@ -178,7 +190,7 @@ class LayeredEngine(CompactsInTheBackground):
                 )
                 raise
 
-        return self.runner.run(session_id, job, join=join, lane=lane)
+        return self.runner.run(session_id, job, join=join, lane=lane, joinable=not own_call)
 
     def _wait(
         self,

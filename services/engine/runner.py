@@ -30,16 +30,25 @@ class CompactionRunner:
         self._latest: dict[tuple[str, str], Future[Any]] = {}
         # Held while a lane's job runs, so queued jobs run one after another.
         self._lane_locks: dict[tuple[str, str], threading.Lock] = {}
+        # Jobs no other caller may join: they end with the call that started them.
+        self._private: set[Future[Any]] = set()
 
     def run(
-        self, session_id: str, job: Callable[[], Any], *, join: bool, lane: str = "compaction"
+        self,
+        session_id: str,
+        job: Callable[[], Any],
+        *,
+        join: bool,
+        lane: str = "compaction",
+        joinable: bool = True,
     ) -> Future[Any]:
         """Starts ``job`` in the session's ``lane``, or, with ``join``, answers the one
-        not yet done there."""
+        not yet done there. A job started not ``joinable`` (one that stops at its
+        caller's deadline) is queued behind, never joined: its end is no one else's."""
         key = (session_id, lane)
         with self._lock:
             latest = self._latest.get(key)
-            if join and latest is not None and not latest.done():
+            if join and latest is not None and not latest.done() and latest not in self._private:
                 return latest
             lane_lock = self._lane_locks.setdefault(key, threading.Lock())
 
@@ -50,6 +59,8 @@ class CompactionRunner:
             # In the context of who started it: its trace, its log context.
             future = self._pool.submit(contextvars.copy_context().run, one_at_a_time)
             self._latest[key] = future
+            if not joinable:
+                self._private.add(future)
         # Outside the lock: a job already done runs the callback right here.
         future.add_done_callback(lambda done: self._forget(key, done))
         return future
@@ -61,6 +72,7 @@ class CompactionRunner:
 
     def _forget(self, key: tuple[str, str], done: Future[Any]) -> None:
         with self._lock:
+            self._private.discard(done)
             if self._latest.get(key) is done:
                 del self._latest[key]
                 self._lane_locks.pop(key, None)

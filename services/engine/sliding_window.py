@@ -13,6 +13,7 @@ from concurrent.futures import Future
 
 from domain.compaction import Trigger
 from domain.errors import PromptOverBudget
+from services import deadline as call_deadline
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
@@ -61,14 +62,24 @@ class SlidingWindowEngine(CompactsInTheBackground):
     def compact(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         if request.dry_run:
             return fit(self.port, session_id, request, self.info.name)
-        outcome: CompactionOutcome = self._start(
-            session_id, request, join=request.trigger != Trigger.MANUAL
-        ).result()
+        if request.trigger == Trigger.MANUAL:
+            # Ends with this call, writing nothing after its deadline (see fit).
+            future = self.runner.run(
+                session_id, lambda: self._fit(session_id, request), join=False, joinable=False
+            )
+            return call_deadline.result(future, "waiting for the compaction")
+        outcome: CompactionOutcome = self._start(session_id, request, join=True).result()
         return outcome
+
+    def _fit(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
+        return fit(self.port, session_id, request, self.info.name)
 
     def _start(
         self, session_id: str, request: CompactionRequest, *, join: bool = True
     ) -> Future[CompactionOutcome]:
-        return self.runner.run(
-            session_id, lambda: fit(self.port, session_id, request, self.info.name), join=join
-        )
+        def job() -> CompactionOutcome:
+            # In the background: not bound by the deadline of the call that started it.
+            with call_deadline.within(None):
+                return self._fit(session_id, request)
+
+        return self.runner.run(session_id, job, join=join)

@@ -383,3 +383,50 @@ def test_losing_the_database_while_a_summariser_writes_is_unavailable(
             assert retried.compacted, retried.reason
     finally:
         server.stop(0)
+
+
+def test_a_compaction_past_its_deadline_stops_and_records_nothing(
+    store: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A summariser that never answers: the call's deadline ends the compaction on the
+    server, which records neither a failure nor a fallback's summary, so a retry
+    compacts once."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    step_timeout = 3
+    with FakeProvider() as provider:
+        policy = pb.CompactionPolicy(
+            summarizers=pb.SummarizerChain(steps=["openai/fake-summarizer", "offline"]),
+            summarizer_model="openai/fake-summarizer",
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+            step_timeout_seconds=step_timeout,
+            mode="manual",
+        )
+        # A first compaction loads the model client, which takes seconds on a busy machine.
+        warm = new_session(store, model="gpt-4o", compaction=policy)
+        session = new_session(store, model="gpt-4o", compaction=policy)
+        for n in range(6):
+            for each in (warm, session):
+                _append(store, each.id, f"step {n}: " + "the module list is in order. " * 200)
+        store.Compact(pb.CompactRequest(session_id=warm.id, force=True), timeout=60)
+        before = store.GetSession(pb.GetSessionRequest(session_id=session.id)).version
+        asked = len(provider.requests)
+        provider.script(delay(60.0))  # longer than anything here waits
+
+        with pytest.raises(grpc.RpcError) as ended:
+            store.Compact(pb.CompactRequest(session_id=session.id, force=True), timeout=1)
+        assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # Past the step's own timeout, by when a compaction still running would have
+        # recorded its model's failure and the offline summary.
+        time.sleep(step_timeout + 2)
+        found = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+        assert found.version == before, "the compaction went on after its deadline"
+        assert len(provider.requests) == asked + 1  # asked once, never answered
+
+        retried = store.Compact(pb.CompactRequest(session_id=session.id, force=True), timeout=30)
+        assert retried.compacted, retried.reason
+        assert retried.compaction.summarizer_model == "openai/fake-summarizer"
+        listed = store.ListCompactions(
+            pb.ListCompactionsRequest(session_id=session.id, min_position=retried.position)
+        ).compactions
+        assert len(listed) == 1

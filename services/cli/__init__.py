@@ -108,9 +108,8 @@ def _give_json_option(cmd: click.Command) -> None:
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for each answer.",
+    help=f"Seconds to wait for each answer [default: {DEFAULT_TIMEOUT_SECONDS:g}; for "
+    "`compact`, long enough for each model step of the session's summariser chain].",
 )
 @click.option(
     "--token",
@@ -146,7 +145,7 @@ def cli(
     ctx: click.Context,
     address: str,
     as_json: bool,
-    timeout: float,
+    timeout: float | None,
     token: str,
     ca_file: Path | None,
     cert_file: Path | None,
@@ -155,7 +154,13 @@ def cli(
     """Read and write the sessions of a session store server."""
     if (cert_file is None) != (key_file is None):
         raise click.UsageError("give --cert-file and --key-file together")
-    client = Client(address, timeout, as_json, Security(token, ca_file, cert_file, key_file))
+    client = Client(
+        address,
+        DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout,
+        as_json,
+        Security(token, ca_file, cert_file, key_file),
+        timeout_given=timeout is not None,
+    )
     ctx.obj = client
     ctx.call_on_close(client.close)
 

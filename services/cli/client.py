@@ -64,6 +64,9 @@ class Client:
     timeout: float
     as_json: bool
     security: Security = field(default_factory=Security, repr=False)
+    # Whether --timeout was given: a command that may take long (`compact`) otherwise
+    # waits as long as its work may take.
+    timeout_given: bool = False
     _api: sessionstore_client.Client | None = field(default=None, repr=False)
 
     @property

@@ -7,7 +7,14 @@ All change only what the views show; every entry stays in the store whole.
 from __future__ import annotations
 
 import click
-from sessionstore_client import Compaction, CompactionPlan, PromptFormat, PruneAction, PrunedEntry
+from sessionstore_client import (
+    Compaction,
+    CompactionPlan,
+    CompactionPolicy,
+    PromptFormat,
+    PruneAction,
+    PrunedEntry,
+)
 
 from services.cli import output
 from services.cli.client import Client, pass_client
@@ -133,12 +140,19 @@ def _store_compact(
     dry_run: bool,
     expected_version: int | None,
 ) -> None:
+    if not client.timeout_given and not dry_run:
+        # The server stops the compaction at this call's deadline: a default shorter
+        # than a model step would end every slow summariser before it could answer.
+        settings = client.api.get_session(session).settings
+        policy = settings.compaction if settings is not None else None
+        client.timeout = max(client.timeout, compact_timeout(policy or CompactionPolicy()))
     response = client.api.compact(
         session,
         instructions=instructions,
         force=force,
         dry_run=dry_run,
         expected_version=expected_version,
+        timeout=client.timeout,
     )
     if client.as_json:
         return output.print_json(response)
@@ -152,6 +166,29 @@ def _store_compact(
     if response.plan is not None:
         _echo_plan(response.plan)
     return None
+
+
+# The server's defaults for a step's timeout and a compaction's (domain.settings).
+STEP_TIMEOUT_SECONDS = 60
+COMPACTION_TIMEOUT_SECONDS = 300
+# Beyond the model steps: the offline steps, the hard drop, the write and the trip.
+COMPACT_MARGIN_SECONDS = 30
+_NO_MODEL = ("offline", "hard-drop")
+
+
+def compact_timeout(policy: CompactionPolicy) -> float:
+    """How long `compact` waits by default: long enough for every model step of the
+    session's chain to time out and the next one to be tried."""
+    steps = list(policy.summarizers.steps) if policy.summarizers else []
+    if steps:
+        models = sum(1 for step in steps if step.strip() not in _NO_MODEL)
+    else:
+        models = 0 if (policy.summarizer_model or "").strip() in ("", *_NO_MODEL) else 1
+    step = min(
+        policy.step_timeout_seconds or STEP_TIMEOUT_SECONDS,
+        policy.timeout_seconds or COMPACTION_TIMEOUT_SECONDS,
+    )
+    return float(models * step + COMPACT_MARGIN_SECONDS)
 
 
 def _echo_plan(plan: CompactionPlan) -> None:

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 import structlog.testing
 from click.testing import CliRunner, Result
+from sessionstore_client import Client, CompactionPolicy, SessionSettings, SummarizerChain
 
 from services.cli import cli
 from services.config import Config
 from services.grpc.server import start
+from tests.support.fake_provider import FakeProvider, delay
 
 BIG_OUTPUT = "line of build output\n" * 10_000  # about 210 KB
 OPENAI_OVERFLOW = json.dumps(
@@ -409,3 +411,34 @@ def test_events_name_abandoned_tool_calls(address: str) -> None:
         )
     listing = ok(address, "events", session)
     assert re.search(r"abandoned\s+tool calls never \(the runtime crashed\)", listing)
+
+
+def test_compact_waits_for_a_slow_summariser_by_default(
+    address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that answers after more than the other commands' 10 s still compacts:
+    `compact` waits as long as the session's chain may take (the server would end the
+    compaction at the CLI's deadline)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeProvider() as provider, Client(address) as api:
+        policy = CompactionPolicy(
+            summarizers=SummarizerChain(steps=["openai/fake-summarizer", "offline"]),
+            summarizer_model="openai/fake-summarizer",
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+            step_timeout_seconds=40,
+            mode="manual",
+        )
+        settings = SessionSettings(model="gpt-4o", compaction=policy)
+        warm, slow = (api.create_session(settings=settings).id for _ in range(2))
+        for session in (warm, slow):
+            for turn in range(4):
+                ok(address, "append", session, f"question {turn} " + "word " * 300)
+                ok(address, "append", session, "--role", "assistant", f"answer {turn}")
+        # The first compaction loads the model client, which takes seconds on a busy machine.
+        ok(address, "--timeout", "60", "compact", warm, "--force")
+        provider.script(delay(11.0))
+
+        receipt = ok(address, "compact", slow, "--force")
+
+    assert field(receipt, "summariser") == "openai/fake-summarizer", receipt

@@ -161,6 +161,13 @@ def _store_compact(
     if dry_run and response.plan is not None:
         click.echo("dry run, nothing written; the plan:")
         _echo_plan(response.plan)
+        if response.reason.startswith("dry run: nothing written; "):
+            # The steps the plan's summariser comes after, and why each was passed over.
+            click.echo(response.reason.removeprefix("dry run: nothing written; "))
+        return None
+    if dry_run:
+        reason = response.reason.removeprefix("dry run: ")
+        click.echo(f"dry run, would not compact: {reason}")
         return None
     click.echo(f"not compacted: {response.reason or 'nothing to compact'}")
     if response.plan is not None:

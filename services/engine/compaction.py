@@ -20,7 +20,7 @@ from typing import Any
 from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt, Trigger
 from domain.content import Role
 from domain.context.budget import ContextBudget
-from domain.context.chain import SummarizerStep, summarizer_chain
+from domain.context.chain import HARD_DROP, SummarizerStep, summarizer_chain
 from domain.context.compaction_planner import CompactionPlan, CompactionRefused, plan_compaction
 from domain.context.current_request import (
     current_request,
@@ -89,9 +89,9 @@ def compact_with_chain(
             return fit(port, session_id, request, engine)
         return CompactionOutcome(False, plan.reason)
     steps = summarizer_chain(view.settings.compaction, view.settings.model)
-    if request.dry_run:
-        planned = {**plan.to_dict(), "summarizer_model": steps[0].name}
-        return CompactionOutcome(False, "dry run: nothing written", planned)
+    # A dry run walks the same chain, as far as it can without asking a model: what a
+    # model would write cannot be foreseen, but the offline summary and the hard drop
+    # can, so it answers what the compaction would do, and why.
     attempts = list(earlier)
     for step in steps[:-1]:  # the last is the hard drop
         try:
@@ -104,7 +104,32 @@ def compact_with_chain(
             return compact_with_chain(port, summarizers, session_id, request, engine, attempts)
         if outcome is not None:
             return replace(outcome, plan={**outcome.plan, "duration_ms": _ms(started)})
-    return fit(port, session_id, replace(request, force=True), engine, attempts)
+    dropped = fit(port, session_id, replace(request, force=True), engine, attempts)
+    if dropped.compacted or dropped.pruned is not None or dropped.failure is not None:
+        return dropped
+    if request.dry_run and dropped.reason.startswith("dry run"):
+        # The hard drop would land (fit answers its refusals without the prefix).
+        planned = {**dropped.plan, "summarizer_model": HARD_DROP}
+        return replace(
+            dropped,
+            reason=_dry_run(attempts),
+            plan={**planned, "tokens_before": view.estimated_tokens},
+        )
+    return _declined(request, attempts, dropped)
+
+
+def _declined(
+    request: CompactionRequest,
+    attempts: Sequence[SummarizerAttempt],
+    dropped: CompactionOutcome,
+) -> CompactionOutcome:
+    """No step compacted: the answer names why each did not, the hard drop's last.
+    No plan goes with it: none was carried out, and the hard drop's would read as one."""
+    reason = dropped.reason.removeprefix("dry run: ")
+    causes = [f"{a.summarizer} ({a.outcome}): {a.reason}" for a in attempts]
+    causes.append(f"{HARD_DROP}: {reason}")
+    said = "every step of the chain declined. " + ". ".join(causes)
+    return CompactionOutcome(False, f"dry run: {said}" if request.dry_run else said)
 
 
 def _plan(
@@ -147,6 +172,8 @@ def _try_step(
     started = time.monotonic()
     policy = view.settings.compaction
     session_id = view.log.session_id
+    if request.dry_run and step.is_model:
+        return _foreseen(view, budget, open_calls, request, step, attempts)
     try:
         summarizer = summarizers(step)
         # Chunks are sized for this summariser's own window.
@@ -181,7 +208,8 @@ def _try_step(
                 step.name, "timed-out" if timed_out else "failed", str(error), _ms(started)
             )
         )
-        _note_failure(port, session_id, step, request, _stage_of(error), str(error), started)
+        if not request.dry_run:
+            _note_failure(port, session_id, step, request, _stage_of(error), str(error), started)
         return None
     if isinstance(summarizer, ProviderCompactor):
         # The provider's items are what its view carries: that is what must fit.
@@ -201,6 +229,11 @@ def _try_step(
             )
         )
         return None
+    if request.dry_run:
+        planned = {**plan.to_dict(), "summarizer_model": step.name}
+        return CompactionOutcome(
+            False, _dry_run(attempts), {**planned, "estimated_tokens_after": after}
+        )
     attempts.append(SummarizerAttempt(step.name, "used", plan.reason, _ms(started)))
     if isinstance(summarizer, ProviderCompactor):
         engine = view.settings.engine
@@ -225,6 +258,31 @@ def _try_step(
     return CompactionOutcome(
         True, plan.reason, {**plan.to_dict(), "summarizer_model": step.name}, recorded
     )
+
+
+def _foreseen(
+    view: PromptView,
+    budget: ContextBudget,
+    open_calls: Sequence[str],
+    request: CompactionRequest,
+    step: SummarizerStep,
+    attempts: list[SummarizerAttempt],
+) -> CompactionOutcome | None:
+    """A dry run's answer at a model's step: the plan it would be asked to summarise
+    (what it writes, and so whether the next steps run, only the real call knows)."""
+    plan = _plan(view, budget, open_calls, request, step.window_tokens or None)
+    if isinstance(plan, CompactionRefused):
+        failed = CompactionStepFailed("plan", plan.reason)
+        attempts.append(SummarizerAttempt(step.name, "failed", str(failed)))
+        return None
+    planned = {**plan.to_dict(), "summarizer_model": step.name}
+    return CompactionOutcome(False, _dry_run(attempts), planned)
+
+
+def _dry_run(attempts: Sequence[SummarizerAttempt]) -> str:
+    """A dry run's reason: nothing written, and the steps it passed over and why."""
+    passed = ". ".join(f"{a.summarizer} ({a.outcome}): {a.reason}" for a in attempts)
+    return "dry run: nothing written" + (f"; before this step: {passed}" if passed else "")
 
 
 def _note_failure(

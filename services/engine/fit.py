@@ -64,6 +64,24 @@ def fit(
     statistics = plan.to_dict(entries)
     if not plan.fits or (plan.cut is None and not plan.prunes):
         return CompactionOutcome(False, plan.reason, statistics)
+    summary = ""
+    dropped: list[Entry] = []
+    if plan.cut is not None:
+        summary = _summary(view, entries, plan, budget, request, carried)
+        dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
+        # Forced on a prompt that fits its target, the least drop that fits can weigh
+        # less than its note, which rolls up the summary in force too: the session
+        # would refuse a compaction that does not shrink. (A dry run says so too.)
+        replaced = sum(e.token_count for e in dropped) + view.log.summary_tokens
+        note = tokenizer_for(view.settings.model).count_text(summary)
+        if view.estimated_tokens <= budget.target_estimate and note >= replaced:
+            return CompactionOutcome(
+                False,
+                f"the prompt fits its target ({view.estimated_tokens:,} tokens of "
+                f"{budget.target_estimate:,}); dropping its oldest entries for a note of "
+                "them would not shrink it",
+                statistics,
+            )
     if request.dry_run:
         return CompactionOutcome(False, f"dry run: {plan.reason}", statistics)
     # A manual request's caller may have stopped waiting (see services.engine.layered).
@@ -73,21 +91,6 @@ def fit(
         pruned = port.record_prune(session_id, plan.prunes, f"{request.trigger}: {plan.reason}")
     if plan.cut is None:
         return CompactionOutcome(False, plan.reason, statistics, pruned=pruned)
-    summary = _summary(view, entries, plan, budget, request, carried)
-    dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
-    # Forced on a prompt that fits its target, the least drop that fits can weigh less
-    # than its note, which rolls up the summary in force too: the session would refuse
-    # a compaction that does not shrink.
-    replaced = sum(e.token_count for e in dropped) + view.log.summary_tokens
-    note = tokenizer_for(view.settings.model).count_text(summary)
-    if view.estimated_tokens <= budget.target_estimate and note >= replaced:
-        return CompactionOutcome(
-            False,
-            f"the prompt fits its target ({view.estimated_tokens:,} tokens of "
-            f"{budget.target_estimate:,}); dropping its oldest entries for a note of them "
-            "would not shrink it",
-            statistics,
-        )
     compaction = Compaction(
         summary=summary,
         first_kept_entry_id=entries[plan.cut].id,

@@ -442,3 +442,23 @@ def test_compact_waits_for_a_slow_summariser_by_default(
         receipt = ok(address, "compact", slow, "--force")
 
     assert field(receipt, "summariser") == "openai/fake-summarizer", receipt
+
+
+def test_compact_says_why_it_would_not_and_did_not_compact(address: str) -> None:
+    """A short history whose offline summary would outweigh it: the dry run and the
+    compaction give the same cause, and show no plan of a compaction that is not made."""
+    session = f"ctx-{uuid.uuid4().hex[:12]}"
+    ok(address, "create", "--id", session, "--compaction-mode", "manual", "--keep-recent", "50")
+    for turn in range(10):
+        ok(address, "append", session, f"Question {turn}: which file holds the parser?")
+        ok(address, "append", session, "--role", "assistant", f"Answer {turn}: src/p{turn}.py.")
+
+    planned = ok(address, "compact", session, "--force", "--dry-run")
+    done = ok(address, "compact", session, "--force")
+
+    cause = done.removeprefix("not compacted: ")
+    assert cause.startswith("every step of the chain declined. offline (too-large): "), done
+    assert "hard-drop: the prompt fits its target" in cause
+    assert planned == f"dry run, would not compact: {cause}"
+    assert done.count("\n") == 1  # the cause alone: no plan of a compaction not made
+    assert "compactions  0" in ok(address, "status", session)

@@ -863,3 +863,31 @@ def test_a_turn_that_is_the_whole_log_fits_beside_the_summary_in_force(store: St
     assert fitted.pruned
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
     assert log.compaction.first_kept_entry_id == "u1" and log.entries[0].id == "u1"
+
+
+def test_a_dry_run_foresees_a_compaction_that_would_not_shrink_the_prompt(store: Stub) -> None:
+    """A short history where the offline summary would outweigh what it replaces: the
+    dry run answers what the compaction then does (nothing), for the same reasons,
+    and neither shows a plan of a compaction that does not happen."""
+    session = create(
+        store,
+        model="gpt-4o",
+        compaction=pb.CompactionPolicy(keep_recent_tokens=50, mode="manual"),
+    )
+    for n in range(10):
+        append(store, session.id, user(f"Question {n}: which file holds the parser?"))
+        append(store, session.id, text(pb.ROLE_ASSISTANT, f"Answer {n}: src/parser_{n}.py."))
+    before = store.GetSession(pb.GetSessionRequest(session_id=session.id)).version
+
+    planned = store.Compact(pb.CompactRequest(session_id=session.id, force=True, dry_run=True))
+    done = store.Compact(pb.CompactRequest(session_id=session.id, force=True))
+
+    assert not done.compacted
+    assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == before
+    # The real cause, by each step tried: the offline summary would not be smaller.
+    assert "offline" in done.reason and "no fewer than" in done.reason, done.reason
+    assert "hard-drop" in done.reason, done.reason
+    assert not done.HasField("plan"), done.plan
+    assert not planned.compacted
+    assert planned.reason == f"dry run: {done.reason}"
+    assert not planned.HasField("plan"), planned.plan

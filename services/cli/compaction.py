@@ -243,20 +243,19 @@ def _echo_receipt(compaction: Compaction) -> None:
             f" ({output.short(compaction.first_covered_entry_id)} … "
             f"{output.short(compaction.last_covered_entry_id)})"
         )
+    # One row for each step passed over, with its cause: a missing key, a timeout.
+    tried = [
+        f"{a.summarizer} {a.outcome}" + (f": {output.cause(a.reason)}" if a.reason else "")
+        for a in compaction.attempts
+        if a.outcome != "used"
+    ]
     output.echo_fields(
         [
             ("  trigger", compaction.reason),
             ("  covers", covered),
             ("  tokens", f"{before} → {after}"),
             ("  summariser", compaction.summarizer_model or "offline"),
-            (
-                "  tried",
-                "; ".join(
-                    f"{a.summarizer} {a.outcome}" + (f" ({a.reason[:80]})" if a.reason else "")
-                    for a in compaction.attempts
-                    if a.outcome != "used"
-                ),
-            ),
+            *[("  tried" if i == 0 else "", step) for i, step in enumerate(tried)],
             ("  chunks", str(compaction.chunks) if compaction.chunks else ""),
             ("  fallback", compaction.fallback_stage),
             ("  attempt", str(compaction.attempt) if compaction.attempt > 1 else ""),

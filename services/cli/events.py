@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import click
 from sessionstore_client import (
     Compaction,
@@ -54,7 +56,19 @@ def _event_line(event: SessionEvent) -> str:
     kind, summary = _event_summary(event)
     # Fixed widths, not a table: a followed stream cannot look ahead.
     prefix = f"{'#' + str(event.version):<4}  {output.time(event.timestamp)}  {kind:<9}  "
-    return prefix + output.clip(summary, output.width() - len(prefix))
+    line = prefix + output.clip(summary, output.width() - len(prefix))
+    if isinstance(event.event, CompactionFailure) and event.event.reason:
+        # A failure's cause (a missing key, a timeout) would not fit the line: it follows,
+        # wrapped, so it need not be looked up with `audit compaction`.
+        indent = " " * 6
+        wrapped = textwrap.wrap(
+            output.cause(event.event.reason),
+            max(40, output.width()),
+            initial_indent=indent,
+            subsequent_indent=indent,
+        )
+        line += "\n" + "\n".join(wrapped)
+    return line
 
 
 def _event_summary(event: SessionEvent) -> tuple[str, str]:
@@ -84,9 +98,9 @@ def _event_summary(event: SessionEvent) -> tuple[str, str]:
         case SettingsChanged(settings=settings):
             return "settings", output.settings_summary(settings)
         case CompactionFailure() as failed:
-            return "failed", (
-                f"compaction ({failed.trigger}) at stage {failed.stage}: {failed.reason}"
-            )
+            by = f" by {failed.summarizer_model}" if failed.summarizer_model else ""
+            # The cause follows on lines of its own (see _event_line).
+            return "failed", f"compaction ({failed.trigger}){by} at stage {failed.stage}"
         case OverflowReported() as reported:
             status = f" {reported.status_code}" if reported.status_code else ""
             return "overflow", (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -109,6 +110,18 @@ def clip(text: str, limit: int) -> str:
     if len(line) > limit:
         return line[: limit - 1] + "…"
     return line + "…" if rest else line
+
+
+# A failure's cause is shown up to this long: a sentence or two, never a traceback.
+CAUSE_CHARS = 300
+_STAGE_PREFIX = re.compile(r"^compaction failed at stage '([\w-]+)': ")
+
+
+def cause(reason: str, limit: int = CAUSE_CHARS) -> str:
+    """Why something failed, on one line, cut to ``limit`` characters: what a reader
+    needs (a missing key, a timeout) comes after the words every failure begins with."""
+    said = " ".join(_STAGE_PREFIX.sub(r"at stage \1: ", reason.strip()).split())
+    return said if len(said) <= limit else said[: limit - 1] + "…"
 
 
 def table(rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> list[str]:

@@ -462,3 +462,21 @@ def test_compact_says_why_it_would_not_and_did_not_compact(address: str) -> None
     assert planned == f"dry run, would not compact: {cause}"
     assert done.count("\n") == 1  # the cause alone: no plan of a compaction not made
     assert "compactions  0" in ok(address, "status", session)
+
+
+def test_a_failed_summariser_s_cause_is_shown_whole(
+    address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model step that fails (no key for it): `compact` and `events` show its cause,
+    not a few characters of it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    session = small_session(address, "--keep-recent", "300", "--summarizer", "openai/gpt-4o-mini")
+
+    receipt = ok(address, "--timeout", "120", "compact", session)
+
+    assert field(receipt, "summariser") == "offline"
+    assert "OPENAI_API_KEY" in field(receipt, "tried"), receipt
+    events = ok(address, "events", session)
+    failure = events[events.index("failed ") :].split("\n#")[0]
+    assert "openai/gpt-4o-mini at stage" in failure
+    assert "OPENAI_API_KEY" in " ".join(failure.split()), failure

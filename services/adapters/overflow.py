@@ -56,6 +56,8 @@ class StatedLimits:
 
 
 _N = r"(\d[\d,]*)"
+# A trillion tokens: beyond any window or prompt, so a larger figure states nothing.
+MAX_STATED_TOKENS = 10**12
 # Each provider's phrasing, as its API words it (and litellm passes it on), with the
 # figure each group holds. The first match of each figure wins.
 _STATED = (
@@ -111,8 +113,21 @@ def stated_limits(error_text: str) -> StatedLimits:
         if match is None:
             continue
         for name, value in zip(names, match.groups(), strict=True):
-            found.setdefault(name, int(value.replace(",", "")))
+            figure = _figure(value)
+            if figure is not None:
+                found.setdefault(name, figure)
     return StatedLimits(found.get("window", 0), found.get("prompt", 0), found.get("output", 0))
+
+
+def _figure(text: str) -> int | None:
+    """A stated count of tokens, or None for a figure no model's window or prompt comes
+    near: an error text is the client's to send, and a count stored from it must stay
+    within 64 bits (and int() refuses strings of over 4,300 digits)."""
+    digits = text.replace(",", "")
+    if len(digits) > len(str(MAX_STATED_TOKENS)):
+        return None
+    value = int(digits)
+    return value if value <= MAX_STATED_TOKENS else None
 
 
 def kind_of(error: BaseException) -> str:

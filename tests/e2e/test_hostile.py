@@ -733,3 +733,43 @@ def test_an_imported_message_no_window_could_serve_is_refused(store: Stub) -> No
     assert not store.ListSessions(pb.ListSessionsRequest()).sessions
     imported(pb.SessionSettings(context_window_tokens=64_000))
     all_views_answer(store, "imported")
+
+
+# -- overflow reports whose figures no model comes near ------------------------------------
+
+HUGE_FIGURES = {
+    "past what int() reads": "This model's maximum context length is " + "9" * 5_000 + " tokens.",
+    "past 64 bits": (
+        "prompt is too long: 9999999999999999999999 tokens > 99999999999999999999 maximum"
+    ),
+}
+
+
+@pytest.mark.parametrize("error_text", HUGE_FIGURES.values(), ids=HUGE_FIGURES.keys())
+def test_an_overflow_stating_figures_no_model_has_states_nothing(
+    store: Stub, error_text: str
+) -> None:
+    """The first was INTERNAL; the second was stored as a lesson whose counts no event
+    could carry, and ReadEvents of the session failed from then on."""
+    session = new_session(store)
+    append(store, session.id, user("hello " * 200))
+    shown = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+    request = pb.ReportOverflowRequest(
+        session_id=session.id,
+        error_text=error_text,
+        status_code=400,
+        provider="openai",
+        view_version=shown.version,
+        view_hash=shown.request_hash,
+    )
+    try:
+        store.ReportOverflow(request)
+    except grpc.RpcError as error:
+        assert error.code() not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+    all_views_answer(store, session.id)
+    lessons = [
+        e.overflow_reported.learned_window_tokens
+        for e in store.ReadEvents(pb.ReadEventsRequest(session_id=session.id))
+        if e.HasField("overflow_reported")
+    ]
+    assert all(window == 0 for window in lessons)

@@ -210,6 +210,14 @@ STATED = [
         (32_768, 40_000, 0),
     ),
     ("Input is too long for requested model.", (0, 0, 0)),
+    # Figures no model comes near state nothing: one of 5,000 digits is past what
+    # int() reads, one of 22 past what a count may be stored as.
+    ("This model's maximum context length is " + "9" * 5_000 + " tokens.", (0, 0, 0)),
+    (
+        "prompt is too long: 9999999999999999999999 tokens > 99999999999999999999 maximum",
+        (0, 0, 0),
+    ),
+    ("prompt is too long: 2000000000000 tokens > 200000 maximum", (200_000, 0, 0)),
 ]
 
 

@@ -19,6 +19,7 @@ saved in one insert: a bad file imports nothing, and the error names its line.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -291,12 +292,13 @@ class ImportService:
             )
         ]
         on_main = {r.id for r in main_path}
+        fork_suffixes: set[str] = set()
         main_events = list(session.pending_events)
         for path in paths[1:]:
             leaf = path[-1]
             split = max((i for i, r in enumerate(path) if r.id in on_main), default=-1)
             fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
-            fork_id = ids.in_tenant(tenant, _fork_id(own_id, leaf.id))
+            fork_id = ids.in_tenant(tenant, _fork_id(own_id, leaf.id, fork_suffixes))
             fork = Session.fork(fork_id, main_events[:fork_version], tenant)  # type: ignore[arg-type]
             builder = _Builder(fork, tokenizer, now)
             builder.version_of.update(
@@ -373,8 +375,14 @@ def _start_time(transcript: Transcript, path: Sequence[Record], now: datetime) -
     return min(times) if times else now
 
 
-def _fork_id(main_id: str, leaf_id: str) -> str:
+def _fork_id(main_id: str, leaf_id: str, taken: set[str]) -> str:
+    """``main@leaf``, the leaf's id made fit for an id. Leaves whose ids come out the
+    same ('a b' and 'a_b', two long ids alike in their first 40 characters) would
+    name one session: a later one's ends in a hash of its own id instead."""
     suffix = _NOT_ID.sub("_", leaf_id)[:40]
+    if suffix in taken:
+        suffix = f"{suffix[:31]}-{hashlib.sha256(leaf_id.encode()).hexdigest()[:8]}"
+    taken.add(suffix)
     return f"{main_id[: 127 - len(suffix)]}@{suffix}"
 
 

@@ -392,6 +392,34 @@ def test_every_other_branch_of_a_pi_tree_becomes_a_fork(store: Stub) -> None:
     )
 
 
+def test_branches_whose_ids_read_alike_become_forks_of_their_own(store: Stub) -> None:
+    """'a b' and 'a_b' both make the id suffix 'a_b': the file could never be imported
+    (its second fork clashed with its first, as if another writer had made it)."""
+
+    def message(entry_id: str, parent: str | None, role: str) -> str:
+        content = [{"type": "text", "text": f"{role} {entry_id}"}]
+        record = {"type": "message", "id": entry_id, "parentId": parent}
+        return json.dumps({**record, "message": {"role": role, "content": content}})
+
+    header = {"type": "session", "version": 3, "id": "alike", "timestamp": "2026-01-01T00:00:00Z"}
+    tree = "\n".join(
+        [
+            json.dumps(header),
+            message("q", None, "user"),
+            message("a b", "q", "assistant"),
+            message("a_b", "q", "assistant"),
+            message("kept", "q", "assistant"),
+        ]
+    ).encode()
+    main, *forks = import_bytes(store, tree, "pi").sessions
+    assert len({main.session.id, *(f.session.id for f in forks)}) == 3
+    for fork in forks:
+        (answer,) = log_at(store, fork.session.id).entries[1:]
+        assert fork.session.id.startswith("alike@a_b")
+        assert answer.id in ("a b", "a_b")
+    assert {log_at(store, f.session.id).entries[1].id for f in forks} == {"a b", "a_b"}
+
+
 def _fields(log: pb.DurableLog) -> dict[str, Any]:
     return {field.name: value for field, value in log.ListFields()}
 

@@ -256,6 +256,7 @@ def test_pi_v3_import_then_export_round_trips(store: Stub, path: Path) -> None:
     (imported,) = import_bytes(store, path.read_bytes()).sessions
     exported = export(store, imported.session.id)
     assert [json.loads(line) for line in exported.decode().splitlines()] == lines(path)
+    assert exported == path.read_bytes()  # each key in its place too
 
     (again,) = import_bytes(store, exported, "pi", session_id="again").sessions
     assert again.session.version == imported.session.version

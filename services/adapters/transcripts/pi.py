@@ -177,7 +177,8 @@ def _original(
         "record": {k: None if k in _PLACED else v for k, v in record.items()}
     }
     if message is not None:
-        original["message"] = {k: v for k, v in message.items() if k != "content"}
+        # The content's place is kept (null): it is written from the entry.
+        original["message"] = {k: None if k == "content" else v for k, v in message.items()}
         if content is not _EXACT:
             # What the blocks cannot say (signatures of text, partial JSON, ...);
             # null when the message had no content at all.

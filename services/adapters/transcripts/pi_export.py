@@ -151,11 +151,16 @@ def _entry_records(entry: Entry, parent: str | None) -> list[dict[str, Any]]:
             message = dict(original["message"])
             role = str(message.get("role", ""))
             content = original["content"] if "content" in original else pi_content(entry, role)
-            ordered: dict[str, Any] = {"role": role}
-            if content is not None:
-                ordered["content"] = content
-            ordered.update({k: v for k, v in message.items() if k != "role"})
-            record["message"] = ordered
+            if "content" in message:  # in its place, as read
+                record["message"] = {
+                    k: content if k == "content" else v for k, v in message.items()
+                }
+            else:  # read before content kept its place, or a message without content
+                ordered: dict[str, Any] = {"role": role}
+                if content is not None:
+                    ordered["content"] = content
+                ordered.update({k: v for k, v in message.items() if k != "role"})
+                record["message"] = ordered
         return [record]
     return _native_records(entry, parent)
 

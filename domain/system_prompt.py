@@ -9,6 +9,7 @@ view is the whole request, and the context report can say what each part costs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -19,6 +20,9 @@ from domain.errors import InvalidRequest, quoted
 
 MAX_TOOLS = 512
 MAX_FILES = 256
+# A tool name every provider takes: OpenAI's and Anthropic's [a-zA-Z0-9_-]{1,64},
+# begun as Gemini's must be (a letter or an underscore).
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 class FileStatus(StrEnum):
@@ -160,6 +164,12 @@ def validate_system_prompt(prompt: SystemPrompt) -> None:
     for index, tool in enumerate(prompt.tools):
         if not tool.name:
             raise InvalidRequest(f"tools[{index}] needs a name")
+        if not TOOL_NAME.fullmatch(tool.name):
+            raise InvalidRequest(
+                f"tools[{index}]: tool name {quoted(tool.name)} is not one every provider "
+                "takes: use letters, digits, '_' and '-', at most 64, beginning with a letter "
+                "or '_'"
+            )
         if tool.name in names:
             raise InvalidRequest(f"tools[{index}]: tool {quoted(tool.name)} is listed twice")
         names.add(tool.name)
@@ -170,14 +180,29 @@ def validate_system_prompt(prompt: SystemPrompt) -> None:
                 f"tools[{index}] ({quoted(tool.name)}): parameters_json is not valid JSON "
                 f"({quoted(str(error), 300)})"
             ) from None
-        if not isinstance(schema, dict):
+        if not isinstance(schema, dict) or schema.get("type", "object") != "object":
             raise InvalidRequest(
-                f"tools[{index}] ({quoted(tool.name)}): parameters_json must be a "
-                "JSON Schema object"
+                f"tools[{index}] ({quoted(tool.name)}): parameters_json must be a JSON Schema "
+                'of an object ({"type": "object", "properties": {...}}): providers take a '
+                "tool's arguments as one"
             )
     for index, skill in enumerate(prompt.skills):
         if not skill.name:
             raise InvalidRequest(f"skills[{index}] needs a name")
+
+
+def with_object_schemas(prompt: SystemPrompt) -> SystemPrompt:
+    """The prompt with each tool's schema saying it is an object: Anthropic refuses an
+    input_schema without ``"type": "object"`` (an empty schema, a tool without
+    arguments). Checked by validate_system_prompt first."""
+    tools = []
+    for tool in prompt.tools:
+        schema = tool.parameters()
+        if "type" not in schema:
+            schema = {"type": "object", "properties": {}, **schema}
+            tool = replace(tool, parameters_json=json.dumps(schema, separators=(",", ":")))
+        tools.append(tool)
+    return replace(prompt, tools=tuple(tools))
 
 
 def tools_by_schema_size(tools: Sequence[Tool]) -> list[Tool]:

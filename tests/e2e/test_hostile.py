@@ -773,3 +773,53 @@ def test_an_overflow_stating_figures_no_model_has_states_nothing(
         if e.HasField("overflow_reported")
     ]
     assert all(window == 0 for window in lessons)
+
+
+# -- tools a provider would refuse -------------------------------------------------------------
+
+
+def _set_tools(store: Stub, session_id: str, *tools: pb.Tool) -> object:
+    prompt = pb.SystemPrompt(text="be brief", tools=tools)
+    return store.SetSystemPrompt(
+        pb.SetSystemPromptRequest(session_id=session_id, system_prompt=prompt)
+    )
+
+
+@pytest.mark.parametrize("name", ["my tool/with spaces!", "t" * 65, "1st", "read.file"])
+def test_a_tool_name_some_provider_refuses_is_invalid(store: Stub, name: str) -> None:
+    """It went into every view, which OpenAI, Anthropic or Gemini would refuse."""
+    session = new_session(store)
+    message = refused(lambda: _set_tools(store, session.id, pb.Tool(name=name)), INVALID)
+    assert "is not one every provider takes" in message
+    assert version_of(store, session.id) == 1
+
+
+def test_a_tool_schema_of_another_type_than_object_is_invalid(store: Stub) -> None:
+    session = new_session(store)
+    message = refused(
+        lambda: _set_tools(
+            store, session.id, pb.Tool(name="read", parameters_json='{"type": "string"}')
+        ),
+        INVALID,
+    )
+    assert "must be a JSON Schema of an object" in message
+
+
+def test_a_tool_without_a_schema_type_is_sent_as_an_object(store: Stub) -> None:
+    """Anthropic refuses an input_schema without "type": "object"."""
+    session = new_session(store)
+    _set_tools(
+        store,
+        session.id,
+        pb.Tool(name="now"),
+        pb.Tool(name="read", parameters_json='{"properties": {"path": {"type": "string"}}}'),
+    )
+    append(store, session.id, user("what time is it?"))
+    view = store.GetPromptView(
+        pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_ANTHROPIC)
+    )
+    schemas = {tool["name"]: tool["input_schema"] for tool in json.loads(view.tools_json)}
+    assert schemas == {
+        "now": {"type": "object", "properties": {}},
+        "read": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }

@@ -10,7 +10,12 @@ from dataclasses import replace
 from domain.ids import new_id
 from domain.session import Session
 from domain.settings import SessionSettings
-from domain.system_prompt import SystemPrompt, validate_system_prompt, with_files_cut
+from domain.system_prompt import (
+    SystemPrompt,
+    validate_system_prompt,
+    with_files_cut,
+    with_object_schemas,
+)
 from services.adapters.tokenizers import count_system_prompt, tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.session_rules import SessionRules
@@ -76,7 +81,9 @@ class SessionCommands:
         def command(session: Session) -> tuple[SystemPrompt, bool]:
             validate_system_prompt(prompt)
             tokenizer = tokenizer_for(session.settings.model)
-            cut = with_files_cut(prompt, session.settings.max_system_file_chars)
+            cut = with_files_cut(
+                with_object_schemas(prompt), session.settings.max_system_file_chars
+            )
             counted = replace(cut, tokens=count_system_prompt(cut, tokenizer))
             fingerprint = hashlib.sha256(
                 json.dumps(counted.to_dict(), sort_keys=True).encode()

@@ -197,6 +197,14 @@ class Config(BaseSettings):
         return persistence_env(self.database_url)
 
 
+def sqlite_file(database_url: str) -> Path | None:
+    """The file of a SQLite database URL; None for SQLite in memory or another database."""
+    if urlparse(database_url).scheme != "sqlite":
+        return None
+    path = database_url.removeprefix("sqlite://").removeprefix("/")
+    return None if path == ":memory:" else Path(path).expanduser()
+
+
 def persistence_env(database_url: str) -> dict[str, str]:
     url = urlparse(database_url)
     common = {"ORIGINATOR_ID_TYPE": "text", "CREATE_TABLE": "y"}
@@ -204,8 +212,8 @@ def persistence_env(database_url: str) -> dict[str, str]:
         return {**common, "PERSISTENCE_MODULE": "eventsourcing.popo"}
     if url.scheme == "sqlite":
         path = database_url.removeprefix("sqlite://").removeprefix("/")
-        if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if (file := sqlite_file(database_url)) is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
         return {
             **common,
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",

@@ -8,30 +8,56 @@ rebuild is an operator's repair.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import click
 
 from services.cli.client import Client
 from services.cli.output import print_json
-from services.config import DEFAULT_DATABASE_URL, Config
+from services.config import DEFAULT_DATABASE_URL, Config, sqlite_file
 
+F = TypeVar("F", bound=Callable[..., Any])
 # The recall index is a read model only where SESSIONSTORE_RECALL_INDEX turns it on.
 MODELS = ("catalog", "compactions", "prunes", "recall")
 
-DATABASE_URL = click.option(
-    "--database-url",
-    envvar="SESSIONSTORE_DATABASE_URL",
-    default=DEFAULT_DATABASE_URL,
-    show_default=True,
-    help="The store's database (default: $SESSIONSTORE_DATABASE_URL).",
-)
+
+def _stored(ctx: click.Context, param: click.Parameter, database_url: str) -> str:
+    """The URL of a store that exists: a SQLite file that is not there would be made,
+    empty, and read as a store of no sessions (the default path is relative, so a
+    command run from another folder would do just that)."""
+    file = sqlite_file(database_url)
+    if file is not None and not file.exists():
+        raise click.BadParameter(
+            f"no database at {file.resolve()}: run this where the server "
+            "runs, or name the store's database with --database-url or "
+            "SESSIONSTORE_DATABASE_URL",
+            ctx,
+            param,
+        )
+    return database_url
+
+
+def _database_url_option(*, must_exist: bool) -> Callable[[F], F]:
+    return click.option(
+        "--database-url",
+        envvar="SESSIONSTORE_DATABASE_URL",
+        default=DEFAULT_DATABASE_URL,
+        show_default=True,
+        callback=_stored if must_exist else None,
+        help="The store's database (default: $SESSIONSTORE_DATABASE_URL).",
+    )
+
+
+# A migration may make the store's database; every other command reads one that exists.
+DATABASE_URL = _database_url_option(must_exist=True)
+NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
 
 
 @click.command()
-@DATABASE_URL
+@NEW_OR_STORED_DATABASE_URL
 @click.option(
     "--check",
     is_flag=True,

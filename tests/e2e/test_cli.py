@@ -289,6 +289,7 @@ def test_json_may_come_after_the_name_of_a_groups_command_too(
     assert json.loads(ok(address, "audit", "compactions", session, "--json")) == []
     assert json.loads(ok(address, "audit", "prunes", session, "--json")) == []
     database = ["--database-url", f"sqlite:///{tmp_path}/models.db"]
+    ok(address, "migrate", *database)  # the store the commands below read
     status = json.loads(ok(address, "readmodels", "status", *database, "--json"))
     assert {m["name"] for m in status["models"]} >= {"catalog", "compactions", "prunes"}
     assert json.loads(ok(address, "readmodels", "retry", *database, "--json"))["applied"] == 0
@@ -523,3 +524,26 @@ def test_recall_finds_a_compacted_turn_and_names_what_hid_it(address: str) -> No
     assert "no hits" in ok(address, "recall", session, "wombat")
     refused = run(address, "recall", session, "quokka", "--label", "nokey")
     assert refused.exit_code != 0 and "KEY=VALUE" in refused.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["readmodels", "status"],
+        ["readmodels", "retry"],
+        ["rebuild", "catalog"],
+        ["retention", "plan", "--policy-file", "policy.yaml"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_a_command_on_a_store_that_is_not_there_says_so(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Run away from the server's folder, these made an empty SQLite store at the default
+    path and reported it: no sessions, no migration, position 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.yaml").write_text("policies: []\n")
+    result = CliRunner().invoke(cli, command, env={"SESSIONSTORE_DATABASE_URL": None})
+    assert result.exit_code == 2, result.output
+    assert f"no database at {tmp_path / 'data' / 'sessionstore.db'}" in result.output
+    assert not (tmp_path / "data").exists()

@@ -347,6 +347,17 @@ def test_a_bad_file_names_its_line_and_imports_nothing(store: Stub) -> None:
     refused(lambda: import_bytes(store, PI_SMALL.read_bytes()), grpc.StatusCode.ALREADY_EXISTS)
 
 
+def test_openai_messages_one_a_line_are_recognised(store: Stub) -> None:
+    lines = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    data = "\n".join(json.dumps(m) for m in lines).encode()
+    (imported,) = import_bytes(store, data, session_id="chat-lines").sessions
+    assert imported.entries == 2
+    assert [e.role for e in log_at(store, "chat-lines").entries] == [
+        pb.ROLE_USER,
+        pb.ROLE_ASSISTANT,
+    ]
+
+
 # -- a pi file that branches ----------------------------------------------------------------
 
 

@@ -186,6 +186,8 @@ def sniff(data: bytes, file_name: str = "") -> str:
             return "openclaw" if b"openclaw" in data[:200_000] else "pi"
         if "parentUuid" in first or "sessionId" in first or first.get("type") == "summary":
             return "claude-code"
+        if isinstance(first.get("role"), str) and "message" not in first:
+            return "openai"  # one chat message a line
     raise TranscriptError(
         1, "cannot tell the file's format; name it (pi, openclaw, claude-code or openai)"
     )

@@ -228,14 +228,16 @@ class ImportService:
         file_name: str = "",
     ) -> ImportResult:
         transcript = read_transcript(data, file_format, file_name)
-        if not transcript.records:
+        # A pi file's header alone is a session with no entries yet (the export of
+        # one, say); any other file without records holds nothing to import.
+        if not transcript.records and transcript.format not in ("pi", "openclaw"):
             raise TranscriptError(0, "the file holds no entries to import")
         # The session's stream: the one asked for, else the file's id, else a new one,
         # in the caller's tenant; its forks' are in the same tenant.
         ids = self.sessions.ids
         main_id = session_id or ids.stream(transcript.session_id or new_id())
         tenant, own_id = ids.tenant_and_id(main_id)
-        paths = _branches(transcript)
+        paths = _branches(transcript) if transcript.records else [[]]
 
         def settings_for(defaults: SessionSettings) -> SessionSettings:
             labels = {**defaults.labels, **transcript.labels}

@@ -347,6 +347,16 @@ def test_a_bad_file_names_its_line_and_imports_nothing(store: Stub) -> None:
     refused(lambda: import_bytes(store, PI_SMALL.read_bytes()), grpc.StatusCode.ALREADY_EXISTS)
 
 
+def test_the_export_of_a_session_without_entries_imports_again(store: Stub) -> None:
+    """A pi file of its header alone was refused as holding nothing to import."""
+    empty = new_session(store)
+    exported = export(store, empty.id)
+    (imported,) = import_bytes(store, exported, session_id="empty-again").sessions
+    assert imported.entries == 0
+    assert not log_at(store, "empty-again").entries
+    assert export(store, "empty-again").splitlines()[0] == exported.splitlines()[0]
+
+
 def test_openai_messages_one_a_line_are_recognised(store: Stub) -> None:
     lines = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     data = "\n".join(json.dumps(m) for m in lines).encode()

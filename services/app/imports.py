@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role
-from domain.errors import DomainError, InvalidRequest, quoted
+from domain.errors import DomainError, InvalidRequest, SessionExists, quoted
 from domain.ids import UsedIds, new_id
 from domain.session import Session
 from domain.settings import SessionSettings
@@ -325,7 +325,13 @@ class ImportService:
             )
         for builder, _ in built:
             builder.check_servable()
-        position = self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
+        try:
+            position = self.sessions.save_new_sessions([(b.session, b.history) for b, _ in built])
+        except SessionExists as error:
+            raise SessionExists(
+                f"{error}: import the file under another id (the header's session_id, "
+                "`sessionstore import --id`)"
+            ) from None
         return ImportResult(
             transcript.format, [summary for _, summary in built], len(data), position
         )

@@ -344,7 +344,12 @@ def test_a_bad_file_names_its_line_and_imports_nothing(store: Stub) -> None:
     assert not store.ListSessions(pb.ListSessionsRequest()).sessions
 
     import_bytes(store, PI_SMALL.read_bytes())
-    refused(lambda: import_bytes(store, PI_SMALL.read_bytes()), grpc.StatusCode.ALREADY_EXISTS)
+    message = refused(
+        lambda: import_bytes(store, PI_SMALL.read_bytes()), grpc.StatusCode.ALREADY_EXISTS
+    )
+    assert message.endswith(
+        "import the file under another id (the header's session_id, `sessionstore import --id`)"
+    )
 
 
 def test_the_export_of_a_session_without_entries_imports_again(store: Stub) -> None:

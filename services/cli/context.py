@@ -182,7 +182,8 @@ def _file_counts(files: Any) -> str:
 
 def _summary_note(report: ContextReport) -> str:
     if report.latest_compaction is None:
-        return "never compacted"
+        # Compactions undone leave none in force, though the session was compacted.
+        return "no compaction in force" if report.compaction_count else "never compacted"
     return f"compaction at version {report.latest_compaction.version}"
 
 

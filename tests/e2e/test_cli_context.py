@@ -278,6 +278,18 @@ def test_compact_dry_run_shows_the_plan_then_compact_writes_the_receipt(address:
     assert again.startswith("not compacted: nothing to compact")
 
 
+def test_context_list_tells_an_undone_compaction_from_none(address: str) -> None:
+    """After a compaction and its undo it said "never compacted"."""
+    session = small_session(address, "--keep-recent", "300")
+    assert "never compacted" in ok(address, "context", "list", session)
+    ok(address, "compact", session)
+    assert "compaction at version" in ok(address, "context", "list", session)
+    ok(address, "undo-compaction", session)
+    listed = ok(address, "context", "list", session)
+    assert "no compaction in force" in listed
+    assert "never compacted" not in listed
+
+
 def test_compact_options_of_the_two_forms_do_not_mix(address: str) -> None:
     session = small_session(address)
 

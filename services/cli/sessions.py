@@ -185,16 +185,24 @@ def settings(
     click.echo(_context_line(settings))
 
 
+# The engine that summarises nothing (services.engine.sliding_window): the CLI talks
+# to a server, so it names the engine rather than importing it.
+SLIDING_WINDOW = "sliding-window"
+
+
 def _context_line(settings: SessionSettings) -> str:
     compaction = settings.compaction or CompactionPolicy()
     pruning = settings.pruning or PruningPolicy()
-    summarizer = compaction.summarizer_model or "offline"
-    if compaction.summarizer_api_base:
+    summarizer = f"summariser {compaction.summarizer_model or 'offline'}"
+    if compaction.summarizer_model and compaction.summarizer_api_base:
+        # The base URL is the model's: the offline summariser asks no server.
         summarizer += f" at {compaction.summarizer_api_base}"
     if compaction.summarizers and compaction.summarizers.steps:
-        summarizer = "chain " + ", ".join(compaction.summarizers.steps)
+        summarizer = "summariser chain " + ", ".join(compaction.summarizers.steps)
+    if settings.engine == SLIDING_WINDOW:
+        summarizer = "drops the oldest messages, no summariser"
     return (
         f"engine {settings.engine or ''}, compaction {compaction.mode or ''} "
-        f"at {compaction.threshold_ratio or 0:.0%} of the window (summariser {summarizer}), "
+        f"at {compaction.threshold_ratio or 0:.0%} of the window ({summarizer}), "
         f"pruning {pruning.mode or ''}"
     )

@@ -118,8 +118,13 @@ def test_create_and_settings_set_only_the_context_options_given(address: str) ->
         "compaction manual at 60% of the window "
         "(summariser openai/gpt-4o-mini at http://127.0.0.1:8000/v1), pruning recent-n"
     ) in changed
+    # The offline summariser asks no server; the sliding window summarises nothing.
+    offline = ok(address, "settings", session, "--summarizer", "")
+    assert "(summariser offline), pruning" in offline
+    sliding = ok(address, "settings", session, "--engine", "sliding-window")
+    assert "(drops the oldest messages, no summariser)" in sliding
     shown = json.loads(ok(address, "show", session, "--json"))["settings"]
-    assert shown["engine"] == "layered"
+    assert shown["engine"] == "sliding-window"
     assert shown["compaction"]["mode"] == "manual"
     assert shown["compaction"]["keepRecentTokens"] == 5000
     assert shown["compaction"]["reserveTokens"] == 0  # untouched: derived from the window

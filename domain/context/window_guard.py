@@ -60,11 +60,10 @@ def check_context_window(
     warn_below_tokens: int = WARN_BELOW_CONTEXT_TOKENS,
 ) -> WindowVerdict:
     """Block below ``hard_min_tokens``, warn below ``warn_below_tokens``, else ok."""
-    if not 0 < hard_min_tokens <= warn_below_tokens:
-        raise ValueError(
-            f"thresholds must satisfy 0 < hard_min_tokens ({hard_min_tokens}) <= "
-            f"warn_below_tokens ({warn_below_tokens})"
-        )
+    # Settings refuse thresholds out of order (WindowGuardPolicy.validate), but sessions
+    # stored before they did may hold them: read in order, their views are served.
+    hard_min_tokens = max(1, hard_min_tokens)
+    warn_below_tokens = max(hard_min_tokens, warn_below_tokens)
     where = f"the context window of {window_tokens:,} tokens (from {source})"
     if window_tokens < hard_min_tokens:
         level = WindowLevel.BLOCK

@@ -52,6 +52,12 @@ def test_thresholds_are_parameters() -> None:
     )
 
 
-def test_inconsistent_thresholds_are_refused() -> None:
-    with pytest.raises(ValueError, match="hard_min_tokens"):
-        check_context_window(100_000, "default", hard_min_tokens=40_000, warn_below_tokens=30_000)
+def test_thresholds_stored_out_of_order_are_read_in_order() -> None:
+    """Sessions stored before settings refused them may hold them; every view of such a
+    session failed (the guard raised)."""
+    kept = check_context_window(35_000, "session", hard_min_tokens=40_000, warn_below_tokens=30_000)
+    assert kept.blocked
+    assert (kept.hard_min_tokens, kept.warn_below_tokens) == (40_000, 40_000)
+    roomy = check_context_window(100_000, "default", hard_min_tokens=40_000, warn_below_tokens=0)
+    assert roomy.level is WindowLevel.OK
+    assert check_context_window(500, "session", hard_min_tokens=0).level is WindowLevel.WARN

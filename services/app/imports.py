@@ -21,25 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from domain.compaction import Compaction
-from domain.content import Entry, Role
 from domain.errors import DomainError, InvalidRequest, SessionExists, quoted
-from domain.ids import UsedIds, new_id
+from domain.ids import new_id
 from domain.session import Session
 from domain.settings import SessionSettings
 from domain.storable import check_tree
-from projections.session_history import SessionHistory
-from services.adapters.tokenizers import Tokenizer, tokenizer_for
+from services.adapters.tokenizers import tokenizer_for
 from services.adapters.transcripts import Transcript, TranscriptError, read_transcript
 from services.adapters.transcripts.ir import Record
 from services.adapters.transcripts.pi_export import export_lines
 from services.app.sessions import SessionService
+from services.app.transcript_builder import TranscriptBuilder
 
-UNANSWERED = "the transcript has no result for this call"
 EXPORT_CHUNK_BYTES = 1 << 20
 ENTRY_BYTES_STEP = 1 << 16
 _NOT_ID = re.compile(r"[^A-Za-z0-9._:@-]")
@@ -62,156 +59,6 @@ class ImportResult:
     bytes: int
     # The position of the import's last event, for a client to wait on.
     position: int = 0
-
-
-class _HistoryIds:
-    """The id lookup of a session being built: its own history knows every id."""
-
-    def __init__(self, history: SessionHistory) -> None:
-        self._history = history
-
-    def used(self, entry_ids: Collection[str], call_ids: Collection[str]) -> UsedIds:
-        return UsedIds(
-            frozenset(i for i in entry_ids if self._history.position_of(i) is not None),
-            frozenset(c for c in call_ids if self._history.call_position(c) is not None),
-        )
-
-
-class _Builder:
-    """Replays a transcript's records on a session through its commands."""
-
-    def __init__(self, session: Session, tokenizer: Tokenizer, now: datetime) -> None:
-        self.session = session
-        self.history = SessionHistory(session.id)
-        self._applied = 0
-        self._sync()
-        self.tokenizer = tokenizer
-        self.now = now
-        self.last_time = session.created_on
-        self.version_of: dict[str, int] = {}
-        self.line_of: dict[str, int] = {}  # each entry's line in the file
-        self.aliases: dict[str, str] = {}
-        self.entries = self.compactions = self.abandoned = 0
-        self._group: list[Record] = []
-
-    def _sync(self) -> None:
-        pending = self.session.pending_events
-        self.history.apply(pending[self._applied :])  # type: ignore[arg-type]
-        self._applied = len(pending)
-
-    def _count(self, entry: Entry) -> Entry:
-        return replace(
-            entry, token_count=self.tokenizer.count_entry(entry), tokenizer=self.tokenizer.name
-        )
-
-    def add(self, record: Record) -> None:
-        try:
-            if record.abandoned_reason is not None:
-                self._group.append(record)
-                return
-            self.flush()
-            self._add(record)
-        except TranscriptError:
-            raise
-        except DomainError as error:
-            raise TranscriptError(record.line, str(error)) from None
-
-    def flush(self) -> None:
-        """Closes the calls of a run of exported abandonment records, as one abandonment."""
-        if not self._group:
-            return
-        group, self._group = self._group, []
-        first = group[0]
-        try:
-            calls = [r.tool_call_id for g in group if g.entry for r in g.entry.tool_results]
-            self._abandon(calls, first.abandoned_reason or "", first.id, first.timestamp)
-        except DomainError as error:
-            raise TranscriptError(first.line, str(error)) from None
-        for record in group:
-            self.aliases[record.id] = first.id
-            self.version_of[record.id] = self.session.version
-
-    def _time(self, record: Record) -> datetime:
-        if record.timestamp is not None:
-            self.last_time = record.timestamp
-        return record.timestamp or self.now
-
-    def _abandon(
-        self, call_ids: Sequence[str], reason: str, entry_id: str, moment: datetime | None
-    ) -> None:
-        self.session.abandon_tool_calls(
-            call_ids, reason, self._count, entry_id=entry_id, timestamp=moment or self.now
-        )
-        self._sync()
-        self.abandoned += len(call_ids) or 1
-
-    def _add(self, record: Record) -> None:
-        moment = self._time(record)
-        if record.compaction is not None:
-            imported = record.compaction
-            first_kept = self.aliases.get(
-                imported.first_kept_entry_id, imported.first_kept_entry_id
-            )
-            position = self.history.position_of(first_kept)
-            if position is None:
-                raise TranscriptError(
-                    record.line,
-                    f"firstKeptEntryId {quoted(first_kept)} is not an entry before this compaction "
-                    "on its branch",
-                )
-            summary_tokens = self.tokenizer.count_text(imported.summary)
-            compaction = Compaction(
-                summary=imported.summary,
-                first_kept_entry_id=first_kept,
-                tokens_before=imported.tokens_before,
-                reason="imported",
-                details=imported.details,
-                summary_tokens=summary_tokens,
-                tokenizer=self.tokenizer.name,
-                tokens_before_source="client" if imported.tokens_before else "",
-            )
-            self.session.record_compaction(
-                compaction,
-                self.history,
-                prompt_tokens=self.history.prompt_tokens_if_cut_at(position, summary_tokens),
-                timestamp=moment,
-            )
-            self._sync()
-            self.compactions += 1
-            self.version_of[record.id] = self.session.version
-            return
-        entry = record.entry
-        assert entry is not None
-        if self.session.open_tool_calls and entry.role not in (Role.TOOL, Role.CUSTOM):
-            unanswered = list(self.session.open_tool_calls)
-            self._abandon(unanswered, UNANSWERED, f"{record.id}.abandoned", moment)
-        self.session.append(
-            [self._count(replace(entry, parent_id=None))],
-            _HistoryIds(self.history),
-            timestamp=moment,
-        )
-        self._sync()
-        self.entries += 1
-        self.version_of[record.id] = self.session.version
-        self.line_of[entry.id] = record.line
-
-    def check_servable(self) -> None:
-        """Refuses a session none of whose prompt views could be served: a message its
-        prompt keeps is over the budget alone (AppendEntries refuses such a message at
-        the write; an import of it must be refused too, not every view after it)."""
-        largest = self.history.prompt_view().largest_message()
-        if largest is None:
-            return
-        try:
-            self.session.check_fits(
-                f"the entry {quoted(largest.id)} ({largest.role.value})",
-                "entry",
-                largest.token_count,
-                "import it into a session with a larger window (the header's settings: "
-                "context_window_tokens, or a model that has one), or split the message",
-            )
-        except DomainError as error:
-            raise TranscriptError(self.line_of.get(largest.id, 0), str(error)) from None
 
 
 class ImportService:
@@ -281,7 +128,7 @@ class ImportService:
             )
         except DomainError as error:
             raise InvalidRequest(f"the imported session's settings: {error}") from None
-        main = _Builder(session, tokenizer, now)
+        main = TranscriptBuilder(session, tokenizer, now)
         for record in main_path:
             main.add(record)
         main.flush()
@@ -302,7 +149,7 @@ class ImportService:
             fork_version = main.version_of.get(path[split].id, 1) if split >= 0 else 1
             fork_id = ids.in_tenant(tenant, _fork_id(own_id, leaf.id, fork_suffixes))
             fork = Session.fork(fork_id, main_events[:fork_version], tenant)  # type: ignore[arg-type]
-            builder = _Builder(fork, tokenizer, now)
+            builder = TranscriptBuilder(fork, tokenizer, now)
             builder.version_of.update(
                 {k: v for k, v in main.version_of.items() if v <= fork_version}
             )

@@ -37,6 +37,7 @@ class SessionWasErased(PreconditionFailed):
             f"session {quoted(session_id)} was erased; it takes no more writes "
             "(start a new session)"
         )
+        self.stream = session_id
 
 
 def is_erased(metadata: object) -> bool:

@@ -5,6 +5,11 @@ maps each group to a status code. Messages quote what the caller sent with
 ``quoted``, shortened, so a refusal stays small whatever came in.
 """
 
+from __future__ import annotations
+
+import copy
+from typing import Self
+
 QUOTE_LIMIT = 80
 
 
@@ -29,6 +34,24 @@ class DomainError(Exception):
 
     reason: str = ""
     metadata: dict[str, str] = {}  # noqa: RUF012  (never mutated; instances set their own)
+    # The stream of the session the message names, where it names one by its
+    # stream: the aggregate and the projections know no other name, and a
+    # tenant's stream is not the id its caller sends (services.app.tenancy).
+    stream: str | None = None
+
+    def about(self, stream: str) -> Self:
+        """This refusal, marked as naming the session of ``stream`` by its stream."""
+        self.stream = stream
+        return self
+
+    def naming(self, name: str) -> DomainError:
+        """This refusal with its session named ``name`` instead of by its stream."""
+        if self.stream is None or name == self.stream:
+            return self
+        renamed = copy.copy(self)
+        renamed.args = (str(self).replace(quoted(self.stream), quoted(name)),)
+        renamed.stream = None
+        return renamed
 
 
 class InvalidRequest(DomainError):
@@ -51,7 +74,7 @@ class IdempotencyKeyReused(InvalidRequest):
     reason = "idempotency_key_reused"
 
     @classmethod
-    def of(cls, idempotency_key: str, version: int) -> "IdempotencyKeyReused":
+    def of(cls, idempotency_key: str, version: int) -> IdempotencyKeyReused:
         """The refusal of a key first used for the append at ``version``."""
         return cls(
             f"idempotency key {quoted(idempotency_key)} was used for a different append "

@@ -67,7 +67,9 @@ class HistoryReads(HistoryFold):
         if position is None:
             if self._loader is not None:
                 return self.whole().entry(entry_id)
-            raise EntryNotFound(f"no entry {quoted(entry_id)} in session {quoted(self.session_id)}")
+            raise EntryNotFound(
+                f"no entry {quoted(entry_id)} in session {quoted(self.session_id)}"
+            ).about(self.session_id)
         return self._at(position)
 
     def entries_upto(self, version: int) -> list[tuple[Entry, int]]:
@@ -90,7 +92,7 @@ class HistoryReads(HistoryFold):
             raise VersionOutOfRange(
                 f"session {quoted(self.session_id)} did not exist yet at {moment.isoformat()}; "
                 f"it starts at {self._event_times[0].isoformat()}"
-            )
+            ).about(self.session_id)
         return version + self._time_offset
 
     def resolve_version(self, version: int | None) -> int:
@@ -100,7 +102,7 @@ class HistoryReads(HistoryFold):
             raise VersionOutOfRange(
                 f"version {version} is out of range; session {quoted(self.session_id)} has "
                 f"versions 1 to {self.version}"
-            )
+            ).about(self.session_id)
         return version
 
     def _earlier(self, version: int) -> Self | None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from domain.errors import DomainError
 from domain.streams import (
     DEFAULT_TENANT,
     TENANT_SCOPE,
@@ -95,13 +96,25 @@ def tenant_filter() -> str | None:
 def calling_as(principal: Principal) -> Iterator[None]:
     """Runs the block as ``principal``. Restores the earlier caller rather than
     resetting a token: a streaming handler's generator may be finished from
-    another context than the one it started in."""
+    another context than the one it started in. A refusal that names one of
+    the caller's sessions by its stream names it by the id the caller sends."""
     earlier = _caller.get()
     _caller.set(principal)
     try:
         yield
+    except DomainError as refusal:
+        if refusal.stream is None:
+            raise
+        raise refusal.naming(_own_name(refusal.stream, principal)) from None
     finally:
         _caller.set(earlier)
+
+
+def _own_name(stream: str, principal: Principal) -> str:
+    """The stream's session as the principal names it (SessionIds.client, for a
+    stream whose tenant is written in it)."""
+    tenant, scoped, own = stream.rpartition(TENANT_SCOPE)
+    return own if scoped and tenant == principal.tenant else stream
 
 
 @dataclass(frozen=True)

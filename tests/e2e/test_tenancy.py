@@ -12,6 +12,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -387,6 +388,31 @@ def test_an_erasure_records_the_authenticated_caller(world: World) -> None:
     bob.CreateSession(pb.CreateSessionRequest(session_id="b-erase-2"))
     erased = bob.EraseSession(pb.EraseSessionRequest(session_id="b-erase-2", reason="request"))
     assert erased.erasure.erased_by == "bob"
+
+
+def test_refusals_name_a_tenants_session_by_the_id_it_sends(world: World) -> None:
+    """The store keeps a tenant's session in the stream 'a/a-1'; the tenant
+    names it 'a-1', and so does every refusal it gets, the admin 'a/a-1'."""
+    alice, root = world.stubs["alice"], world.stubs["root"]
+
+    def view(store: Stub, name: str) -> object:
+        return store.GetPromptView(pb.GetPromptViewRequest(session_id=name, version=999))
+
+    def fork(store: Stub, name: str) -> object:
+        request = pb.ForkSessionRequest(session_id=name, version=999, new_session_id="a-fork")
+        return store.ForkSession(request)
+
+    for call in (view, fork):
+        message = refused(partial(call, alice, "a-1"), grpc.StatusCode.OUT_OF_RANGE)
+        assert "session 'a-1' has versions" in message and "a/a-1" not in message
+        message = refused(partial(call, root, "a/a-1"), grpc.StatusCode.OUT_OF_RANGE)
+        assert "session 'a/a-1' has versions" in message
+    alice.CreateSession(pb.CreateSessionRequest(session_id="a-erased"))
+    alice.EraseSession(pb.EraseSessionRequest(session_id="a-erased", reason="request"))
+    message = refused(
+        lambda: append(alice, "a-erased", user("after")), grpc.StatusCode.FAILED_PRECONDITION
+    )
+    assert message.startswith("session 'a-erased' was erased"), message
 
 
 def test_calls_without_a_known_token_are_unauthenticated_and_health_stays_open(

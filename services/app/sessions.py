@@ -257,6 +257,7 @@ class SessionService:
         entry_id: str = "",
         new_session_id: str = "",
         choose: Callable[[SessionSettings], SessionSettings] | None = None,
+        sets_window: bool = False,
     ) -> Session:
         return self.commands.forks.fork_session(
             session_id,
@@ -264,6 +265,7 @@ class SessionService:
             entry_id=entry_id,
             new_session_id=new_session_id,
             choose=choose,
+            sets_window=sets_window,
         ).session
 
     # -- queries --------------------------------------------------------------------

@@ -80,6 +80,7 @@ class SessionRpcs(RpcBase):
             choose=(lambda current: mapping.settings_from_pb(request.settings, current))
             if request.HasField("settings")
             else None,
+            sets_window=request.settings.context_window_tokens > 0,
         )
         return self._written(mapping.session_to_pb(fork.session), fork.position)
 

@@ -337,6 +337,15 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
     message = refused(lambda: view(store, session.id), grpc.StatusCode.FAILED_PRECONDITION)
     assert "8,192 tokens (from learned)" in message
     assert "set context_window_tokens" in message
+    # A fork that names a window takes it over the lesson; one that does not keeps it.
+    fork = store.ForkSession(
+        pb.ForkSessionRequest(
+            session_id=session.id, settings=pb.SessionSettings(context_window_tokens=20_000)
+        )
+    )
+    assert view(store, fork.id).context_window_tokens == 20_000
+    fork = store.ForkSession(pb.ForkSessionRequest(session_id=session.id))
+    refused(lambda: view(store, fork.id), grpc.StatusCode.FAILED_PRECONDITION)
 
     def set_window(tokens: int) -> pb.Session:
         return store.UpdateSettings(

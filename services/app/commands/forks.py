@@ -38,11 +38,16 @@ class ForkCommands:
         entry_id: str = "",
         new_session_id: str = "",
         choose: Callable[[SessionSettings], SessionSettings] | None = None,
+        sets_window: bool = False,
     ) -> Written[None]:
         """A new session whose history is the parent's up to ``version`` (or up to the
         version that appended ``entry_id``; now when neither), with the settings
-        ``choose`` makes recorded after the copy. The parent is not touched."""
-        fork, read_at = self.copied(session_id, version, entry_id, new_session_id, choose)
+        ``choose`` makes recorded after the copy. The parent is not touched.
+        ``sets_window``: those settings name ``context_window_tokens``, which then
+        supersedes a smaller window an overflow taught the parent (as UpdateSettings)."""
+        fork, read_at = self.copied(
+            session_id, version, entry_id, new_session_id, choose, sets_window=sets_window
+        )
         return self.save_fork(fork, session_id, read_at)
 
     def copied(
@@ -52,6 +57,8 @@ class ForkCommands:
         entry_id: str,
         new_session_id: str,
         choose: Callable[[SessionSettings], SessionSettings] | None,
+        *,
+        sets_window: bool = False,
     ) -> tuple[Session, int]:
         """The fork, not saved yet, and the parent's version when it was read."""
         access = self.writes.access
@@ -81,6 +88,7 @@ class ForkCommands:
                 self.rules.context_window(settings),
                 max_entry_bytes_limit=self.rules.max_content_bytes,
                 largest_message_tokens=history.prompt_view(version).largest_message_tokens(),
+                sets_window=sets_window,
             )
         return fork, history.version
 

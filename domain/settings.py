@@ -124,7 +124,8 @@ class CompactionPolicy:
     # Empty: the offline summariser, which needs no model, key or network.
     summarizer_model: str = ""
     identifier_policy: str = "preserve"
-    # auto: on threshold, overflow and request; manual: on overflow and request; off: never.
+    # auto: on threshold, overflow and request; manual: on overflow and request; off: only
+    # on request (an overflow is recorded, and what it stated learned, but nothing compacted).
     mode: str = "auto"
     # Free after a compaction, at least; 0: min(20,000, window / 4).
     reserve_floor_tokens: int = 0

@@ -171,8 +171,9 @@ class ContextService:
         provider_format: str,
         deadline: float | None,
     ) -> ServedView:
-        """SPEC 3.3 (a): truncate oversized tool results, then compact; at most
-        ``max_attempts`` reports a turn, then ``compaction_failure``."""
+        """SPEC 3.3 (a): truncate oversized tool results, then compact (not with
+        compaction.mode 'off'); at most ``max_attempts`` reports a turn, then
+        ``compaction_failure``."""
         session = self.sessions.aggregate(session_id)
         model = session.settings.model
         provider = report.provider or model_metadata.provider(model) or "openai"
@@ -195,8 +196,36 @@ class ContextService:
             session_id,
             replace(report, provider=provider, kind=verdict.kind, stated=stated.as_tuple()),
         )
+        if policy.mode == "off":
+            # Recorded, and what it stated learned; compacting is left to the client.
+            actions = [
+                EngineAction(
+                    "not_compacted",
+                    "compaction.mode is 'off': the overflow is recorded and nothing is "
+                    "compacted; compact on request (Compact), or set compaction.mode to "
+                    "'manual' or 'auto' for the store to compact on overflow",
+                )
+            ]
+        else:
+            stated_any = bool(stated.window_tokens or stated.prompt_tokens)
+            actions = [self._compact_for_overflow(session_id, session, stated_any)]
+        served = self.prompt_view(session_id, AsOf(), provider_format, deadline)
+        return ServedView(
+            served.view,
+            served.rendered,
+            served.verdict,
+            served.budget,
+            served.engine,
+            (*actions, *served.actions),
+        )
+
+    def _compact_for_overflow(
+        self, session_id: str, session: Session, stated: bool
+    ) -> EngineAction:
+        """SPEC 3.3 (a): with figures stated, compact to the budget they taught; without,
+        trim the largest results first, then aim well below the refused prompt."""
         engine = self.engines.get(session.settings.engine)
-        if stated.window_tokens or stated.prompt_tokens:
+        if stated:
             # What it stated is learned: the session's own budget now fits the provider.
             request = CompactionRequest(
                 Trigger.OVERFLOW, force=True, attempt=session.overflow_attempts
@@ -212,16 +241,7 @@ class ContextService:
                 budget_tokens=int(refused.calibrated_tokens * OVERFLOW_TARGET_SHARE),
                 truncate_first=True,
             )
-        actions = [engine.compact(session_id, request).action()]
-        served = self.prompt_view(session_id, AsOf(), provider_format, deadline)
-        return ServedView(
-            served.view,
-            served.rendered,
-            served.verdict,
-            served.budget,
-            served.engine,
-            (*actions, *served.actions),
-        )
+        return engine.compact(session_id, request).action()
 
     def context_report(self, session_id: str) -> ContextReport:
         history = self.sessions.history(session_id)

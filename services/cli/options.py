@@ -107,7 +107,8 @@ def context_setting_options(command: F) -> F:
         click.option(
             "--compaction-mode",
             type=click.Choice(["auto", "manual", "off"]),
-            help="auto: on threshold, overflow and request; manual: overflow and request; off.",
+            help="auto: on threshold, overflow and request; manual: overflow and request; "
+            "off: only on request (compact).",
         ),
         click.option(
             "--threshold",

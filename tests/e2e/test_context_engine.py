@@ -388,6 +388,26 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
     assert in_force() == (20_000, "session")
 
 
+def test_with_compaction_off_an_overflow_is_recorded_and_nothing_compacted(
+    store: Stub,
+) -> None:
+    """Mode 'off' leaves compacting to the client: an overflow teaches the window it
+    states, and only a request compacts."""
+    session = create(store, model="gpt-4o", compaction=pb.CompactionPolicy(mode="off"))
+    for n in range(4):
+        turn(store, session.id, n, output_chars=12_000)
+    refused_view = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    error = overflow_error(20_000, refused_view.estimated_tokens + 5_000)
+    answer = report_overflow(store, refused_view, error)
+    assert answer.actions[0].kind == "not_compacted"
+    assert "compaction.mode is 'off'" in answer.actions[0].detail
+    assert answer.context_window_tokens == 20_000
+    assert of_kind(store, session.id, "overflow_reported")
+    assert not of_kind(store, session.id, "compaction_recorded")
+    assert store.Compact(pb.CompactRequest(session_id=session.id, force=True)).compacted
+    assert of_kind(store, session.id, "compaction_recorded")
+
+
 def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
     session = create(store, model="gpt-4o")
     append(store, session.id, user("hi"))

@@ -848,7 +848,8 @@ class CompactionPolicy(_message.Message):
     """"preserve" (default), "anonymize" or "custom"."""
     mode: _builtins.str
     """"auto" (default): on threshold, overflow and request; "manual": on overflow
-    and request; "off": never.
+    and request; "off": only on request (Compact): an overflow is recorded, and
+    the window it states learned, but nothing is compacted.
     """
     reserve_floor_tokens: _builtins.int
     """At least this many tokens free after a compaction; 0: min(20,000, W / 4)."""
@@ -2490,7 +2491,8 @@ class EngineAction(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
     """"compacted", "waited_for_compaction", "compaction_running", "pruned",
-    "truncated", "compaction_failed"; "fitted_to_message" (the view was larger than
+    "truncated", "compaction_failed", "not_compacted" (an overflow report that
+    compacted nothing: why, in detail); "fitted_to_message" (the view was larger than
     one message carries: brought within it by a tighter budget, sizes in detail);
     "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
     marked context block before the newest user turn) or "recall_skipped".

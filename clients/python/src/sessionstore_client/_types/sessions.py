@@ -101,7 +101,8 @@ class CompactionPolicy:
     #: "preserve" (default), "anonymize" or "custom".
     identifier_policy: str | None = None
     #: "auto" (default): on threshold, overflow and request; "manual": on overflow
-    #: and request; "off": never.
+    #: and request; "off": only on request (Compact): an overflow is recorded, and
+    #: the window it states learned, but nothing is compacted.
     mode: str | None = None
     #: At least this many tokens free after a compaction; 0: min(20,000, W / 4).
     reserve_floor_tokens: int | None = None

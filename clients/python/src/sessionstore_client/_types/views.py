@@ -211,7 +211,8 @@ class EngineAction:
 
     PROTO: ClassVar[str] = "sessionstore.v1.EngineAction"
     #: "compacted", "waited_for_compaction", "compaction_running", "pruned",
-    #: "truncated", "compaction_failed"; "fitted_to_message" (the view was larger than
+    #: "truncated", "compaction_failed", "not_compacted" (an overflow report that
+    #: compacted nothing: why, in detail); "fitted_to_message" (the view was larger than
     #: one message carries: brought within it by a tighter budget, sizes in detail);
     #: "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
     #: marked context block before the newest user turn) or "recall_skipped".

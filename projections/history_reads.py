@@ -167,6 +167,17 @@ class HistoryReads(HistoryFold):
         )
         return summary_tokens + kept
 
+    def covered_if_cut_at(self, position: int) -> list[Entry]:
+        """The entries a compaction keeping ``position`` on would replace: the durable
+        log's before it, its pinned system entries aside (as the engine's plan counts)."""
+        if position < self._base:
+            return self.whole().covered_if_cut_at(position)
+        return [
+            e
+            for e in self.prompt_view().log.entries
+            if e.role is not Role.SYSTEM and self._positions[e.id] < position
+        ]
+
     def prompt_tokens_if_pruned(self, decisions: Sequence[PruneDecision]) -> int:
         """The prompt's message tokens now (the system prompt aside), were ``decisions``
         recorded: each replaces the entry's current prune."""

@@ -403,6 +403,9 @@ def test_compaction_replaces_the_head_of_the_durable_log_and_replay_still_sees_i
     )
     assert recorded.version == 5
     assert recorded.compaction.summary_tokens > 0
+    receipt = recorded.compaction
+    covered = (receipt.first_covered_entry_id, receipt.last_covered_entry_id)
+    assert covered == (ids[0], ids[3]) and receipt.entries_covered == 4
 
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
     assert log.compaction.first_kept_entry_id == ids[4]

@@ -72,12 +72,16 @@ class CompactionCommands:
                 prompt_tokens = history.prompt_tokens_if_cut_at(position, counted.summary_tokens)
                 view = history.prompt_view()
                 source = f"tokenizer:{tokenizer.name}"
+                covered = history.covered_if_cut_at(position)
                 counted = replace(
                     counted,
                     tokens_before=view.estimated_tokens - view.system_prompt.tokens.total,
                     tokens_after=prompt_tokens,
                     tokens_before_source=source,
                     tokens_after_source=source,
+                    first_covered_entry_id=covered[0].id if covered else "",
+                    last_covered_entry_id=covered[-1].id if covered else "",
+                    entries_covered=len(covered),
                 )
             return session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
 

@@ -21,6 +21,7 @@ from domain.content import (
     validate_entry_ids,
 )
 from domain.context.calibration import TokenLesson, learn_tokens
+from domain.context.fit_planner import HARD_DROP_NOTE_TOKENS
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
 from domain.errors import DuplicateEntry, InvalidRequest, ToolCallsOpen, UnknownToolCall, quoted
 from domain.ids import IdLookup, UsedIds, new_id
@@ -113,10 +114,16 @@ class AppendCommands(SessionState):
         labels: Sequence[str],
     ) -> None:
         """Refuses an entry that, as the prompt would show it and beside the system
-        prompt, is over the budget. Tool results never are (the guard caps them, and
-        pruning can clear them); a message may be."""
-        for label, entry in zip(labels, entries, strict=True):
+        prompt, is over the budget. Tool results never are: the guard caps them, and
+        where its cap leaves too little room beside the system prompt, the view trims
+        or clears them further. A message may be; after other entries, it needs room
+        for the note of a hard drop of those too."""
+        for offset, (label, entry) in enumerate(zip(labels, entries, strict=True)):
+            if entry.role is Role.TOOL:
+                continue
             shown = entry.token_count - guard_savings((entry,), guarded)
+            if self.entry_count + offset:
+                shown += HARD_DROP_NOTE_TOKENS
             self.check_fits(
                 f"{label} ({entry.role.value})",
                 "entry",

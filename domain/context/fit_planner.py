@@ -29,6 +29,11 @@ from domain.content import Entry, Role
 from domain.context.cuts import CallIndex, is_valid_cut, turn_start
 from domain.pruning import PruneDecision
 
+# The least room the note of a hard drop takes (how many entries went, their ids,
+# that the store keeps them), in the store's estimate: what a message accepted
+# beside the system prompt needs beside it once the history before it must go.
+HARD_DROP_NOTE_TOKENS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Trim:

@@ -13,7 +13,7 @@ in the store.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt
@@ -22,7 +22,7 @@ from domain.context.budget import ContextBudget
 from domain.context.chain import HARD_DROP
 from domain.context.current_request import current_request, with_current_request
 from domain.context.cuts import turn_start
-from domain.context.fit_planner import FitPlan, Trim, plan_fit
+from domain.context.fit_planner import HARD_DROP_NOTE_TOKENS, FitPlan, Trim, plan_fit
 from domain.context.summary import summarize_offline
 from domain.errors import DomainError
 from domain.pruning import PruneAction, PruneDecision
@@ -60,14 +60,14 @@ def fit(
         return CompactionOutcome(False, "the prompt is within its threshold")
     entries = view.as_sent()
     carried = _carried(view, entries)
-    plan = _plan(view, entries, budget, tuple(session.open_tool_calls), carried)
+    plan, summary_room = _plan(view, entries, budget, tuple(session.open_tool_calls), carried)
     statistics = plan.to_dict(entries)
     if not plan.fits or (plan.cut is None and not plan.prunes):
         return CompactionOutcome(False, plan.reason, statistics)
     summary = ""
     dropped: list[Entry] = []
     if plan.cut is not None:
-        summary = _summary(view, entries, plan, budget, request, carried)
+        summary = _summary(view, entries, plan, summary_room, request, carried)
         dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
         # Forced on a prompt that fits its target, the least drop that fits can weigh
         # less than its note, which rolls up the summary in force too: the session
@@ -127,26 +127,29 @@ def _plan(
     budget: ContextBudget,
     open_call_ids: Sequence[str],
     carried: tuple[str, str] | None,
-) -> FitPlan:
-    """The plan for the target if one fits it, else for the budget itself."""
+) -> tuple[FitPlan, int]:
+    """The plan for the target if one fits it, else for the budget itself; with room
+    for a summary, else for the hard drop's note alone (a message that takes nearly
+    the whole budget leaves no more). Answers the plan and the summary's room."""
     tokenizer = tokenizer_for(view.settings.model)
     carried_tokens = tokenizer.count_text(carried[1]) if carried else 0
     trims = trim_options(view)
     plan = None
-    for limit in (budget.target_estimate, budget.budget_estimate):
-        plan = plan_fit(
-            entries,
-            system_tokens=view.system_prompt.tokens.total,
-            limit=limit,
-            summary_tokens=summary_tokens(budget) + carried_tokens,
-            summary_in_force_tokens=view.log.summary_tokens,
-            open_call_ids=open_call_ids,
-            trims=trims,
-        )
-        if plan.fits:
-            break
+    for room in (summary_tokens(budget), HARD_DROP_NOTE_TOKENS):
+        for limit in (budget.target_estimate, budget.budget_estimate):
+            plan = plan_fit(
+                entries,
+                system_tokens=view.system_prompt.tokens.total,
+                limit=limit,
+                summary_tokens=room + carried_tokens,
+                summary_in_force_tokens=view.log.summary_tokens,
+                open_call_ids=open_call_ids,
+                trims=trims,
+            )
+            if plan.fits:
+                return plan, room
     assert plan is not None
-    return plan
+    return plan, HARD_DROP_NOTE_TOKENS
 
 
 def summary_tokens(budget: ContextBudget) -> int:
@@ -154,6 +157,17 @@ def summary_tokens(budget: ContextBudget) -> int:
     return min(
         budget.in_estimate(budget.summary_max_tokens),
         budget.target_estimate // SUMMARY_TARGET_SHARE,
+    )
+
+
+def _short(notice: str, dropped: Sequence[Entry], count: Callable[[str], int]) -> str:
+    """No room for a summary: the note alone says what went and where it is, naming
+    the entries only when their ids leave it within the note's room."""
+    if count(notice) <= HARD_DROP_NOTE_TOKENS:
+        return notice
+    return (
+        f"[{len(dropped)} earlier entries were left out to fit the context window; the "
+        "store keeps each of them whole.]"
     )
 
 
@@ -193,7 +207,7 @@ def _summary(
     view: PromptView,
     entries: Sequence[Entry],
     plan: FitPlan,
-    budget: ContextBudget,
+    room: int,
     request: CompactionRequest,
     carried: tuple[str, str] | None,
 ) -> str:
@@ -206,14 +220,18 @@ def _summary(
         "store keeps each of them whole.]"
     )
     tokenizer = tokenizer_for(view.settings.model)
-    summary = summarize_offline(
-        dropped,
-        previous_summary=previous,
-        instructions=request.instructions,
-        identifier_policy=view.settings.compaction.identifier_policy,
-        notes=(notice,),
-        count=tokenizer.count_text,
-        max_tokens=summary_tokens(budget),
+    summary = (
+        summarize_offline(
+            dropped,
+            previous_summary=previous,
+            instructions=request.instructions,
+            identifier_policy=view.settings.compaction.identifier_policy,
+            notes=(notice,),
+            count=tokenizer.count_text,
+            max_tokens=room,
+        )
+        if room > HARD_DROP_NOTE_TOKENS
+        else _short(notice, dropped, tokenizer.count_text)
     )
     if plan.carried is not None:
         user = next(e for e in entries if e.id == plan.carried)

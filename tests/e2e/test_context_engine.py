@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, append, refused, text, tool_call, tool_result, user
 from tests.support.fake_provider import FakeProvider, delay, fail
+from tests.support.texts import code_text, log_text
 
 CJK = "上下文窗口的管理需要精确地计算词元数量否则压缩会来得太晚。"
 
@@ -124,6 +126,25 @@ def test_a_large_tool_output_is_truncated_in_the_view_and_kept_whole(store: Stub
     assert view(store, session.id, version=served.version).request_hash == served.request_hash
 
 
+def test_a_tool_result_beside_a_large_system_prompt_is_trimmed_to_fit_not_refused(
+    store: Stub,
+) -> None:
+    """The guard's cap comes from the window alone; beside a system prompt that leaves
+    less room than the cap, the result is trimmed further in the view. Refusing it
+    would leave its call open with nothing the agent could send instead."""
+    session = create(store, model="gpt-4o", context_window_tokens=16_384)
+    system = pb.SystemPrompt(text=code_text(random.Random(3), 40_000))
+    store.SetSystemPrompt(pb.SetSystemPromptRequest(session_id=session.id, system_prompt=system))
+    append(store, session.id, user("run the tests please"))
+    append(store, session.id, tool_call("call_1", "bash", {"command": "pytest"}))
+    output = log_text(random.Random(1), 30_000, "FAILED tests/test_x.py::test_y")
+    append(store, session.id, tool_result("call_1", output, is_error=True))
+    served = view(store, session.id)
+    assert served.estimated_tokens <= served.budget_tokens
+    assert "FAILED tests/test_x.py::test_y" in served.messages_json
+    assert not store.GetSession(pb.GetSessionRequest(session_id=session.id)).open_tool_call_ids
+
+
 # -- 3. compaction by threshold --------------------------------------------------------
 
 
@@ -156,6 +177,33 @@ def test_a_long_session_compacts_by_itself_and_every_view_fits(store: Stub) -> N
             earlier.messages_json,
             earlier.request_hash,
         )
+
+
+def test_a_user_message_accepted_at_its_write_is_served_whatever_came_before(
+    store: Stub,
+) -> None:
+    """A message that fits beside the system prompt is accepted; the history before it
+    then goes for a note short enough to leave it room, however little that is."""
+    for turns in (0, 1, 3):
+        session = create(store, model="gpt-4o", context_window_tokens=16_384)
+        for n in range(turns):
+            append(store, session.id, user(f"turn {n}: run the tests"))
+            append(store, session.id, tool_call(f"call_{n}", "bash", {"command": "pytest"}))
+            output = log_text(random.Random(n), 8_000, "3 passed")
+            append(store, session.id, tool_result(f"call_{n}", output))
+            append(store, session.id, text(pb.ROLE_ASSISTANT, "done"))
+        body = code_text(random.Random(9), 42_000) + "\nPlease review this file."
+        appended = store.AppendEntries(
+            pb.AppendEntriesRequest(
+                session_id=session.id,
+                entries=[user(body)],
+                view_after_append=pb.ViewAfterAppend(format=pb.PROMPT_FORMAT_OPENAI),
+            )
+        )
+        assert not appended.view_after_append_error, (turns, appended.view_after_append_error)
+        served = view(store, session.id)
+        assert served.estimated_tokens <= served.budget_tokens
+        assert json.loads(served.messages_json)[-1]["content"] == body
 
 
 # -- 4. overflow reports ---------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Erasure and forks at the service: a fork racing its parent's erasure, and forks
-of another tenant. (The raw-database proofs are in tests/e2e/test_erasure_forks.py.)"""
+that stay in their parent's tenant. (The raw-database proofs are in
+tests/e2e/test_erasure_forks.py.)"""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from domain.errors import InvalidRequest
+from domain.session import Session
 from domain.session_events import SessionErased
 from services.app import tenancy
 from services.app.sessions import SessionService
@@ -57,7 +60,7 @@ def test_a_fork_saved_while_its_parent_is_erased_is_erased_too(
         assert forker.store.indexing.data_keys("f", 0, None) == []
 
 
-def test_forks_of_another_tenant_are_not_erased_with_the_parent() -> None:
+def test_a_fork_stays_in_its_parents_tenant_and_is_erased_with_it() -> None:
     service = build_service(Config(database_url="memory:"))
     admin = tenancy.Principal("root", "ops", tenancy.Role.ADMIN)
     alice = tenancy.Principal("alice", "a", tenancy.Role.TENANT)
@@ -67,15 +70,23 @@ def test_forks_of_another_tenant_are_not_erased_with_the_parent() -> None:
         service.create_session(parent, lambda d: d)
         service.append(parent, [user("secret words", id="u1")])
         service.fork_session(parent, new_session_id=own)
-    with tenancy.calling_as(admin):  # an admin's fork belongs to the admin's tenant
-        theirs = service.ids.stream("theirs")
-        service.fork_session(parent, new_session_id=theirs)
-    assert (parent, own, theirs) == ("a/p", "a/own", "ops/theirs")
+    with tenancy.calling_as(admin):
+        # An admin's fork of a tenant's session is that tenant's, named or not.
+        with pytest.raises(InvalidRequest, match="stays in its parent's tenant 'a'"):
+            service.fork_session(parent, new_session_id=service.ids.stream("theirs"))
+        theirs = service.fork_session(parent, new_session_id="a/theirs").id
+        unnamed = service.fork_session(parent).id
+    assert (parent, own, theirs) == ("a/p", "a/own", "a/theirs")
+    assert unnamed.startswith("a/")
+    # Stored before forks stayed in their parent's tenant: another tenant's copy.
+    copied = Session.fork("ops/old", service.store.session_events(parent), tenant="ops")
+    service.commands.forks.save_fork(copied, parent, copied.forked_at_version)
     with tenancy.calling_as(alice):
         _, erased, forks = service.erase_session(parent, erased_by="", reason="asked")
     assert isinstance(erased, SessionErased) and erased.erased_by == "alice"
-    assert forks == [own]
-    assert service.get_session(own).erased
-    assert not service.get_session(theirs).erased
-    assert "secret" in _contents(service, theirs)
+    # Every copy is erased; another tenant's is not named to the caller.
+    assert sorted(forks) == sorted([own, theirs, unnamed])
+    for fork in (own, theirs, unnamed, "ops/old"):
+        assert service.get_session(fork).erased
+        assert "secret" not in _contents(service, fork)
     service.close()

@@ -3477,7 +3477,9 @@ class ForkSessionRequest(_message.Message):
     entry_id: _builtins.str
     """At the version that appended this entry."""
     new_session_id: _builtins.str
-    """Optional; generated when empty."""
+    """Optional; generated when empty. A fork stays in its parent's tenant: an
+    admin forking another tenant's session names the fork "tenant/id".
+    """
     @_builtins.property
     def settings(self) -> Global___SessionSettings:
         """Settings of the fork that differ from the parent's (recorded after the copy)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from domain.erasure import SessionWasErased, plan_erasure
-from domain.errors import InvalidRequest, SessionNotFound
+from domain.errors import InvalidRequest
 from domain.session import Session
 from domain.session_events import EntriesErased, SessionErased
 from services.app import tenancy
@@ -84,9 +84,11 @@ class ErasureCommands:
         self, root: Session, entry_ids: Sequence[str] | None, *, erased_by: str, reason: str
     ) -> tuple[list[str], int | None]:
         """Follows an erasure of ``root`` (whole when ``entry_ids`` is None) into the
-        sessions forked from it, and from those, in its tenant: each fork records an
-        erasure of its own of what it copied. Answers the forks erased in, and the
-        position of the last erasure written in one.
+        sessions forked from it, and from those: each fork records an erasure of its
+        own of what it copied. Answers the forks erased in (those of root's tenant: a
+        fork an admin made in another tenant, before forks stayed in their parent's,
+        is erased in too, but not named to the caller), and the position of the last
+        erasure written in one.
 
         Forks are found by the links their own transactions wrote (the id index),
         never by a read model that may lag behind. A fork saved while this runs is
@@ -102,16 +104,16 @@ class ErasureCommands:
                 if fork_id in seen:
                     continue
                 seen.add(fork_id)
-                try:
+                # The copy is of the caller's content, wherever it was put.
+                with tenancy.calling_as(tenancy.UNRESTRICTED):
                     followed = self.follow_erasure(
                         fork_id, root, ids, copied_upto, erased_by=erased_by, reason=reason
                     )
-                except SessionNotFound:
-                    continue  # another tenant's fork: not this caller's to erase
                 copied = followed.result
                 position = followed.position or position
                 if copied is None or copied:
-                    erased.append(fork_id)
+                    if self.writes.access.ids.tenant_and_id(fork_id)[0] == root.tenant:
+                        erased.append(fork_id)
                     pending.append((fork_id, copied))
         return erased, position
 
@@ -127,12 +129,9 @@ class ErasureCommands:
     ) -> Written[Sequence[str] | None]:
         """Erases in one fork what it copied of an erasure: the whole fork (answers None),
         or those of the entries it copied, appended at or before ``copied_upto`` (answers
-        them; an entry the fork appended itself may reuse an id, and is not touched).
-        A fork of another tenant is refused as SessionNotFound."""
+        them; an entry the fork appended itself may reuse an id, and is not touched)."""
 
         def command(fork: Session) -> Sequence[str] | None:
-            if fork.tenant != root.tenant:
-                raise SessionNotFound(fork_id)
             if entry_ids is None:
                 if not fork.erased:
                     fork.erase(erased_by=erased_by, reason=reason, erased_with=root.id)

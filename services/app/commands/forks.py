@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from domain.erasure import SessionWasErased
-from domain.errors import EntryNotFound, SessionNotFound, quoted
+from domain.errors import EntryNotFound, InvalidRequest, quoted
 from domain.ids import new_id
 from domain.session import Session
 from domain.session_events import EntriesErased
@@ -74,10 +73,18 @@ class ForkCommands:
                 )
             version = history.entry_version(position)
         version = history.resolve_version(version)
-        fork_id = new_session_id or access.ids.stream(new_id())
+        # A fork stays in its parent's tenant: an erasure there must reach every copy.
+        tenant = access.ids.tenant_and_id(session_id)[0]
+        fork_id = new_session_id or access.ids.in_tenant(tenant, new_id())
+        if access.ids.tenant_and_id(fork_id)[0] != tenant:
+            raise InvalidRequest(
+                f"a fork stays in its parent's tenant {quoted(tenant)}: name the new session "
+                f"{quoted(access.ids.client(access.ids.in_tenant(tenant, 'ID')))}, or leave "
+                "new_session_id empty"
+            )
         access.check_new_session_id(fork_id)
         events = self.writes.store.session_events(session_id, upto=version)
-        fork = Session.fork(fork_id, events, tenant=access.ids.tenant_and_id(fork_id)[0])
+        fork = Session.fork(fork_id, events, tenant=tenant)
         if choose is not None:
             settings = choose(fork.settings)
             self.rules.check(settings)
@@ -104,14 +111,13 @@ class ForkCommands:
         parent = self.writes.access.load(parent_id)
         for erasure in erasures:
             ids = list(erasure.entry_ids) if isinstance(erasure, EntriesErased) else None
-            with contextlib.suppress(SessionNotFound):  # forked into another tenant
-                followed = self.erasure.follow_erasure(
-                    fork.id,
-                    parent,
-                    ids,
-                    fork.forked_at_version,
-                    erased_by=erasure.erased_by,
-                    reason=erasure.reason,
-                )
-                position = followed.position or position
+            followed = self.erasure.follow_erasure(
+                fork.id,
+                parent,
+                ids,
+                fork.forked_at_version,
+                erased_by=erasure.erased_by,
+                reason=erasure.reason,
+            )
+            position = followed.position or position
         return Written(self.writes.access.load(fork.id), None, position)

@@ -111,7 +111,8 @@ class ForkSessionRequest:
     version: int | None = None
     #: At the version that appended this entry.
     entry_id: str | None = None
-    #: Optional; generated when empty.
+    #: Optional; generated when empty. A fork stays in its parent's tenant: an
+    #: admin forking another tenant's session names the fork "tenant/id".
     new_session_id: str = ""
     #: Settings of the fork that differ from the parent's (recorded after the copy).
     settings: SessionSettings | None = None

@@ -19,6 +19,7 @@ from domain.session_events import (
     Event,
     OverflowReported,
     PruneRecorded,
+    Started,
     ToolCallsAbandoned,
 )
 from services.observability.labels import BoundedLabels
@@ -37,7 +38,7 @@ class StoreEvents:
         self._tokenizers = BoundedLabels(20)
 
     def saved(self, _session: Session, events: Sequence[Event]) -> None:
-        for event in events:
+        for event in _written(events):
             handle = getattr(self, f"_{type(event).__name__}", None)
             if handle is not None:
                 handle(event)
@@ -80,6 +81,15 @@ class StoreEvents:
             self._metrics.pruned_entries.labels(decision.action.value).inc()
         saved = sum(max(0, stored - kept) for stored, kept in event.chars)
         self._metrics.prune_chars_saved.inc(saved)
+
+
+def _written(events: Sequence[Event]) -> Sequence[Event]:
+    """The events a save wrote, less those a fork copied from its parent: the parent's
+    appends, compactions and prunes were counted when the parent saved them."""
+    first = events[0] if events else None
+    if isinstance(first, Started) and first.forked_at_version:
+        return [e for e in events if e.originator_version > first.forked_at_version]
+    return events
 
 
 def _trigger(reason: str) -> str:

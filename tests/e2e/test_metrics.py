@@ -129,6 +129,24 @@ def test_the_endpoint_passes_promtool_and_counts_what_was_done(
     assert samples(exposition)[("sessionstore_write_races_lost_total", frozenset())] == 0
 
 
+def test_a_fork_counts_none_of_what_it_copies(observed: RunningServer) -> None:
+    """Its parent's appends, compaction and prune were counted when they were made."""
+    with _stub(observed) as store:
+        _workload(store)
+        before = scrape(observed.metrics_port)
+        (session,) = store.ListSessions(pb.ListSessionsRequest()).sessions
+        store.ForkSession(pb.ForkSessionRequest(session_id=session.id))
+    after = scrape(observed.metrics_port)
+    for name in (
+        "sessionstore_appends_total",
+        "sessionstore_entries_appended_total",
+        "sessionstore_entry_bytes_total",
+        "sessionstore_prunes_total",
+        "sessionstore_compactions_total",
+    ):
+        assert value(after, name) == value(before, name) > 0, name
+
+
 def _workload(store: pb_grpc.SessionStoreStub) -> pb.Compaction:
     """Three turns, a view whole then as a delta, a compaction, a prune, a refusal."""
     session = store.CreateSession(

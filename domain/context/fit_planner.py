@@ -79,6 +79,7 @@ def plan_fit(
     summary_in_force_tokens: int = 0,
     open_call_ids: Collection[str] = (),
     trims: Mapping[str, Sequence[Trim]] | None = None,
+    cut_inside_turn: bool = True,
 ) -> FitPlan:
     """What to drop and trim so the prompt (``entries``, counted as shown, beside a
     system prompt of ``system_tokens``) fits ``limit``; see the module's order. A cut
@@ -134,7 +135,7 @@ def plan_fit(
                     f"kept the turn in progress and trimmed {len(chosen_at)} tool results",
                 )
     # 3. Cut inside the turn, carrying its user message verbatim.
-    if start is not None:
+    if start is not None and cut_inside_turn:
         for inner in valid:
             if inner > start and after(inner, shown[entries[start].id]) <= limit:
                 return plan(
@@ -155,6 +156,42 @@ def plan_fit(
         + _largest(entries, shown, start),
         best.prunes,
     )
+
+
+def least_loss_fit(
+    entries: Sequence[Entry],
+    *,
+    system_tokens: int,
+    limits: Sequence[int],
+    summary_rooms: Sequence[int],
+    carried_tokens: int = 0,
+    summary_in_force_tokens: int = 0,
+    open_call_ids: Collection[str] = (),
+    trims: Mapping[str, Sequence[Trim]] | None = None,
+) -> tuple[FitPlan, int]:
+    """The plan that loses least of what the model reads: the turn in progress whole
+    (its results trimmed, at any of the ``limits``, preferred in order) before a
+    summary shrunk to the next of ``summary_rooms``, and either before a cut inside
+    the turn, which leaves only its user message of it. ``carried_tokens``: a user
+    message the summary carries besides. Answers the plan and its summary's room."""
+    plan = None
+    for inside in (False, True):
+        for room in summary_rooms:
+            for limit in limits:
+                plan = plan_fit(
+                    entries,
+                    system_tokens=system_tokens,
+                    limit=limit,
+                    summary_tokens=room + carried_tokens,
+                    summary_in_force_tokens=summary_in_force_tokens,
+                    open_call_ids=open_call_ids,
+                    trims=trims,
+                    cut_inside_turn=inside,
+                )
+                if plan.fits:
+                    return plan, room
+    assert plan is not None, "no limits or no summary rooms"
+    return plan, summary_rooms[-1]
 
 
 def _largest(entries: Sequence[Entry], shown: Mapping[str, int], start: int | None) -> str:

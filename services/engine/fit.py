@@ -22,7 +22,12 @@ from domain.context.budget import ContextBudget
 from domain.context.chain import HARD_DROP
 from domain.context.current_request import current_request, with_current_request
 from domain.context.cuts import turn_start
-from domain.context.fit_planner import HARD_DROP_NOTE_TOKENS, FitPlan, Trim, plan_fit
+from domain.context.fit_planner import (
+    HARD_DROP_NOTE_TOKENS,
+    FitPlan,
+    Trim,
+    least_loss_fit,
+)
 from domain.context.summary import summarize_offline
 from domain.errors import DomainError
 from domain.pruning import PruneAction, PruneDecision
@@ -132,24 +137,16 @@ def _plan(
     for a summary, else for the hard drop's note alone (a message that takes nearly
     the whole budget leaves no more). Answers the plan and the summary's room."""
     tokenizer = tokenizer_for(view.settings.model)
-    carried_tokens = tokenizer.count_text(carried[1]) if carried else 0
-    trims = trim_options(view)
-    plan = None
-    for room in (summary_tokens(budget), HARD_DROP_NOTE_TOKENS):
-        for limit in (budget.target_estimate, budget.budget_estimate):
-            plan = plan_fit(
-                entries,
-                system_tokens=view.system_prompt.tokens.total,
-                limit=limit,
-                summary_tokens=room + carried_tokens,
-                summary_in_force_tokens=view.log.summary_tokens,
-                open_call_ids=open_call_ids,
-                trims=trims,
-            )
-            if plan.fits:
-                return plan, room
-    assert plan is not None
-    return plan, HARD_DROP_NOTE_TOKENS
+    return least_loss_fit(
+        entries,
+        system_tokens=view.system_prompt.tokens.total,
+        limits=(budget.target_estimate, budget.budget_estimate),
+        summary_rooms=(summary_tokens(budget), HARD_DROP_NOTE_TOKENS),
+        carried_tokens=tokenizer.count_text(carried[1]) if carried else 0,
+        summary_in_force_tokens=view.log.summary_tokens,
+        open_call_ids=open_call_ids,
+        trims=trim_options(view),
+    )
 
 
 def summary_tokens(budget: ContextBudget) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.content import Entry
-from domain.context.fit_planner import Trim, plan_fit
+from domain.context.fit_planner import Trim, least_loss_fit, plan_fit
 from domain.pruning import PruneAction, PruneDecision
 from tests.unit.support import assistant, call, system, tool, user
 
@@ -141,3 +141,31 @@ def test_what_cannot_fit_says_what_fills_it() -> None:
     plan = plan_fit(entries, system_tokens=0, limit=5_000, summary_tokens=300)
     assert not plan.fits
     assert "huge" in plan.reason and "9,000" in plan.reason
+
+
+def test_the_turn_in_progress_is_kept_whole_at_the_budget_before_it_is_cut_inside() -> None:
+    """Cutting inside the turn fits the tighter target, clearing its results only the
+    budget: the model keeps reading its turn, results cleared, not just the request."""
+    turn = [user("fix the build", id="u-now", tokens=3_000)]
+    for i in range(10):
+        turn.append(assistant("", id=f"a{i}", calls=[call(f"c{i}")], tokens=300))
+        turn.append(tool(f"c{i}", "log", id=f"t{i}", tokens=4_000))
+    entries = [*_chat(3), *turn]
+    plan, room = least_loss_fit(
+        entries,
+        system_tokens=0,
+        limits=(5_000, 7_000),
+        summary_rooms=(500, 100),
+        trims=_trims(entries, soft=2_000),
+    )
+    assert plan.fits and plan.carried is None and room == 500
+    assert entries[plan.cut or 0].id == "u-now" and plan.limit_tokens == 7_000
+    # Where nothing else fits, the cut inside the turn still does.
+    plan, _ = least_loss_fit(
+        entries,
+        system_tokens=0,
+        limits=(4_000,),
+        summary_rooms=(500, 100),
+        trims=_trims(entries, soft=2_000),
+    )
+    assert plan.fits and plan.carried == "u-now"

@@ -10,8 +10,12 @@ the error is built the way litellm's HTTP handler builds it from a response
 
 litellm only looks for some phrasings under some providers (Anthropic's
 "input length and `max_tokens` exceed context limit" is checked under OpenAI
-only), so a 400 that litellm left unmapped is also checked against litellm's
-own list of overflow phrasings, plus llama.cpp's, which litellm lacks.
+only, Bedrock's "Input is too long" under Bedrock only), so a 400 that litellm
+left unmapped is also checked against litellm's own list of overflow phrasings,
+the ones it checks under one provider only, and those of providers it does not
+know (llama.cpp, xAI, OpenAI's Responses API). An error whose JSON carries the
+code ``context_length_exceeded`` (OpenAI's, Groq's, the Responses API's, in a
+response or a streamed error event) is an overflow whatever its words.
 """
 
 from __future__ import annotations
@@ -27,11 +31,24 @@ RATE_LIMIT = "rate_limit"
 SERVER_ERROR = "server_error"
 OTHER = "other"
 
-# Errors from OpenAI-compatible local servers that litellm does not recognise.
-_LOCAL_SERVER_OVERFLOWS = (
+# Overflow phrasings litellm checks under one provider only, or not at all
+# (lowercase). A 400 whose text holds one is an overflow under any provider: an
+# OpenAI-compatible gateway passes on the words of the provider behind it.
+_OTHER_OVERFLOW_PHRASES = (
     "exceed_context_size_error",  # llama.cpp server's error type
     "exceeds the available context size",  # llama.cpp server's message
+    "exceeds the context window",  # OpenAI Responses API: "Your input exceeds the ..."
+    "maximum prompt length is",  # xAI: "This model's maximum prompt length is 131072 ..."
+    "reduce the length of the messages",  # Groq, and OpenAI's older wording
+    "input is too long",  # Bedrock, Replicate (litellm: under those only)
+    "too many input tokens",  # Bedrock (litellm: under Bedrock only)
+    "too many tokens:",  # Cohere: "too many tokens: total number of tokens in the ..."
+    "prompt has too many tokens",  # AI21 (litellm: under AI21 only)
 )
+# The error code OpenAI, Groq and the Responses API give an overflow, as a JSON "code"
+# (or "type") at any depth of the body or of a streamed error event, quotes escaped
+# or not (an error body quoted inside another error's message).
+_OVERFLOW_CODE = re.compile(r'\\?"(?:code|type)\\?"\s*:\s*\\?"context_length_exceeded\\?"', re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +113,23 @@ _STATED = (
     ),
     (re.compile(rf'"n_prompt_tokens"\s*:\s*{_N}'), ("prompt",)),
     (re.compile(rf'"n_ctx"\s*:\s*{_N}'), ("window",)),
+    # xAI: "This model's maximum prompt length is 131072 but the request contains
+    # 136973 tokens."
+    (
+        re.compile(rf"maximum prompt length is {_N} but the request contains {_N} tokens", re.I),
+        ("window", "prompt"),
+    ),
+    # Cohere: "too many tokens: total number of tokens in the prompt cannot exceed 32768 -
+    # received 31907": the limit is on the prompt and the answer's room together (the
+    # prompt it received is under it), so it is the window, and what it received the
+    # prompt.
+    (
+        re.compile(
+            rf"total number of tokens in the prompt cannot exceed {_N}\s*-\s*received {_N}",
+            re.I,
+        ),
+        ("window", "prompt"),
+    ),
     # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model
     # with 32768 maximum context length".
     (
@@ -156,7 +190,7 @@ def kind_of(error: BaseException) -> str:
 
 
 def mentions_overflow(text: str) -> bool:
-    """litellm's own overflow phrasings, under any provider, and llama.cpp's."""
+    """litellm's own overflow phrasings, under any provider, and those it lacks."""
     load_litellm()
     from litellm.litellm_core_utils.exception_mapping_utils import ExceptionCheckers
 
@@ -164,8 +198,14 @@ def mentions_overflow(text: str) -> bool:
     return (
         "prompt is too long" in lowered
         or ExceptionCheckers.is_error_str_context_window_exceeded(text)
-        or any(marker in lowered for marker in _LOCAL_SERVER_OVERFLOWS)
+        or any(phrase in lowered for phrase in _OTHER_OVERFLOW_PHRASES)
     )
+
+
+def has_overflow_code(text: str) -> bool:
+    """Whether the error's JSON gives the code ``context_length_exceeded``: the provider
+    says in so many words that the prompt was too long, however its message reads."""
+    return _OVERFLOW_CODE.search(text) is not None
 
 
 def classify_provider_error(
@@ -181,6 +221,9 @@ def classify_provider_error(
     """
     stated = stated_limits(error_text)
     if status_code in (400, 413) and (stated.window_tokens or stated.prompt_tokens):
+        return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
+    if has_overflow_code(error_text):
+        # Whatever the status: a streamed error event arrives in a 200 response.
         return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
     mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
     kind = kind_of(mapped)

@@ -485,6 +485,94 @@ def test_an_error_that_is_not_an_overflow_is_refused(store: Stub) -> None:
     assert not of_kind(store, session.id, "overflow_reported")
 
 
+RESPONSES_OVERFLOW = {
+    "type": "invalid_request_error",
+    "code": "context_length_exceeded",
+    "message": "Your input exceeds the context window of this model. Please adjust your "
+    "input and try again.",
+    "param": "input",
+}
+# Real overflow errors in words litellm does not map, each with the window it teaches
+# (0: it states none).
+OVERFLOW_KINDS = {
+    "openai responses": ("openai", 400, {"error": RESPONSES_OVERFLOW}, 0),
+    "openai responses stream": (
+        "openai",
+        400,
+        {"type": "error", "sequence_number": 2, "error": RESPONSES_OVERFLOW},
+        0,
+    ),
+    "openai responses stream, code on the event": (
+        "openai",
+        200,
+        {"type": "error", "sequence_number": 2, **RESPONSES_OVERFLOW},
+        0,
+    ),
+    "xai": (
+        "xai",
+        400,
+        {
+            "code": "Client specified an invalid argument",
+            "error": "This model's maximum prompt length is 131072 but the request contains "
+            "136973 tokens.",
+        },
+        131_072,
+    ),
+    "groq": (
+        "groq",
+        400,
+        {
+            "error": {
+                "message": "Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        0,
+    ),
+    "cohere": (
+        "cohere",
+        400,
+        {
+            "message": "too many tokens: total number of tokens in the prompt cannot exceed "
+            "32768 - received 31907. Try using a shorter prompt or a smaller max_tokens value."
+        },
+        32_768,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "status", "body", "window"), OVERFLOW_KINDS.values(), ids=OVERFLOW_KINDS.keys()
+)
+def test_providers_overflow_errors_are_taken_as_overflows(
+    store: Stub, provider: str, status: int, body: dict[str, object], window: int
+) -> None:
+    """They were refused as "not a context overflow", stranding the agent at its first."""
+    session = create(store, model="gpt-4o")
+    for n in range(3):
+        turn(store, session.id, n, output_chars=12_000)
+    refused_view = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    served = store.ReportOverflow(
+        pb.ReportOverflowRequest(
+            session_id=session.id,
+            error_text=json.dumps(body),
+            status_code=status,
+            provider=provider,
+            view_version=refused_view.version,
+            view_hash=refused_view.request_hash,
+            format=pb.PROMPT_FORMAT_OPENAI,
+        )
+    )
+    assert served.actions
+    (reported,) = of_kind(store, session.id, "overflow_reported")
+    assert reported.overflow_reported.kind == "context_window_exceeded"
+    if window:
+        assert reported.overflow_reported.learned_window_tokens == window
+        assert served.context_window_tokens == min(window, 128_000)
+
+
 # -- 5. manual compaction ----------------------------------------------------------------
 
 

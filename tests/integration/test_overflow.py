@@ -147,6 +147,98 @@ CASES = [
         "context_window_exceeded",
     ),
     ("Internal Server Error", 503, "openai", "", "server_error"),
+    # The code context_length_exceeded, at any depth, is an overflow whatever the words:
+    # OpenAI's Responses API, its streamed error event (code inside or at the top),
+    # and Groq.
+    (
+        _openai(
+            "Your input exceeds the context window of this model. Please adjust your input "
+            "and try again.",
+            "context_length_exceeded",
+        ),
+        400,
+        "openai",
+        "gpt-4o",
+        "context_window_exceeded",
+    ),
+    (
+        json.dumps(
+            {
+                "type": "error",
+                "sequence_number": 2,
+                "error": {
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                    "message": "Your input exceeds the context window of this model.",
+                    "param": "input",
+                },
+            }
+        ),
+        400,
+        "openai",
+        "gpt-4o",
+        "context_window_exceeded",
+    ),
+    (
+        json.dumps(
+            {
+                "type": "error",
+                "code": "context_length_exceeded",
+                "message": "Your input exceeds the context window of this model.",
+                "param": "input",
+                "sequence_number": 2,
+            }
+        ),
+        200,
+        "openai",
+        "gpt-4o",
+        "context_window_exceeded",
+    ),
+    (
+        _openai(
+            "Please reduce the length of the messages or completion.", "context_length_exceeded"
+        ),
+        400,
+        "groq",
+        "llama-3.3-70b-versatile",
+        "context_window_exceeded",
+    ),
+    # xAI, Cohere and Bedrock's words, through an OpenAI-compatible gateway too.
+    (
+        json.dumps(
+            {
+                "code": "Client specified an invalid argument",
+                "error": "This model's maximum prompt length is 131072 but the request "
+                "contains 136973 tokens.",
+            }
+        ),
+        400,
+        "xai",
+        "grok-3",
+        "context_window_exceeded",
+    ),
+    (
+        json.dumps({"message": "too many tokens: size limit exceeded by 1234 tokens."}),
+        400,
+        "openai",
+        "",
+        "context_window_exceeded",
+    ),
+    (
+        json.dumps({"message": "Input is too long for requested model."}),
+        400,
+        "openai",
+        "",
+        "context_window_exceeded",
+    ),
+    # Another code is not an overflow.
+    (
+        _openai("Invalid value for 'temperature': must be <= 2.", "invalid_value"),
+        200,
+        "openai",
+        "gpt-4o",
+        "other",
+    ),
 ]
 
 
@@ -202,6 +294,18 @@ STATED = [
         "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 "
         "maximum context length",
         (32_768, 40_000, 0),
+    ),
+    # xAI: the most the prompt may hold, and the prompt.
+    (
+        "This model's maximum prompt length is 131072 but the request contains 136973 tokens.",
+        (131_072, 136_973, 0),
+    ),
+    # Cohere: the limit is on the prompt and the answer's room together (the prompt it
+    # received is under it): the window, and the prompt.
+    (
+        "too many tokens: total number of tokens in the prompt cannot exceed 32,768 - "
+        "received 31907. Try using a shorter prompt or a smaller max_tokens value.",
+        (32_768, 31_907, 0),
     ),
     # litellm passes the provider's words on inside its own.
     (

@@ -7,6 +7,7 @@ names tool output still in the prompt) and asks a ``History`` for the rest.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -199,7 +200,8 @@ class CompactionCommands(SessionState):
 
         What the report ``stated`` and ``view_estimate``, the store's estimate of the
         refused view, are lessons: the window in force and the calibration learn
-        from them."""
+        from them. An error that states no window still teaches one: the provider
+        took no more than the refused prompt (see ``_inferred_window``)."""
         provider, message, view_version = report.provider, report.message, report.view_version
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
@@ -210,10 +212,21 @@ class CompactionCommands(SessionState):
         quoted_error = message[:200]
         model = self.settings.model
         window = None
-        if window_tokens or output_tokens:
+        if window_tokens:
             window = WindowLesson(
                 model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
             )
+        else:
+            refused = self._refused_prompt_tokens(prompt_tokens, view_estimate)
+            ceiling = self._inferred_window(refused)
+            if ceiling or output_tokens:
+                window = WindowLesson(
+                    model,
+                    ceiling,
+                    output_tokens,
+                    f"inferred: the error stated no window, and the provider refused a "
+                    f"prompt of ~{refused:,} tokens: {provider} overflow: {quoted_error}",
+                )
         self._check_window_after(window, message)
         lesson = None
         if prompt_tokens and view_estimate:
@@ -235,6 +248,32 @@ class CompactionCommands(SessionState):
             window=window,
             lesson=lesson,
         )
+
+    def _refused_prompt_tokens(self, prompt_tokens: int, view_estimate: int | None) -> int:
+        """The refused prompt as the provider counted it, else as the store does in the
+        provider's tokens (0: neither known)."""
+        if prompt_tokens:
+            return prompt_tokens
+        return math.ceil(view_estimate * self.calibration) if view_estimate else 0
+
+    def _inferred_window(self, refused_tokens: int) -> int:
+        """The window an overflow that states none teaches (0: none): the refused prompt.
+        The provider took no more than that prompt and the answer's room asked, so with
+        the reserve kept for the answer views stay below it, and a provider serving
+        less than the model's metadata says stops refusing after one report instead of
+        every few turns.
+
+        With the guard on, a ceiling below its ``hard_min_tokens`` is raised to it, not
+        refused as a stated one is: a provider's own figure that small names a model
+        the session cannot work with, but one refusal only bounds the window (a large
+        ``max_tokens`` or an image may have made it), and learning less than the guard
+        accepts would refuse every later view. At the minimum the session keeps
+        working, each report still compacts below the refused prompt, and if the
+        provider goes on refusing, ``max_attempts`` ends the turn naming the remedies."""
+        guard = self.settings.window_guard
+        if refused_tokens and guard.enabled:
+            return max(refused_tokens, guard.hard_min_tokens)
+        return refused_tokens
 
     def _check_window_after(self, window: WindowLesson | None, message: str) -> None:
         """Refuses, before anything is recorded, a report after which the window guard

@@ -14,7 +14,8 @@ figures:
   sets it; later ones are averaged in, the newest weighing most), bounded so a
   mistaken report cannot make the store absurd.
 * :class:`WindowLesson` - an overflow error stated the window (and the answer's
-  room the client asked for): the window in force is the smaller of the
+  room the client asked for), or, stating none, refused a prompt of a size that
+  bounds it (``source`` says "inferred"): the window in force is the smaller of the
   resolved one and this one, until a usage report counts more than it (the
   provider serves more after all), or the client sets the session's window
   itself (``context_window_tokens``): its word, the later one, wins.

@@ -20,7 +20,7 @@ from domain.context.overflow import OverflowReport
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import CompactionGaveUp, InvalidRequest, ViewOverMessageLimit
 from domain.session import Session, SessionEvent
-from domain.session_events import EntriesAppended
+from domain.session_events import EntriesAppended, OverflowReported
 from projections.context_report import ContextReport, build_context_report
 from projections.prompt_formats import PromptRenderer
 from projections.rendered_prompt import RenderedPrompt, appended_messages
@@ -66,6 +66,11 @@ class ContextService:
 
     def ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
         """Tells the session's engine of a save (the composition root wires it)."""
+        if saved and isinstance(saved[-1], OverflowReported):
+            # ReportOverflow compacts for the report itself, in its own order (trimming
+            # oversized results first when the error stated no figures); a threshold
+            # compaction started by the window the report taught would run first.
+            return
         engine = self.engines.get(session.settings.engine)
         engine.ingest(session)
         if _ends_turn(session, saved):
@@ -223,7 +228,8 @@ class ContextService:
         self, session_id: str, session: Session, stated: bool
     ) -> EngineAction:
         """SPEC 3.3 (a): with figures stated, compact to the budget they taught; without,
-        trim the largest results first, then aim well below the refused prompt."""
+        trim the largest results first, then aim well below the refused prompt (the
+        window learned from its size keeps later views below it too)."""
         engine = self.engines.get(session.settings.engine)
         if stated:
             # What it stated is learned: the session's own budget now fits the provider.

@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, append, refused, text, tool_call, tool_result, user
+from tests.support.agentloop.provider import Counter
 from tests.support.fake_provider import FakeProvider, delay, fail
 from tests.support.texts import code_text, log_text
 
@@ -571,6 +572,89 @@ def test_providers_overflow_errors_are_taken_as_overflows(
     if window:
         assert reported.overflow_reported.learned_window_tokens == window
         assert served.context_window_tokens == min(window, 128_000)
+
+
+# Bedrock's words: no figure at all.
+BEDROCK_OVERFLOW = json.dumps({"message": "Input is too long for requested model."})
+
+
+class ServesLessThanItsMetadata:
+    """A provider stand-in serving ``window_tokens`` of a model whose metadata says more,
+    refusing longer prompts in Bedrock's words, which state no figure. It counts what
+    it is sent its own way (o200k_base and a few tokens a message)."""
+
+    def __init__(self, window_tokens: int) -> None:
+        self.window_tokens = window_tokens
+        self.counter = Counter(1.0)
+        self.counts: list[int] = []
+
+    def refuses(self, shown: pb.PromptView) -> bool:
+        assert not shown.appended
+        body = {"messages": json.loads(shown.messages_json), "tools": json.loads(shown.tools_json)}
+        self.counts.append(self.counter.request(body))
+        return self.counts[-1] > self.window_tokens
+
+
+def report_figureless_overflow(store: Stub, refused_view: pb.PromptView) -> pb.PromptView:
+    return store.ReportOverflow(
+        pb.ReportOverflowRequest(
+            session_id=refused_view.session_id,
+            provider="bedrock",
+            status_code=400,
+            error_text=BEDROCK_OVERFLOW,
+            view_version=refused_view.version,
+            view_hash=refused_view.request_hash,
+            format=pb.PROMPT_FORMAT_OPENAI,
+        )
+    )
+
+
+def test_an_overflow_stating_no_figures_teaches_a_window_no_later_view_passes(
+    store: Stub,
+) -> None:
+    """The metadata says 128k, the provider serves 24k and says only "too long". The
+    store compacted below the refused prompt but kept believing 128k, so the view grew
+    back over the provider's window every few turns, and a turn could spend every
+    attempt. One report teaches a window no larger than the refused prompt."""
+    session = create(store, model="gpt-4o")
+    provider = ServesLessThanItsMetadata(24_000)
+    refused: list[int] = []
+    for n in range(24):
+        turn(store, session.id, n, output_chars=6_000)
+        shown = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+        while provider.refuses(shown):
+            refused.append(provider.counts[-1])
+            assert len(refused) == 1, f"turn {n}: the provider refused again ({refused})"
+            shown = report_figureless_overflow(store, shown)
+    assert refused, "the provider never refused: the test proved nothing"
+    # The window learned is the refused prompt, as the store counts it (within 2% of
+    # the provider's count), and every view since kept to it.
+    (reported,) = of_kind(store, session.id, "overflow_reported")
+    learned = reported.overflow_reported.learned_window_tokens
+    assert 24_000 < learned < refused[0] * 1.02
+    current = view(store, session.id)
+    assert (current.context_window_tokens, current.guard.source) == (learned, "learned")
+
+
+def test_an_inferred_window_below_the_guards_minimum_is_raised_to_it(store: Stub) -> None:
+    """A provider's stated window below the minimum is refused whole (see above); a window
+    inferred from one figure-less refusal only bounds it (a large max_tokens may have
+    caused it), so the session goes on at the smallest window the guard accepts rather
+    than have every later view refused."""
+    session = create(store, model="gpt-4o")
+    for n in range(2):
+        turn(store, session.id, n, output_chars=6_000)
+    refused_view = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    assert refused_view.estimated_tokens < 16_000
+    served = report_figureless_overflow(store, refused_view)
+    assert (served.context_window_tokens, served.guard.source) == (16_000, "learned")
+    (reported,) = of_kind(store, session.id, "overflow_reported")
+    assert reported.overflow_reported.learned_window_tokens == 16_000
+    # Views are served at that window, and the turns go on.
+    turn(store, session.id, 2, output_chars=6_000)
+    later = view(store, session.id)
+    assert later.context_window_tokens == 16_000
+    assert later.estimated_tokens <= later.budget_tokens
 
 
 # -- 5. manual compaction ----------------------------------------------------------------

@@ -2973,7 +2973,9 @@ class OverflowReported(_message.Message):
     view_hash: _builtins.str
     learned_window_tokens: _builtins.int
     """What the error stated and the store learned: the provider's window and the
-    answer's room the request asked for (0: not stated)...
+    answer's room the request asked for (0: not stated). An error that states no
+    window teaches the refused prompt's size as one (never below the window
+    guard's hard_min_tokens while the guard is on)...
     """
     learned_output_tokens: _builtins.int
     @_builtins.property

@@ -208,8 +208,10 @@ class CompactionCommands:
         def command(session: Session) -> OverflowReported:
             estimate = None
             version = report.view_version
-            if report.stated[1] and 1 <= version <= session.version:
-                # The store's estimate of the refused view, against the provider's count.
+            window_stated, prompt_stated = report.stated[0], report.stated[1]
+            if (prompt_stated or not window_stated) and 1 <= version <= session.version:
+                # The store's estimate of the refused view, against the provider's count,
+                # or the bound on a window the error did not state.
                 history = self.histories.history(session_id)
                 estimate = history.prompt_view(version).estimated_tokens
             return session.report_overflow(report, view_estimate=estimate)

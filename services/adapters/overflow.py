@@ -44,6 +44,7 @@ _OTHER_OVERFLOW_PHRASES = (
     "too many input tokens",  # Bedrock (litellm: under Bedrock only)
     "too many tokens:",  # Cohere: "too many tokens: total number of tokens in the ..."
     "prompt has too many tokens",  # AI21 (litellm: under AI21 only)
+    "exceeds the context length",  # Ollama: "the input length exceeds the context length"
 )
 # The error code OpenAI, Groq and the Responses API give an overflow, as a JSON "code"
 # (or "type") at any depth of the body or of a streamed error event, quotes escaped
@@ -227,7 +228,9 @@ def classify_provider_error(
         return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
     mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
     kind = kind_of(mapped)
-    if kind == OTHER and status_code == 400 and mentions_overflow(error_text):
+    # A 400 is the request's fault whatever litellm made of it (it maps every Ollama
+    # error to a connection error): one worded as an overflow is one.
+    if kind in (OTHER, SERVER_ERROR) and status_code == 400 and mentions_overflow(error_text):
         kind = CONTEXT_WINDOW_EXCEEDED
     if kind == OTHER and status_code == 429:
         kind = RATE_LIMIT

@@ -532,6 +532,7 @@ OVERFLOW_KINDS = {
         },
         0,
     ),
+    "ollama": ("ollama", 400, {"error": "the input length exceeds the context length"}, 0),
     "cohere": (
         "cohere",
         400,

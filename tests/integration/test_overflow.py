@@ -231,6 +231,14 @@ CASES = [
         "",
         "context_window_exceeded",
     ),
+    # Ollama's, which litellm maps to a connection error.
+    (
+        json.dumps({"error": "the input length exceeds the context length"}),
+        400,
+        "ollama",
+        "llama3.1",
+        "context_window_exceeded",
+    ),
     # Another code is not an overflow.
     (
         _openai("Invalid value for 'temperature': must be <= 2.", "invalid_value"),

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from domain.content import Entry, Role
+from domain.errors import quoted
 
 
 class CallIndex:
@@ -121,12 +122,35 @@ def choose_cut(
     calls = CallIndex(entries, open_call_ids)
     cut = valid_cut_at_or_before(entries, candidate, calls)
     if not any(entries[i].role is not Role.SYSTEM for i in range(cut)):
-        return CutChoice(
-            None,
-            "nothing to compact: the newest turn alone exceeds keep_recent_tokens and cannot "
-            "be split without separating a tool call from its result",
-        )
+        return CutChoice(None, _why_no_cut_before(entries, candidate, latest, calls))
     return CutChoice(cut, reason)
+
+
+def _why_no_cut_before(
+    entries: Sequence[Entry], candidate: int, latest: int | None, calls: CallIndex
+) -> str:
+    """Why the only valid cut at or before ``candidate`` keeps the whole log: named by
+    the entry the cut fell on, so the caller sees what holds it back (a large tool
+    result, say, rather than the turn in progress)."""
+    entry = entries[candidate]
+    if candidate == latest and candidate == calls.first_conversation:
+        return (
+            "nothing to compact: the log is one turn, the one in progress, and a cut "
+            "never goes past its start"
+        )
+    named = f"{entry.role.value} entry {quoted(entry.id)} ({entry.token_count:,} tokens)"
+    if entry.role is Role.TOOL:
+        why = ", a tool result, which must stay with the call that made it"
+    elif calls.split_call_before(candidate) is not None:
+        why = ", after a tool call whose result comes later (or is still to come)"
+    elif candidate == latest:
+        why = ", the start of the turn in progress"
+    else:
+        why = ""
+    return (
+        f"nothing to compact: the newest entries to keep reach back to {named}{why}; the "
+        "only valid cut at or before it is the log's first entry, which would keep everything"
+    )
 
 
 def valid_cut_at_or_before(entries: Sequence[Entry], cut: int, calls: CallIndex) -> int:

@@ -307,3 +307,24 @@ def test_the_cut_index_agrees_with_the_call_by_call_rule() -> None:
         index = CallIndex(entries, open_call_ids=waiting)
         for position in range(len(entries)):
             assert index.splitting[position] == (index.split_call_before(position) is not None)
+
+
+def test_nothing_to_compact_names_the_tool_result_that_holds_the_cut_back() -> None:
+    """A small newest turn after a large tool result early in the log: the cut lands on
+    the result, moves back to its call and the question before it, the log's first
+    entry. The refusal names the result, not the newest turn (25 tokens here)."""
+    entries = [
+        user("Why does the build fail?", id="ask", tokens=10),
+        assistant("", id="call", calls=[call("c1", "read")], tokens=12),
+        tool("c1", "200 KB of build log", id="log", tokens=4_000),
+        assistant("The link step fails.", id="a0", tokens=21),
+        user("How do I fix it?", id="q1", tokens=10),
+        assistant("Define foo_bar.", id="a1", tokens=15),
+    ]
+    choice = choose_cut(entries, 300, latest=4)
+    assert choice.position is None
+    assert choice.reason == (
+        "nothing to compact: the newest entries to keep reach back to tool entry 'log' "
+        "(4,000 tokens), a tool result, which must stay with the call that made it; the only "
+        "valid cut at or before it is the log's first entry, which would keep everything"
+    )

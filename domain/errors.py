@@ -118,6 +118,18 @@ class InvalidPrune(PreconditionFailed):
     reason = "invalid_prune"
 
 
+class NothingToRetract(PreconditionFailed):
+    """The log holds no entry a retraction could take back."""
+
+    reason = "nothing_to_retract"
+
+
+class NotLatestEntry(PreconditionFailed):
+    """Only the log's latest entry can be retracted; the caller named another."""
+
+    reason = "not_latest_entry"
+
+
 class ContextWindowTooSmall(PreconditionFailed):
     """The model's window is below the guard's minimum: switch to a model with a larger one."""
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from domain.content import Entry
-from domain.errors import InvalidRequest, PreconditionFailed, quoted
+from domain.errors import InvalidRequest, NothingToRetract, NotLatestEntry, quoted
 
 MAX_RETRACT_REASON_CHARS = 2_000
 
@@ -66,13 +66,13 @@ def plan_retraction(history: LogTail, entry_id: str = "") -> RetractionPlan:
     be), or a refusal saying why there is none to retract."""
     tail = history.log_tail()
     if tail is None:
-        raise PreconditionFailed(
+        raise NothingToRetract(
             f"session {quoted(history.session_id)} has no entry in its log to retract "
             "(it is empty, cleared, or only a compaction's summary)"
         )
     last, tokens, before = tail
     if entry_id and entry_id != last.id:
-        raise PreconditionFailed(
+        raise NotLatestEntry(
             f"entry {quoted(entry_id)} is not the latest entry of the log ({quoted(last.id)} "
             "is): only the latest can be retracted; read the log again"
         )

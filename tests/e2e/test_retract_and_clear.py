@@ -82,11 +82,13 @@ def test_a_retraction_takes_the_latest_entry_out_of_the_views_only(client: Clien
 def test_only_the_latest_entry_can_be_retracted(client: Client) -> None:
     session = client.create_session()
     turn_with_a_tool(client, session.id)
-    with pytest.raises(FailedPrecondition, match="not the latest"):
+    with pytest.raises(FailedPrecondition, match="not the latest") as not_latest:
         client.retract_entry(session.id, entry_id="q")
+    assert not_latest.value.reason == "not_latest_entry"
     empty = client.create_session()
-    with pytest.raises(FailedPrecondition, match="no entry in its log"):
+    with pytest.raises(FailedPrecondition, match="no entry in its log") as nothing:
         client.retract_entry(empty.id)
+    assert nothing.value.reason == "nothing_to_retract"
 
 
 def test_a_clear_empties_the_views_and_keeps_the_history(client: Client) -> None:

@@ -277,7 +277,10 @@ def _echo_receipt(compaction: Compaction) -> None:
 @click.option("--status", "status_code", type=click.IntRange(min=0), default=0, help="HTTP status.")
 @click.option("--provider", default="", help="e.g. openai, anthropic [default: the model's].")
 @click.option(
-    "--view-version", type=click.IntRange(min=0), default=0, help="The refused view's version."
+    "--view-version",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The refused view's version (the first part of the prompt ref `prompt` prints).",
 )
 @click.option("--view-hash", default="", help="The refused view's request hash.")
 @format_option

@@ -332,9 +332,35 @@ def test_overflow_with_an_openai_body_answers_a_new_view(address: str) -> None:
         r"overflow\s+openai 400 \(context_\w+\) refused view", ok(address, "events", session)
     )
 
-    refused = run(address, "--json", "overflow", session, "--status", "429", "--error", "slow down")
+    # Classifying an error that is not an overflow imports litellm: seconds on a busy machine.
+    refused = run(
+        address,
+        "--json",
+        "--timeout",
+        "60",
+        "overflow",
+        session,
+        "--status",
+        "429",
+        "--error",
+        "slow down",
+        "--view-version",
+        ref.group(1),
+    )
     assert refused.exit_code == 1
     assert json.loads(refused.stderr)["error"]["code"] == "INVALID_ARGUMENT"
+
+
+def test_overflow_asks_for_the_refused_views_version(address: str) -> None:
+    """The store records which view the provider refused, and no session has a version
+    0: the option is required, so a report without it never reaches the server."""
+    session = small_session(address, "--keep-recent", "300")
+
+    unnamed = run(address, "overflow", session, "--status", "400", "--error", OPENAI_OVERFLOW)
+
+    assert unnamed.exit_code == 2
+    assert "Missing option '--view-version'" in unnamed.output
+    assert "overflow" not in ok(address, "events", session)
 
 
 def test_a_window_set_after_an_overflow_taught_one_is_the_window_everywhere(

@@ -4078,7 +4078,9 @@ class ReportOverflowRequest(_message.Message):
     provider: _builtins.str
     """e.g. "openai", "anthropic"; empty: the session model's provider."""
     view_version: _builtins.int
-    """The prompt view the provider refused."""
+    """The prompt view the provider refused: its version is required, 1 to the
+    session's version (OUT_OF_RANGE otherwise); its request_hash is optional.
+    """
     view_hash: _builtins.str
     format: Global___PromptFormat.ValueType
     """The format of the view to answer; defaults to OpenAI."""

@@ -195,7 +195,8 @@ class ReportOverflowRequest:
     status_code: int = 0
     #: e.g. "openai", "anthropic"; empty: the session model's provider.
     provider: str = ""
-    #: The prompt view the provider refused.
+    #: The prompt view the provider refused: its version is required, 1 to the
+    #: session's version (OUT_OF_RANGE otherwise); its request_hash is optional.
     view_version: int = 0
     view_hash: str = ""
     #: The format of the view to answer; defaults to OpenAI.

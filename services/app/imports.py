@@ -131,7 +131,7 @@ class ImportService:
         main = TranscriptBuilder(session, tokenizer, now)
         for record in main_path:
             main.add(record)
-        main.flush()
+        main.finish()
         built = [
             (
                 main,
@@ -156,7 +156,7 @@ class ImportService:
             builder.aliases.update(main.aliases)
             for record in path[split + 1 :]:
                 builder.add(record)
-            builder.flush()
+            builder.finish()
             built.append(
                 (
                     builder,

@@ -53,6 +53,7 @@ class TranscriptBuilder:
         self.aliases: dict[str, str] = {}
         self.entries = self.compactions = self.abandoned = 0
         self._group: list[Record] = []
+        self._last: Record | None = None
 
     def _sync(self) -> None:
         pending = self.session.pending_events
@@ -65,6 +66,7 @@ class TranscriptBuilder:
         )
 
     def add(self, record: Record) -> None:
+        self._last = record
         try:
             if record.abandoned_reason is not None:
                 self._group.append(record)
@@ -90,6 +92,25 @@ class TranscriptBuilder:
         for record in group:
             self.aliases[record.id] = first.id
             self.version_of[record.id] = self.session.version
+
+    def finish(self) -> None:
+        """Ends the transcript: its last abandonment records closed, and the calls it
+        never answered abandoned, as calls followed by another entry are. A transcript
+        is history: no runtime will answer them, and while they are open the session
+        refuses every append but their results."""
+        self.flush()
+        last = self._last
+        if last is None or not self.session.open_tool_calls:
+            return
+        try:
+            self._abandon(
+                list(self.session.open_tool_calls),
+                UNANSWERED,
+                f"{last.id}.unanswered",
+                last.timestamp,  # the last record's time, as _time gives it
+            )
+        except DomainError as error:
+            raise TranscriptError(last.line, str(error)) from None
 
     def _time(self, record: Record) -> datetime:
         if record.timestamp is not None:

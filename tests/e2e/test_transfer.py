@@ -231,6 +231,38 @@ def test_calls_a_transcript_never_answered_are_abandoned(store: Stub) -> None:
     assert imported.session.settings.max_entry_bytes >= 1 << 20
 
 
+def test_calls_still_open_at_the_end_of_a_transcript_are_abandoned_too(store: Stub) -> None:
+    """A transcript that ends with a call (the runtime stopped before its result): no one
+    will answer it, so it is abandoned as a call followed by another entry is, and the
+    session takes the next turn."""
+    messages = [
+        {"role": "user", "content": "What time is it?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}
+            ],
+        },
+    ]
+    (imported,) = import_bytes(
+        store, json.dumps(messages).encode(), session_id="ends-with-a-call"
+    ).sessions
+
+    assert imported.abandoned_tool_calls == 1
+    assert list(imported.session.open_tool_call_ids) == []
+    closing = [
+        e.tool_calls_abandoned
+        for e in events(store, "ends-with-a-call")
+        if e.WhichOneof("event") == "tool_calls_abandoned"
+    ]
+    assert [list(a.tool_call_ids) for a in closing] == [["c1"]]
+    assert closing[0].reason == "the transcript has no result for this call"
+    append(store, "ends-with-a-call", user("Never mind."))
+    roles = [e.role for e in log_at(store, "ends-with-a-call").entries]
+    assert roles == [pb.ROLE_USER, pb.ROLE_ASSISTANT, pb.ROLE_TOOL, pb.ROLE_USER]
+
+
 def test_non_ascii_text_survives(store: Stub) -> None:
     (imported,) = import_bytes(store, OPENCLAW.read_bytes(), "openclaw").sessions
     texts = [
@@ -267,14 +299,18 @@ def test_export_as_of_a_version_and_round_trip_of_an_abandonment(store: Stub) ->
     (imported,) = import_bytes(store, PI_LARGE.read_bytes()).sessions
     exported = export(store, imported.session.id, version=60)
     (again,) = import_bytes(store, exported, session_id="first-60").sessions
-    assert again.session.version == 60
-    assert again.abandoned_tool_calls == 16
+    # Version 60 is a call whose result came later: the copy ends with it open, and the
+    # import abandons it (version 61), as every call a transcript never answers.
+    at_60 = log_at(store, imported.session.id, version=60).entries
+    open_at_60 = [b.tool_call.id for b in at_60[-1].content if b.WhichOneof("block") == "tool_call"]
+    assert len(open_at_60) == 1
+    assert again.session.version == 61
+    assert again.abandoned_tool_calls == 16 + 1
     original = events(store, imported.session.id)[:60]
     copied = events(store, "first-60")
-    assert [e.WhichOneof("event") for e in copied] == [e.WhichOneof("event") for e in original]
-    assert (
-        log_at(store, "first-60").entries == log_at(store, imported.session.id, version=60).entries
-    )
+    assert [e.WhichOneof("event") for e in copied[:60]] == [e.WhichOneof("event") for e in original]
+    assert list(copied[60].tool_calls_abandoned.tool_call_ids) == open_at_60
+    assert log_at(store, "first-60", version=60).entries == at_60
 
 
 def test_claude_code_and_openai_transcripts_export_as_pi_files(store: Stub) -> None:

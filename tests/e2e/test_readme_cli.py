@@ -1,15 +1,19 @@
-"""The README's command-line walk-through, run exactly as written.
+"""The README's command-line walk-throughs, run exactly as written.
 
-The first ```sh block of the section "A session from the command line" is read
-line by line. Each `$ uv run sessionstore ARGS` line runs the CLI in process
-with ARGS as the shell would split them (a trailing `# ...` is a comment),
-against a fresh server; `--address` comes from SESSIONSTORE_ADDRESS, as it
-would from the default. The lines after it, up to the next `$` line, are what
-the terminal shows: stdout and stderr together, compared line for line.
+The first ```sh block of the section "A session from the command line", and the
+store-run compaction of "Context management" (the block that creates demo2), are
+read line by line. Each `$ uv run sessionstore ARGS` line runs the CLI in process
+with ARGS as the shell would split them (a trailing `# ...` is a comment, and
+`< FILE` its standard input), against a fresh server; `--address` comes from
+SESSIONSTORE_ADDRESS, as it would from the default. Any other `$` line runs in
+bash, in the same (temporary) directory. The lines after it, up to the next `$`
+line, are what the terminal shows: stdout and stderr together, compared line for
+line.
 
-The one allowance: the walk-through uses client-chosen ids, so everything is
+The allowances: the walk-throughs use client-chosen ids, so everything is
 deterministic but the times. The test runs in UTC at 100 columns, and each time
-(`2026-11-22 03:29:25 UTC`) on either side reads as `<time>` before comparing.
+(`2026-11-22 03:29:25 UTC`) on either side reads as `<time>`, and each
+compaction's duration (`duration      2 ms`) as `<ms>`, before comparing.
 A command whose shown output begins `error:` must fail; every other must succeed.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,8 +37,11 @@ from services.grpc.server import start
 
 README = Path(__file__).parents[2] / "README.md"
 SECTION = "## A session from the command line"
+COMPACTION_SECTION = "## Context management"
+COMPACTION_DEMO = "create --id demo2"
 PROMPT = "$ uv run sessionstore "
 TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+DURATION = re.compile(r"(duration +)[\d,]+ ms")
 
 
 @dataclass
@@ -42,24 +50,47 @@ class Step:
     shown: list[str] = field(default_factory=list)
 
     @property
-    def argv(self) -> list[str]:
+    def in_shell(self) -> bool:
+        return not self.line.startswith(PROMPT)
+
+    @property
+    def words(self) -> list[str]:
         return shlex.split(self.line.removeprefix(PROMPT), comments=True)
 
+    @property
+    def argv(self) -> list[str]:
+        words = self.words
+        return words[: words.index("<")] if "<" in words else words
 
-def walk_through() -> list[Step]:
+    @property
+    def stdin(self) -> str | None:
+        words = self.words
+        return Path(words[words.index("<") + 1]).read_text() if "<" in words else None
+
+
+def walk_through(title: str = SECTION, holding: str = "") -> list[Step]:
+    """The steps of the first ```sh block of section ``title`` that holds ``holding``."""
     text = README.read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.find("\n## ", len(SECTION))]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    section = text[text.index(title) :]
+    section = section[: section.find("\n## ", len(title))]
+    blocks = [b.split("```", 1)[0] for b in section.split("```sh\n")[1:]]
+    block = next(b for b in blocks if holding in b)
     steps: list[Step] = []
     for line in block.splitlines():
-        if line.startswith("$"):
-            assert line.startswith(PROMPT), f"not a sessionstore command: {line}"
+        if line.startswith("$ "):
             steps.append(Step(line))
         else:
             assert steps, f"output before any command: {line}"
             steps[-1].shown.append(line)
     return steps
+
+
+def compaction_demo() -> list[Step]:
+    return walk_through(COMPACTION_SECTION, COMPACTION_DEMO)
+
+
+def comparable(lines: list[str]) -> list[str]:
+    return [DURATION.sub(r"\1<ms>", TIME.sub("<time>", line)) for line in lines]
 
 
 @pytest.fixture
@@ -79,16 +110,43 @@ def test_the_walk_through_has_commands_and_output() -> None:
     steps = walk_through()
 
     assert len(steps) >= 10
+    assert not any(step.in_shell for step in steps), "only sessionstore commands"
     assert any(step.shown and step.shown[0].startswith("error:") for step in steps)
 
 
-def test_the_readme_walk_through_prints_what_it_shows(address: str) -> None:
-    runner = CliRunner(env={"SESSIONSTORE_ADDRESS": address, "COLUMNS": "100"})
-    for step in walk_through():
-        result = runner.invoke(cli, step.argv, prog_name="sessionstore")
+def test_the_compaction_demo_refuses_then_compacts() -> None:
+    shown = [step.shown[0] for step in compaction_demo() if step.shown]
 
-        printed = [TIME.sub("<time>", line) for line in result.output.splitlines()]
-        shown = [TIME.sub("<time>", line) for line in step.shown]
-        assert printed == shown, step.line
-        failed = bool(shown) and shown[0].startswith("error:")
+    assert any(line.startswith("dry run, would not compact") for line in shown)
+    assert any(line.startswith("compacted at version") for line in shown)
+
+
+def run_as_shown(address: str, steps: list[Step]) -> None:
+    runner = CliRunner(env={"SESSIONSTORE_ADDRESS": address, "COLUMNS": "100"})
+    for step in steps:
+        if step.in_shell:
+            ran = subprocess.run(
+                ["bash", "-c", step.line.removeprefix("$ ")],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert comparable((ran.stdout + ran.stderr).splitlines()) == comparable(step.shown)
+            continue
+        result = runner.invoke(cli, step.argv, input=step.stdin, prog_name="sessionstore")
+
+        printed = comparable(result.output.splitlines())
+        assert printed == comparable(step.shown), step.line
+        failed = bool(step.shown) and step.shown[0].startswith("error:")
         assert (result.exit_code != 0) == failed, (step.line, result.output)
+
+
+def test_the_readme_walk_through_prints_what_it_shows(address: str) -> None:
+    run_as_shown(address, walk_through())
+
+
+def test_the_readme_compaction_demo_prints_what_it_shows(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where the demo writes its build log
+    run_as_shown(address, compaction_demo())

@@ -27,7 +27,7 @@ from services.cli.options import (
 @click.option("--id", "session_id", default="", help="The session's id; generated if left out.")
 @click.option("--model", help="Conversation model, e.g. gpt-4o; the server's default if unset.")
 @click.option("--window", type=click.IntRange(min=1), help="Context window in tokens.")
-@click.option("--title")
+@click.option("--title", help="The session's title, at most 500 characters.")
 @context_setting_options
 @pass_client
 def create(
@@ -141,7 +141,7 @@ def show(client: Client, session: str) -> None:
 @click.argument("session")
 @click.option("--model", help="The conversation model.")
 @click.option("--window", type=click.IntRange(min=0), help="Context window in tokens; 0 resolves.")
-@click.option("--title")
+@click.option("--title", help="The session's title, at most 500 characters.")
 @click.option(
     "--trim-head",
     type=click.IntRange(min=0),

@@ -860,11 +860,16 @@ class CompactionPolicy(_message.Message):
     identifier_instructions: _builtins.str
     """With identifier_policy "custom": how the summary treats identifiers."""
     timeout_seconds: _builtins.int
-    """A compaction still running after this long fails."""
+    """Caps each step of the chain, with step_timeout_seconds: a step gives up
+    after the smaller of the two.
+    """
     max_attempts: _builtins.int
     """Overflow reports per turn before compaction_failure."""
     max_history_share: _builtins.float
-    """Without a summariser: keep the newest messages that fit this share of the window."""
+    """Every compaction (the hard drop too) leaves the prompt under this share of
+    the window: it caps the compaction's target with the threshold and the
+    reserve floor.
+    """
     summary_max_tokens: _builtins.int
     """What a summary may take; 0: min(4,096, W / 5)."""
     step_timeout_seconds: _builtins.int
@@ -1122,10 +1127,13 @@ class SessionSettings(_message.Message):
     model: _builtins.str
     """The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5"."""
     context_window_tokens: _builtins.int
-    """0 or unset: resolved from the model's metadata, else 200,000."""
+    """0 or unset: resolved from the server's models config, else the model's
+    metadata, else 200,000.
+    """
     max_entry_bytes: _builtins.int
     """Largest entry accepted, in bytes of content."""
     title: _builtins.str
+    """At most 500 characters."""
     engine: _builtins.str
     """The context engine: "layered" (default: guard, tool-result guard,
     compaction, pruning) or "sliding-window"; others by plug-in name.
@@ -2416,7 +2424,9 @@ class WindowGuardState(_message.Message):
     """"ok", "warn" or "block"."""
     window_tokens: _builtins.int
     source: _builtins.str
-    """session, modelsConfig, model or default."""
+    """session, modelsConfig, model, default, or learned (from a provider's
+    overflow error).
+    """
     hard_min_tokens: _builtins.int
     warn_below_tokens: _builtins.int
     message: _builtins.str

@@ -112,11 +112,14 @@ class CompactionPolicy:
     summarizer_window_tokens: int | None = None
     #: With identifier_policy "custom": how the summary treats identifiers.
     identifier_instructions: str | None = None
-    #: A compaction still running after this long fails.
+    #: Caps each step of the chain, with step_timeout_seconds: a step gives up
+    #: after the smaller of the two.
     timeout_seconds: int | None = None
     #: Overflow reports per turn before compaction_failure.
     max_attempts: int | None = None
-    #: Without a summariser: keep the newest messages that fit this share of the window.
+    #: Every compaction (the hard drop too) leaves the prompt under this share of
+    #: the window: it caps the compaction's target with the threshold and the
+    #: reserve floor.
     max_history_share: float | None = None
     #: What a summary may take; 0: min(4,096, W / 5).
     summary_max_tokens: int | None = None
@@ -167,10 +170,12 @@ class SessionSettings:
     PROTO: ClassVar[str] = "sessionstore.v1.SessionSettings"
     #: The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5".
     model: str | None = None
-    #: 0 or unset: resolved from the model's metadata, else 200,000.
+    #: 0 or unset: resolved from the server's models config, else the model's
+    #: metadata, else 200,000.
     context_window_tokens: int | None = None
     #: Largest entry accepted, in bytes of content.
     max_entry_bytes: int | None = None
+    #: At most 500 characters.
     title: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     pruning: PruningPolicy | None = None

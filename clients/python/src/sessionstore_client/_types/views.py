@@ -181,7 +181,8 @@ class WindowGuardState:
     #: "ok", "warn" or "block".
     level: str = ""
     window_tokens: int = 0
-    #: session, modelsConfig, model or default.
+    #: session, modelsConfig, model, default, or learned (from a provider's
+    #: overflow error).
     source: str = ""
     hard_min_tokens: int = 0
     warn_below_tokens: int = 0

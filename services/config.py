@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import re
+import sys
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlparse
 
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from domain.errors import DomainError
 from domain.settings import SessionSettings
 
+ENV_PREFIX = "SESSIONSTORE_"
 DEFAULT_DATABASE_URL = "sqlite:///data/sessionstore.db"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# gRPC counts a message's bytes in a signed 32-bit integer, and an answer may be
+# 2 MiB larger than the largest request (services.grpc.server): both must fit.
+MAX_MESSAGE_MB = 2045
+# Bounds that keep a mistyped figure from hanging a loop for ever or overflowing
+# a date: no poll waits longer than an hour, no key is kept beyond a year, and
+# retention runs at least once a week.
+MAX_POLL_SECONDS = 3600.0
+MAX_IDEMPOTENCY_TTL_SECONDS = 365 * 24 * 3600.0
+MAX_RETENTION_INTERVAL_SECONDS = 7 * 24 * 3600.0
 
 
 class Config(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SESSIONSTORE_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
     address: str = Field("127.0.0.1:50051", description="host:port the gRPC server listens on")
     health_address: str | None = Field(
@@ -32,8 +46,8 @@ class Config(BaseSettings):
         "?schema=name",
     )
     default_model: str = Field("gpt-4o", description="model of sessions created without one")
-    max_entry_bytes: int = Field(1 << 20, description="default size limit of one entry")
-    model_windows: dict[str, int] = Field(
+    max_entry_bytes: int = Field(1 << 20, gt=0, description="default size limit of one entry")
+    model_windows: dict[str, PositiveInt] = Field(
         default_factory=dict,
         description='context windows by model (the "models config"), as JSON',
     )
@@ -43,9 +57,9 @@ class Config(BaseSettings):
         'shape, e.g. {"compaction": {"threshold_ratio": 0.7}, "pruning": {"mode": "cache-ttl"}}',
     )
     compaction_workers: int = Field(
-        4, description="compactions that run at once (of different sessions)"
+        4, gt=0, description="compactions that run at once (of different sessions)"
     )
-    snapshot_interval: int = Field(100, description="events between aggregate snapshots")
+    snapshot_interval: int = Field(100, gt=0, description="events between aggregate snapshots")
     recall_index: bool = Field(
         False,
         description="keep the recall index and answer Recall: entries' text, unsealed, in "
@@ -53,23 +67,35 @@ class Config(BaseSettings):
     )
     cache_max_mb: int = Field(
         512,
+        gt=0,
         description="memory for cached sessions: their histories and rendered prompts, "
         "(a sixth) their aggregates and (a 16th) their tenants and latest saved versions",
     )
-    max_workers: int = Field(32, description="gRPC worker threads")
+    max_workers: int = Field(32, gt=0, description="gRPC worker threads")
     max_followers: int = Field(
         1_000,
         gt=0,
         description="followed ReadEvents streams served at once (they wait on the event "
         "loop and hold no worker thread); the next is refused with RESOURCE_EXHAUSTED",
     )
-    max_message_mb: int = Field(16, description="largest gRPC message accepted")
+    max_message_mb: int = Field(
+        16,
+        gt=0,
+        le=MAX_MESSAGE_MB,
+        description="largest gRPC message accepted (gRPC counts bytes in 32 bits)",
+    )
     follow_poll_seconds: float = Field(
-        1.0, description="how often a followed event stream looks for writes of other servers"
+        1.0,
+        gt=0,
+        le=MAX_POLL_SECONDS,
+        allow_inf_nan=False,
+        description="how often a followed event stream looks for writes of other servers",
     )
     idempotency_ttl_seconds: float = Field(
         24 * 3600.0,
         gt=0,
+        le=MAX_IDEMPOTENCY_TTL_SECONDS,
+        allow_inf_nan=False,
         description="how long an append's idempotency key recognises a retry",
     )
     projections: Literal["inprocess", "worker", "off"] = Field(
@@ -85,6 +111,9 @@ class Config(BaseSettings):
     )
     projection_poll_seconds: float = Field(
         0.2,
+        gt=0,
+        le=MAX_POLL_SECONDS,
+        allow_inf_nan=False,
         description="how often the projection looks for new events when not woken (SQLite "
         "cannot notify; on PostgreSQL this is the fallback of LISTEN/NOTIFY)",
     )
@@ -98,6 +127,8 @@ class Config(BaseSettings):
     retention_interval_seconds: float = Field(
         3600.0,
         gt=0,
+        le=MAX_RETENTION_INTERVAL_SECONDS,
+        allow_inf_nan=False,
         description="how often the leading worker or server applies the retention policies "
         "(it reads the file again each time)",
     )
@@ -145,6 +176,13 @@ class Config(BaseSettings):
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, level: str) -> str:
+        if level.upper() not in LOG_LEVELS:
+            raise ValueError(f"{level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+        return level.upper()
+
     @field_validator("address", "health_address", "metrics_address")
     @classmethod
     def _host_and_port(cls, address: str | None) -> str | None:
@@ -161,10 +199,13 @@ class Config(BaseSettings):
     @model_validator(mode="after")
     def _tls_files_together(self) -> Config:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ValueError("set tls_cert_file and tls_key_file together, or neither")
+            raise ValueError(
+                "set SESSIONSTORE_TLS_CERT_FILE and SESSIONSTORE_TLS_KEY_FILE together, or neither"
+            )
         if self.tls_client_ca_file is not None and self.tls_cert_file is None:
             raise ValueError(
-                "tls_client_ca_file (mutual TLS) needs TLS: set tls_cert_file and tls_key_file"
+                "SESSIONSTORE_TLS_CLIENT_CA_FILE (mutual TLS) needs TLS: set "
+                "SESSIONSTORE_TLS_CERT_FILE and SESSIONSTORE_TLS_KEY_FILE"
             )
         return self
 
@@ -181,6 +222,10 @@ class Config(BaseSettings):
     @field_validator("session_defaults")
     @classmethod
     def _valid_settings(cls, defaults: dict[str, Any]) -> dict[str, Any]:
+        # Stored settings of another release may hold keys this one ignores;
+        # an operator's defaults may not: a misspelt key would change nothing.
+        if unknown := unknown_settings_keys(defaults):
+            raise ValueError(f"unknown settings {', '.join(unknown)}")
         try:
             merged_settings(SessionSettings(), defaults).validate()
         except (TypeError, DomainError) as error:
@@ -195,6 +240,48 @@ class Config(BaseSettings):
     def eventsourcing_env(self) -> dict[str, str]:
         """The eventsourcing library's settings for this database URL."""
         return persistence_env(self.database_url)
+
+
+def load_config(program: str) -> Config:
+    """The configuration from the environment, or the process ends with one line
+    saying which SESSIONSTORE_* variable to fix."""
+    try:
+        return Config()
+    except ValidationError as error:
+        problems = [_described(problem) for problem in error.errors()]
+    except SettingsError as error:
+        # pydantic-settings names the field only in its message; JSON it could not read.
+        field = re.search(r'field "(\w+)"', str(error))
+        variable = f"{ENV_PREFIX}{field[1].upper()}" if field else "a SESSIONSTORE_* variable"
+        problems = [f"{variable} is not valid JSON ({error.__cause__})"]
+    sys.exit(f"{program}: invalid configuration: {'; '.join(problems)}")
+
+
+def _described(problem: Any) -> str:
+    location = [str(part) for part in problem["loc"]]
+    message = problem["msg"].removeprefix("Value error, ")
+    if not location:  # a rule across variables: its message names them
+        return message
+    variable = f"{ENV_PREFIX}{location[0].upper()}"
+    within = "".join(f"[{part!r}]" for part in location[1:])
+    shown = problem.get("input")
+    # Never echo the database URL: it may hold a password.
+    if location[0] != "database_url" and isinstance(shown, str | int | float):
+        return f"{variable}{within}={shown!r}: {message}"
+    return f"{variable}{within}: {message}"
+
+
+def unknown_settings_keys(changes: dict[str, Any]) -> list[str]:
+    """The keys of ``changes`` (settings' stored shape) that no setting has."""
+    defaults = SessionSettings()
+    known = defaults.to_dict()
+    unknown = []
+    for key, value in changes.items():
+        if key not in known:
+            unknown.append(key)
+        elif isinstance(value, dict) and dataclasses.is_dataclass(getattr(defaults, key)):
+            unknown += [f"{key}.{name}" for name in value if name not in known[key]]
+    return unknown
 
 
 def sqlite_file(database_url: str) -> Path | None:

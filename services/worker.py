@@ -21,11 +21,11 @@ import sys
 import threading
 
 import structlog
-from pydantic import ValidationError
 
 from services.adapters.event_store import build_event_store
+from services.adapters.start_errors import START_ERRORS, redacted, start_refusal
 from services.bootstrap import build_scheduled_retention, build_sessions
-from services.config import Config
+from services.config import load_config
 from services.logs import configure_logging
 from services.observability.setup import serve_worker_metrics
 from services.readmodels.leadership import project_while_leading
@@ -38,27 +38,30 @@ log = structlog.get_logger(__name__)
 def main() -> None:
     # As in the server: signals are taken by sigwait, never by a handler.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        config = Config()
-    except ValidationError as error:
-        sys.exit(f"sessionstore-worker: invalid configuration:\n{error}")
+    config = load_config("sessionstore-worker")
     configure_logging(config)
-    events = build_event_store(config)
-    models = build_read_models(
-        events,
-        config.database_url,
-        run_projection=True,
-        migrate_first=config.migrate_at_start,
-        poll_seconds=config.projection_poll_seconds,
-        recall_index=config.recall_index,
-    )
+    try:
+        events = build_event_store(config)
+        models = build_read_models(
+            events,
+            config.database_url,
+            run_projection=True,
+            migrate_first=config.migrate_at_start,
+            poll_seconds=config.projection_poll_seconds,
+            recall_index=config.recall_index,
+        )
+        retention = build_scheduled_retention(config, build_sessions(config, events), models)
+        metrics = serve_worker_metrics(
+            config, models, None if retention is None else retention.scheduler
+        )
+    except START_ERRORS as error:
+        # As the server says it: one line, no traceback, no worker.
+        reason, database = start_refusal(error), redacted(config.database_url)
+        log.error("cannot start", reason=reason, database=database)
+        sys.exit(1)
     stopping = threading.Event()
     leadership = threading.Thread(
         target=project_while_leading, args=(models, stopping), name="leadership"
-    )
-    retention = build_scheduled_retention(config, build_sessions(config, events), models)
-    metrics = serve_worker_metrics(
-        config, models, None if retention is None else retention.scheduler
     )
     if retention is None:
         log.info("retention: no policy file (SESSIONSTORE_RETENTION_FILE), nothing removed")

@@ -128,13 +128,18 @@ def _provider(name: str, fields: Any, path: Path) -> Provider:
         raise ProvidersFileError(
             f"providers file {path}: [{name}] names both api_key_env and api_key_file"
         )
-    try:
-        return Provider(
-            name,
-            str(fields.get("api_base", "")),
-            str(fields.get("api_key_env", "")),
-            str(fields.get("api_key_file", "")),
-            int(fields.get("window_tokens", 0)),
+    window_tokens = fields.get("window_tokens", 0)
+    # TOML gives the value its own type: a list, a string or a float is a mistake
+    # to name, not to convert (bool is an int to Python, not a count).
+    if not isinstance(window_tokens, int) or isinstance(window_tokens, bool) or window_tokens < 0:
+        raise ProvidersFileError(
+            f"providers file {path}: [{name}] window_tokens must be a whole number of tokens "
+            f"(0: the model's own window), not {window_tokens!r}"
         )
-    except ValueError as error:
-        raise ProvidersFileError(f"providers file {path}: [{name}]: {error}") from None
+    return Provider(
+        name,
+        str(fields.get("api_base", "")),
+        str(fields.get("api_key_env", "")),
+        str(fields.get("api_key_file", "")),
+        window_tokens,
+    )

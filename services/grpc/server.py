@@ -18,21 +18,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import grpc
-import psycopg
 import structlog
-from eventsourcing.persistence import PersistenceError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from pydantic import ValidationError
 
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import sealing
 from services.adapters.litellm_loader import load_in_background
 from services.adapters.model_info import model_metadata
+from services.adapters.start_errors import START_ERRORS, redacted, start_refusal
 from services.adapters.tokenizers import tokenizer_for
 from services.app.authentication import TokenBook
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, SessionService
 from services.bootstrap import Application, build_application
-from services.config import Config
+from services.config import Config, load_config
 from services.grpc.auth import AuthInterceptor
 from services.grpc.database_monitor import SERVICE, SERVICE_NAME, DatabaseMonitor, set_health
 from services.grpc.deadlines import DeadlineInterceptor
@@ -295,23 +293,21 @@ def main() -> None:
     # thread starts, so every thread inherits the mask.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     bound_malloc_arenas()  # before the threads that would each take an arena
-    try:
-        config = Config()
-    except ValidationError as error:
-        sys.exit(f"sessionstore: invalid configuration in the SESSIONSTORE_* variables:\n{error}")
+    config = load_config("sessionstore")
     configure_logging(config)
     try:
         running = start(config)
-    except (OSError, ValueError, PersistenceError, psycopg.Error) as error:
+    except START_ERRORS as error:
         # A misconfigured or unreachable database, or a taken address: say
         # which, without a traceback, and do not serve.
-        log.error("cannot start", reason=str(error), database=_redacted(config.database_url))
+        reason, database = start_refusal(error), redacted(config.database_url)
+        log.error("cannot start", reason=reason, database=database)
         sys.exit(1)
     log.info(
         "serving",
         address=config.address,
         health_address=config.health_address,
-        database=_redacted(config.database_url),
+        database=redacted(config.database_url),
         **security_mode(config),
     )
     received = signal.sigwait(STOP_SIGNALS)
@@ -331,15 +327,6 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _redacted(database_url: str) -> str:
-    from urllib.parse import urlparse
-
-    url = urlparse(database_url)
-    if url.password:
-        return database_url.replace(f":{url.password}@", ":***@")
-    return database_url
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
             "mysql://somewhere/db",
             "use sqlite:///path.db, postgresql",
         ),
-        ("SESSIONSTORE_MAX_WORKERS", "lots", "max_workers"),
+        ("SESSIONSTORE_MAX_WORKERS", "lots", "SESSIONSTORE_MAX_WORKERS='lots'"),
         ("SESSIONSTORE_ADDRESS", "localhost", "is not host:port"),
         ("SESSIONSTORE_ADDRESS", "127.0.0.1:99999", "is not host:port"),
         (
@@ -118,6 +118,87 @@ def test_a_server_that_cannot_start_says_why_without_a_traceback(
     # Said at once, not after the connection pool's 10 s wait (which would come on top
     # of the interpreter's start, itself several seconds on a busy machine).
     assert time.monotonic() - started < 10
+
+
+# Each of these once started a server that refused every call, spun a core or
+# failed later with a traceback; now the start is refused in one line that names
+# the variable to fix.
+BAD_SETTINGS = [
+    ("SESSIONSTORE_MAX_MESSAGE_MB", "0", "greater than 0"),
+    ("SESSIONSTORE_MAX_MESSAGE_MB", "100000", "less than or equal to 2045"),
+    ("SESSIONSTORE_MAX_ENTRY_BYTES", "-1", "greater than 0"),
+    ("SESSIONSTORE_SNAPSHOT_INTERVAL", "0", "greater than 0"),
+    ("SESSIONSTORE_MODEL_WINDOWS", '{"gpt-4o": -5}', "['gpt-4o']=-5: Input should be greater"),
+    ("SESSIONSTORE_PROJECTION_POLL_SECONDS", "0", "greater than 0"),
+    ("SESSIONSTORE_FOLLOW_POLL_SECONDS", "-1", "greater than 0"),
+    ("SESSIONSTORE_CACHE_MAX_MB", "-1", "greater than 0"),
+    ("SESSIONSTORE_COMPACTION_WORKERS", "0", "greater than 0"),
+    ("SESSIONSTORE_MODEL_WINDOWS", "notjson", "is not valid JSON"),
+    ("SESSIONSTORE_SESSION_DEFAULTS", "notjson", "is not valid JSON"),
+    ("SESSIONSTORE_LOG_LEVEL", "bogus", "use one of DEBUG, INFO, WARNING, ERROR"),
+    (
+        "SESSIONSTORE_SESSION_DEFAULTS",
+        '{"compaction": {"threshhold_ratio": 0.5}, "bogus": 1}',
+        "unknown settings compaction.threshhold_ratio, bogus",
+    ),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "words"), BAD_SETTINGS)
+def test_a_setting_out_of_bounds_is_refused_at_start_in_one_line(
+    tmp_path: Path, variable: str, value: str, words: str
+) -> None:
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        variable: value,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.grpc.server"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"sessionstore: invalid configuration: {variable}")
+    assert words in line
+    assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("SESSIONSTORE_SNAPSHOT_INTERVAL", "-1", "SESSIONSTORE_SNAPSHOT_INTERVAL='-1'"),
+        ("SESSIONSTORE_MODEL_WINDOWS", "notjson", "SESSIONSTORE_MODEL_WINDOWS is not valid JSON"),
+        ("SESSIONSTORE_DATABASE_URL", "mysql://x", "use sqlite:///path.db, postgresql"),
+        (
+            "SESSIONSTORE_DATABASE_URL",
+            f"postgresql://postgres@127.0.0.1:{_free_port()}/test",
+            "cannot connect to PostgreSQL at 127.0.0.1:",
+        ),
+    ],
+)
+def test_a_worker_that_cannot_start_says_why_in_one_line(
+    tmp_path: Path, variable: str, value: str, words: str
+) -> None:
+    env = {
+        **os.environ,
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        variable: value,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert words in line
 
 
 def _serve(address: str, tmp_path: Path) -> subprocess.Popen[str]:

@@ -8,10 +8,11 @@ rebuild is an operator's repair.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -51,6 +52,23 @@ def _database_url_option(*, must_exist: bool) -> Callable[[F], F]:
     )
 
 
+def says_database_errors(command: F) -> F:
+    """The command, reporting a database it cannot use (refused, missing, a URL of
+    another kind) in one line and exit code 1, as the server does, not with a
+    traceback."""
+
+    @functools.wraps(command)
+    def reporting(*args: Any, **kwargs: Any) -> Any:
+        from services.adapters.start_errors import START_ERRORS, start_refusal
+
+        try:
+            return command(*args, **kwargs)
+        except START_ERRORS as error:
+            raise click.ClickException(start_refusal(error)) from None
+
+    return cast(F, reporting)
+
+
 # A migration may make the store's database; every other command reads one that exists.
 DATABASE_URL = _database_url_option(must_exist=True)
 NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
@@ -72,6 +90,7 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
     help="With --check: check again until then (for servers that wait for a migration "
     "job, a database not up yet included).",
 )
+@says_database_errors
 def migrate(database_url: str, check: bool, wait: float) -> None:
     """Apply the read models' schema migrations (safe to run from several replicas)."""
     from services.readmodels.admin import migrate_database, wait_until_migrated
@@ -92,6 +111,7 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
 @click.command()
 @click.argument("name", type=click.Choice(MODELS))
 @DATABASE_URL
+@says_database_errors
 def rebuild(name: str, database_url: str) -> None:
     """Drop read model NAME's rows and rebuild it from the first event (recall: with
     SESSIONSTORE_RECALL_INDEX=true, as the servers run)."""
@@ -110,6 +130,7 @@ def readmodels() -> None:
 @readmodels.command("status")
 @DATABASE_URL
 @click.pass_context
+@says_database_errors
 def status(ctx: click.Context, database_url: str) -> None:
     """Each read model's position and lag behind the store, and the events it
     could not apply (quarantined: skipped, kept to retry)."""
@@ -140,6 +161,7 @@ def status(ctx: click.Context, database_url: str) -> None:
 @click.argument("names", nargs=-1, type=click.Choice(MODELS))
 @DATABASE_URL
 @click.pass_context
+@says_database_errors
 def retry(ctx: click.Context, names: tuple[str, ...], database_url: str) -> None:
     """Apply the quarantined events of the read models NAMES (all when none) again,
     after a fix: each session they belong to is projected again, in order. Exits 1

@@ -20,7 +20,7 @@ import click
 
 from services.cli import output
 from services.cli.client import Client
-from services.cli.database import DATABASE_URL
+from services.cli.database import DATABASE_URL, says_database_errors
 from services.cli.options import Moment
 from services.cli.output import print_json
 
@@ -54,6 +54,7 @@ def retention() -> None:
     help="Plan as of this time (ISO 8601) instead of now: what will be due then.",
 )
 @click.pass_context
+@says_database_errors
 def plan(ctx: click.Context, policy_file: Path, database_url: str, at: datetime | None) -> None:
     """List the sessions the policies would erase, and why; erase nothing."""
     from services.bootstrap import plan_retention
@@ -69,6 +70,7 @@ def plan(ctx: click.Context, policy_file: Path, database_url: str, at: datetime 
 @POLICY_FILE
 @DATABASE_URL
 @click.pass_context
+@says_database_errors
 def apply(ctx: click.Context, policy_file: Path, database_url: str) -> None:
     """Erase the sessions the policies make due now (exporting first where they say
     so). Exits 1 when a removal failed."""

@@ -547,3 +547,47 @@ def test_a_command_on_a_store_that_is_not_there_says_so(
     assert result.exit_code == 2, result.output
     assert f"no database at {tmp_path / 'data' / 'sessionstore.db'}" in result.output
     assert not (tmp_path / "data").exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["readmodels", "status"],
+        ["readmodels", "retry"],
+        ["rebuild", "catalog"],
+        ["migrate"],
+        ["retention", "plan", "--policy-file", "policy.toml"],
+        ["retention", "apply", "--policy-file", "policy.toml"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+@pytest.mark.parametrize(
+    ("database_url", "words"),
+    [
+        (f"postgresql://postgres@127.0.0.1:{_closed_port()}/x", "Connection refused"),
+        ("postgresql://postgres@127.0.0.1:5432/no_such_database_here", "does not exist"),
+        ("mysql://x", "use sqlite:///path.db, postgresql"),
+    ],
+    ids=["refused", "missing", "mysql"],
+)
+def test_a_database_command_on_a_database_it_cannot_use_says_why_in_one_line(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    database_url: str,
+    words: str,
+) -> None:
+    """These printed a whole traceback, where the server says the same in one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text("")
+    result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = result.output.splitlines()
+    assert line.startswith("Error: ") and words in line

@@ -9,9 +9,11 @@ rebuild is an operator's repair.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -96,6 +98,16 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
     from services.readmodels.admin import migrate_database, wait_until_migrated
 
     if check:
+        # A check reads the store: it must not make the SQLite file it checks, which
+        # every later command would then read as a store of no sessions.
+        file = sqlite_file(database_url)
+        if file is not None and not _appears(file, wait):
+            click.echo(
+                f"read models not migrated: no database at {file.resolve()} (name the "
+                "store's database with --database-url or SESSIONSTORE_DATABASE_URL)",
+                err=True,
+            )
+            raise click.exceptions.Exit(1)
         behind = wait_until_migrated(database_url, wait)
         if behind:
             click.echo(f"read models not migrated: {behind}", err=True)
@@ -106,6 +118,18 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
         raise click.UsageError("--wait goes with --check")
     migrate_database(database_url)
     click.echo("read models migrated")
+
+
+def _appears(file: Path, seconds: float) -> bool:
+    """Whether ``file`` exists, or comes to within ``seconds`` (a migration job
+    that makes it)."""
+    give_up_at = time.monotonic() + seconds
+    while not file.exists():
+        left = give_up_at - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(1.0, left))
+    return True
 
 
 @click.command()

@@ -591,3 +591,14 @@ def test_a_database_command_on_a_database_it_cannot_use_says_why_in_one_line(
     assert result.exception is None or isinstance(result.exception, SystemExit)
     (line,) = result.output.splitlines()
     assert line.startswith("Error: ") and words in line
+
+
+def test_migrate_check_does_not_make_the_database_it_checks(tmp_path: pathlib.Path) -> None:
+    """It made an empty SQLite file, which every later command then read as a store."""
+    database = ["--database-url", f"sqlite:///{tmp_path}/absent.db"]
+    checked = CliRunner().invoke(cli, ["migrate", "--check", *database])
+    assert checked.exit_code == 1, checked.output
+    assert f"read models not migrated: no database at {tmp_path / 'absent.db'}" in checked.output
+    assert not (tmp_path / "absent.db").exists()
+    status = CliRunner().invoke(cli, ["readmodels", "status", *database])
+    assert status.exit_code == 2 and "no database at" in status.output

@@ -24,6 +24,9 @@ from domain.errors import InvalidRequest, quoted
 
 ANY_TENANT = "*"
 SECONDS_PER_DAY = 86_400.0
+# The longest limit a policy may set: a century. Longer ones (inf, 1e308) could
+# not be subtracted from a date; leave the limit out for "never".
+MAX_RETENTION_DAYS = 36_500
 
 
 class RetentionAction(enum.Enum):
@@ -53,8 +56,11 @@ class RetentionPolicy:
         if not self.tenant:
             raise InvalidRequest(f"{where}: name a tenant, or {ANY_TENANT!r} for every tenant")
         for limit, value in (("idle_days", self.idle_days), ("max_age_days", self.max_age_days)):
-            if value is not None and not value >= 0:
-                raise InvalidRequest(f"{where}: {limit} must be 0 or more, not {value}")
+            if value is not None and not 0 <= value <= MAX_RETENTION_DAYS:
+                raise InvalidRequest(
+                    f"{where}: {limit} must be from 0 to {MAX_RETENTION_DAYS:,} (a century), "
+                    f"not {value}"
+                )
         if self.action is RetentionAction.EXPORT_THEN_ERASE and not self.export_dir:
             raise InvalidRequest(f"{where}: export-then-erase needs export_dir")
         if self.action is RetentionAction.ERASE and self.export_dir:

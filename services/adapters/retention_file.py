@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import InvalidRequest
-from domain.retention import RetentionAction, RetentionPolicy, check_policies
+from domain.retention import MAX_RETENTION_DAYS, RetentionAction, RetentionPolicy, check_policies
 
 _FIELDS = {"name", "tenant", "labels", "idle_days", "max_age_days", "action", "export_dir"}
 
@@ -109,6 +109,11 @@ def _days(entry: dict[str, Any], key: str, where: str) -> float | None:
     value = entry.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise RetentionFileError(f"{where}: {key} must be a number of days, 0 or more")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RetentionFileError(f"{where}: {key} must be a number of days")
+    if not 0 <= value <= MAX_RETENTION_DAYS:
+        raise RetentionFileError(
+            f"{where}: {key} must be from 0 to {MAX_RETENTION_DAYS:,} days (a century), not "
+            f"{value}; leave it out for no limit"
+        )
     return float(value)

@@ -102,3 +102,18 @@ def test_a_mistake_in_the_file_or_a_failed_removal_is_said_and_exits_1(
     code, text = run(database_url, policy, "apply")
     assert code == 1 and "FAILED acme/idle: export failed, nothing erased" in text
     assert not sessions.aggregate("acme/idle").erased
+
+
+@pytest.mark.parametrize("limit", ["idle_days = inf", "max_age_days = 1e308", "idle_days = 36501"])
+@pytest.mark.parametrize("command", ["plan", "apply"])
+def test_a_limit_beyond_a_century_is_refused_naming_the_bound(
+    database_url: str, sessions: SessionService, tmp_path: Path, limit: str, command: str
+) -> None:
+    """inf and 1e308 passed the check, then could not be subtracted from a date."""
+    policy = tmp_path / "retention.toml"
+    policy.write_text(POLICY.replace("idle_days = 30", limit))
+    code, text = run(database_url, policy, command)
+    assert code == 1, text
+    assert "must be from 0 to 36,500 days (a century)" in text
+    assert "Traceback" not in text
+    assert not sessions.aggregate("acme/idle").erased

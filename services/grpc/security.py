@@ -6,6 +6,9 @@ only unless told otherwise.
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
+
 import grpc
 
 from services.app.authentication import TokenBook
@@ -72,9 +75,32 @@ def load_security(config: Config) -> tuple[TokenBook | None, grpc.ServerCredenti
             )
         except OSError as error:
             raise OSError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from None
+        check_tls_files(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file)
         credentials = grpc.ssl_server_credentials(
             [(key, chain)],
             root_certificates=client_ca,
             require_client_auth=client_ca is not None,
         )
     return tokens, credentials
+
+
+def check_tls_files(cert_file: Path, key_file: Path, client_ca_file: Path | None) -> None:
+    """Refuses files that are not a PEM certificate chain, its private key and CA
+    certificates: gRPC would only fail to bind, which reads as a taken address."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except ssl.SSLError as error:
+        raise ValueError(
+            f"SESSIONSTORE_TLS_CERT_FILE {cert_file} and SESSIONSTORE_TLS_KEY_FILE {key_file} "
+            f"are not a PEM certificate chain and its private key ({error.reason or error})"
+        ) from None
+    if client_ca_file is None:
+        return
+    try:
+        context.load_verify_locations(cafile=client_ca_file)
+    except ssl.SSLError as error:
+        raise ValueError(
+            f"SESSIONSTORE_TLS_CLIENT_CA_FILE {client_ca_file} holds no PEM CA certificate "
+            f"({error.reason or error})"
+        ) from None

@@ -10,6 +10,7 @@ import ctypes
 import gc
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -232,6 +233,7 @@ def _listen(
     server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
 ) -> int:
     """Binds ``address`` (port 0: a free one) and answers the port."""
+    _resolve(address)
     try:
         if credentials is not None:
             port = server.add_secure_port(address, credentials)
@@ -242,6 +244,18 @@ def _listen(
     if port == 0:
         raise OSError(f"cannot listen on {address}: is another server using it?")
     return port
+
+
+def _resolve(address: str) -> None:
+    """Refuses a host that does not resolve: gRPC would only fail to bind, which
+    reads as a taken address."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.getaddrinfo(host.strip("[]"), int(port), proto=socket.IPPROTO_TCP)
+    except socket.gaierror as error:
+        raise OSError(
+            f"cannot listen on {address}: {host} does not resolve ({error.strerror})"
+        ) from None
 
 
 SWITCH_INTERVAL_SECONDS = 0.001

@@ -234,6 +234,49 @@ def test_a_second_server_on_a_taken_address_exits_instead_of_splitting_the_traff
         first.wait()
 
 
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        (
+            {"SESSIONSTORE_TLS_CERT_FILE": "bad.pem", "SESSIONSTORE_TLS_KEY_FILE": "bad.pem"},
+            "are not a PEM certificate chain and its private key",
+        ),
+        (
+            {
+                "SESSIONSTORE_ADDRESS": "nohost.invalid:50051",
+                "SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE": "true",
+            },
+            "cannot listen on nohost.invalid:50051: nohost.invalid does not resolve",
+        ),
+    ],
+    ids=["bad certificate", "unresolvable host"],
+)
+def test_an_address_that_cannot_be_bound_says_why_not_blaming_another_server(
+    tmp_path: Path, settings: dict[str, str], words: str
+) -> None:
+    """Both were reported as "is another server using it?"."""
+    (tmp_path / "bad.pem").write_text("garbage\n")
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        "SESSIONSTORE_LOG_FORMAT": "json",
+        **{k: str(tmp_path / v) if v == "bad.pem" else v for k, v in settings.items()},
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.grpc.server"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    (line,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert line["event"] == "cannot start"
+    assert words in line["reason"]
+    assert "another server" not in line["reason"]
+
+
 def test_repeated_stop_signals_still_stop_within_the_grace_period(tmp_path: Path) -> None:
     """`uv run` forwards SIGTERM while the process group gets one too: both arrive together."""
     address = f"127.0.0.1:{_free_port()}"

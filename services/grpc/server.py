@@ -258,6 +258,11 @@ def _resolve(address: str) -> None:
         ) from None
 
 
+def bound_address(address: str, port: int) -> str:
+    """``address`` with the port it was bound to (port 0 asks for a free one)."""
+    return f"{address.rpartition(':')[0]}:{port}"
+
+
 SWITCH_INTERVAL_SECONDS = 0.001
 # glibc's mallopt parameter for the number of malloc arenas, and ours.
 M_ARENA_MAX = -8
@@ -319,8 +324,9 @@ def main() -> None:
         sys.exit(1)
     log.info(
         "serving",
-        address=config.address,
-        health_address=config.health_address,
+        address=bound_address(config.address, running.port),
+        health_address=config.health_address
+        and bound_address(config.health_address, running.health_port),
         database=redacted(config.database_url),
         **security_mode(config),
     )

@@ -277,6 +277,20 @@ def test_an_address_that_cannot_be_bound_says_why_not_blaming_another_server(
     assert "another server" not in line["reason"]
 
 
+def test_the_serving_line_names_the_port_bound_for_port_0(tmp_path: Path) -> None:
+    server = _serve("127.0.0.1:0", tmp_path)
+    try:
+        assert server.stderr is not None
+        serving = json.loads(server.stderr.readline())
+        assert serving["event"] == "serving"
+        host, _, port = serving["address"].rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0
+        _wait_until_serving(serving["address"])
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_repeated_stop_signals_still_stop_within_the_grace_period(tmp_path: Path) -> None:
     """`uv run` forwards SIGTERM while the process group gets one too: both arrive together."""
     address = f"127.0.0.1:{_free_port()}"

@@ -168,6 +168,33 @@ def test_a_setting_out_of_bounds_is_refused_at_start_in_one_line(
     assert not (tmp_path / "store.db").exists()
 
 
+@pytest.mark.parametrize("window", ["[1]", '"lots"', "-5", "1.5"])
+def test_a_providers_file_with_a_window_not_a_count_is_refused_in_one_line(
+    tmp_path: Path, window: str
+) -> None:
+    """A list here ended the start with a TypeError's traceback."""
+    providers = tmp_path / "providers.toml"
+    providers.write_text(f"[local]\nwindow_tokens = {window}\n")
+    env = {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        "SESSIONSTORE_LOG_FORMAT": "json",
+        "SESSIONSTORE_PROVIDERS_FILE": str(providers),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.grpc.server"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    (line,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert "[local] window_tokens must be a whole number of tokens" in line["reason"]
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "words"),
     [

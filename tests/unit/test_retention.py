@@ -97,7 +97,7 @@ def test_the_search_is_narrowed_by_the_loosest_limits() -> None:
         ('tenant = "a"\nidle_days = 1', "name must be"),
         ('name = "x"\nidle_days = 1', "tenant must be"),
         ('name = "x"\ntenant = "a"\nidle_day = 1', "unknown key 'idle_day'"),
-        ('name = "x"\ntenant = "a"\nidle_days = -1', "idle_days must be a number of days"),
+        ('name = "x"\ntenant = "a"\nidle_days = -1', "idle_days must be from 0 to 36,500 days"),
         ('name = "x"\ntenant = "a"\nmax_age_days = "30"', "max_age_days must be a number"),
         ('name = "x"\ntenant = "a"\naction = "delete"', "action must be 'erase' or"),
         ('name = "x"\ntenant = "a"\naction = "export-then-erase"', "needs export_dir"),

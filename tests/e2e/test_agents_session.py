@@ -152,6 +152,29 @@ def test_concurrent_adds_lose_nothing(address: str) -> None:
     asyncio.run(run())
 
 
+def test_a_message_while_a_call_is_open_abandons_the_call(address: str, client: Client) -> None:
+    """What the SDK's own sessions take: a user message before a call's output (the run
+    failed, or was cancelled, before the tool answered), the output coming later."""
+    call = ITEMS[3]
+    user = {"role": "user", "content": "never mind"}
+    late = {"type": "function_call_output", "call_id": "call_1", "output": "README.md"}
+
+    async def run() -> list[dict[str, Any]]:
+        session = SessionStoreSession("agents-moves-on", AsyncClient(address))
+        await session.add_items(items([call]))
+        await session.add_items(items([user]))
+        await session.add_items(items([late]))
+        return cast(list[dict[str, Any]], await session.get_items())
+
+    got = asyncio.run(run())
+    assert got[0] == call and got[2:] == [user, late]
+    assert got[1]["call_id"] == "call_1" and "abandoned" in got[1]["output"]
+    assert client.get_session("agents-moves-on").open_tool_call_ids == []
+    # The model is sent the call closed, as never run; the late output is kept, not sent.
+    view = json.loads(client.get_prompt_view("agents-moves-on").messages_json)
+    assert [m["role"] for m in view] == ["assistant", "tool", "user"]
+
+
 # -- the SDK's own runner -------------------------------------------------------------
 
 FILE_CHARS = 15_000

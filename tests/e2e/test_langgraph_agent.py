@@ -143,3 +143,30 @@ def test_interrupt_resume_history_and_time_travel(address: str) -> None:
     seen = [m["content"] for m in agent.requests[-1] if m["role"] == "user"]
     assert seen == ["read a.py", "read b.py instead"]
     assert saver.prompt_messages(config)[-1]["content"] == state[-1].content
+
+
+def test_a_new_message_while_a_call_waits_abandons_the_call(address: str, client: Client) -> None:
+    saver = SessionStoreSaver(Client(address))
+    agent = Agent(saver, interrupt_before=["tools"])
+    config = thread("graph-moves-on")
+
+    agent.turn(config, "read a.py")  # the model asks for the tool: interrupted before it
+    agent.turn(config, "never mind, read b.py")  # the user moved on, the call unanswered
+    state = agent.graph.get_state(config)
+    assert [m.content for m in state.values["messages"] if isinstance(m, HumanMessage)] == [
+        "read a.py",
+        "never mind, read b.py",
+    ]
+    assert state.next == ("tools",)  # the second call waits, the checkpoint saved
+    # The model was sent a prompt providers take: the first call closed, as never run.
+    closed = agent.requests[-1][2]
+    assert closed["role"] == "tool" and "abandoned" in closed["content"]
+    assert client.get_session("graph-moves-on").open_tool_call_ids == ["call_2"]
+
+    # The first call's result, given late, is kept in the state; the prompt, where the
+    # call has its answer already, leaves it out (checked valid on the next turn).
+    late = ToolMessage(content="a.py: nothing", tool_call_id="call_1")
+    agent.graph.update_state(config, {"messages": [late]})
+    assert agent.graph.get_state(config).values["messages"][-1] == late
+    agent.turn(config, "thanks")
+    assert [m["content"] for m in agent.requests[-1] if m["role"] == "user"][-1] == "thanks"

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sessionstore_client._call_ids import runtime_call_id
 from sessionstore_client.types import (
     ContentBlock,
     Entry,
@@ -104,11 +105,17 @@ def entry_items(entry: Entry, shown_results: Mapping[str, str]) -> list[Item]:
     if kept is None:
         return _plain_items(entry, shown_results)
     items: list[Item] = json.loads(kept)
-    stored = {b.tool_call_id: b.content for b in entry.content if isinstance(b, ToolResultBlock)}
+    # The results the entry holds, by the call id the runtime gave (a late one, kept as a
+    # note, holds none: its call shows another answer).
+    stored = {
+        runtime_call_id(b.tool_call_id): b for b in entry.content if isinstance(b, ToolResultBlock)
+    }
     for item in items:
-        call_id = str(item.get("call_id", ""))
-        shown = shown_results.get(call_id)
-        if item.get("type") == "function_call_output" and shown not in (None, stored.get(call_id)):
+        result = stored.get(str(item.get("call_id", "")))
+        if item.get("type") != "function_call_output" or result is None:
+            continue
+        shown = shown_results.get(result.tool_call_id)
+        if shown not in (None, result.content):
             item["output"] = shown  # cut by the guard or a prune
     return items
 

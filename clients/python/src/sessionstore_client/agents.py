@@ -30,12 +30,7 @@ from agents.memory import OpenAIResponsesCompactionArgs
 from agents.memory.session_settings import SessionSettings as AgentsSessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from sessionstore_client._call_ids import (
-    needs_new_call_ids,
-    needs_open_call_ids,
-    with_new_call_ids,
-    with_open_call_ids,
-)
+from sessionstore_client._appends import append
 from sessionstore_client._responses_items import entry_items, items_entries
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
@@ -110,26 +105,10 @@ class SessionStoreSession:
             await self.client.compact(self.session_id, force=force)
 
     async def _append(self, entries: list[Entry], expected_version: int | None = None) -> None:
-        """Appends the entries. Items added again after a pop carry tool call ids the store
-        has seen (it never reuses one): their calls get ids of their own in the store, and
-        results find their call by the id the item gives."""
-        try:
-            await self.client.append_entries(
-                self.session_id, entries=entries, expected_version=expected_version
-            )
-            return
-        except AlreadyExists as refused:
-            if not needs_new_call_ids(refused.message):
-                raise
-            entries = with_new_call_ids(entries)
-        except FailedPrecondition as refused:
-            if not needs_open_call_ids(refused.message):
-                raise
-            session = await self.client.get_session(self.session_id)
-            entries = with_open_call_ids(entries, session.open_tool_call_ids)
-        await self.client.append_entries(
-            self.session_id, entries=entries, expected_version=expected_version
-        )
+        """Appends the entries as the store takes them (see ``_appends``): items added
+        again after a pop keep the tool call ids they had, a message that comes while
+        calls are open has them abandoned, as the SDK's own sessions take both."""
+        await append(self.client, self.session_id, entries, expected_version)
 
     async def _log(self, version: int) -> DurableLog:
         """The durable log at ``version``, every page of it."""

@@ -36,15 +36,10 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from sessionstore_client._call_ids import (
-    needs_new_call_ids,
-    needs_open_call_ids,
-    with_new_call_ids,
-    with_open_call_ids,
-)
+from sessionstore_client._appends import append, append_sync
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.client import Client
-from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
+from sessionstore_client.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from sessionstore_client.langgraph._threads import (
     Thread,
     checkpoint_entry,
@@ -58,6 +53,9 @@ __all__ = ["SessionStoreSaver"]
 # Sessions of LangGraph threads carry this label, so the saver finds them all.
 THREAD_LABEL = ("langgraph", "thread")
 MESSAGES = "messages"
+# What the store may make of a checkpoint's messages: refused, the checkpoint is saved
+# by itself before the refusal is raised, so the graph's state is never lost with them.
+REFUSALS = (AlreadyExists, FailedPrecondition, InvalidArgument)
 # The class's method `list` hides the builtin in its annotations: these name the types.
 Entries: TypeAlias = list[Entry]
 Ids: TypeAlias = list[str]
@@ -147,15 +145,22 @@ class SessionStoreSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         thread_id, namespace = _thread_and_namespace(config)
-        entries = [self._checkpoint_entry(config, checkpoint, metadata)]
+        saved = self._checkpoint_entry(config, checkpoint, metadata)
+        said: Entries = []
         messages = _messages(namespace, checkpoint)
         if messages is not None:
             thread = self._caught_up(thread_id)
             new, clear = _unsaid(thread, messages)
             if clear:
                 self._call(self.client.clear_session, thread_id, reason="state replayed")
-            entries = [message_entry(m) for m in new] + entries
-        self._append(thread_id, entries)
+            said = [message_entry(m) for m in new]
+        try:
+            self._append(thread_id, [*said, saved])
+        except REFUSALS:
+            if not said:
+                raise
+            self._append(thread_id, [saved])  # the graph's state, whatever befell its messages
+            raise
         return _stored(thread_id, namespace, checkpoint["id"])
 
     async def aput(
@@ -166,7 +171,8 @@ class SessionStoreSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         thread_id, namespace = _thread_and_namespace(config)
-        entries = [self._checkpoint_entry(config, checkpoint, metadata)]
+        saved = self._checkpoint_entry(config, checkpoint, metadata)
+        said: Entries = []
         messages = _messages(namespace, checkpoint)
         if messages is not None:
             thread = await self._acaught_up(thread_id)
@@ -174,8 +180,14 @@ class SessionStoreSaver(BaseCheckpointSaver[str]):
             if clear:
                 with suppress(NotFound):
                     await self.aclient.clear_session(thread_id, reason="state replayed")
-            entries = [message_entry(m) for m in new] + entries
-        await self._aappend(thread_id, entries)
+            said = [message_entry(m) for m in new]
+        try:
+            await self._aappend(thread_id, [*said, saved])
+        except REFUSALS:
+            if not said:
+                raise
+            await self._aappend(thread_id, [saved])
+            raise
         return _stored(thread_id, namespace, checkpoint["id"])
 
     def put_writes(
@@ -253,18 +265,11 @@ class SessionStoreSaver(BaseCheckpointSaver[str]):
 
     def _append(self, thread_id: str, entries: Entries) -> None:
         try:
-            self._append_once(thread_id, entries)
+            append_sync(self.client, thread_id, entries)
         except NotFound:
             with suppress(AlreadyExists):
                 self.client.create_session(thread_id, settings=self.settings)
-            self._append_once(thread_id, entries)
-
-    def _append_once(self, thread_id: str, entries: Entries) -> None:
-        try:
-            self.client.append_entries(thread_id, entries=entries)
-        except (AlreadyExists, FailedPrecondition) as refused:
-            open_calls = self.client.get_session(thread_id).open_tool_call_ids
-            self.client.append_entries(thread_id, entries=_again(entries, refused, open_calls))
+            append_sync(self.client, thread_id, entries)
 
     def _erase(self, thread_id: str, entry_ids: Ids, reason: str) -> None:
         if entry_ids:
@@ -292,19 +297,11 @@ class SessionStoreSaver(BaseCheckpointSaver[str]):
 
     async def _aappend(self, thread_id: str, entries: Entries) -> None:
         try:
-            await self._aappend_once(thread_id, entries)
+            await append(self.aclient, thread_id, entries)
         except NotFound:
             with suppress(AlreadyExists):
                 await self.aclient.create_session(thread_id, settings=self.settings)
-            await self._aappend_once(thread_id, entries)
-
-    async def _aappend_once(self, thread_id: str, entries: Entries) -> None:
-        try:
-            await self.aclient.append_entries(thread_id, entries=entries)
-        except (AlreadyExists, FailedPrecondition) as refused:
-            open_calls = (await self.aclient.get_session(thread_id)).open_tool_call_ids
-            again = _again(entries, refused, open_calls)
-            await self.aclient.append_entries(thread_id, entries=again)
+            await append(self.aclient, thread_id, entries)
 
     async def _aerase(self, thread_id: str, entry_ids: Ids, reason: str) -> None:
         if entry_ids:
@@ -456,17 +453,6 @@ def _unsaid(thread: Thread, messages: list[Any]) -> tuple[list[Any], bool]:
     if ids[: len(held)] == held:
         return messages[len(held) :], False
     return messages, True
-
-
-def _again(
-    entries: list[Entry], refused: AlreadyExists | FailedPrecondition, open_calls: list[str]
-) -> list[Entry]:
-    """The entries again, their tool calls under the ids the store wants (see _call_ids)."""
-    if isinstance(refused, AlreadyExists) and needs_new_call_ids(refused.message):
-        return with_new_call_ids(entries)
-    if isinstance(refused, FailedPrecondition) and needs_open_call_ids(refused.message):
-        return with_open_call_ids(entries, open_calls)
-    raise refused
 
 
 def _of_runs(thread: Thread, run_ids: set[str]) -> list[str]:

@@ -97,6 +97,79 @@ def test_sessions_events_and_state(address: str) -> None:
     asyncio.run(run())
 
 
+def called(call_id: str, name: str = "lookup") -> Event:
+    call = types.FunctionCall(id=call_id, name=name, args={})
+    return Event(
+        author="model", content=types.Content(role="model", parts=[types.Part(function_call=call)])
+    )
+
+
+def answered(call_id: str, response: dict[str, Any], name: str = "lookup") -> Event:
+    answer = types.FunctionResponse(id=call_id, name=name, response=response)
+    return Event(
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(function_response=answer)]),
+    )
+
+
+def test_a_message_while_a_call_is_open_abandons_the_call(address: str) -> None:
+    """What ADK's own service takes: a user message before a call's response, the
+    response coming later."""
+
+    async def run() -> list[Event]:
+        service = SessionStoreSessionService(AsyncClient(address))
+        session = await service.create_session(app_name="shop", user_id="ann")
+        for event in (called("fc-1"), said("never mind"), answered("fc-1", {"result": "late"})):
+            await service.append_event(session, event)
+        found = await service.get_session(app_name="shop", user_id="ann", session_id=session.id)
+        assert found is not None
+        return found.events
+
+    events = asyncio.run(run())
+    parts = [e.content.parts[0] for e in events if e.content and e.content.parts]
+    assert parts[0].function_call is not None and parts[0].function_call.id == "fc-1"
+    closed = parts[1].function_response
+    assert closed is not None and (closed.id, closed.name) == ("fc-1", "lookup")
+    assert "abandoned" in str(closed.response)
+    assert parts[2].text == "never mind"
+    late = parts[3].function_response
+    assert late is not None and late.response == {"result": "late"}
+
+
+def test_call_ids_used_again_and_a_long_running_tools_responses(address: str) -> None:
+    """What ADK's own service takes: a model reusing a call id in a later turn, and a
+    long-running tool's "pending" response followed by its final one, by the same id."""
+
+    async def run() -> list[Event]:
+        service = SessionStoreSessionService(AsyncClient(address))
+        session = await service.create_session(app_name="shop", user_id="ann")
+        for event in (
+            called("call_0"),
+            answered("call_0", {"result": "first"}),
+            said("again"),
+            called("call_0"),
+            answered("call_0", {"result": "second"}),
+            called("adk-1", "approve"),
+            answered("adk-1", {"status": "pending"}, "approve"),
+            answered("adk-1", {"status": "approved"}, "approve"),
+        ):
+            await service.append_event(session, event)
+        found = await service.get_session(app_name="shop", user_id="ann", session_id=session.id)
+        assert found is not None
+        return found.events
+
+    parts = [e.content.parts[0] for e in asyncio.run(run()) if e.content and e.content.parts]
+    calls = [p.function_call.id for p in parts if p.function_call]
+    assert calls == ["call_0", "call_0", "adk-1"]  # as ADK gave them
+    responses = [(r.id, r.response) for p in parts if (r := p.function_response)]
+    assert responses == [
+        ("call_0", {"result": "first"}),
+        ("call_0", {"result": "second"}),
+        ("adk-1", {"status": "pending"}),
+        ("adk-1", {"status": "approved"}),
+    ]
+
+
 def read_file(path: str) -> str:
     """Reads a file of the project."""
     return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))

@@ -39,6 +39,8 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.genai import types
 
+from sessionstore_client._appends import append
+from sessionstore_client._call_ids import runtime_call_id
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, NotFound, VersionConflict
 from sessionstore_client.types import (
@@ -166,9 +168,8 @@ class SessionStoreSessionService(BaseSessionService):
         entry = _event_entry(event)
         while True:
             try:
-                answer = await self.client.append_entries(
-                    session.id, entries=[entry], expected_version=read_at
-                )
+                # As the store takes it: see _appends (open calls, ids it has seen).
+                answer = await append(self.client, session.id, [entry], read_at)
                 break
             except VersionConflict as conflict:
                 read_at = await self._unchanged_since(session.id, read_at or 0, conflict)
@@ -238,7 +239,11 @@ def _blocks(content: types.Content | None) -> tuple[Role, list[ContentBlock]]:
 def _view_events(messages: list[dict[str, Any]], compacted: bool, log: Any) -> list[Event]:
     """The events of the view: the summary as a compaction event, then the log's."""
     shown = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
-    events = [e for entry in [*log.pinned, *log.entries] if (e := _entry_event(entry, shown))]
+    entries = [*log.pinned, *log.entries]
+    # Entries of other writers (the store's results for abandoned calls among them) say
+    # which call a result answers by id only; ADK's responses name the function too.
+    names = {b.id: b.name for e in entries for b in e.content if isinstance(b, ToolCallBlock)}
+    events = [e for entry in entries if (e := _entry_event(entry, shown, names))]
     if compacted:
         summary = next(m for m in messages if m.get("role") != "system")
         first = events[0].timestamp if events else datetime.now(UTC).timestamp()
@@ -258,29 +263,34 @@ def _view_events(messages: list[dict[str, Any]], compacted: bool, log: Any) -> l
     return events
 
 
-def _entry_event(entry: Entry, shown: dict[str, str]) -> Event | None:
+def _entry_event(entry: Entry, shown: dict[str, str], names: dict[str, str]) -> Event | None:
     kept = entry.metadata.get(EVENT_KEY)
     if kept is None:
-        return _plain_event(entry, shown)
+        return _plain_event(entry, shown, names)
     event = Event.model_validate_json(kept)
+    # The results the entry holds, by the call id ADK gave (a late one, kept as a note,
+    # holds none: its call shows another answer).
+    stored = {
+        runtime_call_id(b.tool_call_id): b for b in entry.content if isinstance(b, ToolResultBlock)
+    }
     for part in event.content.parts or [] if event.content is not None else []:
         response = part.function_response
-        if response is not None and str(response.id) in shown:
-            stored = next(
-                (b.content for b in entry.content if isinstance(b, ToolResultBlock)), None
-            )
-            if shown[str(response.id)] != stored:
-                response.response = {"result": shown[str(response.id)]}  # as the model sees it
+        result = stored.get(str(response.id)) if response is not None else None
+        if response is None or result is None:
+            continue
+        text = shown.get(result.tool_call_id)
+        if text not in (None, result.content):
+            response.response = {"result": text}  # as the model sees it
     return event
 
 
-def _plain_event(entry: Entry, shown: dict[str, str]) -> Event | None:
+def _plain_event(entry: Entry, shown: dict[str, str], names: dict[str, str]) -> Event | None:
     """An event for an entry another client wrote."""
     parts = [types.Part(text=b.text) for b in entry.content if isinstance(b, TextBlock)]
     parts += [
         types.Part(
             function_call=types.FunctionCall(
-                id=b.id, name=b.name, args=json.loads(b.arguments_json)
+                id=runtime_call_id(b.id), name=b.name, args=json.loads(b.arguments_json)
             )
         )
         for b in entry.content
@@ -289,7 +299,9 @@ def _plain_event(entry: Entry, shown: dict[str, str]) -> Event | None:
     parts += [
         types.Part(
             function_response=types.FunctionResponse(
-                id=b.tool_call_id, name="", response={"result": b.content}
+                id=runtime_call_id(b.tool_call_id),
+                name=names.get(b.tool_call_id, ""),
+                response={"result": b.content},
             )
         )
         for b in entry.content

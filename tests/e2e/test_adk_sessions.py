@@ -170,6 +170,26 @@ def test_call_ids_used_again_and_a_long_running_tools_responses(address: str) ->
     ]
 
 
+@pytest.mark.parametrize("call_id", ["call_1", "functions.lookup:0"])
+def test_a_guarded_result_comes_back_as_the_model_sees_it(address: str, call_id: str) -> None:
+    """Whatever the call's id: one OpenAI refuses is shown rewritten in the view."""
+    huge = {"result": "Z" * 600_000}
+
+    async def run() -> dict[str, Any]:
+        service = SessionStoreSessionService(AsyncClient(address), model="gpt-4o")
+        session = await service.create_session(app_name="shop", user_id="ann")
+        for event in (said("go"), called(call_id), answered(call_id, huge)):
+            await service.append_event(session, event)
+        found = await service.get_session(app_name="shop", user_id="ann", session_id=session.id)
+        assert found is not None and found.events[-1].content and found.events[-1].content.parts
+        response = found.events[-1].content.parts[0].function_response
+        assert response is not None and response.id == call_id
+        return response.response or {}
+
+    shown = asyncio.run(run())["result"]
+    assert len(shown) < 50_000 and shown.startswith("{")  # the guard's cut, not the whole
+
+
 def read_file(path: str) -> str:
     """Reads a file of the project."""
     return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))

@@ -16,6 +16,7 @@ its answer already.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,6 +24,7 @@ from dataclasses import replace
 from sessionstore_client.types import (
     ContentBlock,
     Entry,
+    PromptView,
     Role,
     TextBlock,
     ToolCallBlock,
@@ -38,6 +40,19 @@ LATE_RESULT = "late_tool_result"
 def runtime_call_id(stored: str) -> str:
     """The id the runtime gave a call stored under ``stored``."""
     return stored.split(SEPARATOR, 1)[0]
+
+
+def shown_results(view: PromptView) -> dict[str, str]:
+    """The tool results of an OpenAI prompt view, as it shows them (the guard or a prune
+    may have cut them), by the id of the call they answer as stored: the view shows an
+    id OpenAI would refuse rewritten, and its repairs say whose it is."""
+    messages = json.loads(view.messages_json)
+    stored = {r.view_tool_call_id: r.tool_call_id for r in view.repairs}
+    return {
+        stored.get(m["tool_call_id"], m["tool_call_id"]): m["content"]
+        for m in messages
+        if m.get("role") == "tool"
+    }
 
 
 def with_new_call_ids(entries: Sequence[Entry]) -> list[Entry]:

@@ -40,16 +40,18 @@ from google.adk.sessions.session import Session
 from google.genai import types
 
 from sessionstore_client._appends import append
-from sessionstore_client._call_ids import runtime_call_id
+from sessionstore_client._call_ids import runtime_call_id, shown_results
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, NotFound, VersionConflict
 from sessionstore_client.types import (
     ContentBlock,
+    DurableLog,
     EntriesAppended,
     Entry,
     EntryRetracted,
     Erasure,
     PromptFormat,
+    PromptView,
     Role,
     SessionCleared,
     SessionEvent,
@@ -119,7 +121,7 @@ class SessionStoreSessionService(BaseSessionService):
             return None  # deleted (erased), or another app's or user's
         view = await self.client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
         log = await self.client.get_durable_log(session_id, version=view.version)
-        events = _view_events(json.loads(view.messages_json), log.compaction is not None, log)
+        events = _view_events(view, log)
         events = _filtered(events, config)
         session = Session(
             id=session_id,
@@ -236,15 +238,16 @@ def _blocks(content: types.Content | None) -> tuple[Role, list[ContentBlock]]:
     return (Role.ASSISTANT if content.role == "model" else Role.USER), blocks
 
 
-def _view_events(messages: list[dict[str, Any]], compacted: bool, log: Any) -> list[Event]:
+def _view_events(view: PromptView, log: DurableLog) -> list[Event]:
     """The events of the view: the summary as a compaction event, then the log's."""
-    shown = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
+    shown = shown_results(view)
     entries = [*log.pinned, *log.entries]
     # Entries of other writers (the store's results for abandoned calls among them) say
     # which call a result answers by id only; ADK's responses name the function too.
     names = {b.id: b.name for e in entries for b in e.content if isinstance(b, ToolCallBlock)}
     events = [e for entry in entries if (e := _entry_event(entry, shown, names))]
-    if compacted:
+    if log.compaction is not None:
+        messages = json.loads(view.messages_json)
         summary = next(m for m in messages if m.get("role") != "system")
         first = events[0].timestamp if events else datetime.now(UTC).timestamp()
         compaction = EventCompaction(
@@ -301,7 +304,7 @@ def _plain_event(entry: Entry, shown: dict[str, str], names: dict[str, str]) -> 
             function_response=types.FunctionResponse(
                 id=runtime_call_id(b.tool_call_id),
                 name=names.get(b.tool_call_id, ""),
-                response={"result": b.content},
+                response={"result": shown.get(b.tool_call_id, b.content)},
             )
         )
         for b in entry.content

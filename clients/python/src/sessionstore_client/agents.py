@@ -31,6 +31,7 @@ from agents.memory.session_settings import SessionSettings as AgentsSessionSetti
 from agents.memory.session_settings import resolve_session_limit
 
 from sessionstore_client._appends import append
+from sessionstore_client._call_ids import shown_results
 from sessionstore_client._responses_items import entry_items, items_entries
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
@@ -140,13 +141,7 @@ class SessionStoreSession:
 def _view_items(view: PromptView, log: DurableLog) -> list[dict[str, Any]]:
     """The view's messages as the items they were made from."""
     messages: list[dict[str, Any]] = json.loads(view.messages_json)
-    # The view shows a call id OpenAI would refuse rewritten; its repairs say whose it is.
-    original = {r.view_tool_call_id: r.tool_call_id for r in view.repairs}
-    shown = {
-        original.get(m["tool_call_id"], m["tool_call_id"]): m["content"]
-        for m in messages
-        if m.get("role") == "tool"
-    }
+    shown = shown_results(view)
     items: list[dict[str, Any]] = []
     for entry in log.pinned:
         items += entry_items(entry, shown)

@@ -190,6 +190,19 @@ def test_a_guarded_result_comes_back_as_the_model_sees_it(address: str, call_id:
     assert len(shown) < 50_000 and shown.startswith("{")  # the guard's cut, not the whole
 
 
+def test_a_blank_message_is_kept_as_given(address: str) -> None:
+    async def run() -> list[Event]:
+        service = SessionStoreSessionService(AsyncClient(address))
+        session = await service.create_session(app_name="shop", user_id="ann")
+        await service.append_event(session, said("  "))
+        found = await service.get_session(app_name="shop", user_id="ann", session_id=session.id)
+        assert found is not None
+        return found.events
+
+    events = asyncio.run(run())
+    assert [e.content.parts[0].text for e in events if e.content and e.content.parts] == ["  "]
+
+
 def read_file(path: str) -> str:
     """Reads a file of the project."""
     return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))

@@ -175,6 +175,25 @@ def test_a_message_while_a_call_is_open_abandons_the_call(address: str, client: 
     assert [m["role"] for m in view] == ["assistant", "tool", "user"]
 
 
+def test_empty_input_is_kept_as_given(address: str, client: Client) -> None:
+    """What the SDK's own sessions take: the runner's item for an empty input."""
+    empty = [{"role": "user", "content": ""}, {"role": "user", "content": []}]
+    model = ScriptedModel([{"responder": lambda call: [assistant_message("yes?")]}])
+    agent = Agent(name="assistant", instructions="Reply.", model=model)
+
+    async def run() -> list[TResponseInputItem]:
+        session = SessionStoreSession("agents-empty", AsyncClient(address))
+        await session.add_items(items(empty[1:]))
+        result = await Runner.run(agent, "", session=session)
+        assert result.final_output == "yes?"
+        return await session.get_items()
+
+    got = asyncio.run(run())
+    assert got[:2] == [empty[1], empty[0]]
+    view = json.loads(client.get_prompt_view("agents-empty").messages_json)
+    assert [m["content"] for m in view[:2]] == ["(empty message)"] * 2
+
+
 # -- the SDK's own runner -------------------------------------------------------------
 
 FILE_CHARS = 15_000

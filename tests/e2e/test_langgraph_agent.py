@@ -170,3 +170,12 @@ def test_a_new_message_while_a_call_waits_abandons_the_call(address: str, client
     assert agent.graph.get_state(config).values["messages"][-1] == late
     agent.turn(config, "thanks")
     assert [m["content"] for m in agent.requests[-1] if m["role"] == "user"][-1] == "thanks"
+
+
+def test_a_blank_message_is_kept_as_given(address: str) -> None:
+    saver = SessionStoreSaver(Client(address))
+    agent = Agent(saver)
+    config = thread("graph-blank")
+    assert agent.turn(config, "  ")["messages"][-1].content == "read it (2)"
+    assert agent.graph.get_state(config).values["messages"][0].content == "  "
+    assert agent.requests[0][0] == {"role": "user", "content": "(empty message)"}

@@ -40,6 +40,8 @@ _MESSAGE_ROLES = {
     "system": Role.SYSTEM,
     "developer": Role.SYSTEM,
 }
+# What the store keeps of a message that says nothing (as the LangGraph saver does).
+EMPTY_MESSAGE = "(empty message)"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 
 Item = dict[str, Any]
@@ -66,7 +68,7 @@ def _entry(items: Sequence[Mapping[str, Any]]) -> Entry:
     kind = item.get("type") or ("message" if "role" in item else "")
     role, content, custom_type = Role.CUSTOM, [], f"openai.{kind or 'item'}"
     if kind == "message" and item.get("role") in _MESSAGE_ROLES:
-        role, content, custom_type = _MESSAGE_ROLES[item["role"]], _blocks(item), ""
+        role, content, custom_type = _MESSAGE_ROLES[item["role"]], _said(_blocks(item)), ""
     elif kind == "function_call":
         role, content, custom_type = Role.ASSISTANT, [_call(item)], ""
     elif kind == "function_call_output":
@@ -168,6 +170,15 @@ def _blocks(item: Mapping[str, Any]) -> list[ContentBlock]:
         else:  # a file, audio: counted by its text
             blocks.append(TextBlock(json.dumps(part, ensure_ascii=False)))
     return blocks
+
+
+def _said(blocks: list[ContentBlock]) -> list[ContentBlock]:
+    """The blocks, or a placeholder when they say nothing (an empty input, which the
+    runner sends as it was given): the store wants some text, and the item, kept as it
+    came, comes back as it was."""
+    if any(not isinstance(b, TextBlock) or b.text.strip() for b in blocks):
+        return blocks
+    return [TextBlock(EMPTY_MESSAGE)]
 
 
 def _is_object(text: str) -> bool:

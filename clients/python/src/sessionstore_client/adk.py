@@ -229,10 +229,12 @@ def _blocks(content: types.Content | None) -> tuple[Role, list[ContentBlock]]:
             call = part.function_call
             arguments = json.dumps(call.args or {}, ensure_ascii=False, default=str)
             blocks.append(ToolCallBlock(str(call.id), str(call.name), arguments))
-        elif part.text and part.thought:
-            blocks.append(ThinkingBlock(part.text))
-        elif part.text:
-            blocks.append(TextBlock(part.text))
+        elif not (part.text or "").strip():
+            continue  # says nothing: an event of nothing else is kept as a note
+        elif part.thought:
+            blocks.append(ThinkingBlock(part.text or ""))
+        else:
+            blocks.append(TextBlock(part.text or ""))
     if results:
         return Role.TOOL, results
     return (Role.ASSISTANT if content.role == "model" else Role.USER), blocks

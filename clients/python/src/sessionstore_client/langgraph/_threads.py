@@ -174,7 +174,7 @@ def message_entry(message: Any) -> Entry:
     """A LangChain message as a conversation entry (its id in the metadata)."""
     kind = getattr(message, "type", "")
     text = _message_text(message.content)
-    content: list[Any] = [TextBlock(text)] if text else []
+    content: list[Any] = [TextBlock(text)] if text.strip() else []
     if kind == "ai":
         content += [
             ToolCallBlock(str(call["id"]), str(call["name"]), json.dumps(call.get("args") or {}))

@@ -203,6 +203,35 @@ def test_a_blank_message_is_kept_as_given(address: str) -> None:
     assert [e.content.parts[0].text for e in events if e.content and e.content.parts] == ["  "]
 
 
+def test_the_initial_state_is_no_event_and_keeps_no_temporary_keys(address: str) -> None:
+    """As ADK's own service: temp: keys live for an invocation only, and the state a
+    session is created with is not among its events."""
+
+    async def run() -> None:
+        service = SessionStoreSessionService(AsyncClient(address))
+        made = await service.create_session(
+            app_name="shop", user_id="ann", state={"cart": [], "temp:draft": "x"}
+        )
+        assert made.state == {"cart": []} and made.events == []
+        for n in range(2):
+            await service.append_event(made, said(f"message {n}"))
+        recent = await service.get_session(
+            app_name="shop",
+            user_id="ann",
+            session_id=made.id,
+            config=GetSessionConfig(num_recent_events=2),
+        )
+        assert recent is not None and recent.state == {"cart": []}
+        assert [
+            e.content.parts[0].text for e in recent.events if e.content and e.content.parts
+        ] == [
+            "message 0",
+            "message 1",
+        ]
+
+    asyncio.run(run())
+
+
 def read_file(path: str) -> str:
     """Reads a file of the project."""
     return f"{path}:\n" + "".join(f"line {n} of {path}\n" for n in range(FILE_CHARS // 20))

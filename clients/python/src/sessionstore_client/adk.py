@@ -37,6 +37,7 @@ from google.adk.sessions.base_session_service import (
     ListSessionsResponse,
 )
 from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
 from google.genai import types
 
 from sessionstore_client._appends import append
@@ -69,6 +70,8 @@ APP, USER = "adk.app", "adk.user"
 EVENT_KEY = "adk.event"
 # Events without content (a state change, the initial state): notes of the runtime's.
 NOTE = "adk.event"
+# The state a session was created with: in the state, not among the session's events.
+INITIAL_STATE = "adk.initial_state"
 # What other writers record: a session read before one of these is stale (the store's
 # own records, a compaction or a prune, leave it current).
 _WRITES = (EntriesAppended, ToolCallsAbandoned, EntryRetracted, SessionCleared, Erasure)
@@ -97,9 +100,12 @@ class SessionStoreSessionService(BaseSessionService):
             await self.client.create_session(session_id, settings=settings)
         except AlreadyExists as refused:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from refused
-        if state:
-            initial = Event(author="user", actions=EventActions(state_delta=dict(state)))
-            await self.client.append_entries(session_id, entries=[_event_entry(initial)])
+        # Temporary state lives for an invocation only: ADK never keeps it.
+        kept = {k: v for k, v in (state or {}).items() if not k.startswith(State.TEMP_PREFIX)}
+        if kept:
+            initial = Event(author="user", actions=EventActions(state_delta=kept))
+            entry = _event_entry(initial, custom_type=INITIAL_STATE)
+            await self.client.append_entries(session_id, entries=[entry])
         found = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
         assert found is not None
         return found
@@ -200,7 +206,7 @@ class SessionStoreSessionService(BaseSessionService):
         return state
 
 
-def _event_entry(event: Event) -> Entry:
+def _event_entry(event: Event, custom_type: str = NOTE) -> Entry:
     kept = event.model_dump_json(exclude_none=True)
     role, blocks = _blocks(event.content)
     if not blocks:
@@ -209,7 +215,7 @@ def _event_entry(event: Event) -> Entry:
     return Entry(
         role=role,
         content=blocks,
-        custom_type=NOTE if role is Role.CUSTOM else "",
+        custom_type=custom_type if role is Role.CUSTOM else "",
         timestamp=datetime.fromtimestamp(event.timestamp, UTC),
         metadata={EVENT_KEY: kept},
     )
@@ -243,7 +249,7 @@ def _blocks(content: types.Content | None) -> tuple[Role, list[ContentBlock]]:
 def _view_events(view: PromptView, log: DurableLog) -> list[Event]:
     """The events of the view: the summary as a compaction event, then the log's."""
     shown = shown_results(view)
-    entries = [*log.pinned, *log.entries]
+    entries = [e for e in [*log.pinned, *log.entries] if e.custom_type != INITIAL_STATE]
     # Entries of other writers (the store's results for abandoned calls among them) say
     # which call a result answers by id only; ADK's responses name the function too.
     names = {b.id: b.name for e in entries for b in e.content if isinstance(b, ToolCallBlock)}

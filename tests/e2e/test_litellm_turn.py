@@ -2,7 +2,8 @@
 and Anthropic's real protocols to litellm's real client: turns with a tool through a
 window small enough that the store compacts, every request checked; a provider's
 overflow reported and retried, at most 3 times; the same in Anthropic's protocol and
-with asyncio."""
+with asyncio; answers the store could not hold as they came (empty, arguments cut
+short) stored all the same."""
 
 from __future__ import annotations
 
@@ -25,10 +26,15 @@ from sessionstore_client import (
     Tool,
     ToolResultBlock,
 )
-from sessionstore_client.litellm import ContextOverflow, acomplete_turn, complete_turn
+from sessionstore_client.litellm import (
+    EMPTY_ANSWER,
+    ContextOverflow,
+    acomplete_turn,
+    complete_turn,
+)
 
 from services.grpc.server import RunningServer
-from tests.support.fake_provider import FakeProvider, Received, call, fail, reply
+from tests.support.fake_provider import FakeProvider, Received, call, cut_short, fail, reply
 
 FILE_CHARS = 15_000
 
@@ -150,5 +156,45 @@ def test_anthropic_protocol_and_asyncio(server: RunningServer, provider: FakePro
             b["type"] for m in last.messages if isinstance(m["content"], list) for b in m["content"]
         ]
         assert "tool_use" in kinds and "tool_result" in kinds
+
+    asyncio.run(run())
+
+
+def test_an_empty_answer_and_arguments_cut_short_are_stored(
+    client: Client, provider: FakeProvider
+) -> None:
+    session = client.create_session(settings=SessionSettings(model="gpt-4o"))
+    client.append_entries(session.id, entries=[user("hello")])
+    options = {"api_base": provider.openai_base, "api_key": "sk-test"}
+    provider.script(reply(""))
+    empty = complete_turn(client, session.id, model="openai/gpt-4o", **options)
+    assert empty.text == EMPTY_ANSWER and empty.response.choices[0].message.content == ""
+    stored = client.get_entry(session.id, entry_id=empty.entry.id)
+    assert stored.metadata["empty_answer"] == "true"
+    assert stored.usage is not None and stored.usage.input_tokens > 0
+
+    client.append_entries(session.id, entries=[user("read it")])
+    provider.script(cut_short("call_x", "read_file", '{"path": "REA'))
+    cut = complete_turn(client, session.id, model="openai/gpt-4o", **options)
+    (tool_call,) = cut.tool_calls
+    assert tool_call.arguments_json == "{}"
+    stored = client.get_entry(session.id, entry_id=cut.entry.id)
+    assert stored.metadata["finish_reason"] == "length"
+    assert json.loads(stored.metadata["unparsed_arguments"]) == {"call_x": '{"path": "REA'}
+    assert client.get_session(session.id).version == cut.version
+
+
+def test_an_empty_answer_is_stored_with_asyncio(
+    server: RunningServer, provider: FakeProvider
+) -> None:
+    async def run() -> None:
+        async with AsyncClient(f"127.0.0.1:{server.port}") as client:
+            session = await client.create_session(settings=SessionSettings(model="gpt-4o"))
+            await client.append_entries(session.id, entries=[user("hello")])
+            options = {"api_base": provider.openai_base, "api_key": "sk-test"}
+            provider.script(reply(""))
+            turn = await acomplete_turn(client, session.id, model="openai/gpt-4o", **options)
+            assert turn.text == EMPTY_ANSWER
+            assert (await client.get_session(session.id)).version == turn.version
 
     asyncio.run(run())

@@ -166,6 +166,9 @@ class Behaviour:
     calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
     # Fields a compaction answer's item has in place of its own (a malformed answer).
     item: dict[str, Any] | None = None
+    # The arguments text an OpenAI reply's calls send in place of their own, with
+    # finish_reason "length": an answer cut short in the middle of a call.
+    cut_arguments: str | None = None
 
 
 def reply(text: str) -> Behaviour:
@@ -179,6 +182,12 @@ def delay(seconds: float, text: str | None = None) -> Behaviour:
 def call(call_id: str, name: str, **arguments: Any) -> Behaviour:
     """A reply that calls tool ``name`` with ``arguments`` (and no text)."""
     return Behaviour(text="", calls=((call_id, name, arguments),))
+
+
+def cut_short(call_id: str, name: str, arguments_text: str) -> Behaviour:
+    """A reply (OpenAI's protocol) cut short at the token limit while calling tool ``name``:
+    its arguments are ``arguments_text``, whatever that is."""
+    return Behaviour(text="", calls=((call_id, name, {}),), cut_arguments=arguments_text)
 
 
 def compaction_item(**fields: Any) -> Behaviour:
@@ -340,7 +349,8 @@ class FakeProvider(LoopbackServer):
         elif anthropic:
             send(handler, 200, anthropic_reply(body, text, behaviour.calls, *usage))
         else:
-            send(handler, 200, openai_reply(body, text, behaviour.calls, *usage))
+            answer = openai_reply(body, text, behaviour.calls, *usage, behaviour.cut_arguments)
+            send(handler, 200, answer)
 
     def _over_window(self, received: Received, anthropic: bool) -> dict[str, Any] | None:
         if self.window_tokens is None:
@@ -466,15 +476,24 @@ def openai_reply(
     calls: Sequence[Call],
     prompt_tokens: int,
     output_tokens: int,
+    cut_arguments: str | None = None,
 ) -> dict[str, Any]:
-    """A chat completion answering ``text`` and calling ``calls`` (id, name, arguments)."""
+    """A chat completion answering ``text`` and calling ``calls`` (id, name, arguments);
+    with ``cut_arguments``, cut short: every call's arguments are that text."""
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    finish_reason = "tool_calls" if calls else "stop"
     if calls:
         message["content"] = text or None
         message["tool_calls"] = [
-            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            {
+                "id": i,
+                "type": "function",
+                "function": {"name": n, "arguments": _arguments(a, cut_arguments)},
+            }
             for i, n, a in calls
         ]
+    if cut_arguments is not None:
+        finish_reason = "length"
     return {
         "id": f"chatcmpl-fake{len(text)}",
         "object": "chat.completion",
@@ -485,7 +504,7 @@ def openai_reply(
                 "index": 0,
                 "message": message,
                 "logprobs": None,
-                "finish_reason": "tool_calls" if calls else "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
@@ -494,6 +513,10 @@ def openai_reply(
             "total_tokens": prompt_tokens + output_tokens,
         },
     }
+
+
+def _arguments(arguments: dict[str, Any], cut: str | None) -> str:
+    return json.dumps(arguments) if cut is None else cut
 
 
 def _responses_reply(

@@ -18,6 +18,12 @@ provider refuses the prompt as too long, it reports that to the store
 (ReportOverflow: the store truncates and compacts) and tries the new view, at
 most 3 times; then it raises ``ContextOverflow``. ``acomplete_turn`` is the same
 with ``litellm.acompletion`` and an ``AsyncClient``.
+
+Every answer the provider gave is stored, as it came where the store can hold it:
+an empty answer as the text ``EMPTY_ANSWER`` (metadata ``empty_answer``), and a
+tool call whose arguments are no JSON object (cut short at ``finish_reason``
+"length", say) with arguments ``{}`` and the text that came in the metadata
+``unparsed_arguments`` (a JSON object by call id): check it before running the call.
 """
 
 from __future__ import annotations
@@ -49,10 +55,13 @@ from sessionstore_client.types import (
     Usage,
 )
 
-__all__ = ["ContextOverflow", "Turn", "acomplete_turn", "complete_turn"]
+__all__ = ["EMPTY_ANSWER", "ContextOverflow", "Turn", "acomplete_turn", "complete_turn"]
 
 # Overflow reports (and tries after them) per turn.
 MAX_RETRIES = 3
+# The text of an answer with none: the store holds no empty entry, and dropping the
+# turn would lose what the provider was paid for.
+EMPTY_ANSWER = "(the model answered nothing)"
 
 
 class ContextOverflow(Exception):
@@ -152,34 +161,79 @@ def _provider(model: str) -> str:
 def _answer_entry(model: str, view: PromptView, response: Any) -> Entry:
     choice = response.choices[0]
     message = choice.message
+    metadata = {
+        "model": str(response.model or model),
+        "provider": _provider(model),
+        "finish_reason": str(choice.finish_reason or ""),
+    }
     content: list[ContentBlock] = [
         ThinkingBlock(str(b.get("thinking", "")), str(b.get("signature", "")))
         for b in getattr(message, "thinking_blocks", None) or []
         if b.get("type") == "thinking"
     ]
     if message.content:
-        content.append(TextBlock(str(message.content)))
-    content += [
-        ToolCallBlock(str(c.id), str(c.function.name), c.function.arguments or "{}")
-        for c in message.tool_calls or []
-    ]
+        content.append(TextBlock(_storable(str(message.content))))
+    calls, unparsed = _tool_calls(message.tool_calls or [])
+    content += calls
+    if unparsed:
+        metadata["unparsed_arguments"] = json.dumps(unparsed)
+    if not any(_has_substance(block) for block in content):
+        content.append(TextBlock(EMPTY_ANSWER))
+        metadata["empty_answer"] = "true"
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Entry(
         role=Role.ASSISTANT,
-        content=content or [TextBlock("")],
+        content=content,
         usage=Usage(
             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         ),
         prompt_ref=PromptRef(view.version, PromptFormat.OPENAI, view.request_hash),
-        metadata={
-            "model": str(response.model or model),
-            "provider": _provider(model),
-            "finish_reason": str(choice.finish_reason or ""),
-        },
+        metadata=metadata,
     )
+
+
+def _tool_calls(calls: list[Any]) -> tuple[list[ContentBlock], dict[str, str]]:
+    """The answer's tool calls as blocks, and the arguments (by call id) that are no JSON
+    object and so are stored as ``{}``: the store refuses them, and the turn would be lost."""
+    blocks: list[ContentBlock] = []
+    unparsed: dict[str, str] = {}
+    for call in calls:
+        arguments = str(call.function.arguments or "{}")
+        if not _json_object(arguments):
+            unparsed[str(call.id)] = arguments
+            arguments = "{}"
+        blocks.append(ToolCallBlock(str(call.id), str(call.function.name), arguments))
+    return blocks, unparsed
+
+
+def _json_object(text: str) -> bool:
+    """Whether ``text`` is a JSON object the store takes: valid JSON, re-encodable as
+    UTF-8 (no lone surrogate escapes)."""
+    try:
+        value = json.loads(text)
+        json.dumps(value, ensure_ascii=False).encode()
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return isinstance(value, dict)
+
+
+def _has_substance(block: ContentBlock) -> bool:
+    # The store refuses an entry whose every block is blank.
+    if isinstance(block, TextBlock):
+        return bool(block.text.strip())
+    if isinstance(block, ThinkingBlock):
+        return bool(block.thinking.strip())
+    return True
+
+
+def _storable(text: str) -> str:
+    """``text`` as the store can hold it: a lone surrogate (JSON's "\\ud800" decodes to
+    one) and NUL become U+FFFD rather than costing the whole turn."""
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.replace("\x00", "\ufffd")
 
 
 def _stored(entry: Entry, entry_ids: list[str]) -> Entry:

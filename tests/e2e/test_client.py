@@ -384,3 +384,36 @@ def test_recall_finds_a_compacted_turn_through_the_client(client: Client) -> Non
     assert hit.timestamp is not None and "orchid-42" in hit.snippet
     with pytest.raises(errors.InvalidArgument):
         client.recall(session.id, query="")
+
+
+def test_an_import_raises_what_kept_it_from_reading_its_transcript(
+    client: Client, server: RunningServer, tmp_path: Path
+) -> None:
+    session = client.create_session()
+    client.append_entries(session.id, entries=[user("hello")])
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes(b"".join(c.data for c in client.export_session(session.id)))
+    missing = tmp_path / "missing.jsonl"
+
+    def broken() -> Iterator[bytes]:
+        yield transcript.read_bytes()[:10]
+        raise ValueError("the transcript's source broke")
+
+    with pytest.raises(FileNotFoundError):
+        client.import_session(missing)
+    with pytest.raises(ValueError, match="source broke"):
+        client.import_session(broken())
+    imported = client.import_session(transcript, format="pi", session_id="from-sync")
+    assert imported.sessions[0].session is not None
+
+    async def run() -> None:
+        async with AsyncClient(f"127.0.0.1:{server.port}") as client:
+            with pytest.raises(FileNotFoundError):
+                await client.import_session(missing)
+            with pytest.raises(ValueError, match="source broke"):
+                await client.import_session(broken())
+            imported = await client.import_session(transcript, format="pi", session_id="from-async")
+            assert imported.sessions[0].session is not None
+
+    asyncio.run(run())
+    assert client.get_session("from-async").entry_count == 1

@@ -24,10 +24,9 @@ from sessionstore_client._transport import (
     Attempts,
     Channels,
     Retry,
-    message_classes,
     with_idempotency_key,
 )
-from sessionstore_client.client import DEFAULT_TIMEOUT, import_chunks
+from sessionstore_client.client import DEFAULT_TIMEOUT, ImportRequests, import_chunks
 from sessionstore_client.errors import from_rpc_error
 from sessionstore_client.protobuf import from_proto, to_proto
 from sessionstore_client.types import ImportHeader, ImportSessionResponse, SessionSettings
@@ -137,19 +136,22 @@ class AsyncClient(Channels, AsyncMethods):
         """As ``Client.import_session``."""
         if isinstance(data, Path):
             file_name = file_name or data.name
-        request_class, _ = message_classes("ImportSession")
-        header = request_class(
-            header=to_proto(ImportHeader(format, session_id, settings, file_name))
-        )
-        requests = [header, *(request_class(chunk=chunk) for chunk in import_chunks(data))]
+        header = ImportHeader(format, session_id, settings, file_name)
         call = self._callable("ImportSession", "stream_unary")
-        try:
-            answer = await call(
-                iter(requests),
-                timeout=self._timeout(timeout),
-                metadata=self.connection.metadata,
-                wait_for_ready=False,
-            )
-        except grpc.RpcError as error:
-            raise from_rpc_error(error) from None
+        with import_chunks(data) as chunks:
+            requests = ImportRequests(header, chunks)
+            try:
+                answer = await call(
+                    aiter(requests),
+                    timeout=self._timeout(timeout),
+                    metadata=self.connection.metadata,
+                    wait_for_ready=False,
+                )
+            except (grpc.RpcError, asyncio.CancelledError) as error:
+                # gRPC cancels the call when the chunks raise: theirs is the failure.
+                if requests.failure is not None:
+                    raise requests.failure from None
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+                raise from_rpc_error(error) from None
         return from_proto(answer, ImportSessionResponse)

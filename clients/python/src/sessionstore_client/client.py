@@ -19,7 +19,8 @@ so a retried append is never written twice. Failures raise the exceptions of
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -165,34 +166,59 @@ class Client(Channels, SyncMethods):
         if isinstance(data, Path):
             file_name = file_name or data.name
         header = ImportHeader(format, session_id, settings, file_name)
-        requests = _import_requests(header, data)
         call = self._callable("ImportSession", "stream_unary")
-        try:
-            answer = call(
-                requests,
-                timeout=self._timeout(timeout),
-                metadata=self.connection.metadata,
-                wait_for_ready=False,
-            )
-        except grpc.RpcError as error:
-            raise from_rpc_error(error) from None
+        with import_chunks(data) as chunks:
+            requests = ImportRequests(header, chunks)
+            try:
+                answer = call(
+                    iter(requests),
+                    timeout=self._timeout(timeout),
+                    metadata=self.connection.metadata,
+                    wait_for_ready=False,
+                )
+            except grpc.RpcError as error:
+                raise requests.failure or from_rpc_error(error) from None
         return from_proto(answer, ImportSessionResponse)
 
 
-def _import_requests(header: ImportHeader, data: bytes | Iterable[bytes] | Path) -> Iterator[Any]:
-    request_class, _ = message_classes("ImportSession")
-    yield request_class(header=to_proto(header))
-    for chunk in import_chunks(data):
-        yield request_class(chunk=chunk)
+class ImportRequests:
+    """An import's request messages: the header, then the transcript's chunks. Keeps an
+    exception the chunks raised (a generator that failed): gRPC only logs it and fails
+    the call with UNKNOWN, so the client raises it in the call's place."""
+
+    def __init__(self, header: ImportHeader, chunks: Iterable[bytes]) -> None:
+        self.request_class, _ = message_classes("ImportSession")
+        self.header = self.request_class(header=to_proto(header))
+        self.chunks = chunks
+        self.failure: Exception | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.header
+        try:
+            for chunk in self.chunks:
+                yield self.request_class(chunk=chunk)
+        except Exception as error:
+            self.failure = error
+            raise
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for request in self:
+            yield request
 
 
-def import_chunks(data: bytes | Iterable[bytes] | Path) -> Iterator[bytes]:
+@contextmanager
+def import_chunks(data: bytes | Iterable[bytes] | Path) -> Iterator[Iterable[bytes]]:
+    """The transcript in chunks. A file is opened here, before the call, so a missing one
+    raises FileNotFoundError at once, and is read a chunk at a time as the call sends."""
     if isinstance(data, Path):
         with data.open("rb") as file:
-            while chunk := file.read(IMPORT_CHUNK_BYTES):
-                yield chunk
+            yield iter(lambda: file.read(IMPORT_CHUNK_BYTES), b"")
     elif isinstance(data, bytes | bytearray):
-        for start in range(0, len(data), IMPORT_CHUNK_BYTES):
-            yield bytes(data[start : start + IMPORT_CHUNK_BYTES])
+        yield (
+            bytes(data[start : start + IMPORT_CHUNK_BYTES])
+            for start in range(0, len(data), IMPORT_CHUNK_BYTES)
+        )
+    elif isinstance(data, str):
+        raise TypeError("data is a str: give the transcript's bytes, chunks of them or a Path")
     else:
-        yield from data
+        yield data

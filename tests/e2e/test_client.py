@@ -417,3 +417,24 @@ def test_an_import_raises_what_kept_it_from_reading_its_transcript(
 
     asyncio.run(run())
     assert client.get_session("from-async").entry_count == 1
+
+
+def test_a_value_protobuf_cannot_take_is_refused_naming_its_field(client: Client) -> None:
+    session = client.create_session()
+    # What json.loads makes of a model's output that escapes half a surrogate pair.
+    half_pair = json.loads('"a\\ud800b"')
+    with pytest.raises(
+        errors.InvalidArgument, match=r"entries\[0\]\.content\[0\]\.text .*surrogate"
+    ):
+        client.append_entries(
+            session.id, entries=[Entry(role=Role.USER, content=[TextBlock(half_pair)])]
+        )
+    wrong_role = Entry(role="user", content=[TextBlock("x")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"entries\[0\]\.role takes Role"):
+        client.append_entries(session.id, entries=[wrong_role])
+    with pytest.raises(errors.InvalidArgument, match=r"entries\[0\]\.metadata\['note'\]"):
+        client.append_entries(
+            session.id,
+            entries=[Entry(role=Role.USER, content=[TextBlock("x")], metadata={"note": half_pair})],
+        )
+    assert client.get_session(session.id).version == 1

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 
+import grpc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
@@ -23,6 +24,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from sessionstore_client import types
 from sessionstore_client._proto import session_store_pb2 as pb
+from sessionstore_client.errors import InvalidArgument
 
 T = TypeVar("T")
 _TIMESTAMP = "google.protobuf.Timestamp"
@@ -88,30 +90,47 @@ def _plan(descriptor: Descriptor) -> _Plan:
 
 
 def to_proto(value: Any) -> Message:
-    """The protocol buffer message of a dataclass of ``types``."""
+    """The protocol buffer message of a dataclass of ``types``.
+
+    A value protobuf cannot take raises naming its field's path (say,
+    ``entries[0].content[0].text``): ``InvalidArgument`` for a string that is not
+    UTF-8 text (a lone surrogate, which ``json.loads`` makes of "\\ud800"),
+    ``TypeError`` for a value of the wrong type."""
     descriptor = pb.DESCRIPTOR.message_types_by_name[type(value).__name__]
-    return _message(value, descriptor)
+    return _message(value, descriptor, "")
 
 
-def _message(value: Any, descriptor: Descriptor) -> Message:
+def _message(value: Any, descriptor: Descriptor, path: str) -> Message:
     message: Message = GetMessageClass(descriptor)()
     if descriptor.full_name == _TIMESTAMP:
+        if not isinstance(value, datetime):
+            raise TypeError(f"{path} takes a datetime, not {_described(value)}")
         timestamp = Timestamp()
         timestamp.FromDatetime(_aware(value))
         return timestamp
     plan = _plan(descriptor)
     if plan.alias is not None:
-        member = _member(plan.alias, value, descriptor.name)
-        getattr(message, member.name).CopyFrom(_message(value, _type(member)))
+        member = _member(plan.alias, value, path or descriptor.name)
+        getattr(message, member.name).CopyFrom(_message(value, _type(member), path))
         return message
+    expected = _dataclass(descriptor.full_name)
+    if not isinstance(value, expected):
+        raise TypeError(
+            f"{path or 'the request'} takes {expected.__name__}, not {_described(value)}"
+        )
     for field in plan.fields:
-        _set(message, field, getattr(value, field.name))
+        _set(message, field, getattr(value, field.name), _joined(path, field.name))
     for name, members in plan.unions.items():
         chosen = getattr(value, name)
         if chosen is not None:
-            member = _member(members, chosen, f"{descriptor.name}.{name}")
-            getattr(message, member.name).CopyFrom(_message(chosen, _type(member)))
+            where = _joined(path, name)
+            member = _member(members, chosen, where)
+            getattr(message, member.name).CopyFrom(_message(chosen, _type(member), where))
     return message
+
+
+def _joined(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 def _type(field: FieldDescriptor) -> Descriptor:
@@ -123,25 +142,59 @@ def _member(members: dict[str, FieldDescriptor], value: Any, where: str) -> Fiel
     proto = getattr(type(value), "PROTO", None)
     if proto not in members:
         names = ", ".join(_python_name(m) for m in members)
-        raise TypeError(f"{where} takes one of {names}, not {type(value).__name__}")
+        raise TypeError(f"{where} takes one of {names}, not {_described(value)}")
     return members[proto]
 
 
-def _set(message: Message, field: FieldDescriptor, value: Any) -> None:
+def _set(message: Message, field: FieldDescriptor, value: Any, path: str) -> None:
     if value is None:
         return
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        getattr(message, field.name).update(value)
+        target = getattr(message, field.name)
+        for key, item in value.items():
+            _checked(target.__setitem__, key, item, where=f"{path}[{key!r}]")
     elif field.is_repeated:
         target = getattr(message, field.name)
-        if field.message_type is not None:
-            target.extend(_message(v, field.message_type) for v in value)
-        else:
-            target.extend(value)
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            if field.message_type is not None:
+                target.append(_message(item, field.message_type, where))
+            else:
+                _checked(target.append, _scalar_value(field, item, where), where=where)
     elif field.message_type is not None:
-        getattr(message, field.name).CopyFrom(_message(value, field.message_type))
+        getattr(message, field.name).CopyFrom(_message(value, field.message_type, path))
     else:
-        setattr(message, field.name, int(value) if field.enum_type is not None else value)
+        _checked(setattr, message, field.name, _scalar_value(field, value, path), where=path)
+
+
+def _scalar_value(field: FieldDescriptor, value: Any, path: str) -> Any:
+    if field.enum_type is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = _enum(field.enum_type.full_name)
+        names = ", ".join(f"{kind.__name__}.{member.name}" for member in kind)
+        raise TypeError(f"{path} takes {kind.__name__} ({names}), not {_described(value)}")
+    return int(value)
+
+
+def _checked(setter: Callable[..., Any], *arguments: Any, where: str) -> None:
+    """``setter(*arguments)``, its failure raised naming the field at ``where``."""
+    try:
+        setter(*arguments)
+    except UnicodeEncodeError as error:
+        raise InvalidArgument(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{where} is not UTF-8 text: it holds a lone surrogate "
+            f"({error.object[error.start : error.end]!r}); send valid UTF-8 (decoding JSON "
+            "that escapes half a surrogate pair makes one)",
+            "invalid_request",
+        ) from None
+    except (TypeError, ValueError):
+        raise TypeError(f"{where} cannot take {_described(arguments[-1])}") from None
+
+
+def _described(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.60}"
 
 
 def _aware(moment: datetime) -> datetime:

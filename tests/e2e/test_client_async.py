@@ -42,3 +42,17 @@ def test_appends_from_many_tasks_all_land_and_a_follower_sees_them(server: Runni
                 await client.get_prompt_view("missing")
 
     asyncio.run(run())
+
+
+def test_one_client_serves_one_event_loop_after_another(server: RunningServer) -> None:
+    client = AsyncClient(f"127.0.0.1:{server.port}", timeout=10)
+
+    async def append(session_id: str, text: str) -> int:
+        answer = await client.append_entries(session_id, entries=[user(text)])
+        return answer.version
+
+    # Each asyncio.run makes a loop and closes it on return: the client follows.
+    session = asyncio.run(client.create_session())
+    assert asyncio.run(append(session.id, "first")) == 2
+    assert asyncio.run(append(session.id, "second")) == 3
+    asyncio.run(client.close())

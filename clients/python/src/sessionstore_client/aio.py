@@ -6,7 +6,9 @@
             ...
 
 Timeouts, retries, idempotency keys and errors work as in ``Client``. The channel
-is opened on the first call, in the event loop that makes it.
+is opened on the first call, in the event loop that makes it; a call from another
+event loop (the client used again under a second ``asyncio.run``) opens a new one
+there, since a gRPC channel works only in the loop it was opened in.
 """
 
 from __future__ import annotations
@@ -49,12 +51,15 @@ class AsyncClient(Channels, AsyncMethods):
     ) -> None:
         super().__init__(address, token, tls, timeout, retry, service_config)
         self._channel: grpc.aio.Channel | None = None
+        # The event loop the channel was opened in: the only one it works in.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close(None)
-            self._channel = None
-            self._callables.clear()
+        loop, channel = self._loop, self._forget_channel()
+        # A channel works only in its own loop: one opened in another (closed by
+        # now, say) cannot be closed from here and is left to the garbage collector.
+        if channel is not None and loop is asyncio.get_running_loop():
+            await channel.close(None)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -64,8 +69,21 @@ class AsyncClient(Channels, AsyncMethods):
 
     # -- transport ---------------------------------------------------------------------
 
+    def _callable(self, method: str, kind: str) -> Any:
+        if self._channel is not None and self._loop is not asyncio.get_running_loop():
+            # Opened in another event loop (closed by now, as asyncio.run does on
+            # return): its calls would fail there, so this loop gets a channel of its own.
+            self._forget_channel()
+        return super()._callable(method, kind)
+
+    def _forget_channel(self) -> grpc.aio.Channel | None:
+        channel, self._channel, self._loop = self._channel, None, None
+        self._callables.clear()
+        return channel
+
     def _open(self) -> grpc.aio.Channel:
         if self._channel is None:
+            self._loop = asyncio.get_running_loop()
             credentials = self.connection.credentials()
             address = self.connection.address
             options = self.connection.channel_options

@@ -438,3 +438,24 @@ def test_a_value_protobuf_cannot_take_is_refused_naming_its_field(client: Client
             entries=[Entry(role=Role.USER, content=[TextBlock("x")], metadata={"note": half_pair})],
         )
     assert client.get_session(session.id).version == 1
+
+
+def test_a_followed_stream_resumes_after_its_last_event_when_the_connection_drops(
+    server: RunningServer,
+) -> None:
+    with (
+        cutting_proxy(server.port) as proxy,
+        Client(f"127.0.0.1:{proxy.port}") as follower,
+        Client(f"127.0.0.1:{server.port}") as writer,
+    ):
+        session = writer.create_session()
+        events = follower.read_events(session.id, follow=True, timeout=20)
+        seen = [next(events).version]
+        writer.append_entries(session.id, entries=[user("before the drop")])
+        seen.append(next(events).version)
+        proxy.cut_now()
+        writer.append_entries(session.id, entries=[user("after the drop")])
+        seen.append(next(events).version)
+        events.close()
+        assert seen == [1, 2, 3]
+        assert proxy.cuts == 1

@@ -8,6 +8,7 @@ import pytest
 from sessionstore_client import AsyncClient, EntriesAppended, Entry, Role, TextBlock, errors
 
 from services.grpc.server import RunningServer
+from tests.support.cutting_proxy import cutting_proxy
 
 
 def user(text: str) -> Entry:
@@ -56,3 +57,26 @@ def test_one_client_serves_one_event_loop_after_another(server: RunningServer) -
     assert asyncio.run(append(session.id, "first")) == 2
     assert asyncio.run(append(session.id, "second")) == 3
     asyncio.run(client.close())
+
+
+def test_a_followed_stream_resumes_after_its_last_event_when_the_connection_drops(
+    server: RunningServer,
+) -> None:
+    async def run() -> None:
+        async with (
+            AsyncClient(f"127.0.0.1:{proxy.port}") as follower,
+            AsyncClient(f"127.0.0.1:{server.port}") as writer,
+        ):
+            session = await writer.create_session()
+            events = aiter(follower.read_events(session.id, follow=True, timeout=20))
+            seen = [(await anext(events)).version]
+            await writer.append_entries(session.id, entries=[user("before the drop")])
+            seen.append((await anext(events)).version)
+            proxy.cut_now()
+            await writer.append_entries(session.id, entries=[user("after the drop")])
+            seen.append((await anext(events)).version)
+            assert seen == [1, 2, 3]
+            assert proxy.cuts == 1
+
+    with cutting_proxy(server.port) as proxy:
+        asyncio.run(run())

@@ -25,6 +25,7 @@ class CuttingProxy:
         self._lock = threading.Lock()
         self.cuts = 0
         self._closed = False
+        self._links: list[_Link] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def cut_next_answer(self, after_seconds: float = 0.5) -> None:
@@ -32,6 +33,14 @@ class CuttingProxy:
         ``after_seconds`` later (time enough for the server to do the work)."""
         with self._lock:
             self._armed_for = after_seconds
+
+    def cut_now(self) -> None:
+        """Cuts every connection open now, as a network failure would: the client's
+        calls and streams on them fail with UNAVAILABLE; new connections go through."""
+        with self._lock:
+            links, self._links = self._links, []
+        for link in links:
+            link.cut()
 
     def close(self) -> None:
         self._closed = True
@@ -44,7 +53,10 @@ class CuttingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.target_port))
-            _Link(self, client, server).start()
+            link = _Link(self, client, server)
+            with self._lock:
+                self._links.append(link)
+            link.start()
 
     def _take_arming(self) -> float:
         with self._lock:
@@ -82,6 +94,9 @@ class _Link:
 
     def _cut(self, after: float) -> None:
         time.sleep(after)
+        self.cut()
+
+    def cut(self) -> None:
         self.proxy.cuts += 1
         for end in (self.client, self.server):
             _close(end)

@@ -92,7 +92,8 @@ class Retry:
     """How calls that may safely be repeated are retried after UNAVAILABLE or
     DEADLINE_EXCEEDED: up to ``attempts`` tries in all, waiting ``backoff`` seconds
     (doubled each time, at most ``max_backoff``, with jitter) between them, all within
-    the call's timeout."""
+    the call's timeout. A followed stream that drops after giving events resumes
+    after the last, its tries counted afresh."""
 
     attempts: int = 5
     backoff: float = 0.1
@@ -268,6 +269,22 @@ class Attempts:
             raise error
         self.attempt += 1
         return pause
+
+    def progressed(self) -> None:
+        """The call got somewhere (a followed stream gave events): the tries start over."""
+        self.attempt = 1
+
+
+def resumable(request: Any) -> bool:
+    """Whether a dropped stream of ``request`` picks up where it stopped: a followed
+    ReadEvents, asked again for the events after the last one it gave (so none is
+    given twice, and none is missed)."""
+    return bool(getattr(request, "follow", False)) and hasattr(request, "after_version")
+
+
+def resume_after(message: Any, event: Any) -> None:
+    """Points a resumable stream's request message past ``event``, the last it gave."""
+    message.after_version = event.version
 
 
 def with_idempotency_key(request: Any) -> Any:

@@ -26,6 +26,8 @@ from sessionstore_client._transport import (
     Attempts,
     Channels,
     Retry,
+    resumable,
+    resume_after,
     with_idempotency_key,
 )
 from sessionstore_client.client import DEFAULT_TIMEOUT, ImportRequests, import_chunks
@@ -118,6 +120,8 @@ class AsyncClient(Channels, AsyncMethods):
         self, method: str, request: Any, response: type[_R], timeout: float | None
     ) -> AsyncIterator[_R]:
         message = to_proto(request)
+        # A dropped followed stream is asked again for what came after its last event.
+        resumes = resumable(request)
         call = self._callable(method, "unary_stream")
         attempts = Attempts(method, self.connection.retry, self._timeout(timeout, request))
         while True:
@@ -131,14 +135,19 @@ class AsyncClient(Channels, AsyncMethods):
             try:
                 async for answer in stream:
                     received = True
-                    yield from_proto(answer, response)
+                    value = from_proto(answer, response)
+                    if resumes:
+                        resume_after(message, answer)
+                    yield value
                 return
             except grpc.RpcError as error:
                 failure = from_rpc_error(error)
             finally:
                 stream.cancel()
-            if received:
+            if received and not resumes:
                 raise failure  # retrying would repeat what was read
+            if received:
+                attempts.progressed()
             await asyncio.sleep(attempts.pause_after(failure))
 
     async def import_session(

@@ -12,7 +12,8 @@ Every call has a timeout (the client's ``timeout``, 30 seconds unless set; a
 followed event stream has none unless given). Reads and appends that fail with
 UNAVAILABLE or DEADLINE_EXCEEDED are tried again with backoff within it; every
 append carries an idempotency key (generated unless given), the same on each try,
-so a retried append is never written twice. Failures raise the exceptions of
+so a retried append is never written twice. A followed event stream that drops
+resumes after the last event it gave. Failures raise the exceptions of
 ``sessionstore_client.errors``.
 """
 
@@ -34,6 +35,8 @@ from sessionstore_client._transport import (
     Channels,
     Retry,
     message_classes,
+    resumable,
+    resume_after,
     with_idempotency_key,
 )
 from sessionstore_client.errors import from_rpc_error
@@ -125,6 +128,8 @@ class Client(Channels, SyncMethods):
         self, method: str, request: Any, response: type[_R], timeout: float | None
     ) -> Iterator[_R]:
         message = to_proto(request)
+        # A dropped followed stream is asked again for what came after its last event.
+        resumes = resumable(request)
         call = self._callable(method, "unary_stream")
         attempts = Attempts(method, self.connection.retry, self._timeout(timeout, request))
         while True:
@@ -138,14 +143,19 @@ class Client(Channels, SyncMethods):
             try:
                 for answer in stream:
                     received = True
-                    yield from_proto(answer, response)
+                    value = from_proto(answer, response)
+                    if resumes:
+                        resume_after(message, answer)
+                    yield value
                 return
             except grpc.RpcError as error:
                 failure = from_rpc_error(error)
             finally:
                 stream.cancel()
-            if received:
+            if received and not resumes:
                 raise failure  # retrying would repeat what was read
+            if received:
+                attempts.progressed()
             time.sleep(attempts.pause_after(failure))
 
     # -- by hand: the client-streaming RPC -----------------------------------------------

@@ -134,6 +134,17 @@ def test_a_retried_append_reuses_its_key_and_is_written_once(server: RunningServ
         assert client.get_session(session.id).entry_count == 1
 
 
+def test_recall_and_the_read_model_status_are_retried_as_reads(server: RunningServer) -> None:
+    with cutting_proxy(server.port) as proxy, Client(f"127.0.0.1:{proxy.port}") as client:
+        session = client.create_session()
+        client.append_entries(session.id, entries=[user("The build tag is orchid-42.")])
+        proxy.cut_next_answer()
+        assert client.recall(session.id, query="orchid").hits
+        proxy.cut_next_answer()
+        assert client.get_read_model_status() is not None
+        assert proxy.cuts == 2  # each first try's answer was lost
+
+
 def test_a_call_a_retry_could_repeat_is_not_retried(server: RunningServer) -> None:
     with cutting_proxy(server.port) as proxy, Client(f"127.0.0.1:{proxy.port}") as client:
         client.list_sessions()  # connected

@@ -57,6 +57,9 @@ RETRIED_METHODS = frozenset(
         "GetCompaction",
         "ListPrunes",
         "AuditView",
+        "GetReadModelStatus",
+        # Searching fills the server's embedding cache, which changes no answer.
+        "Recall",
     }
 )
 

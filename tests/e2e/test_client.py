@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -143,6 +147,36 @@ def test_recall_and_the_read_model_status_are_retried_as_reads(server: RunningSe
         proxy.cut_next_answer()
         assert client.get_read_model_status() is not None
         assert proxy.cuts == 2  # each first try's answer was lost
+
+
+def test_threads_first_calls_open_one_channel(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[grpc.Channel] = []
+
+    def insecure_channel(*args: Any, **kwargs: Any) -> grpc.Channel:
+        opened.append(channel := open_channel(*args, **kwargs))
+        return channel
+
+    open_channel = grpc.insecure_channel
+    monkeypatch.setattr(grpc, "insecure_channel", insecure_channel)
+    client = Client(f"127.0.0.1:{server.port}")
+    together = threading.Barrier(8)
+
+    def first_call(_: int) -> object:
+        together.wait()
+        return client.list_sessions()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns often: their first calls race
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(first_call, range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+    client.close()
+    # One channel, the one close() closed: no other left open beside it.
+    assert len(opened) == 1
 
 
 def test_a_call_a_retry_could_repeat_is_not_retried(server: RunningServer) -> None:

@@ -84,6 +84,7 @@ class AsyncClient(Channels, AsyncMethods):
         return channel
 
     def _open(self) -> grpc.aio.Channel:
+        # No lock: this awaits nothing, so the loop's tasks cannot open two channels.
         if self._channel is None:
             self._loop = asyncio.get_running_loop()
             credentials = self.connection.credentials()

@@ -19,6 +19,7 @@ resumes after the last event it gave. Failures raise the exceptions of
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -77,12 +78,16 @@ class Client(Channels, SyncMethods):
     ) -> None:
         super().__init__(address, token, tls, timeout, retry, service_config)
         self._channel: grpc.Channel | None = None
+        # Threads share a client: their first calls must open one channel, not one each
+        # (close() would close only the last).
+        self._channel_lock = threading.Lock()
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-            self._callables.clear()
+        with self._channel_lock:
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
+                self._callables.clear()
 
     def __enter__(self) -> Client:
         return self
@@ -93,16 +98,17 @@ class Client(Channels, SyncMethods):
     # -- transport ---------------------------------------------------------------------
 
     def _open(self) -> grpc.Channel:
-        if self._channel is None:
-            credentials = self.connection.credentials()
-            address = self.connection.address
-            options = self.connection.channel_options
-            self._channel = (
-                grpc.secure_channel(address, credentials, options=options)
-                if credentials is not None
-                else grpc.insecure_channel(address, options=options)
-            )
-        return self._channel
+        with self._channel_lock:
+            if self._channel is None:
+                credentials = self.connection.credentials()
+                address = self.connection.address
+                options = self.connection.channel_options
+                self._channel = (
+                    grpc.secure_channel(address, credentials, options=options)
+                    if credentials is not None
+                    else grpc.insecure_channel(address, options=options)
+                )
+            return self._channel
 
     def _unary(self, method: str, request: Any, response: type[_R], timeout: float | None) -> _R:
         message = to_proto(with_idempotency_key(request))

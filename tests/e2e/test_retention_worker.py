@@ -131,7 +131,7 @@ def test_a_broken_file_applies_nothing_until_it_is_fixed(
     try:
         worker.wait_for("retention: run failed", 60)
         (failed, *_) = worker.logged("retention: run failed")
-        assert "idle_days must be a number of days, 0 or more" in failed["error"]
+        assert "idle_days must be from 0 to 36,500 days" in failed["error"]
         assert not sessions.aggregate("acme/idle").erased
         # Read again at every run: once fixed, the next run applies it.
         policy_file.write_text(POLICY)

@@ -115,7 +115,7 @@ def test_servers_wait_for_the_migration_job(database_url: str) -> None:
     """`migrate --check --wait` (a server's init step) ends once another process
     (the deploy's migration job) has migrated, and not before."""
     code, output = _cli("--check", "--database-url", database_url)
-    assert code == 1 and "not migrated: at no migration" in output
+    assert code == 1 and "not migrated" in output
     with ThreadPoolExecutor(1) as pool:
         began = time.monotonic()
         waiting = pool.submit(wait_until_migrated, database_url, 60, 0.05)

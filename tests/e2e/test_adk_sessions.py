@@ -25,6 +25,7 @@ from sessionstore_client import AsyncClient, Client, CompactionPolicy
 from sessionstore_client.adk import SessionStoreSessionService
 
 from services.grpc.server import RunningServer
+from tests.conftest import start_server
 
 FILE_CHARS = 15_000
 
@@ -188,6 +189,33 @@ def test_a_guarded_result_comes_back_as_the_model_sees_it(address: str, call_id:
 
     shown = asyncio.run(run())["result"]
     assert len(shown) < 50_000 and shown.startswith("{")  # the guard's cut, not the whole
+
+
+def test_a_session_over_one_message_comes_back_whole(database_url: str) -> None:
+    """A durable log larger than one message comes in pages: ADK's Runner builds the
+    model's request from the session's events, so a session cut at the first page
+    would lose its latest turns."""
+    server = start_server(database_url, max_message_mb=1, max_entry_bytes=700_000)
+    big = {"result": "Z" * 200_000}  # kept whole in the log, cut by the guard in the view
+
+    async def run() -> list[Event]:
+        service = SessionStoreSessionService(AsyncClient(f"127.0.0.1:{server.port}"))
+        session = await service.create_session(app_name="shop", user_id="ann")
+        for n in range(8):
+            for event in (said(f"look {n}"), called(f"call_{n}"), answered(f"call_{n}", big)):
+                await service.append_event(session, event)
+        await service.append_event(session, said("the last word"))
+        found = await service.get_session(app_name="shop", user_id="ann", session_id=session.id)
+        assert found is not None
+        return found.events
+
+    try:
+        events = asyncio.run(run())
+    finally:
+        server.stop(0)
+    texts = [p.text for e in events if e.content for p in e.content.parts or [] if p.text]
+    assert texts == [*(f"look {n}" for n in range(8)), "the last word"]
+    assert len(events) == 8 * 3 + 1
 
 
 def test_a_blank_message_is_kept_as_given(address: str) -> None:

@@ -42,6 +42,7 @@ from google.genai import types
 
 from sessionstore_client._appends import append
 from sessionstore_client._call_ids import runtime_call_id, shown_results
+from sessionstore_client._durable_logs import whole_durable_log
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, NotFound, VersionConflict
 from sessionstore_client.types import (
@@ -126,7 +127,7 @@ class SessionStoreSessionService(BaseSessionService):
         if stored.erased is not None or (labels.get(APP), labels.get(USER)) != (app_name, user_id):
             return None  # deleted (erased), or another app's or user's
         view = await self.client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
-        log = await self.client.get_durable_log(session_id, version=view.version)
+        log = await whole_durable_log(self.client, session_id, view.version)
         events = _view_events(view, log)
         events = _filtered(events, config)
         session = Session(

@@ -32,6 +32,7 @@ from agents.memory.session_settings import resolve_session_limit
 
 from sessionstore_client._appends import append
 from sessionstore_client._call_ids import shown_results
+from sessionstore_client._durable_logs import whole_durable_log
 from sessionstore_client._responses_items import entry_items, items_entries
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.errors import AlreadyExists, FailedPrecondition, NotFound
@@ -63,7 +64,8 @@ class SessionStoreSession:
         if not await self._found():
             return []
         view = await self.client.get_prompt_view(self.session_id, format=PromptFormat.OPENAI)
-        items = _view_items(view, await self._log(view.version))
+        log = await whole_durable_log(self.client, self.session_id, view.version)
+        items = _view_items(view, log)
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
@@ -110,16 +112,6 @@ class SessionStoreSession:
         again after a pop keep the tool call ids they had, a message that comes while
         calls are open has them abandoned, as the SDK's own sessions take both."""
         await append(self.client, self.session_id, entries, expected_version)
-
-    async def _log(self, version: int) -> DurableLog:
-        """The durable log at ``version``, every page of it."""
-        log = await self.client.get_durable_log(self.session_id, version=version)
-        token = log.next_page_token
-        while token:
-            page = await self.client.get_durable_log(self.session_id, page_token=token)
-            log.entries.extend(page.entries)
-            token = page.next_page_token
-        return log
 
     async def _found(self) -> bool:
         if not self._exists:

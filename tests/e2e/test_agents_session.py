@@ -167,12 +167,15 @@ def test_a_message_while_a_call_is_open_abandons_the_call(address: str, client: 
         return cast(list[dict[str, Any]], await session.get_items())
 
     got = asyncio.run(run())
-    assert got[0] == call and got[2:] == [user, late]
+    # The model is sent the call closed, as never run: one output for the call (a second
+    # one would be refused); the late output is kept in the log, not sent.
+    assert got[0] == call and got[2:] == [user]
     assert got[1]["call_id"] == "call_1" and "abandoned" in got[1]["output"]
     assert client.get_session("agents-moves-on").open_tool_call_ids == []
-    # The model is sent the call closed, as never run; the late output is kept, not sent.
     view = json.loads(client.get_prompt_view("agents-moves-on").messages_json)
     assert [m["role"] for m in view] == ["assistant", "tool", "user"]
+    log = client.get_durable_log("agents-moves-on")
+    assert "README.md" in log.entries[-1].content[0].text
 
 
 def test_empty_input_is_kept_as_given(address: str, client: Client) -> None:

@@ -31,7 +31,7 @@ from agents.memory.session_settings import SessionSettings as AgentsSessionSetti
 from agents.memory.session_settings import resolve_session_limit
 
 from sessionstore_client._appends import append
-from sessionstore_client._call_ids import shown_results
+from sessionstore_client._call_ids import LATE_RESULT, shown_results
 from sessionstore_client._durable_logs import whole_durable_log
 from sessionstore_client._responses_items import entry_items, items_entries
 from sessionstore_client.aio import AsyncClient
@@ -142,5 +142,8 @@ def _view_items(view: PromptView, log: DurableLog) -> list[dict[str, Any]]:
         summary = next(m for m in messages if m.get("role") != "system")
         items.append({"role": summary["role"], "content": summary["content"]})
     for entry in log.entries:
-        items += entry_items(entry, shown)
+        # A result that came after its call was closed is a note, not in the prompt: its
+        # call has the abandonment's answer there, and a second output would be refused.
+        if entry.custom_type != LATE_RESULT:
+            items += entry_items(entry, shown)
     return items

@@ -31,6 +31,7 @@ from projections.read_models.recall import (
     erasure,
 )
 from services.adapters import read_model_tables as t
+from services.adapters.read_model_db import ReadModelDatabase
 from services.adapters.read_model_writers import ReadModel, micros, storable
 from services.adapters.tokenizers import tokenizer_for
 
@@ -127,6 +128,35 @@ class RecallIndex(ReadModel):
             # FTS5 marks deleted rows and drops their terms only when it merges its
             # segments: merging now leaves no erased word in the index.
             connection.exec_driver_sql("INSERT INTO recall_fts(recall_fts) VALUES ('optimize')")
+
+
+def empty_recall_index(database: ReadModelDatabase) -> bool:
+    """Empties an index kept before and turned off since, and sets its position back
+    to 0; answers whether there was one. Off, the index follows no erasure: its text
+    would outlive every erasure made meanwhile. Turned on again, it builds itself
+    from the log's first event, as an index never kept does."""
+    tracking = t.tracking.c
+    with database.writer.begin() as connection:
+        position = connection.execute(
+            select(tracking.position).where(tracking.name == RecallIndex.name)
+        ).scalar()
+        held = connection.execute(select(t.recall_chunks.c.id).limit(1)).first()
+        if not position and held is None:
+            return False
+        for table in (t.recall_chunks, t.recall_sessions, t.recall_embeddings):
+            connection.execute(delete(table))
+        connection.execute(delete(t.quarantine).where(t.quarantine.c.model == RecallIndex.name))
+        connection.execute(
+            update(t.tracking).where(tracking.name == RecallIndex.name).values(position=0)
+        )
+        if not database.postgres:
+            connection.exec_driver_sql("INSERT INTO recall_fts(recall_fts) VALUES ('optimize')")
+    if not database.postgres:
+        # The deleted rows' bytes leave the file too (secure_delete overwrote them
+        # in the write-ahead log, which this empties into the file).
+        with database.writer.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    return True
 
 
 def _row(chunk: RecallChunk, position: int) -> dict[str, Any]:

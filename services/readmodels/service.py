@@ -18,16 +18,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
+from sqlalchemy.exc import SQLAlchemyError
+
 from domain.errors import PreconditionFailed, Unavailable, VersionOutOfRange
 from services import deadline
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
 from services.adapters.read_model_queries import ReadModelQueries
-from services.adapters.read_model_store import Quarantined, ReadModelStore
+from services.adapters.read_model_store import Quarantined, ReadModelStore, describe_error
 from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit
-from services.adapters.recall_index import RecallIndex
+from services.adapters.recall_index import RecallIndex, empty_recall_index
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.topics import COMPACTION_TOPICS, PRUNE_TOPICS
+
+log = structlog.get_logger(__name__)
 
 # How long a query waits for the read models when the client set no deadline.
 DEFAULT_WAIT_SECONDS = 10.0
@@ -182,6 +187,23 @@ def _quarantined(event: Quarantined) -> ReadModelQuarantined:
     return error
 
 
+def _empty_recall_index(database: ReadModelDatabase) -> None:
+    """With the index off, an index kept before is emptied (empty_recall_index)."""
+    try:
+        emptied = empty_recall_index(database)
+    except SQLAlchemyError as error:
+        # Not migrated yet (nothing to empty), or the database is down: this
+        # server starts all the same, as it would without this step.
+        log.warning("recall index not checked", error=describe_error(error))
+        return
+    if emptied:
+        log.warning(
+            "recall index emptied: SESSIONSTORE_RECALL_INDEX is off, and an index kept "
+            "before would keep the text of what is erased while it is off; turned on "
+            "again, it builds itself from the first event"
+        )
+
+
 def build_read_models(
     events: EventStore,
     database_url: str,
@@ -195,5 +217,7 @@ def build_read_models(
     if migrate_first:
         migrate(database)
     store = model_store(database, recall_index)
+    if run_projection and not recall_index:
+        _empty_recall_index(database)
     runner = ReadModelRunner(events, store, poll_seconds) if run_projection else None
     return ReadModels(events, database, store, ReadModelQueries(database), runner)

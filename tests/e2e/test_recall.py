@@ -288,6 +288,44 @@ def test_an_index_turned_on_later_builds_itself_from_the_first_event(database_ur
         after.stop(0)
 
 
+def test_an_index_turned_off_keeps_no_text_and_misses_no_erasure(database_url: str) -> None:
+    """Off, nothing of the content stays unsealed: an index kept before is emptied as
+    the server starts without it, so an erasure made while it is off leaves no text
+    behind; turned on again, the index builds itself from the first event."""
+
+    def serving(recall_index: bool) -> tuple[RunningServer, grpc.Channel, Stub]:
+        server = start_server(database_url, recall_index=recall_index)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+        return server, channel, pb_grpc.SessionStoreStub(channel)
+
+    server, channel, store = serving(True)
+    try:
+        store.CreateSession(pb.CreateSessionRequest(session_id="kept"))
+        kept = append(store, "kept", user("The kept note names harbour-4410.")).entry_ids[0]
+        store.CreateSession(pb.CreateSessionRequest(session_id="gone"))
+        append(store, "gone", user(FACT))
+        assert len(_recall(store, "gone", "zebra").hits) == 1
+    finally:
+        channel.close()
+        server.stop(0)
+    server, channel, store = serving(False)
+    try:
+        assert _chunks_holding(server, "zebra-7731") == 0
+        assert _chunks_holding(server, "harbour-4410") == 0
+        store.EraseSession(pb.EraseSessionRequest(session_id="gone", reason="user asked"))
+    finally:
+        channel.close()
+        server.stop(0)
+    server, channel, store = serving(True)
+    try:
+        assert [h.entry_id for h in _recall(store, "kept", "harbour").hits] == [kept]
+        assert list(_recall(store, "gone", "zebra-7731").hits) == []
+        assert _chunks_holding(server, "zebra-7731") == 0
+    finally:
+        channel.close()
+        server.stop(0)
+
+
 def test_the_cli_rebuilds_the_index_when_it_is_on_and_refuses_when_it_is_off(
     store: Stub, server: RunningServer
 ) -> None:

@@ -45,7 +45,12 @@ def audit() -> None:
 @click.option("--until", type=Moment(), help="Only those before this time (ISO 8601).")
 @click.option("--trigger", default="", help="manual, threshold, budget, overflow or client.")
 @click.option("--model", default="", help="The summariser's model.")
-@click.option("--outcome", type=click.Choice(["ok", "failed", "undone", "redone"]), default=None)
+@click.option(
+    "--outcome",
+    type=click.Choice(["ok", "failed", "tainted", "undone", "redone"]),
+    default=None,
+    help="tainted: done, then its summary erased with entries it covered.",
+)
 @pass_client
 def compactions(
     client: Client,
@@ -77,7 +82,8 @@ def compactions(
         return
     rows = [["SESSION", "VERSION", "TIME", "TRIGGER", "OUTCOME", "TOKENS", "ENTRIES", "MODEL"]]
     for r in records:
-        if r.outcome == "ok":
+        # A tainted compaction was done: its receipt keeps its tokens (and no stage).
+        if r.outcome in ("ok", "tainted"):
             tokens = f"{r.tokens_before:,} -> {r.tokens_after:,}"
         elif r.outcome == "undone":
             tokens = f"took back #{r.compaction_version}; prompt {r.tokens_after:,}"

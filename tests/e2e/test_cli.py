@@ -227,6 +227,22 @@ def test_compaction_prune_and_entry(address: str) -> None:
     assert "CHARS" in audited and "500 → 20" in audited
 
 
+def test_the_compaction_audit_lists_a_tainted_compaction_with_its_tokens(address: str) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--id", "q", "my password is hunter2")
+    ok(address, "append", session, "--id", "a", "--role", "assistant", "noted")
+    ok(address, "compact", session, "--summary", "a password was shared", "--first-kept", "a")
+    ok(address, "erase", session, "--entry", "q", "--reason", "pasted a password")
+
+    tainted = ok(address, "audit", "compactions", session, "--outcome", "tainted")
+
+    rows = tainted.splitlines()[1:]
+    assert len(rows) == 1, tainted
+    assert re.search(r"\bmanual\s+tainted\s+\d[\d,]* -> \d[\d,]*\s+1\b", rows[0]), tainted
+    assert ": manual" not in tainted
+    assert ok(address, "audit", "compactions", session, "--outcome", "ok").splitlines()[1:] == []
+
+
 def test_a_usage_mistake_is_refused_before_any_call(address: str) -> None:
     result = run(address, "append", "any", "--tool-call", "ls", "--args", "[1]")
 

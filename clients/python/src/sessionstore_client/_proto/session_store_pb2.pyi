@@ -4416,7 +4416,9 @@ class CompactionRecord(_message.Message):
     the session's budget), overflow, client (or the client's word).
     """
     outcome: _builtins.str
-    """"ok", "failed", "undone" or "redone"."""
+    """"ok", "failed", "tainted" (done, then its summary erased with entries it
+    covered), "undone" or "redone".
+    """
     stage: _builtins.str
     """Where a failed one failed, and why."""
     reason: _builtins.str
@@ -4514,7 +4516,7 @@ class ListCompactionsRequest(_message.Message):
     model: _builtins.str
     """The summariser's model."""
     outcome: _builtins.str
-    """"ok", "failed", "undone" or "redone"; all when empty."""
+    """"ok", "failed", "tainted", "undone" or "redone"; all when empty."""
     page_size: _builtins.int
     page_token: _builtins.str
     min_position: _builtins.int

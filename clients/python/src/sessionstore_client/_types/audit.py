@@ -49,7 +49,8 @@ class CompactionRecord:
     #: What started it: manual, threshold, budget (a view asked within less than
     #: the session's budget), overflow, client (or the client's word).
     trigger: str = ""
-    #: "ok", "failed", "undone" or "redone".
+    #: "ok", "failed", "tainted" (done, then its summary erased with entries it
+    #: covered), "undone" or "redone".
     outcome: str = ""
     #: Where a failed one failed, and why.
     stage: str = ""
@@ -99,7 +100,7 @@ class ListCompactionsRequest:
     trigger: str = ""
     #: The summariser's model.
     model: str = ""
-    #: "ok", "failed", "undone" or "redone"; all when empty.
+    #: "ok", "failed", "tainted", "undone" or "redone"; all when empty.
     outcome: str = ""
     page_size: int = 0
     page_token: str = ""

@@ -271,6 +271,12 @@ class Session(AppendCommands, CompactionCommands):
 
 
 def _check_erasure(erased_by: str, reason: str) -> None:
+    # The reason is the record of why content was destroyed for good: never left out.
+    if not reason.strip():
+        raise InvalidRequest(
+            "reason is blank: say why the content is erased (e.g. 'user request'); "
+            "the erasure keeps it for the audit"
+        )
     if len(reason) > MAX_ERASE_REASON_CHARS:
         raise InvalidRequest(
             f"reason is {len(reason):,} characters; send at most {MAX_ERASE_REASON_CHARS:,}"

@@ -15,6 +15,14 @@ from services.cli.client import Client, pass_client
 from services.cli.undo import user_name
 
 
+def _not_blank(reason: str) -> str:
+    """The erasure's reason: the audit's record of why content was destroyed, so
+    never blank (the server refuses one too; this says which flag to fix)."""
+    if not reason.strip():
+        raise click.BadParameter("is blank: say why the content is erased, e.g. 'user request'")
+    return reason
+
+
 @click.command("erase")
 @click.argument("session")
 @click.option(
@@ -23,7 +31,12 @@ from services.cli.undo import user_name
     multiple=True,
     help="An entry to erase (repeat for more); without it, the whole session.",
 )
-@click.option("--reason", required=True, help="Why, for the record (e.g. 'user request').")
+@click.option(
+    "--reason",
+    required=True,
+    callback=lambda ctx, param, value: _not_blank(value),
+    help="Why, for the record (e.g. 'user request').",
+)
 @click.option("--by", "erased_by", help="Who asks, for the record (default: your user name).")
 @pass_client
 def erase(

@@ -243,6 +243,18 @@ def test_the_compaction_audit_lists_a_tainted_compaction_with_its_tokens(address
     assert ok(address, "audit", "compactions", session, "--outcome", "ok").splitlines()[1:] == []
 
 
+@pytest.mark.parametrize("entry", [(), ("--entry", "q")])
+def test_erase_refuses_a_blank_reason_naming_the_flag(address: str, entry: tuple[str, ...]) -> None:
+    session = new_session(address)
+    ok(address, "append", session, "--id", "q", "keep me")
+
+    result = run(address, "erase", session, *entry, "--reason", " ")
+
+    assert result.exit_code == 2, result.output
+    assert "Error: Invalid value for '--reason': is blank" in result.stderr
+    assert "keep me" in ok(address, "log", session)
+
+
 def test_a_usage_mistake_is_refused_before_any_call(address: str) -> None:
     result = run(address, "append", "any", "--tool-call", "ls", "--args", "[1]")
 

@@ -300,6 +300,25 @@ def test_erasing_an_unknown_entry_is_refused(store: Stub) -> None:
     assert "nope" in message
 
 
+@pytest.mark.parametrize("reason", ["", "  \n"])
+def test_an_erasure_without_a_reason_is_refused_and_erases_nothing(
+    store: Stub, reason: str
+) -> None:
+    session = new_session(store, model="gpt-4o").id
+    append(store, session, user("keep me", id="u1"))
+    for erase in (
+        lambda: store.EraseSession(pb.EraseSessionRequest(session_id=session, reason=reason)),
+        lambda: store.EraseEntries(
+            pb.EraseEntriesRequest(session_id=session, entry_ids=["u1"], reason=reason)
+        ),
+    ):
+        message = refused(erase, grpc.StatusCode.INVALID_ARGUMENT)
+        assert message.startswith("reason is blank: say why"), message
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session))
+    assert log.entries[0].content[0].text.text == "keep me"
+    assert not store.GetSession(pb.GetSessionRequest(session_id=session)).HasField("erased")
+
+
 def test_erase_command(tmp_path: Path) -> None:
     import structlog
     from click.testing import CliRunner

@@ -167,7 +167,9 @@ def test_the_user_messages_openai_kept_stand_before_its_item(
     assert list(audited.provider_retained) == list(receipt.provider_retained)
 
     # Erasing a message it kept erases the copy the compaction holds, in every view.
-    store.EraseEntries(pb.EraseEntriesRequest(session_id=session_id, entry_ids=["fact"]))
+    store.EraseEntries(
+        pb.EraseEntriesRequest(session_id=session_id, entry_ids=["fact"], reason="asked")
+    )
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session_id))
     assert log.compaction.tainted and not log.compaction.provider_retained
     for shown in (pb.PROMPT_FORMAT_UNSPECIFIED, view_format):

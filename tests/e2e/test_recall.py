@@ -156,7 +156,9 @@ def test_semantic_recall_finds_by_meaning_embeds_once_and_forgets_erased_text(
     assert both.hits[0].entry_id == parked and both.hits[0].matched_by == "fulltext+semantic"
 
     before = _embeddings(server)
-    store.EraseEntries(pb.EraseEntriesRequest(session_id=session.id, entry_ids=[parked]))
+    store.EraseEntries(
+        pb.EraseEntriesRequest(session_id=session.id, entry_ids=[parked], reason="asked")
+    )
     assert parked not in [h.entry_id for h in _recall(store, session.id, "automobile").hits]
     assert _embeddings(server) < before  # the erased text's embedding is gone
 
@@ -258,7 +260,9 @@ def test_the_index_rebuilds_from_zero_without_what_was_erased(
     session = store.CreateSession(pb.CreateSessionRequest(session_id="ops"))
     fact_id, _, _ = _history_with_hidden_fact(store, session.id)
     append(store, session.id, user("tail " * 2_000))  # several chunks
-    store.EraseEntries(pb.EraseEntriesRequest(session_id=session.id, entry_ids=[fact_id]))
+    store.EraseEntries(
+        pb.EraseEntriesRequest(session_id=session.id, entry_ids=[fact_id], reason="asked")
+    )
     _recall(store, session.id, "anything")  # waits for the index
     live = _index_rows(server)
     assert len({r[1] for r in live}) == 4  # entries: the fact is gone

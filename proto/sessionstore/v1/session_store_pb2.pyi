@@ -3208,7 +3208,9 @@ class EraseSessionRequest(_message.Message):
     ERASED_BY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     reason: _builtins.str
-    """Why: kept in the event and the audit."""
+    """Why: kept in the event and the audit. Required: a blank reason is refused
+    (INVALID_ARGUMENT).
+    """
     erased_by: _builtins.str
     """Who asks (a person or an agent's name): kept in the event."""
     def __init__(
@@ -3236,6 +3238,7 @@ class EraseEntriesRequest(_message.Message):
     ERASED_BY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     reason: _builtins.str
+    """As in EraseSessionRequest: why, required."""
     erased_by: _builtins.str
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...

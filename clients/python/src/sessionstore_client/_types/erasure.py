@@ -40,7 +40,8 @@ class EraseSessionRequest:
 
     PROTO: ClassVar[str] = "sessionstore.v1.EraseSessionRequest"
     session_id: str = ""
-    #: Why: kept in the event and the audit.
+    #: Why: kept in the event and the audit. Required: a blank reason is refused
+    #: (INVALID_ARGUMENT).
     reason: str = ""
     #: Who asks (a person or an agent's name): kept in the event.
     erased_by: str = ""
@@ -53,6 +54,7 @@ class EraseEntriesRequest:
     PROTO: ClassVar[str] = "sessionstore.v1.EraseEntriesRequest"
     session_id: str = ""
     entry_ids: list[str] = field(default_factory=list)
+    #: As in EraseSessionRequest: why, required.
     reason: str = ""
     erased_by: str = ""
 

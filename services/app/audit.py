@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.compaction import Compaction
 from domain.content import Entry
-from domain.errors import InvalidRequest, NotFound, PreconditionFailed
+from domain.errors import InvalidRequest, NotFound, PreconditionFailed, quoted
 from domain.session import Session
 from services.adapters.read_model_queries import AuditFilter, CatalogFilter
 from services.adapters.read_model_store import Quarantined
@@ -139,9 +139,10 @@ class AuditService:
         models.wait_for(["compactions"], min_position, deadline)
         row = models.queries.compaction(session_id, version)
         if row is None:
+            # Named by its stream here; the caller's scope renames it to the caller's id.
             raise CompactionNotFound(
-                f"no compaction recorded at version {version} of session {session_id!r}"
-            )
+                f"no compaction recorded at version {version} of session {quoted(session_id)}"
+            ).about(session_id)
         if row["outcome"] not in RECORDED:
             return CompactionDetail(row, None, ())
         history = self.sessions.history(session_id)

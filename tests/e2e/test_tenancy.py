@@ -415,6 +415,21 @@ def test_refusals_name_a_tenants_session_by_the_id_it_sends(world: World) -> Non
     assert message.startswith("session 'a-erased' was erased"), message
 
 
+def test_a_compaction_not_found_names_a_tenants_session_by_the_id_it_sends(
+    world: World,
+) -> None:
+    alice, root = world.stubs["alice"], world.stubs["root"]
+    missing = world.compaction_version + 100
+
+    def get(store: Stub, name: str) -> object:
+        return store.GetCompaction(pb.GetCompactionRequest(session_id=name, version=missing))
+
+    message = refused(partial(get, alice, "a-1"), NOT_FOUND)
+    assert message == f"no compaction recorded at version {missing} of session 'a-1'", message
+    message = refused(partial(get, root, "a/a-1"), NOT_FOUND)
+    assert message == f"no compaction recorded at version {missing} of session 'a/a-1'", message
+
+
 def test_calls_without_a_known_token_are_unauthenticated_and_health_stays_open(
     world: World,
 ) -> None:

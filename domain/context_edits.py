@@ -55,6 +55,12 @@ def parse_applied_edits(text: str) -> AppliedEdits:
             'applied_edits_json must be {"applied_edits": [...]} with an object per edit, as '
             "Anthropic's context_management reports it"
         )
+    if not edits:
+        # A response whose context editing did nothing: a prune of it would record nothing.
+        raise InvalidRequest(
+            "applied_edits_json lists no edits, so there is nothing to prune; send it only "
+            "when the response's context_management lists an applied edit"
+        )
     cleared = 0
     lines: list[str] = []
     for index, edit in enumerate(edits):
@@ -73,7 +79,7 @@ def parse_applied_edits(text: str) -> AppliedEdits:
             cleared += int(counts.get("cleared_tool_uses", 0))
         figures = ", ".join(f"{k} {v:,}" for k, v in counts.items())
         lines.append(f"{kind}: {figures}" if figures else kind)
-    return AppliedEdits(cleared, "; ".join(lines) or "no edits")
+    return AppliedEdits(cleared, "; ".join(lines))
 
 
 def provider_clears(

@@ -155,7 +155,10 @@ class CompactionCommands(SessionState):
         A provider's report of its own edits (``applied_edits_json``) is recorded
         even when it cleared nothing the view still shows."""
         if not decisions and not applied_edits_json:
-            raise InvalidRequest("a prune needs at least one entry")
+            raise InvalidRequest(
+                "a prune needs at least one entry: name the tool results to prune in entries, "
+                "or send the provider's report of its context edits in applied_edits_json"
+            )
         seen: set[str] = set()
         for decision in decisions:
             decision.validate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import grpc
+import pytest
 
 from projections.provider_rules import problems
 from proto.sessionstore.v1 import session_store_pb2 as pb
@@ -387,3 +388,31 @@ def test_anthropic_context_edits_are_recorded_as_a_prune(store: Stub) -> None:
         grpc.StatusCode.INVALID_ARGUMENT,
     )
     assert "applied_edits" in message
+
+
+@pytest.mark.parametrize(
+    ("report", "says"),
+    [
+        ('{"applied_edits": []}', "send it only when the response's context_management lists"),
+        ("[]", "send it only when the response's context_management lists"),
+        ("", "name the tool results to prune in entries, or send the provider's report"),
+    ],
+)
+def test_a_prune_of_nothing_is_refused_saying_what_to_send(
+    store: Stub, report: str, says: str
+) -> None:
+    session = new_session(store, model="claude-sonnet-4-5").id
+    append(store, session, user("read a file", id="q"))
+    append(store, session, assistant(call("c0"), id="a0"))
+    append(store, session, result("c0", "contents", "t0"))
+    before = store.GetSession(pb.GetSessionRequest(session_id=session)).version
+
+    message = refused(
+        lambda: store.RecordPrune(
+            pb.RecordPruneRequest(session_id=session, applied_edits_json=report)
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+
+    assert says in message, message
+    assert store.GetSession(pb.GetSessionRequest(session_id=session)).version == before

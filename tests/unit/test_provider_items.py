@@ -176,6 +176,7 @@ def test_context_edit_reports_are_read_and_refused_when_malformed() -> None:
         "nope",
         '{"applied_edits": [{"cleared_tool_uses": 1}]}',
         '[{"type": "x", "n": -1}]',
+        '{"applied_edits": []}',
     ):
         with pytest.raises(InvalidRequest):
             parse_applied_edits(bad)

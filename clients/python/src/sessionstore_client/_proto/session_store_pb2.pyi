@@ -1975,7 +1975,8 @@ class RecordPruneRequest(_message.Message):
     """Anthropic context editing's report, as the response's context_management
     gave it ({"applied_edits": [...]}). Each clear_tool_uses edit clears the
     oldest tool results of the prompt view not yet cleared, as many as it says;
-    the report is kept with the prune. Leave entries empty with it.
+    the report is kept with the prune. Leave entries empty with it. A report
+    that lists no edits is refused: there is nothing to prune.
     """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedEntry]: ...

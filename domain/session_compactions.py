@@ -14,7 +14,7 @@ from datetime import datetime
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
 from domain.content import Entry, Role
 from domain.context.calibration import WindowLesson, learn_tokens
-from domain.context.overflow import OverflowReport
+from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
 from domain.context.window_guard import check_context_window
 from domain.errors import (
     ContextWindowTooSmall,
@@ -204,7 +204,12 @@ class CompactionCommands(SessionState):
         What the report ``stated`` and ``view_estimate``, the store's estimate of the
         refused view, are lessons: the window in force and the calibration learn
         from them. An error that states no window still teaches one: the provider
-        took no more than the refused prompt (see ``_inferred_window``)."""
+        took no more than the refused prompt (see ``_inferred_window``). One refused
+        for its bytes (``REQUEST_TOO_LARGE``) teaches none: a limit in bytes bounds no
+        count of tokens (the bytes a token takes vary with what the prompt holds:
+        prose, code, JSON, another script), and a window learned from it would shrink
+        the budget, threshold and tool-result cap the model's window sets, and show
+        as the session's window. Shrinking the prompt is what answers it."""
         provider, message, view_version = report.provider, report.message, report.view_version
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
@@ -219,7 +224,7 @@ class CompactionCommands(SessionState):
             window = WindowLesson(
                 model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
             )
-        else:
+        elif report.kind != REQUEST_TOO_LARGE:
             refused = self._refused_prompt_tokens(prompt_tokens, view_estimate)
             ceiling = self._inferred_window(refused)
             if ceiling or output_tokens:

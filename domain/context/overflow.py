@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The refusals ReportOverflow acts on, as services.adapters.overflow tells them apart.
+# The prompt was over the model's window in tokens.
+CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+# The request was over the provider's limit in bytes (HTTP 413; Anthropic's
+# ``request_too_large``): shrinking the prompt helps, but bytes are not tokens, so
+# the refusal bounds no token window (see Session.report_overflow).
+REQUEST_TOO_LARGE = "request_too_large"
+
 
 @dataclass(frozen=True, slots=True)
 class OverflowReport:

@@ -16,6 +16,11 @@ the ones it checks under one provider only, and those of providers it does not
 know (llama.cpp, xAI, OpenAI's Responses API). An error whose JSON carries the
 code ``context_length_exceeded`` (OpenAI's, Groq's, the Responses API's, in a
 response or a streamed error event) is an overflow whatever its words.
+
+A request refused for its size in bytes (HTTP 413 "Content Too Large", Anthropic's
+``request_too_large``, a gateway's body limit) is one too, of its own kind
+(``request_too_large``): shrinking the prompt is what helps, but the error bounds
+the request's bytes, not the model's window in tokens.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from domain.context.overflow import CONTEXT_WINDOW_EXCEEDED, REQUEST_TOO_LARGE
 from services.adapters.litellm_loader import load_litellm
 
-CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
 RATE_LIMIT = "rate_limit"
 SERVER_ERROR = "server_error"
 OTHER = "other"
@@ -50,12 +55,15 @@ _OTHER_OVERFLOW_PHRASES = (
 # (or "type") at any depth of the body or of a streamed error event, quotes escaped
 # or not (an error body quoted inside another error's message).
 _OVERFLOW_CODE = re.compile(r'\\?"(?:code|type)\\?"\s*:\s*\\?"context_length_exceeded\\?"', re.I)
+# Anthropic's error type for a request over its limit in bytes (answered with 413).
+_TOO_LARGE_TYPE = re.compile(r'\\?"type\\?"\s*:\s*\\?"request_too_large\\?"', re.I)
 
 
 @dataclass(frozen=True, slots=True)
 class OverflowVerdict:
     is_overflow: bool
-    # "context_window_exceeded", "rate_limit", "server_error" or "other".
+    # "context_window_exceeded", "request_too_large" (over a limit in bytes: an
+    # overflow too), "rate_limit", "server_error" or "other".
     kind: str
     message: str
 
@@ -226,6 +234,10 @@ def classify_provider_error(
     if has_overflow_code(error_text):
         # Whatever the status: a streamed error event arrives in a 200 response.
         return OverflowVerdict(True, CONTEXT_WINDOW_EXCEEDED, error_text[:1_000])
+    if status_code == 413 or _TOO_LARGE_TYPE.search(error_text):
+        # Too many bytes, whoever refused them (the provider, or a gateway before it):
+        # litellm takes a 413 for some other bad request.
+        return OverflowVerdict(True, REQUEST_TOO_LARGE, error_text[:1_000])
     mapped = _map(error_text, status_code, provider or "openai", model or "unknown")
     kind = kind_of(mapped)
     # A 400 is the request's fault whatever litellm made of it (it maps every Ollama

@@ -229,7 +229,8 @@ class ContextService:
     ) -> EngineAction:
         """SPEC 3.3 (a): with figures stated, compact to the budget they taught; without,
         trim the largest results first, then aim well below the refused prompt (the
-        window learned from its size keeps later views below it too)."""
+        window learned from its size keeps later views below it too; a request refused
+        for its bytes teaches none, and the next refusal shrinks the prompt again)."""
         engine = self.engines.get(session.settings.engine)
         if stated:
             # What it stated is learned: the session's own budget now fits the provider.

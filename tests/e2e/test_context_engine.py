@@ -658,6 +658,62 @@ def test_an_inferred_window_below_the_guards_minimum_is_raised_to_it(store: Stub
     assert later.estimated_tokens <= later.budget_tokens
 
 
+# Refusals of a request for its bytes: Anthropic's (its words, HTTP 413), and a
+# gateway's body limit before any provider.
+TOO_LARGE = {
+    "anthropic": (
+        "anthropic",
+        json.dumps(
+            {
+                "type": "error",
+                "error": {
+                    "type": "request_too_large",
+                    "message": "Request exceeds the maximum allowed number of bytes.",
+                },
+            }
+        ),
+    ),
+    "gateway": ("openai", "<html><title>413 Request Entity Too Large</title></html>"),
+}
+
+
+@pytest.mark.parametrize(("provider", "error_text"), TOO_LARGE.values(), ids=TOO_LARGE.keys())
+def test_a_request_too_large_in_bytes_shrinks_the_prompt_and_teaches_no_window(
+    store: Stub, provider: str, error_text: str
+) -> None:
+    """It was refused as "not a context overflow", though shrinking the prompt is what
+    helps. A limit in bytes bounds no window in tokens: the window stays the model's."""
+    session = create(store, model="gpt-4o", compaction=pb.CompactionPolicy(keep_recent_tokens=500))
+    for n in range(4):
+        turn(store, session.id, n, output_chars=12_000)
+
+    def report(refused_view: pb.PromptView) -> pb.PromptView:
+        return store.ReportOverflow(
+            pb.ReportOverflowRequest(
+                session_id=session.id,
+                provider=provider,
+                status_code=413,
+                error_text=error_text,
+                view_version=refused_view.version,
+                view_hash=refused_view.request_hash,
+                format=pb.PROMPT_FORMAT_OPENAI,
+            )
+        )
+
+    refused_view = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    first = report(refused_view)
+    assert first.actions[0].kind == "truncated"
+    assert len(first.messages_json) < len(refused_view.messages_json)
+    second = report(first)
+    assert second.actions[0].kind == "compacted"
+    assert second.estimated_tokens < first.estimated_tokens
+    reports = of_kind(store, session.id, "overflow_reported")
+    assert [r.overflow_reported.kind for r in reports] == ["request_too_large"] * 2
+    assert [r.overflow_reported.learned_window_tokens for r in reports] == [0, 0]
+    for shown in (second, view(store, session.id)):
+        assert (shown.context_window_tokens, shown.guard.source) == (128_000, "model")
+
+
 # -- 5. manual compaction ----------------------------------------------------------------
 
 

@@ -239,6 +239,22 @@ CASES = [
         "llama3.1",
         "context_window_exceeded",
     ),
+    # A request over a limit in bytes: Anthropic's 413, and a gateway's before any
+    # provider. Shrinking the prompt helps, so it is an overflow, of its own kind.
+    (
+        _anthropic("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+        413,
+        "anthropic",
+        "claude-sonnet-4-5",
+        "request_too_large",
+    ),
+    (
+        "<html><head><title>413 Request Entity Too Large</title></head></html>",
+        413,
+        "openai",
+        "gpt-4o",
+        "request_too_large",
+    ),
     # Another code is not an overflow.
     (
         _openai("Invalid value for 'temperature': must be <= 2.", "invalid_value"),
@@ -256,7 +272,7 @@ def test_provider_errors_are_classified(
 ) -> None:
     verdict = classify_provider_error(text, status, provider, model)
     assert verdict.kind == kind
-    assert verdict.is_overflow == (kind == "context_window_exceeded")
+    assert verdict.is_overflow == (kind in ("context_window_exceeded", "request_too_large"))
     assert verdict.message
 
 

@@ -308,8 +308,9 @@ class SessionStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportOverflow(self, request, context):
-        """The provider refused a prompt view as too long: the store truncates
-        oversized tool results, then compacts, and answers the new view.
+        """The provider refused a prompt view as too long (in tokens, or in bytes:
+        HTTP 413): the store truncates oversized tool results, then compacts, and
+        answers the new view.
         INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
         (reason compaction_failure) after max_attempts reports in one turn.
         """

@@ -92,8 +92,9 @@ class SessionStoreStub:
     dry_run, answers the plan and writes nothing.
     """
     ReportOverflow: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]
-    """The provider refused a prompt view as too long: the store truncates
-    oversized tool results, then compacts, and answers the new view.
+    """The provider refused a prompt view as too long (in tokens, or in bytes:
+    HTTP 413): the store truncates oversized tool results, then compacts, and
+    answers the new view.
     INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
     (reason compaction_failure) after max_attempts reports in one turn.
     """
@@ -223,8 +224,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     dry_run, answers the plan and writes nothing.
     """
     ReportOverflow: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]  # type: ignore[assignment]
-    """The provider refused a prompt view as too long: the store truncates
-    oversized tool results, then compacts, and answers the new view.
+    """The provider refused a prompt view as too long (in tokens, or in bytes:
+    HTTP 413): the store truncates oversized tool results, then compacts, and
+    answers the new view.
     INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
     (reason compaction_failure) after max_attempts reports in one turn.
     """
@@ -441,8 +443,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         request: _session_store_pb2.ReportOverflowRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_session_store_pb2.PromptView, _abc.Awaitable[_session_store_pb2.PromptView]]:
-        """The provider refused a prompt view as too long: the store truncates
-        oversized tool results, then compacts, and answers the new view.
+        """The provider refused a prompt view as too long (in tokens, or in bytes:
+        HTTP 413): the store truncates oversized tool results, then compacts, and
+        answers the new view.
         INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
         (reason compaction_failure) after max_attempts reports in one turn.
         """

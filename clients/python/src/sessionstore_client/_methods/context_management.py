@@ -91,8 +91,9 @@ class SyncContextManagementMethods(SyncCalls):
         format: PromptFormat = PromptFormat.UNSPECIFIED,
         timeout: float | None = None,
     ) -> PromptView:
-        """The provider refused a prompt view as too long: the store truncates
-        oversized tool results, then compacts, and answers the new view.
+        """The provider refused a prompt view as too long (in tokens, or in bytes:
+        HTTP 413): the store truncates oversized tool results, then compacts, and
+        answers the new view.
         INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
         (reason compaction_failure) after max_attempts reports in one turn.
         """
@@ -187,8 +188,9 @@ class AsyncContextManagementMethods(AsyncCalls):
         format: PromptFormat = PromptFormat.UNSPECIFIED,
         timeout: float | None = None,
     ) -> PromptView:
-        """The provider refused a prompt view as too long: the store truncates
-        oversized tool results, then compacts, and answers the new view.
+        """The provider refused a prompt view as too long (in tokens, or in bytes:
+        HTTP 413): the store truncates oversized tool results, then compacts, and
+        answers the new view.
         INVALID_ARGUMENT when the error is not an overflow; FAILED_PRECONDITION
         (reason compaction_failure) after max_attempts reports in one turn.
         """

@@ -2980,13 +2980,16 @@ class OverflowReported(_message.Message):
     status_code: _builtins.int
     message: _builtins.str
     kind: _builtins.str
+    """"context_window_exceeded" (over the window in tokens) or "request_too_large"
+    (over a limit in bytes, HTTP 413: it teaches no window).
+    """
     view_version: _builtins.int
     view_hash: _builtins.str
     learned_window_tokens: _builtins.int
     """What the error stated and the store learned: the provider's window and the
     answer's room the request asked for (0: not stated). An error that states no
     window teaches the refused prompt's size as one (never below the window
-    guard's hard_min_tokens while the guard is on)...
+    guard's hard_min_tokens while the guard is on; none for request_too_large)...
     """
     learned_output_tokens: _builtins.int
     @_builtins.property

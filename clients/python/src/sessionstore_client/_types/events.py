@@ -113,13 +113,15 @@ class OverflowReported:
     provider: str = ""
     status_code: int = 0
     message: str = ""
+    #: "context_window_exceeded" (over the window in tokens) or "request_too_large"
+    #: (over a limit in bytes, HTTP 413: it teaches no window).
     kind: str = ""
     view_version: int = 0
     view_hash: str = ""
     #: What the error stated and the store learned: the provider's window and the
     #: answer's room the request asked for (0: not stated). An error that states no
     #: window teaches the refused prompt's size as one (never below the window
-    #: guard's hard_min_tokens while the guard is on)...
+    #: guard's hard_min_tokens while the guard is on; none for request_too_large)...
     learned_window_tokens: int = 0
     learned_output_tokens: int = 0
     #: ...and its count of the refused prompt, against the store's estimate.

@@ -309,7 +309,7 @@ class CompactionCommands(SessionState):
                 "learned",
                 guard.hard_min_tokens,
             )
-        source = "learned" if before < resolved else self.context_window_source
+        source = self.window_source
         verdict = check_context_window(
             before,
             source,

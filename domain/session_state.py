@@ -186,6 +186,13 @@ class SessionState(BaseAggregate[str]):
         """The window in force: the resolved one, or the provider's when it said less."""
         return self.learned.window(self.context_window_tokens)
 
+    @property
+    def window_source(self) -> str:
+        """Where the window in force came from: the resolved window's source, or
+        "learned" when a provider's overflow error taught a smaller one."""
+        learned = self.window_tokens != self.context_window_tokens
+        return "learned" if learned else self.context_window_source
+
     def budget(self, asked_tokens: int | None = None) -> ContextBudget:
         """What the prompt may hold now (see domain.context.budget)."""
         return self._budget_under(self.settings, self.context_window_tokens, asked_tokens)

@@ -102,8 +102,10 @@ def session_to_pb(session: Session) -> pb.Session:
     return pb.Session(
         id=session.id,
         version=session.version,
-        settings=settings_to_pb(session.settings, session.context_window_tokens),
-        context_window_source=session.context_window_source,
+        # The window in force, as views and the context report show it: a smaller one
+        # an overflow taught, not the resolved one it supersedes.
+        settings=settings_to_pb(session.settings, session.window_tokens),
+        context_window_source=session.window_source,
         created_at=to_timestamp(session.created_on),
         updated_at=to_timestamp(session.modified_on),
         entry_count=session.entry_count,

@@ -379,6 +379,8 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
         store, view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI), overflow_error(8_192, 9_000)
     )
     assert (taught.context_window_tokens, taught.guard.source) == (8_192, "learned")
+    got = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+    assert (got.settings.context_window_tokens, got.context_window_source) == (8_192, "learned")
 
     # With the guard on, the learned window refuses views, naming the remedy.
     guarded = pb.SessionSettings(window_guard=pb.WindowGuardPolicy(enabled=True))
@@ -394,6 +396,7 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
     )
     assert view(store, fork.id).context_window_tokens == 20_000
     fork = store.ForkSession(pb.ForkSessionRequest(session_id=session.id))
+    assert (fork.settings.context_window_tokens, fork.context_window_source) == (8_192, "learned")
     refused(lambda: view(store, fork.id), grpc.StatusCode.FAILED_PRECONDITION)
 
     def set_window(tokens: int) -> pb.Session:
@@ -404,12 +407,19 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
         )
 
     def in_force() -> tuple[int, str]:
+        """The window in force and its source, as views, the report and the session
+        agree on them (the session showed the resolved window under a learned one)."""
         served = view(store, session.id)
         report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
-        assert (report.window.window_tokens, report.window.source) == (
-            served.context_window_tokens,
-            served.guard.source,
-        )
+        got = store.GetSession(pb.GetSessionRequest(session_id=session.id))
+        page = pb.ListSessionsRequest(page_size=100, min_position=session.position)
+        (listed,) = [s for s in store.ListSessions(page).sessions if s.id == session.id]
+        for shown in (
+            (report.window.window_tokens, report.window.source),
+            (got.settings.context_window_tokens, got.context_window_source),
+            (listed.settings.context_window_tokens, listed.context_window_source),
+        ):
+            assert shown == (served.context_window_tokens, served.guard.source)
         return served.context_window_tokens, served.guard.source
 
     updated = set_window(20_000)
@@ -418,8 +428,6 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
         "session",
     )
     assert in_force() == (20_000, "session")
-    got = store.GetSession(pb.GetSessionRequest(session_id=session.id))
-    assert (got.settings.context_window_tokens, got.context_window_source) == (20_000, "session")
 
     # A later overflow teaches again; another setting leaves that lesson in force...
     report_overflow(
@@ -428,8 +436,12 @@ def test_a_window_the_client_sets_supersedes_the_one_an_overflow_taught(store: S
         overflow_error(18_000, 19_000),
     )
     assert in_force() == (18_000, "learned")
-    store.UpdateSettings(
+    titled = store.UpdateSettings(
         pb.UpdateSettingsRequest(session_id=session.id, settings=pb.SessionSettings(title="t"))
+    )
+    assert (titled.settings.context_window_tokens, titled.context_window_source) == (
+        18_000,
+        "learned",
     )
     assert in_force() == (18_000, "learned")
     # ...and naming the window again, even unchanged, supersedes it.

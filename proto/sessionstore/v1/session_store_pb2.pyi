@@ -1128,7 +1128,8 @@ class SessionSettings(_message.Message):
     """The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5"."""
     context_window_tokens: _builtins.int
     """0 or unset: resolved from the server's models config, else the model's
-    metadata, else 200,000.
+    metadata, else 200,000. In a Session: the window in force, the one prompt
+    views and the context report use (see Session.context_window_source).
     """
     max_entry_bytes: _builtins.int
     """Largest entry accepted, in bytes of content."""
@@ -1275,7 +1276,10 @@ class Session(_message.Message):
     id: _builtins.str
     version: _builtins.int
     context_window_source: _builtins.str
-    """Where context_window_tokens came from: session, modelsConfig, model or default."""
+    """Where settings.context_window_tokens, the window in force, came from:
+    session, modelsConfig, model, default, or learned (a smaller window a
+    provider's overflow error taught), as the context report's window.source.
+    """
     entry_count: _builtins.int
     total_tokens: _builtins.int
     compaction_count: _builtins.int

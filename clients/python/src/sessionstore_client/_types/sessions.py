@@ -171,7 +171,8 @@ class SessionSettings:
     #: The conversation model, e.g. "gpt-4o" or "anthropic/claude-sonnet-4-5".
     model: str | None = None
     #: 0 or unset: resolved from the server's models config, else the model's
-    #: metadata, else 200,000.
+    #: metadata, else 200,000. In a Session: the window in force, the one prompt
+    #: views and the context report use (see Session.context_window_source).
     context_window_tokens: int | None = None
     #: Largest entry accepted, in bytes of content.
     max_entry_bytes: int | None = None
@@ -216,7 +217,9 @@ class Session:
     id: str = ""
     version: int = 0
     settings: SessionSettings | None = None
-    #: Where context_window_tokens came from: session, modelsConfig, model or default.
+    #: Where settings.context_window_tokens, the window in force, came from:
+    #: session, modelsConfig, model, default, or learned (a smaller window a
+    #: provider's overflow error taught), as the context report's window.source.
     context_window_source: str = ""
     created_at: datetime | None = None
     updated_at: datetime | None = None

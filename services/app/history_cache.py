@@ -160,16 +160,24 @@ class HistoryCache:
         except AggregateNotFoundError:
             return SessionHistory(session_id)
         self.access.read.put(session_id, session)
+        # The events read with the aggregate, for this load alone (see below).
+        held = [events]
 
         def fetch(since: int, upto: int | None) -> list[SessionEvent]:
-            if upto is None and since >= after:
-                return [e for e in events if e.originator_version > since]
+            if held and upto is None and since >= after:
+                return [e for e in held[0] if e.originator_version > since]
             return self.store.session_events(session_id, after=since, upto=upto)
 
         # A session with erasures folds whole: its views list every erasure, and
         # erasures are rare enough not to need the cut's saving.
         erased = session.erased or session.erased_entries
         history = None if erased else load_from_cut(session, fetch)
+        # The history keeps ``fetch`` to fold its whole later (a report, a replay), by
+        # which time it may have applied newer events: the whole must come from the
+        # store then. From the events read now it would end at this version, behind
+        # the history (a report asked it for a version it lacked, OUT_OF_RANGE, and
+        # the next append failed folding into it), and they would stay in memory.
+        held.clear()
         if history is None:
             history = SessionHistory(session_id)
             if after == 0:

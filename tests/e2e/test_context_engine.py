@@ -1010,6 +1010,42 @@ def test_the_view_is_the_whole_request_and_the_report_adds_up(store: Stub) -> No
     assert not same.changed and same.version == current.version
 
 
+def compacted_fork(store: Stub) -> tuple[pb.Session, int]:
+    """A fork of a session with a compaction in force, and how many entries it holds.
+    This server has yet to read it: its first read loads it from the cut."""
+    session = create(store, model="gpt-4o")
+    ids = list(append(store, session.id, user("Turn one: read a.txt")).entry_ids)
+    ids += append(
+        store,
+        session.id,
+        tool_call("c1", "read", {"path": "a.txt"}),
+        tool_result("c1", "A" * 10_000),
+        text(pb.ROLE_ASSISTANT, "a.txt is all As."),
+        user("Turn three: and b.txt?"),
+    ).entry_ids
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session.id, summary="## Goal\nRead files.", first_kept_entry_id=ids[4]
+        )
+    )
+    return store.ForkSession(pb.ForkSessionRequest(session_id=session.id)), len(ids)
+
+
+def test_a_new_forks_report_follows_what_is_appended_after_its_first_read(
+    store: Stub,
+) -> None:
+    """The copy loaded from the cut folded its whole history, when a report first asked,
+    from the events read at the load: after an append in between, the report asked it
+    for a version it lacked (OUT_OF_RANGE), and the next append failed (INTERNAL)."""
+    fork, entries = compacted_fork(store)
+    view(store, fork.id)
+    for n in range(3):
+        written = append(store, fork.id, text(pb.ROLE_ASSISTANT, f"answer {n}"))
+        report = store.GetContextReport(pb.GetContextReportRequest(session_id=fork.id))
+        assert (report.version, report.entries) == (written.version, entries + n + 1)
+        assert report.compaction_count == 1
+
+
 def test_provider_usage_calibrates_the_estimate(store: Stub) -> None:
     session = create(store, model="gpt-4o")
     append(store, session.id, user("hello " * 200))

@@ -94,12 +94,14 @@ class ContextReport:
 def build_context_report(
     view: PromptView, history: SessionHistory, session: Session, window: WindowVerdict
 ) -> ContextReport:
+    """The report of ``view``'s version, which ``session`` must be at: the history may
+    have grown since, so every record is read as of that version."""
     log = view.log
     system_tokens = view.system_prompt.tokens.total
     summary_tokens = log.summary_tokens
     pinned_tokens = sum(e.token_count for e in log.pinned)
     messages_tokens = view.estimated_tokens - system_tokens - summary_tokens - pinned_tokens
-    turns = _turns(log.entries, history)
+    turns = _turns(log.entries, history, log.version)
     return ContextReport(
         session_id=log.session_id,
         version=log.version,
@@ -158,14 +160,14 @@ def _action(view: PromptView, entry: Entry) -> str:
     return guarded[0].action.value if guarded else ""
 
 
-def _turns(entries: Sequence[Entry], history: SessionHistory) -> list[TurnUsage]:
+def _turns(entries: Sequence[Entry], history: SessionHistory, version: int) -> list[TurnUsage]:
     turns = []
     for entry in entries:
         if entry.role is not Role.ASSISTANT or entry.usage is None:
             continue
         ref = entry.prompt_ref
         estimate = 0
-        if ref is not None and 1 <= ref.version <= history.version:
+        if ref is not None and 1 <= ref.version <= version:
             estimate = history.prompt_view(ref.version).estimated_tokens
         position = history.position_of(entry.id)
         version = history.entry_version(position) if position is not None else 0

@@ -251,9 +251,13 @@ class ContextService:
         return engine.compact(session_id, request).action()
 
     def context_report(self, session_id: str) -> ContextReport:
-        history = self.sessions.history(session_id)
+        """The report of one version: the session's totals come from the aggregate, the
+        view from the history, at the aggregate's version. The history, read after it,
+        holds that version (and this server's copy grows in place as appends land here,
+        so "now" would be a later version than the aggregate's)."""
         session = self.sessions.aggregate(session_id)
-        view = history.prompt_view()
+        history = self.sessions.history(session_id)
+        view = history.prompt_view(session.version)
         return build_context_report(view, history, session, _verdict(view))
 
 

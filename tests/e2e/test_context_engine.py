@@ -1046,6 +1046,34 @@ def test_a_new_forks_report_follows_what_is_appended_after_its_first_read(
         assert report.compaction_count == 1
 
 
+def test_a_report_is_of_one_version_while_appends_go_on(store: Stub) -> None:
+    """The report read the history, then the session: an append in between gave it the
+    view of one version and the session's totals of a later one."""
+    fork, entries = compacted_fork(store)
+    output_tokens = fork.total_usage.output_tokens
+    stop = threading.Event()
+
+    def appending() -> None:
+        while not stop.is_set():
+            append(store, fork.id, text(pb.ROLE_ASSISTANT, "more", usage=pb.Usage(output_tokens=1)))
+
+    writer = threading.Thread(target=appending)
+    writer.start()
+    try:
+        for _ in range(150):
+            report = store.GetContextReport(pb.GetContextReportRequest(session_id=fork.id))
+            # One entry, with one output token, each version after the fork.
+            appended = report.version - fork.version
+            assert (report.entries, report.total_usage.output_tokens) == (
+                entries + appended,
+                output_tokens + appended,
+            )
+    finally:
+        stop.set()
+        writer.join()
+    assert report.version > fork.version, "nothing was appended: the test proved nothing"
+
+
 def test_provider_usage_calibrates_the_estimate(store: Stub) -> None:
     session = create(store, model="gpt-4o")
     append(store, session.id, user("hello " * 200))

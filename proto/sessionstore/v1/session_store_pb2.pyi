@@ -4294,6 +4294,7 @@ class ContextReport(_message.Message):
     RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
+    """The session's version the whole report is of, its totals included."""
     engine: _builtins.str
     used_tokens: _builtins.int
     """The prompt view's estimated_tokens; the four parts below add up to it."""

@@ -264,6 +264,7 @@ class ContextReport:
 
     PROTO: ClassVar[str] = "sessionstore.v1.ContextReport"
     session_id: str = ""
+    #: The session's version the whole report is of, its totals included.
     version: int = 0
     engine: str = ""
     window: WindowGuardState | None = None

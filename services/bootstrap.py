@@ -152,14 +152,21 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
     )
     read_models = None
     if config.database_url != "memory:" and config.projections != "off":
-        read_models = build_read_models(
-            sessions.store,
-            config.database_url,
-            run_projection=config.projections == "inprocess",
-            migrate_first=config.migrate_at_start,
-            poll_seconds=config.projection_poll_seconds,
-            recall_index=config.recall_index,
-        )
+        try:
+            read_models = build_read_models(
+                sessions.store,
+                config.database_url,
+                run_projection=config.projections == "inprocess",
+                migrate_first=config.migrate_at_start,
+                poll_seconds=config.projection_poll_seconds,
+                recall_index=config.recall_index,
+            )
+        except BaseException:
+            # A refused start (tables not migrated) leaves nothing open behind it.
+            runner.close()
+            sessions.close()
+            observability.close()
+            raise
         if read_models.runner is not None:
             wake = read_models.runner.wake
             sessions.write_path.on_saved(lambda _session, _events: wake())

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from domain.errors import Unavailable
+from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -228,3 +229,16 @@ def migrations_behind(database: ReadModelDatabase) -> str:
     if current == heads:
         return ""
     return f"at {', '.join(sorted(current)) or 'no migration'}, not {', '.join(sorted(heads))}"
+
+
+def require_migrated(database: ReadModelDatabase) -> None:
+    """Refuses a start on tables this release has not migrated, for a process told not
+    to migrate them itself: it would serve every listing UNAVAILABLE (or project into
+    tables that are not there) while its health said SERVING."""
+    behind = migrations_behind(database)
+    if behind:
+        raise StartRefused(
+            f"the read models' tables are not at this release's latest migration ({behind}) "
+            "and SESSIONSTORE_MIGRATE_AT_START is false: run `sessionstore migrate` first, "
+            "or start with SESSIONSTORE_MIGRATE_AT_START=true"
+        )

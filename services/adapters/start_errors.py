@@ -14,10 +14,17 @@ import psycopg
 import sqlalchemy.exc
 from eventsourcing.persistence import PersistenceError
 
+
+class StartRefused(Exception):
+    """The store is not in a state this process may start on (its read models' tables
+    not migrated, with migrating at start turned off); the message says what to run."""
+
+
 # What stops a server, a worker or an admin command at its start: a misconfigured
-# or unreachable database, a file that cannot be read, a taken address. Each is
-# said in one line (start_refusal).
+# or unreachable database, a file that cannot be read, a taken address, a store
+# not ready for this release. Each is said in one line (start_refusal).
 START_ERRORS: tuple[type[Exception], ...] = (
+    StartRefused,
     OSError,
     ValueError,
     PersistenceError,

@@ -24,7 +24,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from domain.errors import PreconditionFailed, Unavailable, VersionOutOfRange
 from services import deadline
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
+from services.adapters.read_model_db import (
+    ReadModelDatabase,
+    migrate,
+    open_database,
+    require_migrated,
+)
 from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_store import Quarantined, ReadModelStore, describe_error
 from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit
@@ -213,9 +218,17 @@ def build_read_models(
     poll_seconds: float,
     recall_index: bool = False,
 ) -> ReadModels:
+    """The read models on the database; ``migrate_first``: bring the tables to this
+    release's latest migration, else refuse (StartRefused) tables not there yet."""
     database = open_database(database_url)
-    if migrate_first:
-        migrate(database)
+    try:
+        if migrate_first:
+            migrate(database)
+        else:
+            require_migrated(database)
+    except BaseException:
+        database.dispose()
+        raise
     store = model_store(database, recall_index)
     if run_projection and not recall_index:
         _empty_recall_index(database)

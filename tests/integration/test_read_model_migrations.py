@@ -10,12 +10,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
+import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 from click.testing import CliRunner
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import insert, select
 
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import (
     MIGRATIONS,
@@ -25,8 +30,11 @@ from services.adapters.read_model_db import (
     migrations_behind,
     open_database,
 )
+from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
 from services.readmodels.admin import migrate_database, wait_until_migrated
+from tests.conftest import start_server
+from tests.support.worker_process import WorkerProcess
 
 OLD_ROW = {
     "session_id": "s",
@@ -162,3 +170,37 @@ def test_tables_at_the_latest_migration_are_left_without_alembic(database_url: s
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert started.stdout.strip() == "[]"
+
+
+def test_a_server_or_worker_told_not_to_migrate_refuses_tables_not_migrated(
+    database_url: str,
+) -> None:
+    """With SESSIONSTORE_MIGRATE_AT_START=false on tables no migration made, a server
+    answered health SERVING and every listing UNAVAILABLE, and a worker projected
+    into tables that were not there. Both now refuse to start in one line naming
+    the migration to run, and start once it has run."""
+    with pytest.raises(START_ERRORS) as refused:
+        start_server(database_url, migrate_at_start=False)
+    reason = start_refusal(refused.value)
+    assert "not at this release's latest migration" in reason
+    assert "`sessionstore migrate`" in reason and "SESSIONSTORE_MIGRATE_AT_START" in reason
+    worker = WorkerProcess(database_url, migrate_at_start="false")
+    try:
+        assert worker.process.wait(timeout=60) == 1
+        (line,) = worker.logged("cannot start")
+        assert line["reason"] == reason
+    finally:
+        worker.end()
+    migrate_database(database_url)
+    server = start_server(database_url, migrate_at_start=False)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            answer = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            store = pb_grpc.SessionStoreStub(channel)
+            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+            listed = store.ListSessions(pb.ListSessionsRequest(), timeout=10)
+            assert [s.id for s in listed.sessions] == ["s-1"]
+    finally:
+        server.stop(0)

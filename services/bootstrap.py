@@ -237,9 +237,10 @@ def retention_on_database(
 ) -> Iterator[RetentionService]:
     """Retention straight on the database, as ``migrate`` works, for the CLI: the session
     catalog is first brought up to the store's latest event, so the plan sees every
-    session; no projection is left running."""
+    session; no projection is left running. A PostgreSQL schema that is not there is
+    refused, not made."""
     config = Config(database_url=database_url)
-    events = build_event_store(config)
+    events = build_event_store(config, create_schema=False)
     try:
         models = build_read_models(
             events,

@@ -65,9 +65,11 @@ class EventStore(Application[str]):
     # decides when to take one.
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
-    def __init__(self, env: dict[str, str], snapshot_interval: int = 100) -> None:
+    def __init__(
+        self, env: dict[str, str], snapshot_interval: int = 100, create_schema: bool = True
+    ) -> None:
         self._probe: PostgresProbe | None = None
-        with setting_up_postgres(env):
+        with setting_up_postgres(env, create_schema):
             super().__init__(env=env)
             self._index_topics()
             self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
@@ -379,11 +381,17 @@ def _snapshot_due(
     return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 
 
-def build_event_store(config: Config) -> EventStore:
-    """The store the configuration names (the server's, the worker's, the admin's).
+def build_event_store(config: Config, *, create_schema: bool = True) -> EventStore:
+    """The store the configuration names (the server's, the worker's, the admin's);
+    without ``create_schema``, only one whose PostgreSQL schema exists (for admin
+    commands on a store, which must not make an empty one of a typo).
 
     Without the library's aggregate cache: it holds aggregates by count, outside
     the cache cap (10,000 of them, some 50 MB, were set before). The server keeps
     the aggregates it reads and writes in caches weighed within the cap
     (services.app.access)."""
-    return EventStore(config.eventsourcing_env(), snapshot_interval=config.snapshot_interval)
+    return EventStore(
+        config.eventsourcing_env(),
+        snapshot_interval=config.snapshot_interval,
+        create_schema=create_schema,
+    )

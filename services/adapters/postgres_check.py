@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -16,8 +17,20 @@ class DatabaseUnreachable(OSError):
     """The configured database cannot be used; the message says why and what to do."""
 
 
+def missing_schema(env: dict[str, str]) -> str:
+    """What to say of the schema the URL names when it is not in the database (a
+    typo, or a store not made yet)."""
+    schema, dbname = env["POSTGRES_SCHEMA"], env["POSTGRES_DBNAME"]
+    return (
+        f"schema {schema!r} does not exist in database {dbname!r} at "
+        f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}: fix schema= in the database URL "
+        "(--database-url or SESSIONSTORE_DATABASE_URL), or create the store with "
+        "`sessionstore migrate`"
+    )
+
+
 @contextmanager
-def setting_up_postgres(env: dict[str, str]) -> Iterator[None]:
+def setting_up_postgres(env: dict[str, str], create_schema: bool = True) -> Iterator[None]:
     """Connects once, quickly, so that a wrong URL is told apart from a server that is down.
 
     The library's pool would only say "couldn't get a connection after 10.00 sec"
@@ -27,6 +40,10 @@ def setting_up_postgres(env: dict[str, str]) -> Iterator[None]:
     database would otherwise race in CREATE ... IF NOT EXISTS, which PostgreSQL
     lets fail on its catalog's unique keys. One sets up, the others wait and
     find it done. Does nothing for other databases.
+
+    Without ``create_schema`` (an operator's command on a store that should exist)
+    a schema that is not there is refused, not made empty: a typo in the URL would
+    otherwise read as a store of no sessions.
     """
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         yield
@@ -56,6 +73,15 @@ def setting_up_postgres(env: dict[str, str]) -> Iterator[None]:
         schema = env.get("POSTGRES_SCHEMA")
         # Held by this connection until the block ends (or the process does).
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"sessionstore setup {schema}",))
-        if schema:
+        if schema and create_schema:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        elif schema and not _schema_exists(conn, schema):
+            raise DatabaseUnreachable(missing_schema(env))
         yield
+
+
+def _schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        is not None
+    )

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from domain.errors import Unavailable
+from services.adapters.postgres_check import missing_schema
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
 
@@ -225,6 +226,8 @@ def migrations_behind(database: ReadModelDatabase) -> str:
     else where they are (for a process that waits for another to migrate)."""
     heads = latest_migrations()
     with reading(database.reader) as connection:
+        if database.schema and not inspect(connection).has_schema(database.schema):
+            return missing_schema(database.env)  # a typo, or the migration job not run yet
         current = _applied(connection, database.schema)
     if current == heads:
         return ""

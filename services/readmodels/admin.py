@@ -60,9 +60,9 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
 def _read_models(database_url: str, recall_index: bool = False) -> Iterator[ReadModels]:
     """The read models of the database, migrated, with no projection running here;
     the recall index among them when SESSIONSTORE_RECALL_INDEX or ``recall_index``
-    asks for it."""
+    asks for it. A PostgreSQL schema that is not there is refused, not made."""
     config = Config(database_url=database_url)
-    events = build_event_store(config)
+    events = build_event_store(config, create_schema=False)
     try:
         models = build_read_models(
             events,

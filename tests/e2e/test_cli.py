@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Iterator
 
 import click
+import psycopg
 import pytest
 import structlog.testing
 from click.testing import CliRunner, Result
+from psycopg import sql
 
 from services.cli import cli
 from services.config import Config
@@ -619,6 +621,45 @@ def test_a_database_command_on_a_database_it_cannot_use_says_why_in_one_line(
     assert result.exception is None or isinstance(result.exception, SystemExit)
     (line,) = result.output.splitlines()
     assert line.startswith("Error: ") and words in line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["migrate", "--check"],
+        ["readmodels", "status"],
+        ["readmodels", "retry"],
+        ["rebuild", "catalog"],
+        ["retention", "plan", "--policy-file", "policy.toml"],
+        ["retention", "apply", "--policy-file", "policy.toml"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_a_command_on_a_schema_that_is_not_there_says_so_and_makes_none(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str, command: list[str]
+) -> None:
+    """A typo in schema=: these made the schema, empty, and read it as a store of no
+    sessions (or `migrate --check` said only that it was at no migration)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text("")
+    schema = f"typo_{uuid.uuid4().hex[:12]}"
+    base = postgres_url.split("?")[0]
+    try:
+        result = CliRunner().invoke(cli, [*command, "--database-url", f"{base}?schema={schema}"])
+        assert result.exit_code == 1, result.output
+        (line,) = result.output.splitlines()
+        assert f"schema {schema!r} does not exist in database" in line
+        assert "fix schema= in the database URL" in line
+        with psycopg.connect(base, autocommit=True) as connection:
+            found = connection.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)
+            ).fetchone()
+            assert found == (0,)
+    finally:
+        with psycopg.connect(base, autocommit=True) as connection:
+            connection.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
 
 
 def test_migrate_check_does_not_make_the_database_it_checks(tmp_path: pathlib.Path) -> None:

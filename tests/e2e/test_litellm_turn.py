@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import litellm
 import pytest
 from sessionstore_client import (
     AsyncClient,
@@ -126,6 +127,47 @@ def test_an_overflow_is_reported_and_retried_at_most_three_times(
     reports = [e for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)]
     assert len(reports) == 1 + 3
     assert len(provider.requests) == 2 + 4
+
+
+def test_a_request_too_large_in_bytes_is_reported_and_retried(
+    client: Client, provider: FakeProvider
+) -> None:
+    """Anthropic's 413 reaches litellm's caller as a plain BadRequestError (status 400):
+    the store's classifier takes it as an overflow, as litellm's does not."""
+    model = "anthropic/claude-sonnet-4-5"
+    session = client.create_session(settings=SessionSettings(model=model))
+    client.append_entries(session.id, entries=[user("hello")])
+    options = {"api_base": provider.url, "api_key": "sk-ant-test"}
+    provider.script(fail("too_large"), reply("hi"))
+    turn = complete_turn(client, session.id, model=model, **options)
+    assert turn.text == "hi" and turn.attempts == 2
+    reports = [e for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)]
+    assert len(reports) == 1
+
+
+def test_a_bad_request_that_is_no_overflow_raises_the_providers_error(
+    server: RunningServer, provider: FakeProvider
+) -> None:
+    options = {"api_base": provider.openai_base, "api_key": "sk-test"}
+
+    async def run() -> None:
+        async with AsyncClient(f"127.0.0.1:{server.port}") as aclient:
+            session = await aclient.create_session(settings=SessionSettings(model="gpt-4o"))
+            await aclient.append_entries(session.id, entries=[user("hello")])
+            provider.script(fail("bad_request"))
+            with pytest.raises(litellm.BadRequestError, match="temperature"):
+                await acomplete_turn(aclient, session.id, model="openai/gpt-4o", **options)
+            events = [e.event async for e in aclient.read_events(session.id)]
+            assert not [e for e in events if isinstance(e, OverflowReported)]
+
+    asyncio.run(run())
+    client = Client(f"127.0.0.1:{server.port}")
+    session = client.create_session(settings=SessionSettings(model="gpt-4o"))
+    client.append_entries(session.id, entries=[user("hello")])
+    provider.script(fail("bad_request"))
+    with pytest.raises(litellm.BadRequestError, match="temperature"):
+        complete_turn(client, session.id, model="openai/gpt-4o", **options)
+    assert len(provider.requests) == 2  # one try each, no retry after the refusal
 
 
 def test_anthropic_protocol_and_asyncio(server: RunningServer, provider: FakeProvider) -> None:

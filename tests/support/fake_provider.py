@@ -73,6 +73,19 @@ OPENAI_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
             }
         },
     ),
+    # A bad request that no shorter prompt would cure.
+    "bad_request": (
+        400,
+        {
+            "error": {
+                "message": "Invalid value for 'temperature': expected a number between 0 "
+                "and 2, got 7.",
+                "type": "invalid_request_error",
+                "param": "temperature",
+                "code": "invalid_value",
+            }
+        },
+    ),
     "rate_limit": (
         429,
         {
@@ -120,6 +133,17 @@ ANTHROPIC_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
             "error": {
                 "type": "invalid_request_error",
                 "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        },
+    ),
+    # Over the request's byte limit (32 MB for the Messages API), whatever its tokens.
+    "too_large": (
+        413,
+        {
+            "type": "error",
+            "error": {
+                "type": "request_too_large",
+                "message": "Request exceeds the maximum allowed number of bytes.",
             },
         },
     ),
@@ -196,7 +220,8 @@ def compaction_item(**fields: Any) -> Behaviour:
 
 
 def fail(error: str) -> Behaviour:
-    """One of "overflow", "rate_limit", "server_error", "overloaded" (Anthropic), "auth"."""
+    """One of "overflow", "rate_limit", "server_error", "auth", "bad_request" (OpenAI),
+    "overloaded" and "too_large" (Anthropic)."""
     return Behaviour(error=error)
 
 

@@ -14,9 +14,12 @@ the session's stored tools go with it unless ``tools`` is given. It calls
 ``litellm.completion`` and appends the answer (text, thinking with its signature,
 tool calls) with the provider's usage and a reference to the view it answered,
 so the store calibrates its counts and an audit can replay the request. When the
-provider refuses the prompt as too long, it reports that to the store
-(ReportOverflow: the store truncates and compacts) and tries the new view, at
-most 3 times; then it raises ``ContextOverflow``. ``acomplete_turn`` is the same
+provider refuses the request, it reports the refusal to the store (ReportOverflow),
+whose classifier decides whether it was too long: it knows more providers' words for
+that than litellm's ``ContextWindowExceededError`` (Anthropic's request too large in
+bytes among them). Too long, the store truncates and compacts, and the new view is
+tried, at most 3 times; then it raises ``ContextOverflow``. Anything else, the
+provider's own error is raised. ``acomplete_turn`` is the same
 with ``litellm.acompletion`` and an ``AsyncClient``.
 
 Every answer the provider gave is stored, as it came where the store can hold it:
@@ -38,10 +41,11 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from litellm.exceptions import ContextWindowExceededError
+from litellm.exceptions import BadRequestError, ContextWindowExceededError
 
 from sessionstore_client.aio import AsyncClient
 from sessionstore_client.client import Client
+from sessionstore_client.errors import InvalidArgument
 from sessionstore_client.types import (
     ContentBlock,
     Entry,
@@ -95,10 +99,14 @@ def complete_turn(client: Client, session_id: str, *, model: str, **litellm_kwar
     for attempt in range(1, MAX_RETRIES + 2):
         try:
             response = litellm.completion(**_request(model, view, litellm_kwargs))
-        except ContextWindowExceededError as refused:
+        except BadRequestError as refused:
             if attempt > MAX_RETRIES:
                 raise _gave_up(session_id, refused) from refused
-            view = client.report_overflow(session_id, **_report(model, view, refused))
+            try:
+                view = client.report_overflow(session_id, **_report(model, view, refused))
+            except InvalidArgument:
+                _raise_unless_overflow(refused)
+                raise
             continue
         entry = _answer_entry(model, view, response)
         answer = client.append_entries(session_id, entries=[entry])
@@ -114,10 +122,14 @@ async def acomplete_turn(
     for attempt in range(1, MAX_RETRIES + 2):
         try:
             response = await litellm.acompletion(**_request(model, view, litellm_kwargs))
-        except ContextWindowExceededError as refused:
+        except BadRequestError as refused:
             if attempt > MAX_RETRIES:
                 raise _gave_up(session_id, refused) from refused
-            view = await client.report_overflow(session_id, **_report(model, view, refused))
+            try:
+                view = await client.report_overflow(session_id, **_report(model, view, refused))
+            except InvalidArgument:
+                _raise_unless_overflow(refused)
+                raise
             continue
         entry = _answer_entry(model, view, response)
         answer = await client.append_entries(session_id, entries=[entry])
@@ -142,6 +154,14 @@ def _report(model: str, view: PromptView, refused: Exception) -> dict[str, Any]:
         "view_hash": view.request_hash,
         "format": PromptFormat.OPENAI,
     }
+
+
+def _raise_unless_overflow(refused: BadRequestError) -> None:
+    """Raises the provider's refusal the store did not take as an overflow (a bad
+    request no shorter prompt cures); one litellm named an overflow is the store's
+    to answer for."""
+    if not isinstance(refused, ContextWindowExceededError):
+        raise refused from None
 
 
 def _gave_up(session_id: str, refused: Exception) -> ContextOverflow:

@@ -13,7 +13,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 
-from domain.errors import TooManyStreams, VersionOutOfRange
+from domain.errors import TooManyStreams, Unavailable, VersionOutOfRange
 from domain.session import SessionEvent
 from services.app.sessions import SessionService
 
@@ -31,7 +31,7 @@ class EventStreams:
         self, session_id: str, after_version: int, *, follow: bool
     ) -> AsyncIterator[SessionEvent]:
         """The session's events after a version; with follow, new ones as they land,
-        until the client leaves or the server shuts down."""
+        until the client leaves or the server shuts down (Unavailable)."""
         # NOT_FOUND and OUT_OF_RANGE before the stream starts.
         current = (await asyncio.to_thread(self._sessions.aggregate, session_id)).version
         if after_version > current:
@@ -68,8 +68,15 @@ class EventStreams:
             if page:
                 after_version = page[-1].originator_version
                 continue
-            if not follow or self._saved.closed:
+            if not follow:
                 return
+            if self._saved.closed:
+                # Not the end of the session's events: the follower is to carry on
+                # after the last it got, elsewhere (an OK would read as the end).
+                raise Unavailable(
+                    "the server is stopping; follow the session again after version "
+                    f"{after_version}, on another server"
+                )
             # Wake on this server's next save of the session; poll now and
             # then for what other servers wrote.
             await self._saved.wait_beyond(session_id, after_version, poll_seconds)

@@ -48,7 +48,8 @@ def events(client: Client, session: str, after: int, follow: bool) -> None:
         # server stops waiting.
         return
     if follow:
-        # A followed stream only ends this way when the server shuts down.
+        # Only a server of an earlier release ends a followed stream so, as it shuts
+        # down; one of this release answers UNAVAILABLE, and the client follows again.
         click.echo("(the server ended the stream)", err=True)
 
 

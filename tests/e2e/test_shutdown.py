@@ -4,7 +4,8 @@ A server process (as `make run` starts it), under a load of appends, with
 queries waiting on read models that will not catch up: no projection at all
 (SESSIONSTORE_PROJECTIONS=worker and no worker), or one stalled on a lock.
 The waiting queries answer UNAVAILABLE (retry elsewhere) as soon as the
-server stops, and the process exits in bounded time.
+server stops, and the process exits in bounded time. So do followed event
+streams.
 """
 
 from __future__ import annotations
@@ -149,3 +150,29 @@ def test_a_cancelled_waiting_query_frees_its_worker(database_url: str) -> None:
         started = time.monotonic()
         store.CreateSession(pb.CreateSessionRequest(), timeout=5)
         assert time.monotonic() - started < 1
+
+
+def test_a_sigterm_tells_a_follower_to_resume_elsewhere(database_url: str) -> None:
+    """A followed stream has no end of its own: one ended OK would read as complete.
+    UNAVAILABLE tells the follower to ask another server for what came after."""
+    with serving(database_url) as server, grpc.insecure_channel(server.address) as channel:
+        store = Stub(channel)
+        session = store.CreateSession(pb.CreateSessionRequest())
+        request = pb.ReadEventsRequest(session_id=session.id, follow=True)
+        stream = store.ReadEvents(request, timeout=WAIT_DEADLINE_SECONDS)
+        assert next(stream).version == 1
+        assert server.process is not None
+        sent = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            rest = list(stream)
+        except grpc.RpcError as error:
+            ended, details = error.code(), error.details() or ""
+        else:
+            ended, details = grpc.StatusCode.OK, f"ended after {rest}"
+        server.process.wait(timeout=GRACE_SECONDS + 10)
+        exited = time.monotonic() - sent
+        log = server.log_tail()
+    assert ended == grpc.StatusCode.UNAVAILABLE, f"{ended.name}: {details}\n{log}"
+    assert "after version 1" in details
+    assert exited < 3, log

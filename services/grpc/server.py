@@ -6,6 +6,7 @@ calls, lets running ones finish (within a grace period) and closes the store.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import os
@@ -42,6 +43,7 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
+from services.grpc.stopping import StoppingInterceptor
 from services.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -54,6 +56,11 @@ LIVENESS = "liveness"
 GRACE_SECONDS = 10
 # What the stop may take beyond the grace period: closing the store's connections.
 STOP_MARGIN_SECONDS = 0.7
+# How long a stopping server refuses new calls (UNAVAILABLE) before gRPC shuts
+# down and cancels the calls it has taken but not handed over: time for it to
+# hand them over, to be refused (services.grpc.stopping).
+REFUSING_SECONDS = 0.1
+STOPPING = "the server is stopping"
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 # How much larger than the largest request an answer may be (see _serve).
 ANSWER_ALLOWANCE_BYTES = 2 << 20
@@ -73,6 +80,7 @@ class RunningServer:
     monitor: DatabaseMonitor
     loop: EventLoopThread
     deadlines: DeadlineInterceptor
+    stopping: StoppingInterceptor
     # The plain-text listener of the health service alone (SESSIONSTORE_HEALTH_ADDRESS).
     health_server: grpc.aio.Server | None = None
     health_port: int = 0
@@ -101,6 +109,8 @@ class RunningServer:
         }
 
     async def _stop(self, grace: float) -> None:
+        # First, so that a caller told NOT_SERVING is refused from then on too.
+        self.stopping.refuse_all(STOPPING)
         await self.monitor.stop()
         await self.health.enter_graceful_shutdown()
         # Followed streams never end by themselves, and waits (for the read
@@ -108,8 +118,11 @@ class RunningServer:
         # (UNAVAILABLE, to retry elsewhere), so that the grace period is for
         # calls that work.
         self.service.end_streams()
-        self.deadlines.cut_all("the server is stopping")
-        await self.server.stop(grace)
+        self.deadlines.cut_all(STOPPING)
+        # Running calls go on meanwhile: the grace period counts from here.
+        refusing = min(REFUSING_SECONDS, grace)
+        await asyncio.sleep(refusing)
+        await self.server.stop(grace - refusing)
         if self.health_server is not None:
             await self.health_server.stop(0)
 
@@ -168,14 +181,18 @@ async def _serve(
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
     deadlines = DeadlineInterceptor(workers)
+    # A stopping server's refusals are answered by the error interceptor, before
+    # anything else runs.
+    stopping = StoppingInterceptor(SERVICE_NAME)
     # Observing outermost: it sees the status the error interceptor gives, and the
     # whole call's time.
     interceptors: list[grpc.aio.ServerInterceptor] = [
         ErrorInterceptor(SERVICE, strings, max_answer),
+        stopping,
         deadlines,
     ]
     if tokens is not None:
-        interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
+        interceptors.insert(2, AuthInterceptor(tokens, SERVICE_NAME))
     if app.observability is not None:
         observability = app.observability
         interceptors.insert(0, ObservingInterceptor(observability.metrics, observability.tracer))
@@ -225,7 +242,16 @@ async def _serve(
     monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
     return RunningServer(
-        server, app, health_servicer, port, monitor, loop, deadlines, health_server, health_port
+        server,
+        app,
+        health_servicer,
+        port,
+        monitor,
+        loop,
+        deadlines,
+        stopping,
+        health_server,
+        health_port,
     )
 
 

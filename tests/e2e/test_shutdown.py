@@ -5,7 +5,7 @@ queries waiting on read models that will not catch up: no projection at all
 (SESSIONSTORE_PROJECTIONS=worker and no worker), or one stalled on a lock.
 The waiting queries answer UNAVAILABLE (retry elsewhere) as soon as the
 server stops, and the process exits in bounded time. So do followed event
-streams.
+streams, and calls that reach the server once it is stopping.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from tests.support.server_process import ServerProcess
 
 WAIT_DEADLINE_SECONDS = 60
 WAITERS = 12
+# What a stopping server's refusals say.
+STOPPING = "the server is stopping; the call was not started"
 
 
 @contextlib.contextmanager
@@ -176,3 +178,51 @@ def test_a_sigterm_tells_a_follower_to_resume_elsewhere(database_url: str) -> No
     assert ended == grpc.StatusCode.UNAVAILABLE, f"{ended.name}: {details}\n{log}"
     assert "after version 1" in details
     assert exited < 3, log
+
+
+def test_calls_reaching_a_stopping_server_are_refused_unavailable(database_url: str) -> None:
+    """From the moment it stops, the server answers a call it has not started
+    UNAVAILABLE, which clients retry elsewhere, rather than serving it and then
+    leaving gRPC to cancel what it had not handed over when it shuts down.
+
+    Callers without backoff, each on its own connection, call again as soon as
+    they are answered, until the server has gone. gRPC itself may still cancel
+    the call each had sent as it shut down (the client retries that:
+    test_client_server_stop.py)."""
+    with serving(database_url) as server:
+        with grpc.insecure_channel(server.address) as channel:
+            session = Stub(channel).CreateSession(pb.CreateSessionRequest())
+        gone = threading.Event()
+        answers: list[list[tuple[grpc.StatusCode, str]]] = [[] for _ in range(4)]
+
+        def call(answered: list[tuple[grpc.StatusCode, str]]) -> None:
+            with grpc.insecure_channel(server.address) as own:
+                store = Stub(own)
+                while not gone.is_set():
+                    try:
+                        store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=5)
+                        answered.append((grpc.StatusCode.OK, ""))
+                    except grpc.RpcError as error:
+                        answered.append((error.code(), error.details() or ""))
+
+        callers = [threading.Thread(target=call, args=(each,)) for each in answers]
+        for caller in callers:
+            caller.start()
+        time.sleep(0.5)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=GRACE_SECONDS + 10)
+        gone.set()
+        for caller in callers:
+            caller.join(10)
+        log = server.log_tail()
+    refusals = [details for each in answers for _, details in each if STOPPING in details]
+    assert refusals, f"no call was refused as the server stopped\n{log}"
+    for each in answers:
+        refused = next((n for n, (_, details) in enumerate(each) if STOPPING in details), None)
+        if refused is None:
+            continue
+        # Refused from then on: nothing more served, whatever gRPC answered last.
+        after = {code for code, _ in each[refused:]}
+        assert grpc.StatusCode.OK not in after, log
+        assert after <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}, after

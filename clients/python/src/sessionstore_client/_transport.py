@@ -39,8 +39,13 @@ CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 # Codes after which the same request may be sent again: nothing was done, or
-# the request is one whose repetition changes nothing.
-RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# the request is one whose repetition changes nothing. CANCELLED that the client
+# did not cause is a server's: a stopping server's gRPC cancels the calls it had
+# taken but not yet started, and a stream its transport reset as a server went
+# away answers it too. Its own (close() during a call) is never retried.
+RETRIED_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
 # Reads, and writes a repeat cannot duplicate (an append carries its idempotency key).
 RETRIED_METHODS = frozenset(
     {
@@ -92,11 +97,12 @@ class TLS:
 
 @dataclass(frozen=True)
 class Retry:
-    """How calls that may safely be repeated are retried after UNAVAILABLE or
-    DEADLINE_EXCEEDED: up to ``attempts`` tries in all, waiting ``backoff`` seconds
-    (doubled each time, at most ``max_backoff``, with jitter) between them, all within
-    the call's timeout. A followed stream that drops after giving events resumes
-    after the last, its tries counted afresh."""
+    """How calls that may safely be repeated are retried after UNAVAILABLE,
+    DEADLINE_EXCEEDED or a CANCELLED the client did not cause: up to ``attempts``
+    tries in all, waiting ``backoff`` seconds (doubled each time, at most
+    ``max_backoff``, with jitter) between them, all within the call's timeout. A
+    followed stream that drops after giving events resumes after the last, its tries
+    counted afresh."""
 
     attempts: int = 5
     backoff: float = 0.1
@@ -207,10 +213,17 @@ class Channels:
     ) -> None:
         self.connection = Connection.resolve(address, token, tls, timeout, retry, service_config)
         self._callables: dict[str, Any] = {}
+        # How many times close() was called: a call it cancelled is not retried.
+        self._closes = 0
 
     @property
     def address(self) -> str:
         return self.connection.address
+
+    @property
+    def closes(self) -> int:
+        """How many times ``close()`` was called."""
+        return self._closes
 
     def _open(self) -> Any:
         raise NotImplementedError
@@ -252,10 +265,12 @@ def message_classes(method: str) -> tuple[Any, Any]:
 class Attempts:
     """The tries of one call: the time each may take, and whether to try again."""
 
-    def __init__(self, method: str, retry: Retry, timeout: float | None) -> None:
-        self.retry = retry if method in RETRIED_METHODS else NO_RETRY
+    def __init__(self, method: str, client: Channels, timeout: float | None) -> None:
+        self.retry = client.connection.retry if method in RETRIED_METHODS else NO_RETRY
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.attempt = 1
+        self._client = client
+        self._closes = client.closes
 
     def remaining(self) -> float | None:
         """Seconds the next try may take (None: no limit)."""
@@ -267,6 +282,8 @@ class Attempts:
         """Seconds to wait before trying again; raises ``error`` when there is no next try."""
         if error.code not in RETRIED_CODES or self.attempt >= self.retry.attempts:
             raise error
+        if error.code is grpc.StatusCode.CANCELLED and self._client.closes != self._closes:
+            raise error  # the client's own close() ended the call
         pause = self.retry.delay(self.attempt)
         if self.deadline is not None and time.monotonic() + pause >= self.deadline:
             raise error

@@ -57,6 +57,7 @@ class AsyncClient(Channels, AsyncMethods):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def close(self) -> None:
+        self._closes += 1
         loop, channel = self._loop, self._forget_channel()
         # A channel works only in its own loop: one opened in another (closed by
         # now, say) cannot be closed from here and is left to the garbage collector.
@@ -102,7 +103,7 @@ class AsyncClient(Channels, AsyncMethods):
     ) -> _R:
         message = to_proto(with_idempotency_key(request))
         call = self._callable(method, "unary_unary")
-        attempts = Attempts(method, self.connection.retry, self._timeout(timeout))
+        attempts = Attempts(method, self, self._timeout(timeout))
         while True:
             try:
                 answer = await call(
@@ -124,7 +125,7 @@ class AsyncClient(Channels, AsyncMethods):
         # A dropped followed stream is asked again for what came after its last event.
         resumes = resumable(request)
         call = self._callable(method, "unary_stream")
-        attempts = Attempts(method, self.connection.retry, self._timeout(timeout, request))
+        attempts = Attempts(method, self, self._timeout(timeout, request))
         while True:
             stream = call(
                 message,

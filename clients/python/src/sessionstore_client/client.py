@@ -10,9 +10,10 @@
 
 Every call has a timeout (the client's ``timeout``, 30 seconds unless set; a
 followed event stream has none unless given). Reads and appends that fail with
-UNAVAILABLE or DEADLINE_EXCEEDED are tried again with backoff within it; every
-append carries an idempotency key (generated unless given), the same on each try,
-so a retried append is never written twice. A followed event stream that drops
+UNAVAILABLE, DEADLINE_EXCEEDED or a CANCELLED the client did not cause (a stopping
+server's) are tried again with backoff within it; every append carries an
+idempotency key (generated unless given), the same on each try, so a retried
+append is never written twice. A followed event stream that drops
 resumes after the last event it gave. Failures raise the exceptions of
 ``sessionstore_client.errors``.
 """
@@ -84,6 +85,7 @@ class Client(Channels, SyncMethods):
 
     def close(self) -> None:
         with self._channel_lock:
+            self._closes += 1
             if self._channel is not None:
                 self._channel.close()
                 self._channel = None
@@ -113,7 +115,7 @@ class Client(Channels, SyncMethods):
     def _unary(self, method: str, request: Any, response: type[_R], timeout: float | None) -> _R:
         message = to_proto(with_idempotency_key(request))
         call = self._callable(method, "unary_unary")
-        attempts = Attempts(method, self.connection.retry, self._timeout(timeout))
+        attempts = Attempts(method, self, self._timeout(timeout))
         while True:
             try:
                 answer = call(
@@ -137,7 +139,7 @@ class Client(Channels, SyncMethods):
         # A dropped followed stream is asked again for what came after its last event.
         resumes = resumable(request)
         call = self._callable(method, "unary_stream")
-        attempts = Attempts(method, self.connection.retry, self._timeout(timeout, request))
+        attempts = Attempts(method, self, self._timeout(timeout, request))
         while True:
             stream = call(
                 message,

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from domain.content import (
     PROVIDERS,
+    Block,
     Entry,
     ProviderItem,
     Role,
@@ -21,6 +22,7 @@ from domain.content import (
     validate_entry,
     validate_id,
 )
+from domain.entries import block_from_record, block_record
 from domain.errors import EntryNotFound, InvalidCutPoint, InvalidRequest, quoted
 from domain.stored_fields import known_fields
 
@@ -100,6 +102,11 @@ class Compaction:
     # window to send on, every user message of what it compacted and then the item,
     # whose encrypted content leaves those messages out.
     provider_retained: tuple[ProviderItem, ...] = ()
+    # A cut inside the turn in progress: the blocks other than text (images, a
+    # provider's documents) of the user message the summary carries verbatim
+    # (domain.context.current_request). Its text is in the summary; these are shown
+    # beside it, in the same user message, and counted in ``summary_tokens``.
+    carried_blocks: tuple[Block, ...] = ()
 
     def validate(self) -> None:
         if self.provider_item is not None:
@@ -156,6 +163,9 @@ class Compaction:
             data["provider_retained"] = [
                 [r.provider, r.type, r.json] for r in self.provider_retained
             ]
+        del data["carried_blocks"]
+        if self.carried_blocks:
+            data["carried_blocks"] = [block_record(b) for b in self.carried_blocks]
         return data
 
     @classmethod
@@ -173,6 +183,9 @@ class Compaction:
                 "provider_item": ProviderItem(*item) if item else None,
                 "provider_retained": tuple(
                     ProviderItem(*r) for r in data.get("provider_retained") or ()
+                ),
+                "carried_blocks": tuple(
+                    block_from_record(b) for b in data.get("carried_blocks") or ()
                 ),
             }
         )

@@ -6,7 +6,7 @@ them in, and which provider items stand in for their tool calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -113,7 +113,7 @@ class Entry:
             self.parent_id,
             self.timestamp.isoformat() if self.timestamp else None,
             self.role.value,
-            [_block_record(b) for b in self.content],
+            [block_record(b) for b in self.content],
             self.token_count,
             self.tokenizer,
             None
@@ -164,9 +164,15 @@ _BLOCK_KINDS: dict[str, type] = {
 _KIND_OF_BLOCK = {block_type: kind for kind, block_type in _BLOCK_KINDS.items()}
 
 
-def _block_record(block: Block) -> list[Any]:
-    # The fields in the order the block's constructor takes them.
+def block_record(block: Block) -> list[Any]:
+    """[kind, fields...]: the fields in the order the block's constructor takes them."""
     return [_KIND_OF_BLOCK[type(block)], *(getattr(block, f) for f in block.__slots__)]
+
+
+def block_from_record(record: Sequence[Any]) -> Block:
+    kind, *fields = record
+    block: Block = _BLOCK_KINDS[kind](*fields)
+    return block
 
 
 def stand_ins(entry: Entry, provider: str) -> dict[str, ProviderItem]:

@@ -81,7 +81,7 @@ class PromptRenderer:
         for entry in view.log.pinned:
             self._add(self._entry(spec, entry, view, NOTHING), pieces, omitted, repairs)
         if view.log.compaction:
-            self._add(spec.summary(view.log.compaction.compaction), pieces, omitted, repairs)
+            self._add(spec.summary(view.log.compaction.compaction, view), pieces, omitted, repairs)
         pairing = Pairing(names=spec.names_calls)
         cut = self._paired(spec, view, view.log.entries, pairing, pieces, omitted, repairs)
         rendered, opened = _rendered(spec, view, pieces, omitted, [*pairing.repairs, *repairs])

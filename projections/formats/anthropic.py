@@ -37,6 +37,7 @@ from projections.formats.base import (
     Omitted,
     Piece,
     Shown,
+    carrying_summary,
     compaction_item_omitted,
     data_uri,
     dumps,
@@ -45,7 +46,7 @@ from projections.formats.base import (
     summary_text,
 )
 from projections.session_history import PromptView
-from projections.view_repair import Repair, Step
+from projections.view_repair import NOTHING, Repair, Step
 
 NAME = "anthropic"
 # The tag of a signed compaction block: the assistant's, and first in the messages.
@@ -124,13 +125,19 @@ class AnthropicMessages:
         pieces = ((role, ",".join(blocks), None),) if blocks else ()
         return Shown(pieces, tuple(left_out), tuple(rewritten))
 
-    def summary(self, compaction: Compaction) -> Shown:
+    def summary(self, compaction: Compaction, view: PromptView) -> Shown:
         item = compaction.provider_item
         if item is not None and item.provider == NAME:
             # The provider's own compaction block, in the assistant's turn as it came. A
             # signed one (compacted on demand) must lead the messages: no turn before it.
             signed = "signature" in provider_item_object(item)
             return Shown(((_LEADING_BLOCK if signed else "assistant", item.json, None),))
+        carrying = carrying_summary(compaction)
+        if carrying is not None:
+            shown = self.entry(carrying, view, NOTHING)
+            return shown._replace(
+                omitted=(*shown.omitted, *compaction_item_omitted(compaction, NAME))
+            )
         return Shown(
             (("user", dumps(_text(summary_text(compaction.summary))), None),),
             compaction_item_omitted(compaction, NAME),

@@ -23,10 +23,12 @@ from domain.content import (
     Entry,
     ImageRef,
     ProviderItem,
+    Role,
     TextBlock,
     ThinkingBlock,
     ToolResult,
 )
+from domain.context.current_request import carried_by
 from domain.system_prompt import SystemPrompt, Tool
 from projections.session_history import PromptView
 from projections.view_repair import Repair, Step
@@ -45,6 +47,8 @@ class Omitted:
 
     entry_id: str
     # Its place in the entry's content (-1: the compaction's item, not an entry's block).
+    # A block the summary carries: its place in the summary's message, the summary's
+    # text first (see ``carrying_summary``).
     block_index: int
     # "thinking", "image", "provider_item" or "compaction_item".
     kind: str
@@ -89,8 +93,9 @@ class Format(Protocol):
     def entry(self, entry: Entry, view: PromptView, step: Step) -> Shown:
         """The entry's pieces; ``step`` says which of its results the pairing left out."""
 
-    def summary(self, compaction: Compaction) -> Shown:
-        """The compaction in force: its summary, or the provider's own item."""
+    def summary(self, compaction: Compaction, view: PromptView) -> Shown:
+        """The compaction in force: its summary (with the blocks of the user message
+        it carries), or the provider's own item."""
 
     def assemble(self, system_prompt: SystemPrompt, pieces: Sequence[Piece]) -> Assembled:
         """The messages and the system part (JSON, or "" for none) from the pieces."""
@@ -123,6 +128,17 @@ def json_array(values: Sequence[str]) -> str:
 
 def summary_text(summary: str) -> str:
     return f"{SUMMARY_PREFIX}\n\n<summary>\n{summary}\n</summary>"
+
+
+def carrying_summary(compaction: Compaction) -> Entry | None:
+    """The summary as the user message a view shows, when it carries the blocks of the
+    turn's user message beside its text (domain.context.current_request): its text,
+    then those blocks, under that message's id. None when it carries none."""
+    if not compaction.carried_blocks:
+        return None
+    carried = carried_by(compaction)
+    content = (TextBlock(summary_text(compaction.summary)), *compaction.carried_blocks)
+    return Entry(carried.entry_id if carried else "", None, None, Role.USER, content)
 
 
 def joined_text(entry: Entry) -> str:

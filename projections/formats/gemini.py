@@ -36,6 +36,7 @@ from projections.formats.base import (
     Piece,
     Shown,
     attached,
+    carrying_summary,
     compaction_item_omitted,
     data_uri,
     dumps,
@@ -45,7 +46,7 @@ from projections.formats.base import (
     summary_text,
 )
 from projections.session_history import PromptView
-from projections.view_repair import Repair, Step
+from projections.view_repair import NOTHING, Repair, Step
 
 NAME = "gemini"
 _ROLES = {Role.SYSTEM: "system", Role.USER: "user", Role.TOOL: "user", Role.ASSISTANT: "model"}
@@ -91,7 +92,13 @@ class GeminiContents:
                     left_out.append(omitted(entry, index, block, NAME))
         return Shown(tuple(pieces), tuple(left_out), tuple(rewritten))
 
-    def summary(self, compaction: Compaction) -> Shown:
+    def summary(self, compaction: Compaction, view: PromptView) -> Shown:
+        carrying = carrying_summary(compaction)
+        if carrying is not None:
+            shown = self.entry(carrying, view, NOTHING)
+            return shown._replace(
+                omitted=(*shown.omitted, *compaction_item_omitted(compaction, NAME))
+            )
         part = dumps({"text": summary_text(compaction.summary)})
         return Shown((("user", part, None),), compaction_item_omitted(compaction, NAME))
 

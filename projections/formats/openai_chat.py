@@ -27,6 +27,7 @@ from projections.formats.base import (
     Omitted,
     Piece,
     Shown,
+    carrying_summary,
     compaction_item_omitted,
     dumps,
     joined_text,
@@ -53,7 +54,12 @@ class OpenAIChat:
             return Shown((("", dumps(messages[0]), None),), left_out, rewritten)
         return Shown(tuple(("", dumps(m), None) for m in messages), left_out, rewritten)
 
-    def summary(self, compaction: Compaction) -> Shown:
+    def summary(self, compaction: Compaction, view: PromptView) -> Shown:
+        carrying = carrying_summary(compaction)
+        if carrying is not None:
+            messages, left_out, _ = _messages(carrying, view, frozenset())
+            left_out += compaction_item_omitted(compaction, NAME)
+            return Shown(tuple(("user", dumps(m), None) for m in messages), left_out)
         message = {"role": "user", "content": summary_text(compaction.summary)}
         return Shown((("user", dumps(message), None),), compaction_item_omitted(compaction, NAME))
 

@@ -35,6 +35,7 @@ from projections.formats.base import (
     Piece,
     Shown,
     attached,
+    carrying_summary,
     compaction_item_omitted,
     dumps,
     joined_text,
@@ -71,12 +72,18 @@ class OpenAIResponses:
                 return _results(entry, view, step)
         return Shown()
 
-    def summary(self, compaction: Compaction) -> Shown:
+    def summary(self, compaction: Compaction, view: PromptView) -> Shown:
         item = compaction.provider_item
         if item is not None and item.provider == PROVIDER:
             # The window /responses/compact answered: the user messages it kept, the item.
             kept = [("user", message.json, None) for message in compaction.provider_retained]
             return Shown((*kept, ("compaction", item.json, None)))
+        carrying = carrying_summary(compaction)
+        if carrying is not None:
+            shown = _user(carrying)
+            return shown._replace(
+                omitted=(*shown.omitted, *compaction_item_omitted(compaction, NAME))
+            )
         message = {"role": "user", "content": summary_text(compaction.summary)}
         return Shown((("user", dumps(message), None),), compaction_item_omitted(compaction, NAME))
 

@@ -100,8 +100,8 @@ class SettingsAsDict(_SealedAsDict):
 
 
 class CompactionAsDict(_SealedAsDict):
-    """A compaction's receipt, its summary, instructions, details and provider items
-    sealed."""
+    """A compaction's receipt, its summary, instructions, details, provider items and
+    the blocks of the user message it carries sealed."""
 
     type = Compaction
     name = "compaction"
@@ -112,6 +112,7 @@ class CompactionAsDict(_SealedAsDict):
             "details": ERASED_METADATA,
             "provider_item": None,
             "provider_retained": (),
+            "carried_blocks": (),
         }
     )
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from domain.content import Entry, ImageRef, block_texts
+from domain.content import Block, Entry, ImageRef, block_texts
 from domain.system_prompt import PartTokens, SystemPrompt
 from services.adapters.model_info import bare_model_name, litellm_file, model_metadata
 
@@ -73,13 +74,13 @@ class Tokenizer:
             )
 
     def count_entry(self, entry: Entry) -> int:
-        images = sum(1 for b in entry.content if isinstance(b, ImageRef))
-        texts = [t for b in entry.content if not isinstance(b, ImageRef) for t in block_texts((b,))]
-        return (
-            MESSAGE_OVERHEAD_TOKENS
-            + images * IMAGE_TOKENS
-            + sum(self.count_text(text) for text in texts if text)
-        )
+        return MESSAGE_OVERHEAD_TOKENS + self.count_blocks(entry.content)
+
+    def count_blocks(self, blocks: Sequence[Block]) -> int:
+        """The blocks as a message shows them, without the message's own overhead."""
+        images = sum(1 for b in blocks if isinstance(b, ImageRef))
+        texts = [t for b in blocks if not isinstance(b, ImageRef) for t in block_texts((b,))]
+        return images * IMAGE_TOKENS + sum(self.count_text(text) for text in texts if text)
 
 
 def _may_hold_long_whitespace(text: str) -> bool:

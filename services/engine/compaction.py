@@ -23,7 +23,8 @@ from domain.context.budget import ContextBudget
 from domain.context.chain import HARD_DROP, SummarizerStep, summarizer_chain
 from domain.context.compaction_planner import CompactionPlan, CompactionRefused, plan_compaction
 from domain.context.current_request import (
-    current_request,
+    CarriedRequest,
+    carried_by,
     with_current_request,
     without_current_request,
 )
@@ -211,12 +212,16 @@ def _try_step(
         if not request.dry_run:
             _note_failure(port, session_id, step, request, _stage_of(error), str(error), started)
         return None
+    carried = None
     if isinstance(summarizer, ProviderCompactor):
         # The provider's items are what its view carries: that is what must fit.
         summary = "\n".join(item.json for item in remote.items)
     else:
-        summary = _carrying(view, staged.text)
-    after = _tokens_after(view, plan, summary)
+        carried = _carried_on(view)
+        summary = staged.text
+        if carried is not None:
+            summary = with_current_request(summary, carried.entry_id, carried.text)
+    after = _tokens_after(view, plan, summary, carried)
     too_large = _too_large(view, budget, after)
     if too_large is not None:
         attempts.append(
@@ -240,6 +245,8 @@ def _try_step(
         compaction = provider_compaction(remote, plan, request, engine, tuple(attempts))
     else:
         compaction = _summarised(view, plan, staged, summary, request, attempts)
+        if carried is not None:
+            compaction = replace(compaction, carried_blocks=carried.blocks)
     deadline.check(_COMPACTING)
     try:
         recorded = port.record_compaction(session_id, compaction)
@@ -329,14 +336,12 @@ def _summarised(
     )
 
 
-def _carrying(view: PromptView, summary: str) -> str:
-    """The summary, carrying on the turn's user message the one in force carries while
-    that turn goes on (no user message kept after the cut)."""
-    previous = view.log.compaction.compaction.summary if view.log.compaction else ""
-    carried = current_request(previous) if previous else None
-    if carried is None or turn_start(view.log.entries) is not None:
-        return summary
-    return with_current_request(summary, *carried)
+def _carried_on(view: PromptView) -> CarriedRequest | None:
+    """The turn's user message the summary in force carries, which the next summary
+    carries on while that turn goes on (no user message kept after the cut)."""
+    if view.log.compaction is None or turn_start(view.log.entries) is not None:
+        return None
+    return carried_by(view.log.compaction.compaction)
 
 
 def _too_large(view: PromptView, budget: ContextBudget, after: int) -> str | None:
@@ -350,13 +355,19 @@ def _too_large(view: PromptView, budget: ContextBudget, after: int) -> str | Non
     return None
 
 
-def _tokens_after(view: PromptView, plan: CompactionPlan, summary: str) -> int:
+def _tokens_after(
+    view: PromptView, plan: CompactionPlan, summary: str, carried: CarriedRequest | None
+) -> int:
     """The prompt's tokens were this summary recorded with the plan's cut: the system
-    prompt, every system entry (pinned or kept), the kept conversation, the summary."""
+    prompt, every system entry (pinned or kept), the kept conversation, the summary
+    (and the blocks of the user message it carries, shown beside it)."""
     entries = view.as_shown()
     cut = next(i for i, e in enumerate(entries) if e.id == plan.first_kept_entry_id)
     kept = sum(e.token_count for i, e in enumerate(entries) if i >= cut or e.role is Role.SYSTEM)
-    summary_tokens = tokenizer_for(view.settings.model).count_text(summary)
+    tokenizer = tokenizer_for(view.settings.model)
+    summary_tokens = tokenizer.count_text(summary)
+    if carried is not None:
+        summary_tokens += tokenizer.count_blocks(carried.blocks)
     return view.system_prompt.tokens.total + kept + summary_tokens
 
 

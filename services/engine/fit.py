@@ -17,10 +17,15 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from domain.compaction import Compaction, CompactionFailure, SummarizerAttempt
-from domain.content import Entry, Role, TextBlock
+from domain.content import Entry, Role
 from domain.context.budget import ContextBudget
 from domain.context.chain import HARD_DROP
-from domain.context.current_request import current_request, with_current_request
+from domain.context.current_request import (
+    CarriedRequest,
+    carried_by,
+    request_of,
+    with_current_request,
+)
 from domain.context.cuts import turn_start
 from domain.context.fit_planner import (
     HARD_DROP_NOTE_TOKENS,
@@ -71,14 +76,18 @@ def fit(
         return CompactionOutcome(False, plan.reason, statistics)
     summary = ""
     dropped: list[Entry] = []
+    request_carried = None
     if plan.cut is not None:
-        summary = _summary(view, entries, plan, summary_room, request, carried)
+        summary, request_carried = _summary(view, entries, plan, summary_room, request, carried)
         dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
         # Forced on a prompt that fits its target, the least drop that fits can weigh
         # less than its note, which rolls up the summary in force too: the session
         # would refuse a compaction that does not shrink. (A dry run says so too.)
         replaced = sum(e.token_count for e in dropped) + view.log.summary_tokens
-        note = tokenizer_for(view.settings.model).count_text(summary)
+        tokenizer = tokenizer_for(view.settings.model)
+        note = tokenizer.count_text(summary)
+        if request_carried is not None:
+            note += tokenizer.count_blocks(request_carried.blocks)
         if view.estimated_tokens <= budget.target_estimate and note >= replaced:
             return CompactionOutcome(
                 False,
@@ -111,6 +120,7 @@ def fit(
         engine=engine,
         instructions=request.instructions,
         attempts=(*attempts, SummarizerAttempt(HARD_DROP, "used", plan.reason)),
+        carried_blocks=request_carried.blocks if request_carried is not None else (),
     )
     try:
         recorded = port.record_compaction(session_id, compaction)
@@ -131,18 +141,17 @@ def _plan(
     entries: Sequence[Entry],
     budget: ContextBudget,
     open_call_ids: Sequence[str],
-    carried: tuple[str, str] | None,
+    carried: CarriedRequest | None,
 ) -> tuple[FitPlan, int]:
     """The plan for the target if one fits it, else for the budget itself; with room
     for a summary, else for the hard drop's note alone (a message that takes nearly
     the whole budget leaves no more). Answers the plan and the summary's room."""
-    tokenizer = tokenizer_for(view.settings.model)
     return least_loss_fit(
         entries,
         system_tokens=view.system_prompt.tokens.total,
         limits=(budget.target_estimate, budget.budget_estimate),
         summary_rooms=(summary_tokens(budget), HARD_DROP_NOTE_TOKENS),
-        carried_tokens=tokenizer.count_text(carried[1]) if carried else 0,
+        carried_tokens=_tokens(carried, view) if carried else 0,
         summary_in_force_tokens=view.log.summary_tokens,
         open_call_ids=open_call_ids,
         trims=trim_options(view),
@@ -193,11 +202,17 @@ def trim_options(view: PromptView) -> dict[str, tuple[Trim, ...]]:
     return options
 
 
-def _carried(view: PromptView, entries: Sequence[Entry]) -> tuple[str, str] | None:
+def _carried(view: PromptView, entries: Sequence[Entry]) -> CarriedRequest | None:
     """The user message the summary in force carries, while its turn goes on."""
     if turn_start(entries) is not None or view.log.compaction is None:
         return None
-    return current_request(view.log.compaction.compaction.summary)
+    return carried_by(view.log.compaction.compaction)
+
+
+def _tokens(carried: CarriedRequest, view: PromptView) -> int:
+    """What carrying the message takes: its text in the summary, its blocks beside it."""
+    tokenizer = tokenizer_for(view.settings.model)
+    return tokenizer.count_text(carried.text) + tokenizer.count_blocks(carried.blocks)
 
 
 def _summary(
@@ -206,8 +221,9 @@ def _summary(
     plan: FitPlan,
     room: int,
     request: CompactionRequest,
-    carried: tuple[str, str] | None,
-) -> str:
+    carried: CarriedRequest | None,
+) -> tuple[str, CarriedRequest | None]:
+    """The summary, and the user message it carries (its blocks go beside it)."""
     assert plan.cut is not None
     dropped = [e for e in entries[: plan.cut] if e.role is not Role.SYSTEM]
     previous = view.log.compaction.compaction.summary if view.log.compaction else ""
@@ -231,9 +247,7 @@ def _summary(
         else _short(notice, dropped, tokenizer.count_text)
     )
     if plan.carried is not None:
-        user = next(e for e in entries if e.id == plan.carried)
-        text = "\n".join(b.text for b in user.content if isinstance(b, TextBlock))
-        return with_current_request(summary, user.id, text)
+        carried = request_of(next(e for e in entries if e.id == plan.carried))
     if carried is not None:
-        return with_current_request(summary, *carried)
-    return summary
+        return with_current_request(summary, carried.entry_id, carried.text), carried
+    return summary, None

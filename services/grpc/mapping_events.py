@@ -83,6 +83,8 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
     item = compaction.provider_item
     receipt["provider_item"] = None if item is None else provider_item_to_pb(item)
     receipt["provider_retained"] = list(map(provider_item_to_pb, compaction.provider_retained))
+    # Shown in the prompt view beside the summary; the receipt's figures count them.
+    receipt.pop("carried_blocks", None)
     return pb.Compaction(
         **receipt,
         version=version,

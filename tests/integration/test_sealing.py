@@ -15,7 +15,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.content import Entry, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from domain.content import Entry, ImageRef, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from domain.erasure import ERASED_SUMMARY, ERASED_TEXT, is_erased
 from domain.session import Session
 from domain.session_events import EntriesAppended, SessionErased
@@ -206,14 +206,20 @@ def test_the_store_seals_and_an_erasure_leaves_placeholders(tmp_path: Path) -> N
 
 
 def test_an_erased_compaction_reads_as_its_placeholder() -> None:
-    compaction = Compaction("summary secret", "e1", instructions="keep secret")
+    # The image of the user message its summary carries is sealed with the summary.
+    image = ImageRef("data:image/png;base64,c2VjcmV0secret", "image/png")
+    compaction = Compaction(
+        "summary secret", "e1", instructions="keep secret", carried_blocks=(image,)
+    )
     scope = sealing.KeyScope("s1", 5, keys={(sealing.EVENT, ""): sealing.new_key()})
     with sealing.scoped(scope):
         stored = CompactionAsDict().encode(compaction)
+        assert CompactionAsDict().decode(stored) == compaction
     assert b"secret" not in orjson.dumps(stored)
     with sealing.scoped(sealing.KeyScope("s1", 5, lookup=lambda k, i: None)):
         erased = CompactionAsDict().decode(stored)
     assert erased.summary == ERASED_SUMMARY and erased.instructions == ""
+    assert erased.carried_blocks == ()
     assert is_erased(erased.details) and erased.first_kept_entry_id == "e1"
 
 

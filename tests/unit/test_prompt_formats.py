@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
-from domain.content import ThinkingBlock, Usage
+from domain.content import ImageRef, ProviderItem, ThinkingBlock, Usage
+from domain.context.current_request import with_current_request
 from domain.pruning import CLEARED_PLACEHOLDER
 from projections.formats.base import dumps as _dumps
 from projections.prompt_formats import (
     SUMMARY_PREFIX,
     PromptRenderer,
+    render,
+    request_of,
     to_anthropic,
     to_openai,
 )
@@ -315,3 +318,46 @@ def test_a_view_that_only_appends_renders_as_a_fresh_render_would() -> None:
                 assert delta == expected
             previous = got
         assert extended > tracked.version // 3
+
+
+def test_a_summary_shows_the_blocks_of_the_message_it_carries_in_every_format() -> None:
+    """A cut inside the turn: the summary carries the user message's text, and its
+    image (and a provider's document) come after that text in the summary's message;
+    a format that cannot carry a block lists it as left out, under the message's id."""
+    tracked = _conversation()
+    image = ImageRef("data:image/png;base64,iVBORw0KGgo=", "image/png")
+    document = ProviderItem(
+        "anthropic",
+        "document",
+        '{"type":"document","source":{"type":"text","media_type":"text/plain","data":"spec"}}',
+    )
+    summary = with_current_request("Read a.txt.", "u2", "look")
+    tracked.compact("a3", summary=summary, carried_blocks=(image, document))
+    view = tracked.history.prompt_view()
+    shown = {
+        name: render(view, name) for name in ("openai", "openai-responses", "anthropic", "gemini")
+    }
+    first = {
+        name: request_of(r)["messages"][int(name.startswith("openai"))] for name, r in shown.items()
+    }
+    assert first["openai"]["content"][0]["text"].startswith(SUMMARY_PREFIX)
+    assert first["openai"]["content"][1:] == [
+        {"type": "image_url", "image_url": {"url": image.uri}}
+    ]
+    assert first["openai-responses"]["content"][1:] == [
+        {"type": "input_image", "image_url": image.uri, "detail": "auto"}
+    ]
+    assert first["anthropic"]["content"][1:] == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        },
+        json.loads(document.json),
+    ]
+    assert first["gemini"]["parts"][1:] == [
+        {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+    ]
+    for name, rendered in shown.items():
+        left_out = [(o.entry_id, o.kind, o.type) for o in rendered.omitted]
+        expected = [] if name == "anthropic" else [("u2", "provider_item", "document")]
+        assert left_out == expected, name

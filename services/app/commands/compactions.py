@@ -51,9 +51,11 @@ class CompactionCommands:
                 )
                 if value
             }
-            # Whichever a view shows: the summary text, or the provider's own items.
+            # Whichever a view shows: the summary text (with the blocks of the user
+            # message it carries beside it), or the provider's own items.
             summary_tokens = max(
-                tokenizer.count_text(recorded_summary),
+                tokenizer.count_text(recorded_summary)
+                + tokenizer.count_blocks(compaction.carried_blocks),
                 sum(tokenizer.count_text(item.json) for item in compaction.provider_items()),
             )
             counted = replace(

@@ -74,12 +74,25 @@ class IdempotencyKeyReused(InvalidRequest):
     reason = "idempotency_key_reused"
 
     @classmethod
-    def of(cls, idempotency_key: str, version: int) -> IdempotencyKeyReused:
-        """The refusal of a key first used for the append at ``version``."""
+    def of(
+        cls, idempotency_key: str, version: int, first: str = "append", this: str = "append"
+    ) -> IdempotencyKeyReused:
+        """The refusal of a key first used for the ``first`` ("append" or "compaction")
+        at ``version``, sent now with a different ``this``."""
+        key = quoted(idempotency_key)
+        if first != this:
+            # A session's keys name one write each, whatever the call that made it.
+            return cls(
+                f"idempotency key {key} was used for {_A[first]} (version {version}); "
+                f"{_A[this]} needs a key of its own"
+            )
         return cls(
-            f"idempotency key {quoted(idempotency_key)} was used for a different append "
-            f"(version {version}); use a new key for a new append"
+            f"idempotency key {key} was used for a different {first} (version {version}); "
+            f"use a new key for a new {this}"
         )
+
+
+_A = {"append": "an append", "compaction": "a compaction"}
 
 
 class Conflict(DomainError):

@@ -50,6 +50,8 @@ class CompactionCommands(SessionState):
         *,
         prompt_tokens: int = -1,
         timestamp: datetime | None = None,
+        idempotency_key: str = "",
+        fingerprint: str = "",
     ) -> CompactionRecorded:
         compaction.validate()
         if self.entry_count == 0:
@@ -78,6 +80,8 @@ class CompactionCommands(SessionState):
             first_kept_version=history.entry_version(position),
             limits=[list(row) for row in self.limits],
             timestamp=timestamp,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
         )
 
     def undo_compaction(

@@ -93,11 +93,16 @@ class EntriesAppended(Event):
                 session.open_tool_calls.pop(result.tool_call_id, None)
             session.last_entry_id = entry.id
         session.entries_since_compaction += len(self.entries)
-        if self.idempotency_key:
-            keys = session.recent_appends
-            keys[self.idempotency_key] = [self.fingerprint, self.originator_version]
-            while len(keys) > IDEMPOTENCY_WINDOW:
-                del keys[next(iter(keys))]
+        _remember_key(session, self.idempotency_key, self.fingerprint, self.originator_version)
+
+
+def _remember_key(session: SessionState, key: str, fingerprint: str, version: int) -> None:
+    """Keeps a keyed write's key among the session's recent ones (a bounded window)."""
+    if key:
+        keys = session.recent_appends
+        keys[key] = [fingerprint, version]
+        while len(keys) > IDEMPOTENCY_WINDOW:
+            del keys[next(iter(keys))]
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,15 @@ class CompactionRecorded(Event):
     # The session's learned limits when it was recorded (Session.limits), so a
     # read starting at this cut knows what the provider taught before it.
     limits: Sequence[Sequence[Any]] = ()
+    # A Compact's key, so that its retry answers this compaction (as an append's).
+    idempotency_key: str = ""
+    fingerprint: str = ""
 
     def apply(self, session: SessionState) -> None:
         session.prompt_tokens = (
             self.prompt_tokens if self.prompt_tokens >= 0 else self.compaction.tokens_after
         )
+        _remember_key(session, self.idempotency_key, self.fingerprint, self.originator_version)
         session.compaction_count += 1
         session.summary_tainted = False
         session.first_kept_position = self.first_kept_position

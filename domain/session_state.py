@@ -106,7 +106,8 @@ class SessionState(BaseAggregate[str]):
         self.compaction_count = 0
         self.first_kept_position = 0
         self.entries_since_compaction = 0
-        # Idempotency key -> [request fingerprint, version], oldest first.
+        # Idempotency key -> [request fingerprint, version], oldest first: of appends and
+        # of Compact calls (the name is older than the latter).
         self.recent_appends: dict[str, list[Any]] = {}
 
     def note_system_entry(self, position: int, version: int) -> None:

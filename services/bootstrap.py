@@ -111,7 +111,7 @@ def build_sessions(
     commands = SessionCommandSet(
         sessions=SessionCommands(writes, histories, rules),
         entries=EntryCommands(writes, histories, idempotency),
-        compactions=CompactionCommands(writes, histories),
+        compactions=CompactionCommands(writes, histories, idempotency),
         erasure=erasure,
         forks=ForkCommands(writes, histories, rules, erasure),
     )

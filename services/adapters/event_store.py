@@ -204,8 +204,8 @@ class EventStore(Application[str]):
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float
     ) -> tuple[str, int] | None:
-        """(fingerprint, version) of the session's append with this idempotency key, if
-        made within the TTL: one indexed query."""
+        """(fingerprint, version) of the session's write (an append, or a Compact's
+        compaction) with this idempotency key, if made within the TTL: one indexed query."""
         return self._indexing_recorder.earlier_append(session_id, key, ttl_seconds)
 
     def expire_idempotency_keys(self, ttl_seconds: float) -> int:

@@ -158,7 +158,7 @@ class IndexingRecorder(Protocol):
     def earlier_append(
         self, session_id: str, key: str, ttl_seconds: float
     ) -> tuple[str, int] | None:
-        """(fingerprint, version) of the session's append with this key, if younger than the TTL."""
+        """(fingerprint, version) of the session's write with this key, if younger than the TTL."""
 
     def expire_keys(self, ttl_seconds: float) -> int:
         """Deletes the keys older than the TTL; answers how many."""

@@ -1,10 +1,11 @@
-"""The idempotency keys of a session's appends, kept for a while beside the events.
+"""The idempotency keys of a session's appends and Compact calls, kept for a while
+beside the events.
 
 Rows ``(session_id, key, fingerprint, version)``, stamped with the time they
-were written, go in the same transaction as the append they name, so a key is
-taken exactly when its append is stored. A keyed append looks its key up (one
-indexed query) to tell a retry from a new request, however many appends came
-in between; rows older than the configured time are ignored and, now and
+were written, go in the same transaction as the write they name, so a key is
+taken exactly when its append (or compaction) is stored. A keyed call looks its
+key up (one indexed query) to tell a retry from a new request, however many
+writes came in between; rows older than the configured time are ignored and, now and
 then, deleted. The aggregate keeps nothing of it, so it does not grow.
 """
 
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from domain.session_events import EntriesAppended
+from domain.session_events import CompactionRecorded, EntriesAppended
 
 TABLE_SUFFIX = "_keys"
 
 KeyRow = tuple[str, str, str, int]
-"""(session id, idempotency key, request fingerprint, version of the append)."""
+"""(session id, idempotency key, request fingerprint, version of the keyed write)."""
 
 
 def key_rows(events: Iterable[object]) -> list[KeyRow]:
@@ -25,5 +26,5 @@ def key_rows(events: Iterable[object]) -> list[KeyRow]:
     return [
         (event.originator_id, event.idempotency_key, event.fingerprint, event.originator_version)
         for event in events
-        if isinstance(event, EntriesAppended) and event.idempotency_key
+        if isinstance(event, EntriesAppended | CompactionRecorded) and event.idempotency_key
     ]

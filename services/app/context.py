@@ -27,6 +27,8 @@ from projections.rendered_prompt import RenderedPrompt, appended_messages
 from projections.session_history import PromptView
 from services.adapters.model_info import model_metadata
 from services.adapters.overflow import classify_provider_error, stated_limits
+from services.app.compact_retries import CompactRetries, replayed
+from services.app.idempotency import compact_fingerprint
 from services.app.retrieval import Retrieval
 from services.app.sessions import AsOf, SessionService
 from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
@@ -63,6 +65,7 @@ class ContextService:
         self.sessions = sessions
         self.engines = engines
         self.retrieval = retrieval or Retrieval(None)
+        self.retries = CompactRetries()
 
     def ingest(self, session: Session, saved: Sequence[SessionEvent]) -> None:
         """Tells the session's engine of a save (the composition root wires it)."""
@@ -156,16 +159,38 @@ class ContextService:
         force: bool,
         dry_run: bool,
         expected_version: int | None = None,
+        idempotency_key: str = "",
     ) -> CompactionOutcome:
-        session = self.sessions.aggregate(session_id)
-        session.check_expected_version(expected_version)
-        if not dry_run:
-            # A summary erased with entries it covered is regenerated from those left.
-            self.sessions.undo_tainted_compactions(session_id)
-        engine = self.engines.get(session.settings.engine)
+        """``idempotency_key``: a retry with it answers the compaction the first try
+        recorded (services.app.compact_retries); a dry run writes nothing, needs none."""
         request = CompactionRequest(
             Trigger.MANUAL, instructions=instructions, force=force, dry_run=dry_run
         )
+        if dry_run or not idempotency_key:
+            return self._compact(session_id, request, expected_version)
+        keyed = replace(
+            request,
+            idempotency_key=idempotency_key,
+            fingerprint=compact_fingerprint(instructions, force),
+        )
+        with self.retries.one_at_a_time(session_id, idempotency_key):
+            # Before the version check: a retry carries the version its first try had.
+            earlier = self.sessions.earlier_compaction(
+                session_id, idempotency_key, keyed.fingerprint
+            )
+            if earlier is not None:
+                return replayed(earlier)
+            return self._compact(session_id, keyed, expected_version)
+
+    def _compact(
+        self, session_id: str, request: CompactionRequest, expected_version: int | None
+    ) -> CompactionOutcome:
+        session = self.sessions.aggregate(session_id)
+        session.check_expected_version(expected_version)
+        if not request.dry_run:
+            # A summary erased with entries it covered is regenerated from those left.
+            self.sessions.undo_tainted_compactions(session_id)
+        engine = self.engines.get(session.settings.engine)
         return engine.compact(session_id, request)
 
     def report_overflow(

@@ -178,11 +178,28 @@ class SessionService:
         return written.session, written.result
 
     def record_compaction(
-        self, session_id: str, compaction: Compaction, expected_version: int | None = None
+        self,
+        session_id: str,
+        compaction: Compaction,
+        expected_version: int | None = None,
+        *,
+        idempotency_key: str = "",
+        fingerprint: str = "",
     ) -> CompactionRecorded:
         return self.commands.compactions.record_compaction(
-            session_id, compaction, expected_version
+            session_id,
+            compaction,
+            expected_version,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
         ).result
+
+    def earlier_compaction(
+        self, session_id: str, idempotency_key: str, fingerprint: str
+    ) -> CompactionRecorded | None:
+        """The compaction a Compact with this key recorded, if this one retries it."""
+        session = self.aggregate(session_id)
+        return self.idempotency.earlier_compaction(session, idempotency_key, fingerprint)
 
     def undo_compaction(
         self,

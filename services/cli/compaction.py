@@ -36,6 +36,11 @@ from services.cli.views import echo_view_summary
     help="With --summary: the first entry to keep (the short id `log` prints will do).",
 )
 @click.option("--reason", default="", help="With --summary: why, for the record.")
+@click.option(
+    "--idempotency-key",
+    default="",
+    help="Without --summary: retries with this key compact only once.",
+)
 @expected_version_option
 @pass_client
 def compact(
@@ -47,6 +52,7 @@ def compact(
     summary: str | None,
     first_kept: str | None,
     reason: str,
+    idempotency_key: str,
     expected_version: int | None,
 ) -> None:
     """Compact the session: the store summarises, or records your summary.
@@ -64,13 +70,15 @@ def compact(
     if summary is None:
         if first_kept is not None or reason:
             raise click.UsageError("--first-kept and --reason go with --summary")
-        return _store_compact(client, session, instructions, force, dry_run, expected_version)
+        return _store_compact(
+            client, session, instructions, force, dry_run, expected_version, idempotency_key
+        )
     if first_kept is None:
         raise click.UsageError("--summary needs --first-kept: the first entry the summary keeps")
-    if instructions or force or dry_run:
+    if instructions or force or dry_run or idempotency_key:
         raise click.UsageError(
-            "--instructions, --force and --dry-run are for the store's compaction; "
-            "leave out --summary to use them"
+            "--instructions, --force, --dry-run and --idempotency-key are for the store's "
+            "compaction; leave out --summary to use them"
         )
     response = client.api.record_compaction(
         session,
@@ -139,6 +147,7 @@ def _store_compact(
     force: bool,
     dry_run: bool,
     expected_version: int | None,
+    idempotency_key: str,
 ) -> None:
     if not client.timeout_given and not dry_run:
         # The server stops the compaction at this call's deadline: a default shorter
@@ -152,11 +161,14 @@ def _store_compact(
         force=force,
         dry_run=dry_run,
         expected_version=expected_version,
+        idempotency_key=idempotency_key,
         timeout=client.timeout,
     )
     if client.as_json:
         return output.print_json(response)
     if response.compacted and response.compaction is not None:
+        if response.replayed:
+            click.echo("already compacted with this idempotency key; its receipt:")
         return _echo_receipt(response.compaction)
     if dry_run and response.plan is not None:
         click.echo("dry run, nothing written; the plan:")

@@ -18,7 +18,7 @@ from domain.compaction import Compaction, CompactionFailure, Trigger
 from domain.context.budget import ContextBudget
 from domain.context.chain import SummarizerStep
 from domain.context.window_guard import WindowVerdict
-from domain.errors import DeadlineExceeded, SessionNotFound, Unavailable
+from domain.errors import DeadlineExceeded, IdempotencyKeyReused, SessionNotFound, Unavailable
 from domain.pruning import PruneDecision
 from domain.session import Session
 from domain.session_events import CompactionRecorded, PruneRecorded
@@ -30,7 +30,8 @@ from services.engine.runner import CompactionRunner
 # Refusals that end the request, not one step of a compaction: the database cannot
 # serve now, the caller's deadline passed, the session is gone. No other summariser,
 # and no hard drop, would fare better: a compaction lets them through as they are.
-REQUEST_ENDING = (Unavailable, DeadlineExceeded, SessionNotFound)
+# A Compact's key taken by another request ends it too.
+REQUEST_ENDING = (Unavailable, DeadlineExceeded, SessionNotFound, IdempotencyKeyReused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,10 @@ class CompactionRequest:
     budget_tokens: int | None = None
     # An overflow whose error stated no figures: first trim the largest tool results.
     truncate_first: bool = False
+    # A Compact call's key and request fingerprint, recorded with its compaction, so
+    # that a retry answers it (services.app.compact_retries).
+    idempotency_key: str = ""
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class CompactionOutcome:
     failure: CompactionFailure | None = None
     # Recorded instead of a compaction: an overflow's first step truncates tool results.
     pruned: PruneRecorded | None = None
+    # A retry of a Compact, answered from the compaction its key recorded.
+    replayed: bool = False
 
     def action(self, kind: str = "compacted") -> EngineAction:
         """What this outcome did, as reported with a prompt view."""
@@ -115,7 +122,17 @@ class SessionPort(Protocol):
 
     def recent(self, session_id: str) -> Session: ...
 
-    def record_compaction(self, session_id: str, compaction: Compaction) -> CompactionRecorded: ...
+    def record_compaction(
+        self,
+        session_id: str,
+        compaction: Compaction,
+        *,
+        idempotency_key: str = "",
+        fingerprint: str = "",
+    ) -> CompactionRecorded:
+        """Records it; with a key already recorded for this request, answers that
+        compaction instead (a retry's: nothing is recorded twice)."""
+        ...
 
     def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int: ...
 

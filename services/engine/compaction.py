@@ -249,7 +249,12 @@ def _try_step(
             compaction = replace(compaction, carried_blocks=carried.blocks)
     deadline.check(_COMPACTING)
     try:
-        recorded = port.record_compaction(session_id, compaction)
+        recorded = port.record_compaction(
+            session_id,
+            compaction,
+            idempotency_key=request.idempotency_key,
+            fingerprint=request.fingerprint,
+        )
     except REQUEST_ENDING:
         raise
     except _MOVED as error:

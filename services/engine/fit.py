@@ -123,7 +123,12 @@ def fit(
         carried_blocks=request_carried.blocks if request_carried is not None else (),
     )
     try:
-        recorded = port.record_compaction(session_id, compaction)
+        recorded = port.record_compaction(
+            session_id,
+            compaction,
+            idempotency_key=request.idempotency_key,
+            fingerprint=request.fingerprint,
+        )
     except REQUEST_ENDING:
         raise
     except DomainError as error:

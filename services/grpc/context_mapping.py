@@ -79,7 +79,9 @@ def served_view_to_pb(served: ServedView) -> pb.PromptView:
 
 
 def compaction_outcome_to_pb(outcome: CompactionOutcome) -> pb.CompactResponse:
-    response = pb.CompactResponse(compacted=outcome.compacted, reason=outcome.reason)
+    response = pb.CompactResponse(
+        compacted=outcome.compacted, reason=outcome.reason, replayed=outcome.replayed
+    )
     if outcome.plan:
         response.plan.CopyFrom(_plan_to_pb(outcome.plan))
     if outcome.recorded is not None:

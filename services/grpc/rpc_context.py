@@ -88,6 +88,7 @@ class ContextRpcs(RpcBase):
             force=request.force,
             dry_run=request.dry_run,
             expected_version=fields.expected_version(request),
+            idempotency_key=request.idempotency_key,
         )
         response = context_mapping.compaction_outcome_to_pb(outcome)
         # The engine compacts on its runner's thread: the store's head is at or

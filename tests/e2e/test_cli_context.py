@@ -283,6 +283,18 @@ def test_compact_dry_run_shows_the_plan_then_compact_writes_the_receipt(address:
     assert again.startswith("not compacted: nothing to compact")
 
 
+def test_compact_with_an_idempotency_key_compacts_once(address: str) -> None:
+    session = small_session(address, "--keep-recent", "300")
+    first = ok(address, "compact", session, "--force", "--idempotency-key", "nightly-1")
+    retry = ok(address, "compact", session, "--force", "--idempotency-key", "nightly-1")
+
+    assert re.match(r"compacted at version \d+ \(manual\)", first)
+    assert retry == "already compacted with this idempotency key; its receipt:\n" + first
+    assert field(ok(address, "status", session), "compactions") == "1"
+    other = run(address, "compact", session, "--idempotency-key", "nightly-1")
+    assert other.exit_code != 0 and "used for a different compaction" in other.output
+
+
 def test_context_list_tells_an_undone_compaction_from_none(address: str) -> None:
     """After a compaction and its undo it said "never compacted"."""
     session = small_session(address, "--keep-recent", "300")

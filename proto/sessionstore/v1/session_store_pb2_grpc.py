@@ -302,6 +302,9 @@ class SessionStoreServicer:
     def Compact(self, request, context):
         """Compacts now: the store chooses the cut and writes the summary. With
         dry_run, answers the plan and writes nothing.
+        A retry with the same idempotency_key answers the compaction the first
+        recorded (replayed) and compacts nothing; one that arrives while the first
+        still runs waits for it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -90,6 +90,9 @@ class SessionStoreStub:
     Compact: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.CompactRequest, _session_store_pb2.CompactResponse]
     """Compacts now: the store chooses the cut and writes the summary. With
     dry_run, answers the plan and writes nothing.
+    A retry with the same idempotency_key answers the compaction the first
+    recorded (replayed) and compacts nothing; one that arrives while the first
+    still runs waits for it.
     """
     ReportOverflow: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]
     """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -222,6 +225,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     Compact: _aio.UnaryUnaryMultiCallable[_session_store_pb2.CompactRequest, _session_store_pb2.CompactResponse]  # type: ignore[assignment]
     """Compacts now: the store chooses the cut and writes the summary. With
     dry_run, answers the plan and writes nothing.
+    A retry with the same idempotency_key answers the compaction the first
+    recorded (replayed) and compacts nothing; one that arrives while the first
+    still runs waits for it.
     """
     ReportOverflow: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]  # type: ignore[assignment]
     """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -435,6 +441,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_session_store_pb2.CompactResponse, _abc.Awaitable[_session_store_pb2.CompactResponse]]:
         """Compacts now: the store chooses the cut and writes the summary. With
         dry_run, answers the plan and writes nothing.
+        A retry with the same idempotency_key answers the compaction the first
+        recorded (replayed) and compacts nothing; one that arrives while the first
+        still runs waits for it.
         """
 
     @_abc_1.abstractmethod

@@ -22,22 +22,37 @@ from domain.session_events import (
 )
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
+from services.app.idempotency import Idempotency
 from services.app.write_path import WritePath, Written
 
 
 class CompactionCommands:
-    def __init__(self, writes: WritePath, histories: HistoryCache) -> None:
+    def __init__(
+        self, writes: WritePath, histories: HistoryCache, idempotency: Idempotency
+    ) -> None:
         self.writes = writes
         self.histories = histories
+        self.idempotency = idempotency
 
     def record_compaction(
-        self, session_id: str, compaction: Compaction, expected_version: int | None = None
+        self,
+        session_id: str,
+        compaction: Compaction,
+        expected_version: int | None = None,
+        *,
+        idempotency_key: str = "",
+        fingerprint: str = "",
     ) -> Written[CompactionRecorded]:
         """Records a compaction, the client's or the engine's. The token figures of the
         receipt are the store's own counts; figures a client sent are kept beside them as
-        its claims (details ``claimed_tokens_before`` / ``claimed_tokens_after``)."""
+        its claims (details ``claimed_tokens_before`` / ``claimed_tokens_after``).
+        With the key of a Compact call that already recorded one, answers that one:
+        looked up under the session's write lock, so two tries record one."""
 
         def command(session: Session) -> CompactionRecorded:
+            earlier = self.idempotency.earlier_compaction(session, idempotency_key, fingerprint)
+            if earlier is not None:
+                return earlier
             compaction.validate()
             compaction.check_shrinks()  # claims that contradict themselves are refused
             recorded_summary = compaction.completed_summary()
@@ -85,7 +100,13 @@ class CompactionCommands:
                     last_covered_entry_id=covered[-1].id if covered else "",
                     entries_covered=len(covered),
                 )
-            return session.record_compaction(counted, history, prompt_tokens=prompt_tokens)
+            return session.record_compaction(
+                counted,
+                history,
+                prompt_tokens=prompt_tokens,
+                idempotency_key=idempotency_key,
+                fingerprint=fingerprint,
+            )
 
         return self.writes.write(session_id, expected_version, command)
 

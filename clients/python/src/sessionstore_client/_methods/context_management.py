@@ -61,10 +61,14 @@ class SyncContextManagementMethods(SyncCalls):
         force: bool = False,
         dry_run: bool = False,
         expected_version: int | None = None,
+        idempotency_key: str = "",
         timeout: float | None = None,
     ) -> CompactResponse:
         """Compacts now: the store chooses the cut and writes the summary. With
         dry_run, answers the plan and writes nothing.
+        A retry with the same idempotency_key answers the compaction the first
+        recorded (replayed) and compacts nothing; one that arrives while the first
+        still runs waits for it.
         """
         return self._unary(
             "Compact",
@@ -74,6 +78,7 @@ class SyncContextManagementMethods(SyncCalls):
                 force=force,
                 dry_run=dry_run,
                 expected_version=expected_version,
+                idempotency_key=idempotency_key,
             ),
             CompactResponse,
             timeout,
@@ -158,10 +163,14 @@ class AsyncContextManagementMethods(AsyncCalls):
         force: bool = False,
         dry_run: bool = False,
         expected_version: int | None = None,
+        idempotency_key: str = "",
         timeout: float | None = None,
     ) -> CompactResponse:
         """Compacts now: the store chooses the cut and writes the summary. With
         dry_run, answers the plan and writes nothing.
+        A retry with the same idempotency_key answers the compaction the first
+        recorded (replayed) and compacts nothing; one that arrives while the first
+        still runs waits for it.
         """
         return await self._unary(
             "Compact",
@@ -171,6 +180,7 @@ class AsyncContextManagementMethods(AsyncCalls):
                 force=force,
                 dry_run=dry_run,
                 expected_version=expected_version,
+                idempotency_key=idempotency_key,
             ),
             CompactResponse,
             timeout,

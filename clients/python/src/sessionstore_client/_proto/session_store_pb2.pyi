@@ -3930,6 +3930,7 @@ class CompactRequest(_message.Message):
     FORCE_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     instructions: _builtins.str
     """What the summary should keep or stress, e.g. "keep the API decisions"."""
@@ -3938,6 +3939,13 @@ class CompactRequest(_message.Message):
     dry_run: _builtins.bool
     """Answer the plan; write nothing."""
     expected_version: _builtins.int
+    idempotency_key: _builtins.str
+    """A retried Compact with the same key answers the compaction the first try
+    recorded and summarises nothing; the same key with other instructions or
+    force is refused (INVALID_ARGUMENT, reason idempotency_key_reused). Keys
+    are the session's, shared with AppendEntries: a key one call used is
+    refused to the other. Ignored with dry_run (it writes nothing).
+    """
     def __init__(
         self,
         *,
@@ -3946,10 +3954,11 @@ class CompactRequest(_message.Message):
         force: _builtins.bool = ...,
         dry_run: _builtins.bool = ...,
         expected_version: _builtins.int | None = ...,
+        idempotency_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "dry_run", b"dry_run", "expected_version", b"expected_version", "force", b"force", "instructions", b"instructions", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "dry_run", b"dry_run", "expected_version", b"expected_version", "force", b"force", "idempotency_key", b"idempotency_key", "instructions", b"instructions", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -4049,6 +4058,7 @@ class CompactResponse(_message.Message):
     COMPACTION_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """False for a dry run, or when there was nothing worth compacting (see reason)."""
     reason: _builtins.str
@@ -4057,6 +4067,8 @@ class CompactResponse(_message.Message):
     """The write's position (see Session.position): the compaction's, or its
     failure's; the store's head when nothing was written (a dry run).
     """
+    replayed: _builtins.bool
+    """True when this was a retry answered from the compaction its key recorded."""
     @_builtins.property
     def plan(self) -> Global___CompactionPlan: ...
     @_builtins.property
@@ -4072,10 +4084,11 @@ class CompactResponse(_message.Message):
         compaction: Global___Compaction | None = ...,
         version: _builtins.int = ...,
         position: _builtins.int = ...,
+        replayed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "position", b"position", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "compaction", b"compaction", "plan", b"plan", "position", b"position", "reason", b"reason", "replayed", b"replayed", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

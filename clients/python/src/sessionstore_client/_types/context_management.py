@@ -135,6 +135,12 @@ class CompactRequest:
     #: Answer the plan; write nothing.
     dry_run: bool = False
     expected_version: int | None = None
+    #: A retried Compact with the same key answers the compaction the first try
+    #: recorded and summarises nothing; the same key with other instructions or
+    #: force is refused (INVALID_ARGUMENT, reason idempotency_key_reused). Keys
+    #: are the session's, shared with AppendEntries: a key one call used is
+    #: refused to the other. Ignored with dry_run (it writes nothing).
+    idempotency_key: str = ""
 
 
 @dataclass(slots=True)
@@ -182,6 +188,8 @@ class CompactResponse:
     #: The write's position (see Session.position): the compaction's, or its
     #: failure's; the store's head when nothing was written (a dry run).
     position: int = 0
+    #: True when this was a retry answered from the compaction its key recorded.
+    replayed: bool = False
 
 
 @dataclass(slots=True)

@@ -1,0 +1,171 @@
+"""A retried Compact compacts once: its idempotency key answers the compaction the
+first try recorded, over gRPC, on SQLite and PostgreSQL.
+
+A client whose deadline passed while the summariser worked cannot tell whether
+the compaction landed, and sends the call again (with force, a second summary
+of a compacted session would lose more detail, and cost a second model call).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from sessionstore_client import Client
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from tests.conftest import RunningServer
+from tests.e2e.test_context_engine import create, error_info, of_kind, turn
+from tests.e2e.test_grpc_api import Stub, append, refused, user
+from tests.support.fake_provider import FakeProvider, delay
+
+
+def compact(store: Stub, session_id: str, key: str, **fields: object) -> pb.CompactResponse:
+    request = pb.CompactRequest(session_id=session_id, idempotency_key=key, **fields)  # type: ignore[arg-type]
+    return store.Compact(request)
+
+
+def compacted_session(store: Stub, **policy: object) -> pb.Session:
+    session = create(
+        store,
+        model="gpt-4o",
+        compaction=pb.CompactionPolicy(keep_recent_tokens=1_000, **policy),  # type: ignore[arg-type]
+    )
+    for n in range(4):
+        turn(store, session.id, n, output_chars=3_000)
+    return session
+
+
+def test_the_same_key_twice_compacts_once_and_answers_the_same(store: Stub) -> None:
+    session = compacted_session(store)
+    first = compact(store, session.id, "c-1", force=True, instructions="keep file names")
+    turn(store, session.id, 9, output_chars=3_000)  # a new compaction would have work
+    # The retry carries its first try's (now stale) expected version, as a client's would.
+    retry = compact(
+        store, session.id, "c-1", force=True, instructions="keep file names", expected_version=1
+    )
+
+    assert first.compacted and not first.replayed
+    assert retry.compacted and retry.replayed
+    assert retry.version == first.version
+    assert retry.compaction == first.compaction
+    assert retry.plan.first_kept_entry_id == first.plan.first_kept_entry_id
+    assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+    # A new key is a new request: it compacts.
+    assert not compact(store, session.id, "c-2", force=True).replayed
+    assert len(of_kind(store, session.id, "compaction_recorded")) == 2
+
+
+def test_the_same_key_with_other_instructions_is_refused(store: Stub) -> None:
+    session = compacted_session(store)
+    first = compact(store, session.id, "c-1", force=True)
+    turn(store, session.id, 9, output_chars=3_000)
+
+    for other in ({"force": True, "instructions": "keep the errors"}, {"force": False}):
+        with pytest.raises(grpc.RpcError) as caught:
+            compact(store, session.id, "c-1", **other)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(caught.value).reason == "idempotency_key_reused"
+        assert f"'c-1' was used for a different compaction (version {first.version})" in str(
+            caught.value.details()
+        )
+    assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+
+
+def test_a_key_names_one_write_whether_append_or_compact(store: Stub) -> None:
+    """A session's keys share one table: a key an append took is refused to a Compact
+    (never answered with the append's result), and the other way round."""
+    session = compacted_session(store)
+    appended = append(store, session.id, user("more"), idempotency_key="k-1")
+
+    message = refused(
+        lambda: compact(store, session.id, "k-1", force=True), grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert message == (
+        f"idempotency key 'k-1' was used for an append (version {appended.version}); "
+        "a compaction needs a key of its own"
+    )
+    assert not of_kind(store, session.id, "compaction_recorded")
+
+    done = compact(store, session.id, "k-2", force=True)
+    message = refused(
+        lambda: append(store, session.id, user("again"), idempotency_key="k-2"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert message == (
+        f"idempotency key 'k-2' was used for a compaction (version {done.version}); "
+        "an append needs a key of its own"
+    )
+    # Each key still answers its own call's retry.
+    assert append(store, session.id, user("more"), idempotency_key="k-1").replayed
+    assert compact(store, session.id, "k-2", force=True).replayed
+
+
+def test_a_dry_run_ignores_its_key(store: Stub) -> None:
+    session = compacted_session(store)
+    planned = compact(store, session.id, "c-1", force=True, dry_run=True)
+    done = compact(store, session.id, "c-1", force=True)
+    assert not planned.compacted and done.compacted and not done.replayed
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+def test_a_retry_while_the_first_try_summarises_waits_and_pays_once(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session = compacted_session(
+        store,
+        summarizer_model="openai/fake-summarizer",
+        summarizer_api_base=provider.openai_base,
+        summarizer_window_tokens=128_000,
+    )
+    provider.script(*[delay(1.5)] * 4)
+    answers: list[pb.CompactResponse] = []
+    errors: list[Exception] = []
+
+    def call() -> None:
+        try:
+            answers.append(compact(store, session.id, "slow", force=True))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    first = threading.Thread(target=call)
+    first.start()
+    # The retry arrives while the model still summarises the first try's request.
+    assert eventually_called(provider)
+    retry = threading.Thread(target=call)
+    retry.start()
+    first.join(timeout=60)
+    retry.join(timeout=60)
+
+    assert not errors, errors
+    assert sorted(a.replayed for a in answers) == [False, True]
+    assert answers[0].version == answers[1].version
+    assert answers[0].compaction == answers[1].compaction
+    assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+    assert len(provider.requests) == 1, "the retry paid for a second summary"
+
+
+def eventually_called(provider: FakeProvider, within: float = 10) -> bool:
+    waited = threading.Event()
+    for _ in range(int(within / 0.05)):
+        if provider.requests:
+            return True
+        waited.wait(0.05)
+    return False
+
+
+def test_the_client_and_its_compact_method_take_the_key(server: RunningServer) -> None:
+    with Client(f"127.0.0.1:{server.port}") as client:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            session = compacted_session(Stub(channel))
+        first = client.compact(session.id, force=True, idempotency_key="client-1")
+        retry = client.compact(session.id, force=True, idempotency_key="client-1")
+    assert first.compacted and not first.replayed
+    assert retry.replayed and retry.version == first.version

@@ -22,6 +22,7 @@ from sessionstore_client import (
     TLS,
     AsyncClient,
     Client,
+    Compaction,
     CompactionPolicy,
     EntriesAppended,
     Entry,
@@ -136,6 +137,20 @@ def test_a_retried_append_reuses_its_key_and_is_written_once(server: RunningServ
         ]
         assert len(appends) == 1
         assert client.get_session(session.id).entry_count == 1
+
+
+def test_a_retried_compact_reuses_its_key_and_compacts_once(server: RunningServer) -> None:
+    with cutting_proxy(server.port) as proxy, Client(f"127.0.0.1:{proxy.port}") as client:
+        session = client.create_session()
+        for n in range(6):
+            client.append_entries(session.id, entries=[user(f"question {n} " + "words " * 200)])
+        proxy.cut_next_answer()
+        answer = client.compact(session.id, force=True)
+        assert proxy.cuts == 1  # the first try's answer was lost
+        assert answer.compacted and answer.replayed  # answered from the first's compaction
+        compactions = [e for e in client.read_events(session.id) if isinstance(e.event, Compaction)]
+        assert len(compactions) == 1
+        assert answer.version == compactions[0].version
 
 
 def test_recall_and_the_read_model_status_are_retried_as_reads(server: RunningServer) -> None:

@@ -46,12 +46,14 @@ CHANNEL_OPTIONS = [
 RETRIED_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
-# Reads, and writes a repeat cannot duplicate (an append carries its idempotency key).
+# Reads, and writes a repeat cannot duplicate (an append, and a Compact, carries its
+# idempotency key).
 RETRIED_METHODS = frozenset(
     {
         "GetSession",
         "ListSessions",
         "AppendEntries",
+        "Compact",
         "GetDurableLog",
         "GetPromptView",
         "GetEntry",
@@ -309,7 +311,8 @@ def resume_after(message: Any, event: Any) -> None:
 
 def with_idempotency_key(request: Any) -> Any:
     """The request with a fresh idempotency key when it takes one and has none: every
-    try of the call then sends the same key, so a retry never appends twice."""
+    try of the call then sends the same key, so a retry never appends (or compacts)
+    twice."""
     if getattr(request, "idempotency_key", None) == "":
         return replace(request, idempotency_key=GENERATED_KEY_PREFIX + uuid.uuid4().hex)
     return request

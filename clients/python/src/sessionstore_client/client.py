@@ -9,11 +9,11 @@
         )
 
 Every call has a timeout (the client's ``timeout``, 30 seconds unless set; a
-followed event stream has none unless given). Reads and appends that fail with
-UNAVAILABLE, DEADLINE_EXCEEDED or a CANCELLED the client did not cause (a stopping
-server's) are tried again with backoff within it; every append carries an
-idempotency key (generated unless given), the same on each try, so a retried
-append is never written twice. A followed event stream that drops
+followed event stream has none unless given). Reads, appends and compactions that
+fail with UNAVAILABLE, DEADLINE_EXCEEDED or a CANCELLED the client did not cause (a
+stopping server's) are tried again with backoff within it; every append and compact
+carries an idempotency key (generated unless given), the same on each try, so a
+retried one is never written twice. A followed event stream that drops
 resumes after the last event it gave. Failures raise the exceptions of
 ``sessionstore_client.errors``.
 """

@@ -142,7 +142,8 @@ class Entry:
             parent_id,
             datetime.fromisoformat(timestamp) if timestamp else None,
             _ROLES[role],
-            tuple(_BLOCK_KINDS[kind](*fields) for kind, *fields in blocks),
+            # A list built, not a generator: this runs for every entry a read decodes.
+            tuple([_BLOCK_KINDS[kind](*fields) for kind, *fields in blocks]),
             Usage(*usage) if usage is not None else None,
             custom,
             MappingProxyType(meta) if meta else _EMPTY,

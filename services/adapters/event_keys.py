@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from eventsourcing.domain import get_topic
@@ -49,9 +50,12 @@ class SessionKeys:
         self._keys: dict[tuple[int, str, str], bytes] = {}
 
     def find(self, version: int, kind: str, key_id: str) -> bytes | None:
-        wanted = self.missing(version)
-        if wanted is not None:
-            self.add(self._recorder.data_keys(self._session_id, *wanted), wanted)
+        loaded_after = self._loaded_after
+        # missing(version) is None, tested here: this runs for every entry a read decodes.
+        if loaded_after is None or version <= loaded_after:
+            wanted = self.missing(version)
+            if wanted is not None:
+                self.add(self._recorder.data_keys(self._session_id, *wanted), wanted)
         return self._keys.get((version, kind, key_id))
 
     def missing(self, version: int) -> KeyRange | None:
@@ -89,7 +93,7 @@ class SealingMapper(Mapper[str]):
         scope = KeyScope(
             session_id,
             version,
-            lookup=lambda kind, i: keys.find(version, kind, i),
+            lookup=partial(keys.find, version),
             own_kind=SNAPSHOT if stored_event.topic == SNAPSHOT_TOPIC else EVENT,
         )
         with scoped(scope):

@@ -78,22 +78,23 @@ Block = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageRef | ProviderI
 
 def block_texts(blocks: tuple[Block, ...]) -> list[str]:
     """Every piece of text a model would read in these blocks."""
+    # isinstance tests, not class patterns: this runs for every entry folded, and a
+    # class pattern with attributes costs several times more.
     texts: list[str] = []
     for block in blocks:
-        match block:
-            case TextBlock(text=text):
-                texts.append(text)
-            case ThinkingBlock(thinking=thinking):
-                texts.append(thinking)
-            case ToolCall(name=name, arguments_json=arguments):
-                texts.extend((name, arguments))
-            case ToolResult(content=content):
-                texts.append(content)
-            case ImageRef(uri=uri):
-                texts.append(uri)
-            case ProviderItem(json=text):
-                # Counted from its JSON: opaque or not, the provider reads all of it.
-                texts.append(text)
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolResult):
+            texts.append(block.content)
+        elif isinstance(block, ToolCall):
+            texts.extend((block.name, block.arguments_json))
+        elif isinstance(block, ThinkingBlock):
+            texts.append(block.thinking)
+        elif isinstance(block, ImageRef):
+            texts.append(block.uri)
+        elif isinstance(block, ProviderItem):
+            # Counted from its JSON: opaque or not, the provider reads all of it.
+            texts.append(block.json)
     return texts
 
 

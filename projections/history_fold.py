@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Self, assert_never
 
 from domain.compaction import Compaction
-from domain.content import Entry, Role, block_texts
+from domain.content import Entry, Role, ToolCall, ToolResult, block_texts
 from domain.context.calibration import LearnedLimits
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
@@ -52,6 +52,8 @@ from projections.history_views import (
 # hold (an undo went back past its first event); the whole history answers.
 UNKNOWN_CUT = RecordedCompaction(Compaction("", ""), -1, -1, datetime.min)
 
+# Read from a module name: an enum member looked up on its class costs more, per entry.
+_SYSTEM = Role.SYSTEM
 # Rough per-entry memory beyond its text: the objects, indexes and lists.
 ENTRY_OVERHEAD_BYTES = 600
 
@@ -356,25 +358,35 @@ class HistoryFold:
         guarded_decisions: Sequence[ToolResultDecision],
         version: int,
     ) -> None:
+        # Once per entry folded (every kept entry of a cold load): the lists held in
+        # locals, and one look at each block for the calls and results it makes.
+        held, positions, call_positions = self.entries, self._positions, self._call_positions
+        versions, token_prefix = self._entry_versions, self._token_prefix
+        from_cut = self._loader is not None
         for entry in entries:
-            position = self._base + len(self.entries)
-            self.entries.append(entry)
-            self._positions[entry.id] = position
-            self._entry_versions.append(version)
-            self._token_prefix.append(self._token_prefix[-1] + entry.token_count)
-            if entry.role is Role.SYSTEM:
+            position = self._base + len(held)
+            held.append(entry)
+            positions[entry.id] = position
+            versions.append(version)
+            token_prefix.append(token_prefix[-1] + entry.token_count)
+            if entry.role is _SYSTEM:
                 self._system_positions.append(position)
             self.weight += ENTRY_OVERHEAD_BYTES + sum(map(len, block_texts(entry.content)))
-            for call in entry.tool_calls:
-                self._call_positions[call.id] = position
+            results: list[ToolResult] = []
+            for block in entry.content:
+                if isinstance(block, ToolCall):
+                    call_positions[block.id] = position
+                elif isinstance(block, ToolResult):
+                    results.append(block)
+            if not results:
+                continue
+            # After every call of the entry is noted, as a result may answer one of them.
             answered = [
-                self._call_positions[r.tool_call_id]
-                for r in entry.tool_results
-                if r.tool_call_id in self._call_positions
+                call_positions[r.tool_call_id] for r in results if r.tool_call_id in call_positions
             ]
             if answered:
                 self._answered_call_position[position] = min(answered)
-            if self._loader is not None and len(answered) < len(entry.tool_results):
+            if from_cut and len(answered) < len(results):
                 self._answers_before_base.append(position)
         guarded: dict[str, list[ToolResultDecision]] = {}
         for decision in guarded_decisions:

@@ -15,7 +15,9 @@ Every request is recorded. Behaviour is scripted per request, in order
 structured summary built from the request. With ``window_tokens`` set, any
 request whose estimated size (characters / 4, plus ``max_tokens``) exceeds
 the window is refused with the provider's real overflow error, so a test can
-prove no call exceeded the summariser's window.
+prove no call exceeded the summariser's window. With ``max_request_bytes`` set,
+any request whose body is larger is refused as Anthropic refuses one over its
+byte limit (HTTP 413, ``request_too_large``).
 """
 
 from __future__ import annotations
@@ -234,6 +236,8 @@ class Received:
     # chars / 4 of every message's text (and the system prompt).
     estimated_tokens: int = 0
     refused: str = ""
+    # The body's size in bytes, as sent.
+    size: int = 0
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -290,6 +294,7 @@ class LoopbackServer(ABC):
 class FakeProvider(LoopbackServer):
     window_tokens: int | None = None
     requests: list[Received] = field(default_factory=list)
+    max_request_bytes: int | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Behaviour] = deque()
@@ -318,6 +323,7 @@ class FakeProvider(LoopbackServer):
         body = json.loads(handler.rfile.read(length) or b"{}")
         path = handler.path.split("?", 1)[0]
         received = Received(path, {k.lower(): v for k, v in handler.headers.items()}, body)
+        received.size = length
         received.estimated_tokens = math.ceil(len(_request_text(body)) / 4)
         with self._lock:
             self.requests.append(received)
@@ -335,6 +341,11 @@ class FakeProvider(LoopbackServer):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
             return
         anthropic = path == ANTHROPIC_PATH
+        if self.max_request_bytes is not None and length > self.max_request_bytes:
+            # Refused before it is read: the scripted behaviour waits for the retry.
+            received.refused = "too_large"
+            send(handler, *ANTHROPIC_ERRORS["too_large"])
+            return
         behaviour = self._next()
         if behaviour.delay and self._stopping.wait(behaviour.delay):
             return

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
 from domain.content import Entry, Role
-from domain.context.calibration import WindowLesson, learn_tokens
+from domain.context.calibration import WindowLesson, learn_bytes, learn_tokens
 from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
 from domain.context.window_guard import check_context_window
 from domain.errors import (
@@ -213,7 +213,9 @@ class CompactionCommands(SessionState):
         count of tokens (the bytes a token takes vary with what the prompt holds:
         prose, code, JSON, another script), and a window learned from it would shrink
         the budget, threshold and tool-result cap the model's window sets, and show
-        as the session's window. Shrinking the prompt is what answers it."""
+        as the session's window. It teaches a limit in bytes instead: the refused
+        view's size (``report.refused_bytes``), under which later views keep their
+        rendered size, so the conversation growing back does not hit it again."""
         provider, message, view_version = report.provider, report.message, report.view_version
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
@@ -240,6 +242,14 @@ class CompactionCommands(SessionState):
                     f"prompt of ~{refused:,} tokens: {provider} overflow: {quoted_error}",
                 )
         self._check_window_after(window, message)
+        byte_limit = None
+        if report.kind == REQUEST_TOO_LARGE:
+            byte_limit = learn_bytes(
+                model,
+                report.refused_bytes,
+                f"{provider} refused a request of {report.refused_bytes:,} bytes (view at "
+                f"version {view_version}): {quoted_error}",
+            )
         lesson = None
         if prompt_tokens and view_estimate:
             lesson = learn_tokens(
@@ -259,6 +269,7 @@ class CompactionCommands(SessionState):
             view_hash=report.view_hash,
             window=window,
             lesson=lesson,
+            byte_limit=byte_limit,
         )
 
     def _refused_prompt_tokens(self, prompt_tokens: int, view_estimate: int | None) -> int:

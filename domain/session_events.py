@@ -18,7 +18,7 @@ from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
-from domain.context.calibration import TokenLesson, WindowLesson
+from domain.context.calibration import ByteLesson, TokenLesson, WindowLesson
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
@@ -251,9 +251,15 @@ class OverflowReported(Event):
     # its count of the refused prompt against the store's estimate of it.
     window: WindowLesson | None = None
     lesson: TokenLesson | None = None
+    # A request refused for its bytes: its size, the limit later views keep under
+    # (None in events stored before byte limits were learned: those teach none).
+    byte_limit: ByteLesson | None = None
 
     def apply(self, session: SessionState) -> None:
         session.overflow_attempts += 1
+        if self.byte_limit is not None:
+            model = self.byte_limit.model
+            session.learn(model, session.learned_for(model).after_bytes(self.byte_limit))
         if self.window is not None:
             model = self.window.model
             session.learn(model, session.learned_for(model).after_window(self.window))

@@ -8,10 +8,11 @@ prompt + summary + pinned system entries + messages (as guarded and pruned).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from domain.content import Entry, Role, Usage
 from domain.context.budget import ContextBudget
+from domain.context.calibration import LearnedLimits
 from domain.context.pruning_planner import tool_names
 from domain.context.window_guard import WindowVerdict
 from domain.session import Session
@@ -67,6 +68,8 @@ class ContextReport:
     total_usage: Usage
     entries: int
     entries_in_prompt: int
+    # What the provider taught about the model by this version (the byte limit).
+    learned: LearnedLimits = field(default_factory=LearnedLimits)
 
     @property
     def used_percent(self) -> float:
@@ -127,6 +130,7 @@ def build_context_report(
         total_usage=session.usage,
         entries=session.entry_count,
         entries_in_prompt=len(log.pinned) + len(log.entries),
+        learned=view.learned,
     )
 
 

@@ -290,6 +290,10 @@ class HistoryFold:
                 self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
             case OverflowReported():
                 self._overflows.append(event)
+                if event.byte_limit is not None:
+                    model = event.byte_limit.model
+                    learned = self.learned(version, model).after_bytes(event.byte_limit)
+                    self._learned.append((version, model, learned))
                 if event.window is not None:
                     model = event.window.model
                     learned = self.learned(version, model).after_window(event.window)

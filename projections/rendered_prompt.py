@@ -72,8 +72,13 @@ class RenderedPrompt:
         bytes each would be within, so a view far from the limit encodes nothing."""
         if 4 * (self.length + len(self.system_json) + len(self.tools_json)) <= limit:
             return None
-        size = sum(len(s.encode()) for s in (self.messages_json, self.system_json, self.tools_json))
+        size = self.json_bytes
         return size if size > limit else None
+
+    @property
+    def json_bytes(self) -> int:
+        """The UTF-8 bytes of the rendering's JSON: messages, system and tools."""
+        return sum(len(s.encode()) for s in (self.messages_json, self.system_json, self.tools_json))
 
 
 def request_json(provider_format: str, messages: str, system: str, tools: str) -> str:

@@ -19,12 +19,20 @@ figures:
   resolved one and this one, until a usage report counts more than it (the
   provider serves more after all), or the client sets the session's window
   itself (``context_window_tokens``): its word, the later one, wins.
+* :class:`ByteLesson` - the provider refused a request for its size in bytes
+  (HTTP 413, Anthropic's ``request_too_large``): its limit is at most the refused
+  request's bytes, as the store measured the view it served. It bounds no token
+  window (the bytes a token takes vary with what the prompt holds), so it is a
+  limit of its own: views keep their rendered size under a share of the smallest
+  request refused so (``LearnedLimits.request_bytes_allowed``), and the same limit
+  is not hit again as the conversation grows back.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # A provider's count more than 4x off the estimate is a mistake, not a calibration.
@@ -35,6 +43,11 @@ NEWEST_WEIGHT = 0.5
 # A lesson from a prompt this small says little (per-message overheads dominate it).
 MIN_LESSON_TOKENS = 200
 MAX_SOURCE_CHARS = 300
+# Views keep their rendered size under this share of the smallest request refused for
+# its bytes. That request was over the limit by at most what the turn before it
+# added, and the client's request is not the store's rendering byte for byte (its
+# own JSON spacing, the model, the parameters, a format converted by its library).
+REQUEST_BYTES_SHARE = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,32 @@ class WindowLesson:
         return cls(data["model"], data["window_tokens"], data["output_tokens"], data["source"])
 
 
+@dataclass(frozen=True, slots=True)
+class ByteLesson:
+    """The provider refused a request of ``request_bytes`` for ``model`` for its size:
+    the store's measure of the view it served (messages, system prompt and tools as
+    rendered in the client's format)."""
+
+    model: str
+    request_bytes: int
+    # "<provider> refused a request of N bytes (view at version V): <its words>".
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "request_bytes": self.request_bytes, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ByteLesson:
+        return cls(data["model"], data["request_bytes"], data["source"])
+
+
+def learn_bytes(model: str, request_bytes: int, source: str) -> ByteLesson | None:
+    """The lesson of a request refused for its bytes (None when unmeasured)."""
+    if request_bytes <= 0:
+        return None
+    return ByteLesson(model, request_bytes, source[:MAX_SOURCE_CHARS])
+
+
 def learn_tokens(
     current: float | None,
     model: str,
@@ -117,6 +156,8 @@ class LearnedLimits:
     calibration: float | None = None
     window_tokens: int = 0
     output_tokens: int = 0
+    # The smallest request the provider refused for its bytes (0: none).
+    request_bytes: int = 0
 
     def after_tokens(self, lesson: TokenLesson, *, accepted: bool) -> LearnedLimits:
         """After a count of a prompt the provider ``accepted`` (usage) or refused (an
@@ -125,20 +166,29 @@ class LearnedLimits:
         window = self.window_tokens
         if accepted and window and lesson.provider_tokens > window:
             window = 0
-        return LearnedLimits(lesson.calibration, window, self.output_tokens)
+        return replace(self, calibration=lesson.calibration, window_tokens=window)
 
     def after_window(self, lesson: WindowLesson) -> LearnedLimits:
         window = lesson.window_tokens or self.window_tokens
         if self.window_tokens and lesson.window_tokens:
             window = min(self.window_tokens, lesson.window_tokens)
         output = max(self.output_tokens, lesson.output_tokens)
-        return LearnedLimits(self.calibration, window, output)
+        return replace(self, window_tokens=window, output_tokens=output)
+
+    def after_bytes(self, lesson: ByteLesson) -> LearnedLimits:
+        """After a request refused for its bytes: the smallest such request bounds the
+        limit. Nothing the store sees disproves it (a usage report counts tokens, not
+        the request's bytes), so it stays for the model."""
+        refused = lesson.request_bytes
+        if self.request_bytes:
+            refused = min(refused, self.request_bytes)
+        return replace(self, request_bytes=refused)
 
     def without_window(self) -> LearnedLimits:
         """After the client set the window itself: the window it set is in force, not
         the one an earlier overflow error stated (the calibration and the answer's room
         are the provider's own counts, and stay)."""
-        return LearnedLimits(self.calibration, 0, self.output_tokens)
+        return replace(self, window_tokens=0)
 
     def window(self, resolved_tokens: int) -> int:
         """The window in force: the resolved one, or the learned one when smaller."""
@@ -146,9 +196,15 @@ class LearnedLimits:
             return self.window_tokens
         return resolved_tokens
 
+    @property
+    def request_bytes_allowed(self) -> int:
+        """The most a view's rendered request may take, in bytes (0: no limit learned)."""
+        return math.floor(self.request_bytes * REQUEST_BYTES_SHARE)
+
     def to_list(self) -> list[Any]:
-        return [self.calibration, self.window_tokens, self.output_tokens]
+        return [self.calibration, self.window_tokens, self.output_tokens, self.request_bytes]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> LearnedLimits:
-        return cls(data[0], data[1], data[2])
+        # Rows stored before byte limits were learned hold three figures.
+        return cls(data[0], data[1], data[2], data[3] if len(data) > 3 else 0)

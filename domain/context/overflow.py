@@ -28,3 +28,6 @@ class OverflowReport:
     # What the error stated: (window, its count of the refused prompt, the answer's
     # room asked for), 0 where it said nothing.
     stated: tuple[int, int, int] = (0, 0, 0)
+    # A request refused for its bytes: the refused view's size as the store rendered
+    # it (messages, system prompt and tools, in the client's format); 0: unmeasured.
+    refused_bytes: int = 0

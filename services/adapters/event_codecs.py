@@ -16,7 +16,7 @@ from eventsourcing.persistence import JSONTranscoder, Transcoding
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Usage
-from domain.context.calibration import TokenLesson, WindowLesson
+from domain.context.calibration import ByteLesson, TokenLesson, WindowLesson
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.erasure import ERASED_METADATA, ERASED_SUMMARY
 from domain.pruning import PruneDecision
@@ -150,6 +150,11 @@ class WindowLessonAsDict(_AsDict):
     name = "window_lesson"
 
 
+class ByteLessonAsDict(_AsDict):
+    type = ByteLesson
+    name = "byte_lesson"
+
+
 class UsageAsList(Transcoding):
     type = Usage
     name = "usage"
@@ -185,6 +190,7 @@ def register_all(transcoder: JSONTranscoder) -> None:
         CompactionFailureAsDict(),
         TokenLessonAsDict(),
         WindowLessonAsDict(),
+        ByteLessonAsDict(),
         UsageAsList(),
         MappingAsDict(),
     ):

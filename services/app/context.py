@@ -16,9 +16,15 @@ from functools import partial
 from domain.compaction import Trigger
 from domain.content import Role
 from domain.context.budget import ContextBudget
-from domain.context.overflow import OverflowReport
+from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
+from domain.context.request_bytes import over_request_bytes, tokens_within_bytes
 from domain.context.window_guard import WindowVerdict, check_context_window
-from domain.errors import CompactionGaveUp, InvalidRequest, ViewOverMessageLimit
+from domain.errors import (
+    CompactionGaveUp,
+    InvalidRequest,
+    PromptOverBudget,
+    ViewOverMessageLimit,
+)
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended, OverflowReported
 from projections.context_report import ContextReport, build_context_report
@@ -39,6 +45,9 @@ OVERFLOW_TARGET_SHARE = 0.7
 # A view over the message limit is brought within this share of it (its tokens'
 # bytes vary, and the answer carries more than the rendering).
 MESSAGE_FIT_SHARE = 0.9
+# A view over a learned limit in bytes gets this many tries to come under it (a
+# compaction's bytes per token differ from the view's average).
+BYTE_FIT_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,7 @@ class ContextService:
             engine = self.sessions.recent(session_id).settings.engine
             assemble = partial(self._assembled, session_id, engine, provider_format, deadline)
             served, own = assemble(token_budget)
+            served, own = _within_learned_bytes(assemble, served, own, token_budget)
             size = served.rendered.json_bytes_over(limit)
             if size is not None:
                 served, own = _fitted(assemble, served, size, limit, token_budget)
@@ -222,9 +232,18 @@ class ContextService:
                 session.overflow_attempts,
             )
         stated = stated_limits(report.message)
+        refused_bytes = 0
+        if verdict.kind == REQUEST_TOO_LARGE:
+            refused_bytes = self._refused_bytes(session, report.view_version, provider_format)
         session = self.sessions.report_overflow(
             session_id,
-            replace(report, provider=provider, kind=verdict.kind, stated=stated.as_tuple()),
+            replace(
+                report,
+                provider=provider,
+                kind=verdict.kind,
+                stated=stated.as_tuple(),
+                refused_bytes=refused_bytes,
+            ),
         )
         if policy.mode == "off":
             # Recorded, and what it stated learned; compacting is left to the client.
@@ -249,13 +268,24 @@ class ContextService:
             (*actions, *served.actions),
         )
 
+    def _refused_bytes(self, session: Session, view_version: int, provider_format: str) -> int:
+        """The size of the view served at ``view_version``, as rendered in the format the
+        client asks its answer in (the one it sends): what a request refused for its bytes
+        carried, as near as the store can tell (the client sends no figure). 0 for a
+        version the session does not have (the report is refused for it)."""
+        if not 1 <= view_version <= session.version:
+            return 0
+        as_of = AsOf(version=view_version)
+        _, rendered = self.sessions.prompt_view(session.id, as_of, provider_format)
+        return rendered.json_bytes
+
     def _compact_for_overflow(
         self, session_id: str, session: Session, stated: bool
     ) -> EngineAction:
         """SPEC 3.3 (a): with figures stated, compact to the budget they taught; without,
         trim the largest results first, then aim well below the refused prompt (the
         window learned from its size keeps later views below it too; a request refused
-        for its bytes teaches none, and the next refusal shrinks the prompt again)."""
+        for its bytes teaches a limit in bytes instead, which the view keeps under)."""
         engine = self.engines.get(session.settings.engine)
         if stated:
             # What it stated is learned: the session's own budget now fits the provider.
@@ -318,6 +348,60 @@ def _fitted(
         f"(SESSIONSTORE_MAX_MESSAGE_MB): brought within ~{asked:,} tokens",
     )
     return replace(fitted, actions=(*served.actions, action, *fitted.actions)), own
+
+
+def _within_learned_bytes(
+    assemble: Callable[[int | None], tuple[ServedView, bool]],
+    served: ServedView,
+    own: bool,
+    token_budget: int | None,
+) -> tuple[ServedView, bool]:
+    """A view over the limit in bytes a provider's refusal taught (HTTP 413) would be
+    refused again: the engine brings it under, as for a tighter token budget, by the
+    means it has for any budget (compaction, recorded and audited), asked for the share
+    of the view's tokens that the limit is of its bytes. A view that cannot be brought
+    under is served as it is, saying so: the provider may take it yet, as the limit is
+    kept with a margin, and if it refuses, the report shrinks the prompt again."""
+    if served.view.settings.compaction.mode != "auto":
+        return served, own  # the client keeps its prompt within the provider's limits
+    allowed = served.view.learned.request_bytes_allowed
+    over = served.rendered.json_bytes_over(allowed) if allowed else None
+    if over is None:
+        return served, own
+    size = over
+    actions = served.actions
+    for _ in range(BYTE_FIT_ROUNDS):
+        tokens = served.budget.provider_tokens(served.rendered.estimated_tokens)
+        asked = tokens_within_bytes(tokens, size, allowed)
+        if token_budget is not None:
+            asked = min(asked, token_budget)
+        try:
+            fitted, own = assemble(asked)
+        except PromptOverBudget:
+            # Nothing more can be left out to fit so tight a budget: serve the view
+            # within the session's own budget (what it could leave out, it has).
+            fitted, own = assemble(token_budget)
+        fitted_size = fitted.rendered.json_bytes
+        outcome = (
+            f"brought within ~{asked:,} tokens, {fitted_size:,} bytes"
+            if not over_request_bytes(fitted_size, allowed)
+            else f"still {fitted_size:,} bytes within ~{asked:,} tokens, served as it is"
+        )
+        actions = (
+            *actions,
+            EngineAction(
+                "fitted_to_request_bytes",
+                f"the view took {size:,} bytes, over the {allowed:,} kept under the "
+                f"provider's limit in bytes (it refused a request of "
+                f"{served.view.learned.request_bytes:,}): {outcome}",
+            ),
+            *fitted.actions,
+        )
+        shrank = fitted_size < size
+        served, size = fitted, fitted_size
+        if not shrank or not over_request_bytes(size, allowed):
+            break
+    return replace(served, actions=actions), own
 
 
 def _refuse_over(rendered: RenderedPrompt, limit: int, why: str) -> None:

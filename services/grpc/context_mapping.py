@@ -133,6 +133,8 @@ def context_report_to_pb(report: ContextReport) -> pb.ContextReport:
         threshold_tokens=report.budget.threshold_tokens,
         budget_tokens=report.budget.budget_tokens,
         reserve_tokens=report.budget.reserve_tokens,
+        learned_request_bytes=report.learned.request_bytes,
+        request_bytes_allowed=report.learned.request_bytes_allowed,
         system_prompt=system_prompt_tokens_to_pb(report.system_prompt.tokens),
         files=[
             pb.FileReport(

@@ -287,6 +287,9 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
                     learned_window_tokens=event.window.window_tokens if event.window else 0,
                     learned_output_tokens=event.window.output_tokens if event.window else 0,
                     lesson=token_lesson_to_pb(event.lesson) if event.lesson else None,
+                    learned_request_bytes=(
+                        event.byte_limit.request_bytes if event.byte_limit else 0
+                    ),
                 )
             )
         case SystemPromptSet():

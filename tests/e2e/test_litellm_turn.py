@@ -145,6 +145,57 @@ def test_a_request_too_large_in_bytes_is_reported_and_retried(
     assert len(reports) == 1
 
 
+# The loopback provider refuses any request body over this many bytes, as Anthropic
+# refuses one over its limit (32 MB there; small here, so a few turns reach it).
+BYTE_LIMIT = 100_000
+
+
+def test_a_limit_in_bytes_is_learned_so_no_later_request_exceeds_it(
+    client: Client, server: RunningServer
+) -> None:
+    """A request refused for its bytes (HTTP 413) taught nothing: the prompt shrank,
+    grew back over the limit a few turns later, and the provider refused it again,
+    every few turns. The refused view's size is now a limit the views keep under."""
+    model = "anthropic/claude-sonnet-4-5"
+    session = client.create_session(settings=SessionSettings(model=model))
+    # Anthropic's API wants the tools with calls.
+    read_file = Tool("read_file", "Reads a file.", json.dumps({"type": "object"}))
+    client.set_system_prompt(session.id, system_prompt=SystemPrompt(tools=[read_file]))
+    options = {"api_base": "", "api_key": "sk-ant-test"}
+    with FakeProvider(max_request_bytes=BYTE_LIMIT) as provider:
+        options["api_base"] = provider.url
+        refused_at = None
+        for turn in range(16):
+            provider.script(call(f"toolu_{turn}", "read_file", path=f"f{turn}.py"))
+            client.append_entries(session.id, entries=[user(f"read file {turn}")])
+            asked = complete_turn(client, session.id, model=model, **options)
+            (tool_call,) = asked.tool_calls
+            result = ToolResultBlock(tool_call.id, file_text(f"f{turn}.py"))
+            client.append_entries(session.id, entries=[Entry(role=Role.TOOL, content=[result])])
+            provider.script(reply(f"read file {turn}"))
+            answered = complete_turn(client, session.id, model=model, **options)
+            assert answered.text == f"read file {turn}"
+            if refused_at is None and any(r.refused for r in provider.requests):
+                refused_at = turn
+        requests = list(provider.requests)
+    refused = [n for n, r in enumerate(requests) if r.refused]
+    assert refused_at is not None and refused_at < 10, "the conversation never reached the limit"
+    assert [requests[n].refused for n in refused] == ["too_large"]
+    assert all(r.size <= BYTE_LIMIT for r in requests[refused[0] + 1 :])
+    # The lesson is recorded with the report, and shown in the context report.
+    reports = [
+        e.event for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)
+    ]
+    (report,) = reports
+    assert report.kind == "request_too_large" and report.learned_window_tokens == 0
+    assert report.learned_request_bytes > BYTE_LIMIT * 0.8
+    context = client.get_context_report(session.id)
+    assert context.learned_request_bytes == report.learned_request_bytes
+    assert context.request_bytes_allowed == int(report.learned_request_bytes * 0.8)
+    # No window was learned from it: the model's stays in force.
+    assert (context.window.window_tokens, context.window.source) == (200_000, "model")
+
+
 def test_a_bad_request_that_is_no_overflow_raises_the_providers_error(
     server: RunningServer, provider: FakeProvider
 ) -> None:

@@ -19,7 +19,7 @@ from domain.content import (
     ToolResult,
     Usage,
 )
-from domain.context.overflow import OverflowReport
+from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
 from domain.errors import (
     ContextWindowTooSmall,
     DuplicateEntry,
@@ -38,7 +38,7 @@ from domain.errors import (
 from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
-from domain.session_events import IDEMPOTENCY_WINDOW
+from domain.session_events import IDEMPOTENCY_WINDOW, OverflowReported
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings, WindowGuardPolicy
 from projections.session_history import SessionHistory
 from tests.unit.support import (
@@ -193,6 +193,45 @@ def test_a_window_the_client_names_supersedes_a_learned_one_in_every_reader() ->
     # A later lesson teaches again.
     _overflow(tracked, 30_000)
     assert windows() == {(30_000, "learned")}
+
+
+def test_a_request_refused_for_its_bytes_teaches_a_byte_limit_in_every_reader() -> None:
+    """The aggregate, the history it was synced with and a history folded from scratch
+    agree on the limit, which teaches no window."""
+    tracked = Tracked(settings=SessionSettings(model="claude-sonnet-4-5"))
+    tracked.append(user("hello"))
+
+    def report(refused_bytes: int) -> None:
+        error = '{"type":"error","error":{"type":"request_too_large"}}'
+        refusal = OverflowReport(
+            "anthropic",
+            413,
+            error,
+            tracked.version,
+            "",
+            kind=REQUEST_TOO_LARGE,
+            refused_bytes=refused_bytes,
+        )
+        tracked.session.report_overflow(refusal, view_estimate=50_000)
+        tracked.sync()
+
+    def learned() -> set[tuple[int, int]]:
+        again = SessionHistory(tracked.session.id)
+        again.apply(tracked.events)
+        readers = [tracked.session.learned, tracked.history.prompt_view().learned]
+        readers.append(again.prompt_view().learned)
+        return {(limits.request_bytes, limits.window_tokens) for limits in readers}
+
+    report(0)  # unmeasured: nothing learned
+    assert learned() == {(0, 0)}
+    report(300_000)
+    assert learned() == {(300_000, 0)}
+    reported = tracked.events[-1]
+    assert isinstance(reported, OverflowReported) and reported.byte_limit is not None
+    assert "300,000 bytes" in reported.byte_limit.source
+    report(400_000)
+    assert learned() == {(300_000, 0)}
+    assert tracked.session.window_tokens == 200_000
 
 
 # -- append ---------------------------------------------------------------------------

@@ -2509,6 +2509,9 @@ class EngineAction(_message.Message):
     "truncated", "compaction_failed", "not_compacted" (an overflow report that
     compacted nothing: why, in detail); "fitted_to_message" (the view was larger than
     one message carries: brought within it by a tighter budget, sizes in detail);
+    "fitted_to_request_bytes" (the view was over the limit in bytes a provider's
+    refusal taught, OverflowReported.learned_request_bytes: brought under it the
+    same way);
     "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
     marked context block before the newest user turn) or "recall_skipped".
     """
@@ -2980,12 +2983,14 @@ class OverflowReported(_message.Message):
     LEARNED_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
     LEARNED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     LESSON_FIELD_NUMBER: _builtins.int
+    LEARNED_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     provider: _builtins.str
     status_code: _builtins.int
     message: _builtins.str
     kind: _builtins.str
     """"context_window_exceeded" (over the window in tokens) or "request_too_large"
-    (over a limit in bytes, HTTP 413: it teaches no window).
+    (over a limit in bytes, HTTP 413: it teaches no window, but a limit in bytes,
+    learned_request_bytes).
     """
     view_version: _builtins.int
     view_hash: _builtins.str
@@ -2996,6 +3001,12 @@ class OverflowReported(_message.Message):
     guard's hard_min_tokens while the guard is on; none for request_too_large)...
     """
     learned_output_tokens: _builtins.int
+    learned_request_bytes: _builtins.int
+    """A request refused for its bytes: the refused view's size as the store rendered
+    it (messages, system prompt and tools, in the format the report asked for).
+    Later views keep their rendered size under 80% of the smallest such request
+    (0: not a byte-limit refusal, or none measured).
+    """
     @_builtins.property
     def lesson(self) -> Global___TokenLesson:
         """...and its count of the refused prompt, against the store's estimate."""
@@ -3012,10 +3023,11 @@ class OverflowReported(_message.Message):
         learned_window_tokens: _builtins.int = ...,
         learned_output_tokens: _builtins.int = ...,
         lesson: Global___TokenLesson | None = ...,
+        learned_request_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["lesson", b"lesson"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learned_output_tokens", b"learned_output_tokens", "learned_window_tokens", b"learned_window_tokens", "lesson", b"lesson", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learned_output_tokens", b"learned_output_tokens", "learned_request_bytes", b"learned_request_bytes", "learned_window_tokens", b"learned_window_tokens", "lesson", b"lesson", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4305,6 +4317,8 @@ class ContextReport(_message.Message):
     ENTRIES_IN_PROMPT_FIELD_NUMBER: _builtins.int
     BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
+    LEARNED_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    REQUEST_BYTES_ALLOWED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The session's version the whole report is of, its totals included."""
@@ -4332,6 +4346,12 @@ class ContextReport(_message.Message):
     budget_tokens: _builtins.int
     """The most a prompt view may hold (window less the reserve), and that reserve."""
     reserve_tokens: _builtins.int
+    learned_request_bytes: _builtins.int
+    """The smallest request the provider refused for its size in bytes (HTTP 413,
+    OverflowReported.learned_request_bytes), and what prompt views keep their
+    rendered size (messages, system prompt and tools) under: 80% of it. 0: none.
+    """
+    request_bytes_allowed: _builtins.int
     @_builtins.property
     def window(self) -> Global___WindowGuardState: ...
     @_builtins.property
@@ -4382,10 +4402,12 @@ class ContextReport(_message.Message):
         entries_in_prompt: _builtins.int = ...,
         budget_tokens: _builtins.int = ...,
         reserve_tokens: _builtins.int = ...,
+        learned_request_bytes: _builtins.int = ...,
+        request_bytes_allowed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["latest_compaction", b"latest_compaction", "system_prompt", b"system_prompt", "total_usage", b"total_usage", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "learned_request_bytes", b"learned_request_bytes", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "request_bytes_allowed", b"request_bytes_allowed", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

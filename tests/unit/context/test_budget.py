@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from domain.context.budget import context_budget
-from domain.context.calibration import LearnedLimits, TokenLesson, WindowLesson, learn_tokens
+from domain.context.calibration import (
+    ByteLesson,
+    LearnedLimits,
+    TokenLesson,
+    WindowLesson,
+    learn_bytes,
+    learn_tokens,
+)
+from domain.context.request_bytes import over_request_bytes, tokens_within_bytes
 from domain.settings import CompactionPolicy
 
 POLICY = CompactionPolicy()
@@ -102,3 +110,34 @@ def test_a_window_learned_from_an_error_holds_until_a_count_disproves_it() -> No
     assert refused.window(128_000) == 32_768
     counted = limits.after_tokens(TokenLesson("m", 40_000, 40_000, 1.0, "usage"), accepted=True)
     assert counted.window(128_000) == 128_000
+
+
+def test_a_limit_in_bytes_is_the_smallest_request_refused_for_its_bytes() -> None:
+    """A byte limit bounds the request's size, not its tokens: the window stays, and
+    views keep under a share of the smallest request refused so."""
+    assert learn_bytes("m", 0, "unmeasured") is None
+    first = learn_bytes("m", 1_000_000, "anthropic refused a request of 1,000,000 bytes")
+    assert first is not None
+    limits = LearnedLimits().after_window(WindowLesson("m", 32_768, 0, "overflow"))
+    limits = limits.after_bytes(first)
+    assert limits.request_bytes == 1_000_000
+    assert limits.request_bytes_allowed == 800_000
+    assert limits.window(128_000) == 32_768
+    # A larger refusal says less than the one learned; a smaller one lowers the limit.
+    assert limits.after_bytes(ByteLesson("m", 2_000_000, "again")).request_bytes == 1_000_000
+    assert limits.after_bytes(ByteLesson("m", 900_000, "again")).request_bytes == 900_000
+    # Every other lesson keeps it; the client naming the window too.
+    counted = limits.after_tokens(TokenLesson("m", 40_000, 40_000, 1.0, "usage"), accepted=True)
+    assert counted.request_bytes == limits.without_window().request_bytes == 1_000_000
+    # Stored rows carry it; rows stored before byte limits read as none learned.
+    assert LearnedLimits.from_list(limits.to_list()) == limits
+    assert LearnedLimits.from_list([1.2, 0, 0]).request_bytes_allowed == 0
+
+
+def test_a_view_over_the_limit_in_bytes_is_fitted_below_it() -> None:
+    assert not over_request_bytes(900_000, 0)  # no limit learned
+    assert not over_request_bytes(800_000, 800_000)
+    assert over_request_bytes(800_001, 800_000)
+    # A view of 100,000 tokens in 1,000,000 bytes, under 800,000 bytes: 80% of its
+    # tokens, then the fit's margin below the limit.
+    assert tokens_within_bytes(100_000, 1_000_000, 800_000) == 56_000

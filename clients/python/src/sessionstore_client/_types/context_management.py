@@ -306,6 +306,11 @@ class ContextReport:
     #: The most a prompt view may hold (window less the reserve), and that reserve.
     budget_tokens: int = 0
     reserve_tokens: int = 0
+    #: The smallest request the provider refused for its size in bytes (HTTP 413,
+    #: OverflowReported.learned_request_bytes), and what prompt views keep their
+    #: rendered size (messages, system prompt and tools) under: 80% of it. 0: none.
+    learned_request_bytes: int = 0
+    request_bytes_allowed: int = 0
 
 
 # Other sections' messages, named in the annotations above. Imported last,

@@ -114,7 +114,8 @@ class OverflowReported:
     status_code: int = 0
     message: str = ""
     #: "context_window_exceeded" (over the window in tokens) or "request_too_large"
-    #: (over a limit in bytes, HTTP 413: it teaches no window).
+    #: (over a limit in bytes, HTTP 413: it teaches no window, but a limit in bytes,
+    #: learned_request_bytes).
     kind: str = ""
     view_version: int = 0
     view_hash: str = ""
@@ -126,6 +127,11 @@ class OverflowReported:
     learned_output_tokens: int = 0
     #: ...and its count of the refused prompt, against the store's estimate.
     lesson: TokenLesson | None = None
+    #: A request refused for its bytes: the refused view's size as the store rendered
+    #: it (messages, system prompt and tools, in the format the report asked for).
+    #: Later views keep their rendered size under 80% of the smallest such request
+    #: (0: not a byte-limit refusal, or none measured).
+    learned_request_bytes: int = 0
 
 
 @dataclass(slots=True)

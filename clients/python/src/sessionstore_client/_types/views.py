@@ -215,6 +215,9 @@ class EngineAction:
     #: "truncated", "compaction_failed", "not_compacted" (an overflow report that
     #: compacted nothing: why, in detail); "fitted_to_message" (the view was larger than
     #: one message carries: brought within it by a tighter budget, sizes in detail);
+    #: "fitted_to_request_bytes" (the view was over the limit in bytes a provider's
+    #: refusal taught, OverflowReported.learned_request_bytes: brought under it the
+    #: same way);
     #: "recalled" (memory.retrieval_top_k: hidden entries recalled into the view, as a
     #: marked context block before the newest user turn) or "recall_skipped".
     kind: str = ""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.providers import load_providers
+from services.adapters.read_model_db import require_migrated_to_read
 from services.adapters.retention_file import read_policies
 from services.adapters.summarizers import build_summarizer
 from services.app import tenancy
@@ -233,12 +234,15 @@ CATALOG = "catalog"
 
 @contextmanager
 def retention_on_database(
-    database_url: str, at: datetime | None = None
+    database_url: str, at: datetime | None = None, *, may_migrate: bool = True
 ) -> Iterator[RetentionService]:
     """Retention straight on the database, as ``migrate`` works, for the CLI: the session
     catalog is first brought up to the store's latest event, so the plan sees every
     session; no projection is left running. A PostgreSQL schema that is not there is
-    refused, not made."""
+    refused, not made; without ``may_migrate`` (a dry run), so are tables behind this
+    release."""
+    if not may_migrate:
+        require_migrated_to_read(database_url)
     config = Config(database_url=database_url)
     events = build_event_store(config, create_schema=False)
     try:
@@ -246,7 +250,7 @@ def retention_on_database(
             events,
             database_url,
             run_projection=False,
-            migrate_first=config.migrate_at_start,
+            migrate_first=may_migrate and config.migrate_at_start,
             poll_seconds=0,
         )
         try:
@@ -271,7 +275,7 @@ def plan_retention(
 ) -> RetentionPlan:
     """The dry run: what the policies would remove at ``at`` (now), and why."""
     policies = read_policies(policy_file)
-    with retention_on_database(database_url, at) as retention:
+    with retention_on_database(database_url, at, may_migrate=False) as retention:
         return retention.plan(policies)
 
 

@@ -26,7 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from domain.errors import Unavailable
-from services.adapters.postgres_check import missing_schema
+from services.adapters.postgres_check import DatabaseUnreachable, missing_schema
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
 
@@ -229,9 +229,34 @@ def migrations_behind(database: ReadModelDatabase) -> str:
         if database.schema and not inspect(connection).has_schema(database.schema):
             return missing_schema(database.env)  # a typo, or the migration job not run yet
         current = _applied(connection, database.schema)
-    if current == heads:
-        return ""
+    return "" if current == heads else _where(current, heads)
+
+
+def _where(current: set[str], heads: set[str]) -> str:
     return f"at {', '.join(sorted(current)) or 'no migration'}, not {', '.join(sorted(heads))}"
+
+
+def require_migrated_to_read(database_url: str) -> None:
+    """Refuses, in one line, tables not at this release's latest migration, for an
+    operator's command that only reads the store (`readmodels status`, `retention
+    plan`): it must not migrate a store the running release still serves. Checked
+    before the event store is opened, which would add its own tables, and on a
+    plain connection, so that a database that cannot be reached is named as the
+    other commands name it."""
+    database = open_database(database_url)
+    try:
+        with database.reader.connect() as connection:
+            if database.schema and not inspect(connection).has_schema(database.schema):
+                raise DatabaseUnreachable(missing_schema(database.env))
+            current = _applied(connection, database.schema)
+    finally:
+        database.dispose()
+    heads = latest_migrations()
+    if current != heads:
+        raise StartRefused(
+            f"read models not migrated: {_where(current, heads)}: run `sessionstore migrate` "
+            "first (this command only reads, and migrates nothing)"
+        )
 
 
 def require_migrated(database: ReadModelDatabase) -> None:

@@ -18,6 +18,7 @@ from services.adapters.read_model_db import (
     migrate,
     migrations_behind,
     open_database,
+    require_migrated_to_read,
 )
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
@@ -57,10 +58,15 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
 
 
 @contextmanager
-def _read_models(database_url: str, recall_index: bool = False) -> Iterator[ReadModels]:
-    """The read models of the database, migrated, with no projection running here;
-    the recall index among them when SESSIONSTORE_RECALL_INDEX or ``recall_index``
-    asks for it. A PostgreSQL schema that is not there is refused, not made."""
+def _read_models(
+    database_url: str, recall_index: bool = False, *, migrate_first: bool = True
+) -> Iterator[ReadModels]:
+    """The read models of the database, migrated (without ``migrate_first``: refused
+    unless migrated already), with no projection running here; the recall index
+    among them when SESSIONSTORE_RECALL_INDEX or ``recall_index`` asks for it. A
+    PostgreSQL schema that is not there is refused, not made."""
+    if not migrate_first:
+        require_migrated_to_read(database_url)
     config = Config(database_url=database_url)
     events = build_event_store(config, create_schema=False)
     try:
@@ -68,7 +74,7 @@ def _read_models(database_url: str, recall_index: bool = False) -> Iterator[Read
             events,
             database_url,
             run_projection=False,
-            migrate_first=True,
+            migrate_first=migrate_first,
             poll_seconds=0,
             recall_index=config.recall_index or recall_index,
         )
@@ -98,8 +104,9 @@ def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
 
 
 def read_model_status(database_url: str) -> tuple[list[ModelStatus], list[Quarantined]]:
-    """Each model's position and lag, and the events it quarantined (oldest first)."""
-    with _read_models(database_url) as models:
+    """Each model's position and lag, and the events it quarantined (oldest first).
+    Tables behind this release are refused, not migrated: a status only reads."""
+    with _read_models(database_url, migrate_first=False) as models:
         return models.status(), models.store.quarantined()
 
 

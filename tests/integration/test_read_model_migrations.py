@@ -4,6 +4,7 @@ earlier revision upgrades in place."""
 from __future__ import annotations
 
 import logging
+import pathlib
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sqlalchemy import insert, select
+from sqlalchemy import insert, inspect, select
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
@@ -204,3 +205,49 @@ def test_a_server_or_worker_told_not_to_migrate_refuses_tables_not_migrated(
             assert [s.id for s in listed.sessions] == ["s-1"]
     finally:
         server.stop(0)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["readmodels", "status"], ["retention", "plan", "--policy-file", "policy.toml"]],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_a_command_that_only_reads_refuses_tables_behind_and_migrates_nothing(
+    database_url: str,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+) -> None:
+    """On a store the release before still serves, these migrated its tables (a
+    status or a dry run that wrote). They now say the tables are behind and what to
+    run, in one line, exit 1 and change no table; once migrated, they answer."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text("")
+    server = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+    finally:
+        server.stop(0)
+    database = open_database(database_url)
+    try:
+        _downgrade_to(database, "0005")  # the release before the recall index
+        tables = _tables(database)
+        result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
+        assert result.exit_code == 1, result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith("Error: read models not migrated: at 0005, not 0006")
+        assert "run `sessionstore migrate` first" in line
+        assert migrations_behind(database) == "at 0005, not 0006"
+        assert _tables(database) == tables
+    finally:
+        database.dispose()
+    migrate_database(database_url)
+    result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
+    assert result.exit_code == 0, result.output
+
+
+def _tables(database: ReadModelDatabase) -> list[str]:
+    with database.reader.connect() as connection:
+        return sorted(inspect(connection).get_table_names(schema=database.schema))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import psycopg
 from psycopg import sql
+from sessionstore_client._methods.events import AsyncEventsMethods, SyncEventsMethods
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc.server import GRACE_SECONDS
@@ -234,3 +235,15 @@ def test_calls_reaching_a_stopping_server_are_refused_unavailable(database_url: 
             grpc.StatusCode.DEADLINE_EXCEEDED,
         }
         assert after <= gone_codes, after
+
+
+def test_the_api_tells_a_follower_how_a_stopping_server_ends_its_stream() -> None:
+    """Part of the contract, not only of the server: the proto's comment on ReadEvents
+    (and the client's docstring generated from it) said nothing of how a followed
+    stream ends, so a client written from the proto could not tell a stop from a
+    failure, nor where to follow on from."""
+    for method in (SyncEventsMethods.read_events, AsyncEventsMethods.read_events):
+        said = " ".join((method.__doc__ or "").split())
+        assert "a server that stops ends it UNAVAILABLE" in said
+        assert "naming the version to follow on from" in said
+        assert "read again with that after_version" in said

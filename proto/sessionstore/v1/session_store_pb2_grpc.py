@@ -285,6 +285,10 @@ class SessionStoreServicer:
 
     def ReadEvents(self, request, context):
         """The session's events from a version on; with follow, keeps streaming new ones.
+        A followed stream has no end of its own: a server that stops ends it
+        UNAVAILABLE, its message naming the version to follow on from (the last
+        one sent); read again with that after_version, on another server, and no
+        event is missed or given twice. The Python client does so by itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

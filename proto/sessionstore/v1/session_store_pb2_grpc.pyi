@@ -81,7 +81,12 @@ class SessionStoreStub:
     GetEntry: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.GetEntryRequest, _session_store_pb2.Entry]
     """One entry's full, unpruned content, whether or not it was compacted away."""
     ReadEvents: _grpc.UnaryStreamMultiCallable[_session_store_pb2.ReadEventsRequest, _session_store_pb2.SessionEvent]
-    """The session's events from a version on; with follow, keeps streaming new ones."""
+    """The session's events from a version on; with follow, keeps streaming new ones.
+    A followed stream has no end of its own: a server that stops ends it
+    UNAVAILABLE, its message naming the version to follow on from (the last
+    one sent); read again with that after_version, on another server, and no
+    event is missed or given twice. The Python client does so by itself.
+    """
     SetSystemPrompt: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.SetSystemPromptRequest, _session_store_pb2.SetSystemPromptResponse]
     """Stores the client's system prompt (text, injected files, skills, tools);
     every prompt view from then on leads with it. The same prompt again
@@ -216,7 +221,12 @@ class SessionStoreAsyncStub(SessionStoreStub):
     GetEntry: _aio.UnaryUnaryMultiCallable[_session_store_pb2.GetEntryRequest, _session_store_pb2.Entry]  # type: ignore[assignment]
     """One entry's full, unpruned content, whether or not it was compacted away."""
     ReadEvents: _aio.UnaryStreamMultiCallable[_session_store_pb2.ReadEventsRequest, _session_store_pb2.SessionEvent]  # type: ignore[assignment]
-    """The session's events from a version on; with follow, keeps streaming new ones."""
+    """The session's events from a version on; with follow, keeps streaming new ones.
+    A followed stream has no end of its own: a server that stops ends it
+    UNAVAILABLE, its message naming the version to follow on from (the last
+    one sent); read again with that after_version, on another server, and no
+    event is missed or given twice. The Python client does so by itself.
+    """
     SetSystemPrompt: _aio.UnaryUnaryMultiCallable[_session_store_pb2.SetSystemPromptRequest, _session_store_pb2.SetSystemPromptResponse]  # type: ignore[assignment]
     """Stores the client's system prompt (text, injected files, skills, tools);
     every prompt view from then on leads with it. The same prompt again
@@ -420,7 +430,12 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         request: _session_store_pb2.ReadEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_session_store_pb2.SessionEvent], _abc.AsyncIterator[_session_store_pb2.SessionEvent]]:
-        """The session's events from a version on; with follow, keeps streaming new ones."""
+        """The session's events from a version on; with follow, keeps streaming new ones.
+        A followed stream has no end of its own: a server that stops ends it
+        UNAVAILABLE, its message naming the version to follow on from (the last
+        one sent); read again with that after_version, on another server, and no
+        event is missed or given twice. The Python client does so by itself.
+        """
 
     @_abc_1.abstractmethod
     def SetSystemPrompt(

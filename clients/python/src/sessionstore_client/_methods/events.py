@@ -29,7 +29,12 @@ class SyncEventsMethods(SyncCalls):
         follow: bool = False,
         timeout: float | None = None,
     ) -> Iterator[SessionEvent]:
-        """The session's events from a version on; with follow, keeps streaming new ones."""
+        """The session's events from a version on; with follow, keeps streaming new ones.
+        A followed stream has no end of its own: a server that stops ends it
+        UNAVAILABLE, its message naming the version to follow on from (the last
+        one sent); read again with that after_version, on another server, and no
+        event is missed or given twice. The Python client does so by itself.
+        """
         return self._server_stream(
             "ReadEvents",
             ReadEventsRequest(session_id=session_id, after_version=after_version, follow=follow),
@@ -49,7 +54,12 @@ class AsyncEventsMethods(AsyncCalls):
         follow: bool = False,
         timeout: float | None = None,
     ) -> AsyncIterator[SessionEvent]:
-        """The session's events from a version on; with follow, keeps streaming new ones."""
+        """The session's events from a version on; with follow, keeps streaming new ones.
+        A followed stream has no end of its own: a server that stops ends it
+        UNAVAILABLE, its message naming the version to follow on from (the last
+        one sent); read again with that after_version, on another server, and no
+        event is missed or given twice. The Python client does so by itself.
+        """
         return self._server_stream(
             "ReadEvents",
             ReadEventsRequest(session_id=session_id, after_version=after_version, follow=follow),

@@ -79,17 +79,15 @@ def _event_summary(event: SessionEvent) -> tuple[str, str]:
         case EntriesAppended() as appended:
             first = appended.entries[0]
             more = f" (+{len(appended.entries) - 1} more)" if len(appended.entries) > 1 else ""
-            key = appended.idempotency_key
-            # The key the client made up for a call that gave none says nothing to a reader.
-            key = f" [key {key}]" if key and not key.startswith(GENERATED_KEY_PREFIX) else ""
+            key = _key(appended.idempotency_key)
             text = output.entry_summary(first, output.width())
             if appended.guarded:
                 key += f" [{output.count(len(appended.guarded), 'result')} guarded]"
             return "appended", f"{output.role(first)} {output.short(first.id)}{key}{more}: {text}"
         case Compaction() as compaction:
             return "compacted", (
-                f"kept from {output.short(compaction.first_kept_entry_id)} ({compaction.reason}): "
-                f"{output.summary_line(compaction.summary)}"
+                f"kept from {output.short(compaction.first_kept_entry_id)} ({compaction.reason})"
+                f"{_key(compaction.idempotency_key)}: {output.summary_line(compaction.summary)}"
             )
         case PruneRecorded() as prune:
             pruned = ", ".join(
@@ -142,3 +140,11 @@ def _event_summary(event: SessionEvent) -> tuple[str, str]:
             why = f" ({reason})" if reason else ""
             return "cleared", f"{output.count(cleared, 'entry')} out of the views{why}"
     return "unknown", "(an event this client does not know)"
+
+
+def _key(idempotency_key: str) -> str:
+    """An append's or a compaction's key, as a line shows it: not one the client made
+    up for a call that gave none, which says nothing to a reader."""
+    if not idempotency_key or idempotency_key.startswith(GENERATED_KEY_PREFIX):
+        return ""
+    return f" [key {idempotency_key}]"

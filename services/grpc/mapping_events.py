@@ -263,6 +263,7 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.compaction_recorded.CopyFrom(
                 compaction_to_pb(event.compaction, version, event.timestamp)
             )
+            message.compaction_recorded.idempotency_key = event.idempotency_key
         case PruneRecorded():
             message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
             message.prune_recorded.reason = event.reason

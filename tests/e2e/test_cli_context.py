@@ -293,6 +293,11 @@ def test_compact_with_an_idempotency_key_compacts_once(address: str) -> None:
     assert field(ok(address, "status", session), "compactions") == "1"
     other = run(address, "compact", session, "--idempotency-key", "nightly-1")
     assert other.exit_code != 0 and "used for a different compaction" in other.output
+    # The event log names the key, as it does an append's.
+    (compacted,) = [
+        line for line in ok(address, "events", session).splitlines() if "compacted" in line
+    ]
+    assert "[key nightly-1]" in compacted
 
 
 def test_context_list_tells_an_undone_compaction_from_none(address: str) -> None:

@@ -58,6 +58,21 @@ def test_the_same_key_twice_compacts_once_and_answers_the_same(store: Stub) -> N
     assert len(of_kind(store, session.id, "compaction_recorded")) == 2
 
 
+def test_read_events_shows_a_compactions_key_as_it_shows_an_appends(store: Stub) -> None:
+    """ReadEvents showed the key an append was made with, not a Compact's: a reader of
+    the stream could not tell which call recorded a compaction."""
+    session = compacted_session(store)
+    append(store, session.id, user("one more"), idempotency_key="a-1")
+    compact(store, session.id, "c-1", force=True)
+    turn(store, session.id, 9, output_chars=3_000)
+    compact(store, session.id, "", force=True)
+
+    appended = of_kind(store, session.id, "entries_appended")
+    assert [e.entries_appended.idempotency_key for e in appended].count("a-1") == 1
+    compactions = of_kind(store, session.id, "compaction_recorded")
+    assert [e.compaction_recorded.idempotency_key for e in compactions] == ["c-1", ""]
+
+
 def test_the_same_key_with_other_instructions_is_refused(store: Stub) -> None:
     session = compacted_session(store)
     first = compact(store, session.id, "c-1", force=True)

@@ -77,6 +77,10 @@ class Compaction:
     #: What the provider answered before its item (OpenAI's kept user messages),
     #: shown before the item in that provider's view.
     provider_retained: list[ProviderItem] = field(default_factory=list)
+    #: The idempotency_key of the Compact that recorded it, as EntriesAppended
+    #: shows an append's: set in ReadEvents (compaction_recorded), empty when the
+    #: call gave none and in the other answers.
+    idempotency_key: str = ""
 
 
 @dataclass(slots=True)

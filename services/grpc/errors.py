@@ -7,7 +7,8 @@ Anything unexpected is logged with its traceback and answered INTERNAL,
 without the traceback. Bytes that do not
 decode as the method's request, and requests with a string no store can
 hold (services.grpc.request_strings), are answered INVALID_ARGUMENT before
-any handler runs.
+any handler runs. Once the server stops, the service's calls are refused
+UNAVAILABLE (services.grpc.stopping).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from domain import errors
 from services.app.authentication import PermissionDenied, Unauthenticated
 from services.grpc.handlers import rewrapped
 from services.grpc.request_strings import RequestStrings, undecodable_field
+from services.grpc.stopping import refusing
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
@@ -155,8 +157,9 @@ def _malformed(
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler kind (unary or streaming, either way) with the error mapping,
-    checks the strings of ``service``'s requests, and refuses answers over
-    ``max_answer_bytes`` with a status that says so."""
+    checks the strings of ``service``'s requests, refuses answers over
+    ``max_answer_bytes`` with a status that says so, and refuses the service's
+    calls once ``refuse_all`` is called."""
 
     def __init__(
         self, service: ServiceDescriptor, strings: RequestStrings, max_answer_bytes: int
@@ -165,6 +168,12 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         self.request_types = {m.name: m.input_type for m in service.methods}
         self.strings = strings
         self.max_answer_bytes = max_answer_bytes
+        # Why the service's calls are refused (the server stops), once they are.
+        self._stopping = ""
+
+    def refuse_all(self, reason: str) -> None:
+        """Refuses every call of the service to come."""
+        self._stopping = reason
 
     async def intercept_service(  # type: ignore[override]  # None: no such method
         self,
@@ -175,11 +184,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
-        request_type = (
-            self.request_types.get(method.removeprefix(self.prefix))
-            if method.startswith(self.prefix)
-            else None
-        )
+        request_type = None
+        if method.startswith(self.prefix):
+            request_type = self.request_types.get(method.removeprefix(self.prefix))
+            if self._stopping:
+                handler = refusing(handler, self._stopping)
         limit = self.max_answer_bytes
         return rewrapped(
             handler,

@@ -43,7 +43,6 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.grpc.stopping import StoppingInterceptor
 from services.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -80,7 +79,8 @@ class RunningServer:
     monitor: DatabaseMonitor
     loop: EventLoopThread
     deadlines: DeadlineInterceptor
-    stopping: StoppingInterceptor
+    # It also refuses the calls that reach a stopping server.
+    errors: ErrorInterceptor
     # The plain-text listener of the health service alone (SESSIONSTORE_HEALTH_ADDRESS).
     health_server: grpc.aio.Server | None = None
     health_port: int = 0
@@ -110,7 +110,7 @@ class RunningServer:
 
     async def _stop(self, grace: float) -> None:
         # First, so that a caller told NOT_SERVING is refused from then on too.
-        self.stopping.refuse_all(STOPPING)
+        self.errors.refuse_all(STOPPING)
         await self.monitor.stop()
         await self.health.enter_graceful_shutdown()
         # Followed streams never end by themselves, and waits (for the read
@@ -181,18 +181,14 @@ async def _serve(
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
     deadlines = DeadlineInterceptor(workers)
-    # A stopping server's refusals are answered by the error interceptor, before
+    # A stopping server's calls are refused by the error interceptor, before
     # anything else runs.
-    stopping = StoppingInterceptor(SERVICE_NAME)
+    errors = ErrorInterceptor(SERVICE, strings, max_answer)
     # Observing outermost: it sees the status the error interceptor gives, and the
     # whole call's time.
-    interceptors: list[grpc.aio.ServerInterceptor] = [
-        ErrorInterceptor(SERVICE, strings, max_answer),
-        stopping,
-        deadlines,
-    ]
+    interceptors: list[grpc.aio.ServerInterceptor] = [errors, deadlines]
     if tokens is not None:
-        interceptors.insert(2, AuthInterceptor(tokens, SERVICE_NAME))
+        interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
     if app.observability is not None:
         observability = app.observability
         interceptors.insert(0, ObservingInterceptor(observability.metrics, observability.tracer))
@@ -249,7 +245,7 @@ async def _serve(
         monitor,
         loop,
         deadlines,
-        stopping,
+        errors,
         health_server,
         health_port,
     )

@@ -86,6 +86,12 @@ class StateCollector(Collector):
         yield from families.values()
 
     def _read_model_figures(self, read_models: ReadModels) -> Iterator[Any]:
+        # Kept in memory: told even when the database cannot be read.
+        yield GaugeMetricFamily(
+            "sessionstore_read_model_waiting_queries",
+            "Queries of this process waiting now for the read models to reach their position.",
+            value=read_models.waiting,
+        )
         up = GaugeMetricFamily(
             "sessionstore_read_model_up",
             "1 when the read models' status could be read for this scrape.",

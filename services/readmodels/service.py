@@ -14,9 +14,11 @@ answer would miss it).
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
@@ -95,6 +97,10 @@ class ReadModels:
     queries: ReadModelQueries
     # The in-process projection, when this process runs it.
     runner: ReadModelRunner | None
+    # Queries of this process waiting now for the models to reach their position: a
+    # figure for the metrics (a stalled projection shows as queries piling up).
+    waiting: int = field(default=0, init=False)
+    _waiting_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def wait_for(self, names: Sequence[str], position: int, deadline_at: float | None) -> int:
         """Waits until the models have applied ``position`` (the store's head when 0;
@@ -110,6 +116,16 @@ class ReadModels:
         started = reached = min(self.store.positions(names).values())
         if reached >= position:
             return reached
+        with self._counted_wait():
+            reached = self._wait(names, position, reached, deadline_at)
+        skipped = self.store.first_quarantined(names, started, position)
+        if skipped is not None:
+            raise _quarantined(skipped)
+        return reached
+
+    def _wait(
+        self, names: Sequence[str], position: int, reached: int, deadline_at: float | None
+    ) -> int:
         if self.runner is not None:
             self.runner.hurry()  # once: a model backing off is not hurried
         end = deadline_at if deadline_at is not None else time.monotonic() + DEFAULT_WAIT_SECONDS
@@ -130,10 +146,17 @@ class ReadModels:
                 deadline.pause(min(step, left))
                 step = min(WAIT_STEP_SECONDS, step * 2)
             reached = min(self.store.positions(names).values())
-        skipped = self.store.first_quarantined(names, started, position)
-        if skipped is not None:
-            raise _quarantined(skipped)
         return reached
+
+    @contextmanager
+    def _counted_wait(self) -> Iterator[None]:
+        with self._waiting_lock:
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self._waiting_lock:
+                self.waiting -= 1
 
     def _refuse_if_failing(self, names: Sequence[str]) -> None:
         if self.runner is None:

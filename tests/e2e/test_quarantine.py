@@ -36,11 +36,13 @@ from services.adapters.read_model_db import open_database
 from services.bootstrap import build_service
 from services.cli import cli
 from services.config import Config
+from services.grpc.server import RunningServer
 from services.readmodels.admin import migrate_database
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub
 from tests.e2e.test_read_models import _history, _models
 from tests.integration.test_read_model_migrations import _downgrade_to
+from tests.support.prometheus import scrape, value
 
 POISON = "poison-1"
 COMPACTION_TOPIC = get_topic(CompactionRecorded)
@@ -86,7 +88,7 @@ def cli_output(database_url: str, *args: str) -> tuple[int, str]:
 
 
 def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: str) -> None:
-    server = start_server(database_url)
+    server = start_server(database_url, metrics_address="127.0.0.1:0")
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             store = Stub(channel)
@@ -106,7 +108,9 @@ def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: s
                 target=lambda: answers.append(_listing(store)), name="waiting-listing"
             )
             waiter.start()
-            time.sleep(0.3)
+            # Only a listing already waiting when the projection moves past the poison
+            # is told of it: a later one is answered, as the models are then past it.
+            _wait_for_waiting_queries(server, 1)
             started = time.monotonic()
             runner.start()
             waiter.join(30)
@@ -117,6 +121,7 @@ def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: s
             assert reason_of(refusal) == "READ_MODEL_QUARANTINED"
             assert "sessionstore readmodels retry" in str(refusal.details())
             assert time.monotonic() - started < 5
+            assert _waiting_queries(server) == 0
 
             # Every other session and model went on.
             listed = store.ListSessions(pb.ListSessionsRequest())
@@ -173,6 +178,18 @@ def test_an_unprojectable_event_is_quarantined_and_stops_nothing(database_url: s
             assert not status.quarantined and all(m.quarantined == 0 for m in status.models)
     finally:
         server.stop(0)
+
+
+def _wait_for_waiting_queries(server: RunningServer, count: int) -> None:
+    """Until the server's metrics show ``count`` queries waiting for the read models."""
+    give_up_at = time.monotonic() + 20
+    while (waiting := _waiting_queries(server)) != count:
+        assert time.monotonic() < give_up_at, f"{waiting} queries waiting, not {count}"
+        time.sleep(0.02)
+
+
+def _waiting_queries(server: RunningServer) -> float:
+    return value(scrape(server.metrics_port), "sessionstore_read_model_waiting_queries")
 
 
 def _listing(store: Stub) -> pb.ListSessionsResponse | grpc.RpcError:

@@ -204,13 +204,34 @@ def migrate(database: ReadModelDatabase) -> None:
 def latest_migrations() -> set[str]:
     """The revisions no other migration follows (alembic's heads), read from the
     migration files as alembic writes them."""
+    revisions, followed = _revisions()
+    return revisions - followed
+
+
+def _revisions() -> tuple[set[str], set[str]]:
+    """Every revision of this release's migration files, and those another follows."""
     revisions: set[str] = set()
     followed: set[str] = set()
     for path in (MIGRATIONS / "versions").glob("*.py"):
         for kind, revision in _REVISION.findall(path.read_text()):
             if revision:
                 (revisions if kind == "revision" else followed).add(revision)
-    return revisions - followed
+    return revisions, followed
+
+
+def refuse_tables_ahead(current: set[str]) -> None:
+    """Refuses tables at a revision this release does not know: a newer release
+    migrated them (this one rolled back to). Nothing of this release can help:
+    its `migrate` only migrates forward, and nothing takes the tables back."""
+    unknown = current - _revisions()[0]
+    if unknown:
+        raise StartRefused(
+            f"the read models' tables were migrated by a newer release (at "
+            f"{', '.join(sorted(unknown))}; this release knows migrations up to "
+            f"{', '.join(sorted(latest_migrations()))}): run that release, or a later "
+            "one; `sessionstore migrate` of this release cannot help (it only migrates "
+            "forward, and no command of it takes the tables back)"
+        )
 
 
 def _applied(connection: Connection, schema: str | None) -> set[str]:
@@ -223,12 +244,14 @@ def _applied(connection: Connection, schema: str | None) -> set[str]:
 
 def migrations_behind(database: ReadModelDatabase) -> str:
     """Empty when the read models' tables are at this release's latest migration,
-    else where they are (for a process that waits for another to migrate)."""
+    else where they are (for a process that waits for another to migrate). Tables
+    a newer release migrated are refused (StartRefused): no wait would help."""
     heads = latest_migrations()
     with reading(database.reader) as connection:
         if database.schema and not inspect(connection).has_schema(database.schema):
             return missing_schema(database.env)  # a typo, or the migration job not run yet
         current = _applied(connection, database.schema)
+    refuse_tables_ahead(current)
     return "" if current == heads else _where(current, heads)
 
 
@@ -251,6 +274,7 @@ def require_migrated_to_read(database_url: str) -> None:
             current = _applied(connection, database.schema)
     finally:
         database.dispose()
+    refuse_tables_ahead(current)
     heads = latest_migrations()
     if current != heads:
         raise StartRefused(

@@ -25,6 +25,7 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import (
     MIGRATIONS,
+    VERSION_TABLE,
     ReadModelDatabase,
     latest_migrations,
     migrate,
@@ -246,6 +247,59 @@ def test_a_command_that_only_reads_refuses_tables_behind_and_migrates_nothing(
     migrate_database(database_url)
     result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
     assert result.exit_code == 0, result.output
+
+
+def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
+    database_url: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rolled back to this release on tables a newer one migrated, a server told not
+    to migrate, `migrate --check` and the commands that only read said the tables
+    were not migrated and to run `sessionstore migrate`, which cannot take them
+    back. They say a newer release migrated them and what to run instead, in one
+    line, at once (no migration job can help), changing no table."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text("")
+    server = start_server(database_url)  # the newer release, as far as its tables go
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+    finally:
+        server.stop(0)
+    (head,) = latest_migrations()
+    newer = f"{int(head) + 1:04d}"
+    database = open_database(database_url)
+    try:
+        _stamp(database, newer)
+        tables = _tables(database)
+        with pytest.raises(START_ERRORS) as refused:
+            start_server(database_url, migrate_at_start=False)
+        reason = start_refusal(refused.value)
+        assert reason.startswith(
+            f"the read models' tables were migrated by a newer release (at {newer}; this "
+            f"release knows migrations up to {head}): run that release, or a later one; "
+            "`sessionstore migrate` of this release cannot help"
+        )
+        for command in (
+            ["readmodels", "status"],
+            ["retention", "plan", "--policy-file", "policy.toml"],
+            ["migrate", "--check", "--wait", "30"],
+        ):
+            began = time.monotonic()
+            result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
+            assert result.exit_code == 1, result.output
+            assert result.output.splitlines() == [f"Error: {reason}"]
+            assert time.monotonic() - began < 10
+        assert _tables(database) == tables
+    finally:
+        database.dispose()
+
+
+def _stamp(database: ReadModelDatabase, revision: str) -> None:
+    """The tables' revision set as a release with more migrations leaves it."""
+    table = f'"{database.schema}".{VERSION_TABLE}' if database.schema else VERSION_TABLE
+    with database.writer.begin() as connection:
+        connection.exec_driver_sql(f"UPDATE {table} SET version_num = '{revision}'")
 
 
 def _tables(database: ReadModelDatabase) -> list[str]:

@@ -185,8 +185,10 @@ def migrate(database: ReadModelDatabase) -> None:
                 "SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
                 {"key": f"{database.schema}.{MIGRATE_LOCK}"},
             )
-        if _applied(connection, database.schema) == latest_migrations():
+        current = _applied(connection, database.schema)
+        if current == latest_migrations():
             return
+        refuse_tables_ahead(current)  # alembic would fail on a revision it cannot find
         # Alembic logs plain lines through the standard library (from its import
         # on), which would break the server's structured (JSON) log; its steps
         # are not news.

@@ -255,8 +255,9 @@ def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
     """Rolled back to this release on tables a newer one migrated, a server told not
     to migrate, `migrate --check` and the commands that only read said the tables
     were not migrated and to run `sessionstore migrate`, which cannot take them
-    back. They say a newer release migrated them and what to run instead, in one
-    line, at once (no migration job can help), changing no table."""
+    back (it, and a start that migrates, failed with a traceback on the revision).
+    They say a newer release migrated them and what to run instead, in one line,
+    at once (no migration job can help), changing no table."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.toml").write_text("")
     server = start_server(database_url)  # the newer release, as far as its tables go
@@ -275,6 +276,9 @@ def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
         with pytest.raises(START_ERRORS) as refused:
             start_server(database_url, migrate_at_start=False)
         reason = start_refusal(refused.value)
+        with pytest.raises(START_ERRORS) as migrating:
+            start_server(database_url)  # told to migrate at start
+        assert start_refusal(migrating.value) == reason
         assert reason.startswith(
             f"the read models' tables were migrated by a newer release (at {newer}; this "
             f"release knows migrations up to {head}): run that release, or a later one; "
@@ -284,6 +288,7 @@ def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
             ["readmodels", "status"],
             ["retention", "plan", "--policy-file", "policy.toml"],
             ["migrate", "--check", "--wait", "30"],
+            ["migrate"],
         ):
             began = time.monotonic()
             result = CliRunner().invoke(cli, [*command, "--database-url", database_url])

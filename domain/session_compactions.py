@@ -13,8 +13,18 @@ from datetime import datetime
 
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
 from domain.content import Entry, Role
-from domain.context.calibration import WindowLesson, learn_bytes, learn_tokens
+from domain.context.calibration import (
+    REQUEST_BYTES_SHARE,
+    WindowLesson,
+    learn_bytes,
+    learn_tokens,
+)
 from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
+from domain.context.request_bytes import (
+    check_request_bytes,
+    check_sent_against_rendering,
+    limit_in_store_measure,
+)
 from domain.context.window_guard import check_context_window
 from domain.errors import (
     ContextWindowTooSmall,
@@ -215,7 +225,9 @@ class CompactionCommands(SessionState):
         the budget, threshold and tool-result cap the model's window sets, and show
         as the session's window. It teaches a limit in bytes instead: the refused
         view's size (``report.refused_bytes``), under which later views keep their
-        rendered size, so the conversation growing back does not hit it again."""
+        rendered size, so the conversation growing back does not hit it again; with
+        the request's size as the client sent it (``report.sent_bytes``), views keep
+        a share of that below it (see ``limit_in_store_measure``)."""
         provider, message, view_version = report.provider, report.message, report.view_version
         if not 1 <= view_version <= self.version:
             raise VersionOutOfRange(
@@ -242,13 +254,19 @@ class CompactionCommands(SessionState):
                     f"prompt of ~{refused:,} tokens: {provider} overflow: {quoted_error}",
                 )
         self._check_window_after(window, message)
+        wrong = check_request_bytes(report.sent_bytes)
+        if wrong is None and report.kind == REQUEST_TOO_LARGE:
+            wrong = check_sent_against_rendering(report.sent_bytes, report.refused_bytes)
+        if wrong is not None:
+            raise InvalidRequest(wrong)
         byte_limit = None
         if report.kind == REQUEST_TOO_LARGE:
             byte_limit = learn_bytes(
                 model,
-                report.refused_bytes,
-                f"{provider} refused a request of {report.refused_bytes:,} bytes (view at "
-                f"version {view_version}): {quoted_error}",
+                limit_in_store_measure(
+                    report.refused_bytes, report.sent_bytes, REQUEST_BYTES_SHARE
+                ),
+                self._byte_lesson_source(report, quoted_error),
             )
         lesson = None
         if prompt_tokens and view_estimate:
@@ -270,6 +288,22 @@ class CompactionCommands(SessionState):
             window=window,
             lesson=lesson,
             byte_limit=byte_limit,
+            request_bytes_sent=report.sent_bytes,
+        )
+
+    @staticmethod
+    def _byte_lesson_source(report: OverflowReport, quoted_error: str) -> str:
+        """Which figure a byte limit was learned from: the client's, as sent, or the
+        store's rendering of the refused view."""
+        provider, version, rendered = report.provider, report.view_version, report.refused_bytes
+        if report.sent_bytes:
+            return (
+                f"{provider} refused a request of {report.sent_bytes:,} bytes as sent (the "
+                f"store renders the view at version {version} in {rendered:,}): {quoted_error}"
+            )
+        return (
+            f"{provider} refused a request of {rendered:,} bytes as the store rendered it "
+            f"(view at version {version}): {quoted_error}"
         )
 
     def _refused_prompt_tokens(self, prompt_tokens: int, view_estimate: int | None) -> int:

@@ -254,6 +254,9 @@ class OverflowReported(Event):
     # A request refused for its bytes: its size, the limit later views keep under
     # (None in events stored before byte limits were learned: those teach none).
     byte_limit: ByteLesson | None = None
+    # The refused request's size in bytes as the client sent it (0: it sent none,
+    # or the event was stored before clients could).
+    request_bytes_sent: int = 0
 
     def apply(self, session: SessionState) -> None:
         session.overflow_attempts += 1

@@ -113,7 +113,9 @@ class ByteLesson:
 
     model: str
     request_bytes: int
-    # "<provider> refused a request of N bytes (view at version V): <its words>".
+    # "<provider> refused a request of N bytes as sent (the store renders the view at
+    # version V in M): <its words>", or, the client sending no figure, "... of N bytes
+    # as the store rendered it (view at version V): ...".
     source: str
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,3 +31,5 @@ class OverflowReport:
     # A request refused for its bytes: the refused view's size as the store rendered
     # it (messages, system prompt and tools, in the client's format); 0: unmeasured.
     refused_bytes: int = 0
+    # The refused request's size in bytes as the client sent it (0: it did not say).
+    sent_bytes: int = 0

@@ -271,8 +271,9 @@ class ContextService:
     def _refused_bytes(self, session: Session, view_version: int, provider_format: str) -> int:
         """The size of the view served at ``view_version``, as rendered in the format the
         client asks its answer in (the one it sends): what a request refused for its bytes
-        carried, as near as the store can tell (the client sends no figure). 0 for a
-        version the session does not have (the report is refused for it)."""
+        carried, as near as the store can tell, and what the client's own figure, when it
+        sends one, is set against. 0 for a version the session does not have (the report
+        is refused for it)."""
         if not 1 <= view_version <= session.version:
             return 0
         as_of = AsOf(version=view_version)

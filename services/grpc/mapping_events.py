@@ -291,6 +291,7 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
                     learned_request_bytes=(
                         event.byte_limit.request_bytes if event.byte_limit else 0
                     ),
+                    request_bytes_sent=event.request_bytes_sent,
                 )
             )
         case SystemPromptSet():

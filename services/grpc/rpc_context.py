@@ -105,6 +105,7 @@ class ContextRpcs(RpcBase):
             message=request.error_text,
             view_version=request.view_version,
             view_hash=request.view_hash,
+            sent_bytes=request.request_bytes,
         )
         served = self.context.report_overflow(
             self._session_id(request),

@@ -234,6 +234,43 @@ def test_a_request_refused_for_its_bytes_teaches_a_byte_limit_in_every_reader() 
     assert tracked.session.window_tokens == 200_000
 
 
+def test_a_byte_limit_says_which_figure_it_was_learned_from() -> None:
+    """The client's figure, as sent, or the store's rendering; a figure that is no size
+    of the refused request is refused, and nothing is recorded."""
+    tracked = Tracked(settings=SessionSettings(model="claude-sonnet-4-5"))
+    tracked.append(user("hello"))
+    error = '{"type":"error","error":{"type":"request_too_large"}}'
+
+    def report(sent_bytes: int) -> OverflowReported:
+        refusal = OverflowReport(
+            "anthropic",
+            413,
+            error,
+            tracked.version,
+            "",
+            kind=REQUEST_TOO_LARGE,
+            refused_bytes=40_000,
+            sent_bytes=sent_bytes,
+        )
+        reported = tracked.session.report_overflow(refusal, view_estimate=10_000)
+        tracked.sync()
+        return reported
+
+    rendered = report(0)
+    assert rendered.byte_limit is not None and rendered.request_bytes_sent == 0
+    assert "40,000 bytes as the store rendered it" in rendered.byte_limit.source
+    sent = report(110_000)
+    assert sent.byte_limit is not None and sent.request_bytes_sent == 110_000
+    assert "110,000 bytes as sent" in sent.byte_limit.source
+    # A fifth of the request as sent below the refused view's 40,000 bytes.
+    assert tracked.session.learned.request_bytes_allowed == 18_000
+    version = tracked.version
+    for wrong in (-1, 2**31, 9_000):
+        with pytest.raises(InvalidRequest, match="request_bytes"):
+            report(wrong)
+    assert tracked.version == version
+
+
 # -- append ---------------------------------------------------------------------------
 
 

@@ -2991,6 +2991,7 @@ class OverflowReported(_message.Message):
     LEARNED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     LESSON_FIELD_NUMBER: _builtins.int
     LEARNED_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    REQUEST_BYTES_SENT_FIELD_NUMBER: _builtins.int
     provider: _builtins.str
     status_code: _builtins.int
     message: _builtins.str
@@ -3009,10 +3010,17 @@ class OverflowReported(_message.Message):
     """
     learned_output_tokens: _builtins.int
     learned_request_bytes: _builtins.int
-    """A request refused for its bytes: the refused view's size as the store rendered
-    it (messages, system prompt and tools, in the format the report asked for).
-    Later views keep their rendered size under 80% of the smallest such request
-    (0: not a byte-limit refusal, or none measured).
+    """A request refused for its bytes: the limit it taught, in the store's measure
+    (the rendered size of a view: messages, system prompt and tools, in the format
+    the report asked for). Later views keep their rendered size under 80% of the
+    smallest such limit (0: not a byte-limit refusal, or none measured). Without
+    request_bytes_sent it is the refused view's size as the store rendered it; with
+    it, that size less a quarter of what the request carried beyond it, so views
+    keep a fifth of the request as sent below the refused view.
+    """
+    request_bytes_sent: _builtins.int
+    """The refused request's size as the client sent it (ReportOverflowRequest.
+    request_bytes; 0: it sent none, and the store measured its own rendering).
     """
     @_builtins.property
     def lesson(self) -> Global___TokenLesson:
@@ -3031,10 +3039,11 @@ class OverflowReported(_message.Message):
         learned_output_tokens: _builtins.int = ...,
         lesson: Global___TokenLesson | None = ...,
         learned_request_bytes: _builtins.int = ...,
+        request_bytes_sent: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["lesson", b"lesson"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learned_output_tokens", b"learned_output_tokens", "learned_request_bytes", b"learned_request_bytes", "learned_window_tokens", b"learned_window_tokens", "lesson", b"lesson", "message", b"message", "provider", b"provider", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learned_output_tokens", b"learned_output_tokens", "learned_request_bytes", b"learned_request_bytes", "learned_window_tokens", b"learned_window_tokens", "lesson", b"lesson", "message", b"message", "provider", b"provider", "request_bytes_sent", b"request_bytes_sent", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4124,6 +4133,7 @@ class ReportOverflowRequest(_message.Message):
     VIEW_VERSION_FIELD_NUMBER: _builtins.int
     VIEW_HASH_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
+    REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     error_text: _builtins.str
     """The provider's error as the client got it: message or body, HTTP status, provider."""
@@ -4137,6 +4147,17 @@ class ReportOverflowRequest(_message.Message):
     view_hash: _builtins.str
     format: Global___PromptFormat.ValueType
     """The format of the view to answer; defaults to OpenAI."""
+    request_bytes: _builtins.int
+    """The size in bytes of the request the provider refused, as the client sent it
+    (its HTTP body, or the client's measure of it: the messages, system prompt and
+    tools as its library encodes them). 0: unknown, and the store measures its own
+    rendering of the refused view instead. Learned from a request refused for its
+    bytes (HTTP 413): it includes what the client adds to the view (tools or a
+    system prompt of its own, its library's JSON, a converted format), which the
+    store's rendering does not. At most 1 GiB, and at least a quarter of the
+    store's rendering of the view (which the request carried); INVALID_ARGUMENT
+    otherwise.
+    """
     def __init__(
         self,
         *,
@@ -4147,10 +4168,11 @@ class ReportOverflowRequest(_message.Message):
         view_version: _builtins.int = ...,
         view_hash: _builtins.str = ...,
         format: Global___PromptFormat.ValueType = ...,
+        request_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_text", b"error_text", "format", b"format", "provider", b"provider", "session_id", b"session_id", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_text", b"error_text", "format", b"format", "provider", b"provider", "request_bytes", b"request_bytes", "session_id", b"session_id", "status_code", b"status_code", "view_hash", b"view_hash", "view_version", b"view_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4354,9 +4376,10 @@ class ContextReport(_message.Message):
     """The most a prompt view may hold (window less the reserve), and that reserve."""
     reserve_tokens: _builtins.int
     learned_request_bytes: _builtins.int
-    """The smallest request the provider refused for its size in bytes (HTTP 413,
-    OverflowReported.learned_request_bytes), and what prompt views keep their
-    rendered size (messages, system prompt and tools) under: 80% of it. 0: none.
+    """The smallest limit in bytes a request the provider refused for its size taught
+    (HTTP 413, OverflowReported.learned_request_bytes, in the store's measure), and
+    what prompt views keep their rendered size (messages, system prompt and tools)
+    under: 80% of it. 0: none.
     """
     request_bytes_allowed: _builtins.int
     @_builtins.property

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from domain.context.budget import context_budget
 from domain.context.calibration import (
+    REQUEST_BYTES_SHARE,
     ByteLesson,
     LearnedLimits,
     TokenLesson,
@@ -13,7 +16,14 @@ from domain.context.calibration import (
     learn_bytes,
     learn_tokens,
 )
-from domain.context.request_bytes import over_request_bytes, tokens_within_bytes
+from domain.context.request_bytes import (
+    MAX_REQUEST_BYTES,
+    check_request_bytes,
+    check_sent_against_rendering,
+    limit_in_store_measure,
+    over_request_bytes,
+    tokens_within_bytes,
+)
 from domain.settings import CompactionPolicy
 
 POLICY = CompactionPolicy()
@@ -141,3 +151,40 @@ def test_a_view_over_the_limit_in_bytes_is_fitted_below_it() -> None:
     # A view of 100,000 tokens in 1,000,000 bytes, under 800,000 bytes: 80% of its
     # tokens, then the fit's margin below the limit.
     assert tokens_within_bytes(100_000, 1_000_000, 800_000) == 56_000
+
+
+def test_a_figure_sent_keeps_a_fifth_of_the_request_as_sent_below_the_refused_view() -> None:
+    """The margin covers the turn that crossed the limit, in proportion to the limit the
+    request as sent measures: taken off the store's rendering, what the client adds
+    beyond it cancels out."""
+    # No figure sent, or one no larger than the rendering: 80% of the rendering.
+    assert limit_in_store_measure(50_000, 0, REQUEST_BYTES_SHARE) == 50_000
+    assert limit_in_store_measure(50_000, 40_000, REQUEST_BYTES_SHARE) == 50_000
+    # A request of 110,000 bytes as sent, of which the view the store renders took
+    # 40,000: views keep under 40,000 - 22,000, so requests stay under 88,000.
+    learned = limit_in_store_measure(40_000, 110_000, REQUEST_BYTES_SHARE)
+    limits = LearnedLimits().after_bytes(ByteLesson("m", learned, "as sent"))
+    assert limits.request_bytes_allowed == 18_000
+    assert limits.request_bytes_allowed + (110_000 - 40_000) <= 0.8 * 110_000
+    # Within a byte below, whatever the figures.
+    for rendered, sent in ((12_345, 67_891), (99_999, 100_001), (3, 7)):
+        allowed = rendered - math.ceil(sent * 0.2)
+        got = LearnedLimits(request_bytes=limit_in_store_measure(rendered, sent, 0.8))
+        assert allowed - 1 <= got.request_bytes_allowed <= max(allowed, 1)
+    # A client whose own part takes the whole margin: the store compacts all it can.
+    tight = LearnedLimits(request_bytes=limit_in_store_measure(1_000, 100_000, 0.8))
+    assert tight.request_bytes_allowed == 1
+
+
+def test_a_figure_sent_that_is_no_size_of_the_request_is_refused() -> None:
+    assert check_request_bytes(0) is None
+    assert check_request_bytes(32_000_000) is None
+    negative = check_request_bytes(-1)
+    assert negative is not None and "request_bytes -1 is negative" in negative
+    huge = check_request_bytes(MAX_REQUEST_BYTES + 1)
+    assert huge is not None and "more than any provider takes" in huge
+    # The request carried the view: a figure far under its rendering measures nothing.
+    assert check_sent_against_rendering(0, 100_000) is None
+    assert check_sent_against_rendering(40_000, 100_000) is None
+    small = check_sent_against_rendering(100, 100_000)
+    assert small is not None and "less than a quarter" in small and "100,000" in small

@@ -94,6 +94,7 @@ class SyncContextManagementMethods(SyncCalls):
         view_version: int = 0,
         view_hash: str = "",
         format: PromptFormat = PromptFormat.UNSPECIFIED,
+        request_bytes: int = 0,
         timeout: float | None = None,
     ) -> PromptView:
         """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -112,6 +113,7 @@ class SyncContextManagementMethods(SyncCalls):
                 view_version=view_version,
                 view_hash=view_hash,
                 format=format,
+                request_bytes=request_bytes,
             ),
             PromptView,
             timeout,
@@ -196,6 +198,7 @@ class AsyncContextManagementMethods(AsyncCalls):
         view_version: int = 0,
         view_hash: str = "",
         format: PromptFormat = PromptFormat.UNSPECIFIED,
+        request_bytes: int = 0,
         timeout: float | None = None,
     ) -> PromptView:
         """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -214,6 +217,7 @@ class AsyncContextManagementMethods(AsyncCalls):
                 view_version=view_version,
                 view_hash=view_hash,
                 format=format,
+                request_bytes=request_bytes,
             ),
             PromptView,
             timeout,

@@ -209,6 +209,16 @@ class ReportOverflowRequest:
     view_hash: str = ""
     #: The format of the view to answer; defaults to OpenAI.
     format: PromptFormat = PromptFormat.UNSPECIFIED
+    #: The size in bytes of the request the provider refused, as the client sent it
+    #: (its HTTP body, or the client's measure of it: the messages, system prompt and
+    #: tools as its library encodes them). 0: unknown, and the store measures its own
+    #: rendering of the refused view instead. Learned from a request refused for its
+    #: bytes (HTTP 413): it includes what the client adds to the view (tools or a
+    #: system prompt of its own, its library's JSON, a converted format), which the
+    #: store's rendering does not. At most 1 GiB, and at least a quarter of the
+    #: store's rendering of the view (which the request carried); INVALID_ARGUMENT
+    #: otherwise.
+    request_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -306,9 +316,10 @@ class ContextReport:
     #: The most a prompt view may hold (window less the reserve), and that reserve.
     budget_tokens: int = 0
     reserve_tokens: int = 0
-    #: The smallest request the provider refused for its size in bytes (HTTP 413,
-    #: OverflowReported.learned_request_bytes), and what prompt views keep their
-    #: rendered size (messages, system prompt and tools) under: 80% of it. 0: none.
+    #: The smallest limit in bytes a request the provider refused for its size taught
+    #: (HTTP 413, OverflowReported.learned_request_bytes, in the store's measure), and
+    #: what prompt views keep their rendered size (messages, system prompt and tools)
+    #: under: 80% of it. 0: none.
     learned_request_bytes: int = 0
     request_bytes_allowed: int = 0
 

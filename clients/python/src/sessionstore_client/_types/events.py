@@ -127,11 +127,17 @@ class OverflowReported:
     learned_output_tokens: int = 0
     #: ...and its count of the refused prompt, against the store's estimate.
     lesson: TokenLesson | None = None
-    #: A request refused for its bytes: the refused view's size as the store rendered
-    #: it (messages, system prompt and tools, in the format the report asked for).
-    #: Later views keep their rendered size under 80% of the smallest such request
-    #: (0: not a byte-limit refusal, or none measured).
+    #: A request refused for its bytes: the limit it taught, in the store's measure
+    #: (the rendered size of a view: messages, system prompt and tools, in the format
+    #: the report asked for). Later views keep their rendered size under 80% of the
+    #: smallest such limit (0: not a byte-limit refusal, or none measured). Without
+    #: request_bytes_sent it is the refused view's size as the store rendered it; with
+    #: it, that size less a quarter of what the request carried beyond it, so views
+    #: keep a fifth of the request as sent below the refused view.
     learned_request_bytes: int = 0
+    #: The refused request's size as the client sent it (ReportOverflowRequest.
+    #: request_bytes; 0: it sent none, and the store measured its own rendering).
+    request_bytes_sent: int = 0
 
 
 @dataclass(slots=True)

@@ -150,21 +150,22 @@ def test_a_request_too_large_in_bytes_is_reported_and_retried(
 BYTE_LIMIT = 100_000
 
 
-def test_a_limit_in_bytes_is_learned_so_no_later_request_exceeds_it(
-    client: Client, server: RunningServer
-) -> None:
-    """A request refused for its bytes (HTTP 413) taught nothing: the prompt shrank,
-    grew back over the limit a few turns later, and the provider refused it again,
-    every few turns. The refused view's size is now a limit the views keep under."""
+def play_against_a_byte_limit(
+    client: Client, tools: list[dict[str, Any]] | None = None
+) -> tuple[str, list[Received]]:
+    """16 turns, each reading a file, against the loopback provider refusing request
+    bodies over BYTE_LIMIT (Anthropic's 413); ``tools`` are the client's own, sent in
+    place of the session's. The session, and every request the provider got."""
     model = "anthropic/claude-sonnet-4-5"
     session = client.create_session(settings=SessionSettings(model=model))
     # Anthropic's API wants the tools with calls.
     read_file = Tool("read_file", "Reads a file.", json.dumps({"type": "object"}))
     client.set_system_prompt(session.id, system_prompt=SystemPrompt(tools=[read_file]))
-    options = {"api_base": "", "api_key": "sk-ant-test"}
+    options: dict[str, Any] = {"api_base": "", "api_key": "sk-ant-test"}
+    if tools is not None:
+        options["tools"] = tools
     with FakeProvider(max_request_bytes=BYTE_LIMIT) as provider:
         options["api_base"] = provider.url
-        refused_at = None
         for turn in range(16):
             provider.script(call(f"toolu_{turn}", "read_file", path=f"f{turn}.py"))
             client.append_entries(session.id, entries=[user(f"read file {turn}")])
@@ -175,25 +176,71 @@ def test_a_limit_in_bytes_is_learned_so_no_later_request_exceeds_it(
             provider.script(reply(f"read file {turn}"))
             answered = complete_turn(client, session.id, model=model, **options)
             assert answered.text == f"read file {turn}"
-            if refused_at is None and any(r.refused for r in provider.requests):
-                refused_at = turn
-        requests = list(provider.requests)
+        return session.id, list(provider.requests)
+
+
+def overflow_reports(client: Client, session_id: str) -> list[OverflowReported]:
+    return [
+        e.event for e in client.read_events(session_id) if isinstance(e.event, OverflowReported)
+    ]
+
+
+def test_a_limit_in_bytes_is_learned_so_no_later_request_exceeds_it(
+    client: Client, server: RunningServer
+) -> None:
+    """A request refused for its bytes (HTTP 413) taught nothing: the prompt shrank,
+    grew back over the limit a few turns later, and the provider refused it again,
+    every few turns. The refused request's size, as the client sent it, is now a limit
+    the requests keep under."""
+    session_id, requests = play_against_a_byte_limit(client)
     refused = [n for n, r in enumerate(requests) if r.refused]
-    assert refused_at is not None and refused_at < 10, "the conversation never reached the limit"
+    assert refused and refused[0] < 20, "the conversation never reached the limit"
     assert [requests[n].refused for n in refused] == ["too_large"]
     assert all(r.size <= BYTE_LIMIT for r in requests[refused[0] + 1 :])
-    # The lesson is recorded with the report, and shown in the context report.
-    reports = [
-        e.event for e in client.read_events(session.id) if isinstance(e.event, OverflowReported)
-    ]
-    (report,) = reports
+    # The lesson is recorded with the report, from the client's figure: its measure of
+    # the request it sent, within a few percent of the body the provider got.
+    (report,) = overflow_reports(client, session_id)
     assert report.kind == "request_too_large" and report.learned_window_tokens == 0
-    assert report.learned_request_bytes > BYTE_LIMIT * 0.8
-    context = client.get_context_report(session.id)
+    refused_size = requests[refused[0]].size
+    assert abs(report.request_bytes_sent - refused_size) < refused_size * 0.1
+    assert report.learned_request_bytes > BYTE_LIMIT * 0.7
+    context = client.get_context_report(session_id)
     assert context.learned_request_bytes == report.learned_request_bytes
     assert context.request_bytes_allowed == int(report.learned_request_bytes * 0.8)
     # No window was learned from it: the model's stays in force.
     assert (context.window.window_tokens, context.window.source) == (200_000, "model")
+
+
+def test_a_limit_in_bytes_holds_for_a_request_larger_than_the_view(
+    client: Client, server: RunningServer
+) -> None:
+    """The client sends tools of its own, which the store's rendering of the view does
+    not hold: the request it sends is much larger than the view. Learned from the
+    store's rendering, the limit left too little room below it, and the provider
+    refused a request again once the conversation grew back; learned from the request
+    as sent, it keeps every later request under the limit."""
+    described = "Runs a step of the build. " * 150  # about 4 KB each, 80 KB in all
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": described,
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        for name in ["read_file", *(f"build_step_{n}" for n in range(19))]
+    ]
+    session_id, requests = play_against_a_byte_limit(client, tools)
+    refused = [n for n, r in enumerate(requests) if r.refused]
+    assert [requests[n].refused for n in refused] == ["too_large"], [
+        (n, requests[n].size) for n in refused
+    ]
+    assert all(r.size <= BYTE_LIMIT for r in requests[refused[0] + 1 :])
+    (report,) = overflow_reports(client, session_id)
+    # What the client added is in its figure, and taken off the view's limit.
+    assert report.request_bytes_sent > BYTE_LIMIT
+    assert report.learned_request_bytes < report.request_bytes_sent - 80_000
 
 
 def test_a_bad_request_that_is_no_overflow_raises_the_providers_error(

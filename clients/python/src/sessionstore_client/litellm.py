@@ -17,7 +17,9 @@ so the store calibrates its counts and an audit can replay the request. When the
 provider refuses the request, it reports the refusal to the store (ReportOverflow),
 whose classifier decides whether it was too long: it knows more providers' words for
 that than litellm's ``ContextWindowExceededError`` (Anthropic's request too large in
-bytes among them). Too long, the store truncates and compacts, and the new view is
+bytes among them), with the request's size in bytes, so that a limit in bytes is
+learned from what was sent, not from the store's rendering of the view alone. Too
+long, the store truncates and compacts, and the new view is
 tried, at most 3 times; then it raises ``ContextOverflow``. Anything else, the
 provider's own error is raised. ``acomplete_turn`` is the same
 with ``litellm.acompletion`` and an ``AsyncClient``.
@@ -97,13 +99,14 @@ def complete_turn(client: Client, session_id: str, *, model: str, **litellm_kwar
     """One model turn on the session's prompt view; see the module's documentation."""
     view = client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
     for attempt in range(1, MAX_RETRIES + 2):
+        request = _request(model, view, litellm_kwargs)
         try:
-            response = litellm.completion(**_request(model, view, litellm_kwargs))
+            response = litellm.completion(**request)
         except BadRequestError as refused:
             if attempt > MAX_RETRIES:
                 raise _gave_up(session_id, refused) from refused
             try:
-                view = client.report_overflow(session_id, **_report(model, view, refused))
+                view = client.report_overflow(session_id, **_report(model, view, request, refused))
             except InvalidArgument:
                 _raise_unless_overflow(refused)
                 raise
@@ -120,13 +123,16 @@ async def acomplete_turn(
     """``complete_turn`` for asyncio."""
     view = await client.get_prompt_view(session_id, format=PromptFormat.OPENAI)
     for attempt in range(1, MAX_RETRIES + 2):
+        request = _request(model, view, litellm_kwargs)
         try:
-            response = await litellm.acompletion(**_request(model, view, litellm_kwargs))
+            response = await litellm.acompletion(**request)
         except BadRequestError as refused:
             if attempt > MAX_RETRIES:
                 raise _gave_up(session_id, refused) from refused
             try:
-                view = await client.report_overflow(session_id, **_report(model, view, refused))
+                view = await client.report_overflow(
+                    session_id, **_report(model, view, request, refused)
+                )
             except InvalidArgument:
                 _raise_unless_overflow(refused)
                 raise
@@ -145,7 +151,9 @@ def _request(model: str, view: PromptView, given: dict[str, Any]) -> dict[str, A
     return request
 
 
-def _report(model: str, view: PromptView, refused: Exception) -> dict[str, Any]:
+def _report(
+    model: str, view: PromptView, request: dict[str, Any], refused: Exception
+) -> dict[str, Any]:
     return {
         "error_text": str(refused),
         "status_code": int(getattr(refused, "status_code", 0) or 400),
@@ -153,7 +161,29 @@ def _report(model: str, view: PromptView, refused: Exception) -> dict[str, Any]:
         "view_version": view.version,
         "view_hash": view.request_hash,
         "format": PromptFormat.OPENAI,
+        "request_bytes": _request_bytes(request),
     }
+
+
+# What a provider's request body is made of, among what complete_turn passes litellm
+# (the rest, api_base, api_key, headers and timeouts, travel outside the body).
+_BODY_PARTS = ("model", "messages", "tools", "system")
+
+
+def _request_bytes(request: dict[str, Any]) -> int:
+    """The refused request's size in bytes, as near as the client can tell cheaply: the
+    JSON of its model, messages (the system prompt among them), tools and any ``system``
+    given, encoded as litellm encodes a request body (``json.dumps``' defaults: spaces
+    after separators, non-ASCII text escaped). It counts what the store's rendering of
+    the view leaves out (tools given here in place of the session's, litellm's spacing),
+    not the few bytes of the other parameters, nor how litellm's conversion to the
+    provider's format changes it (a few percent, either way). 0 when it does not encode
+    (the store then measures its own rendering)."""
+    body = {part: request[part] for part in _BODY_PARTS if part in request}
+    try:
+        return len(json.dumps(body, default=str).encode())
+    except (TypeError, ValueError):
+        return 0
 
 
 def _raise_unless_overflow(refused: BadRequestError) -> None:

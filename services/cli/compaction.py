@@ -295,6 +295,13 @@ def _echo_receipt(compaction: Compaction) -> None:
     help="The refused view's version (the first part of the prompt ref `prompt` prints).",
 )
 @click.option("--view-hash", default="", help="The refused view's request hash.")
+@click.option(
+    "--request-bytes",
+    type=click.IntRange(min=0),
+    default=0,
+    help="The refused request's size in bytes, as sent [default: the store measures "
+    "its own rendering of the view].",
+)
 @format_option
 @pass_client
 def overflow(
@@ -305,6 +312,7 @@ def overflow(
     provider: str,
     view_version: int,
     view_hash: str,
+    request_bytes: int,
     prompt_format: str | None,
 ) -> None:
     """Report that the provider refused a prompt view as too long.
@@ -324,6 +332,7 @@ def overflow(
         view_version=view_version,
         view_hash=view_hash,
         format=FORMATS[prompt_format] if prompt_format is not None else PromptFormat.UNSPECIFIED,
+        request_bytes=request_bytes,
     )
     if client.as_json:
         return output.print_json(view)

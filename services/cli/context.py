@@ -59,6 +59,7 @@ def status(client: Client, session: str) -> None:
     output.echo_fields(
         [
             ("window", f"{window.window_tokens:,} tokens (from {window.source})"),
+            ("byte limit", _byte_limit(report)),
             ("guard", f"{window.level}: {window.message}" if window.message else window.level),
             (
                 "used",
@@ -92,6 +93,16 @@ def status(client: Client, session: str) -> None:
             ("prunes", f"{report.prune_count:,}"),
             ("latest", latest),
         ]
+    )
+
+
+def _byte_limit(report: ContextReport) -> str:
+    """The limit in bytes a provider's refusal taught, as views keep under it ("": none)."""
+    if not report.learned_request_bytes:
+        return ""
+    return (
+        f"views kept under {report.request_bytes_allowed:,} bytes (learned: "
+        f"{report.learned_request_bytes:,}, from a request refused for its size)"
     )
 
 

@@ -69,6 +69,9 @@ def _event_line(event: SessionEvent) -> str:
             subsequent_indent=indent,
         )
         line += "\n" + "\n".join(wrapped)
+    if isinstance(event.event, OverflowReported):
+        # What it taught would be clipped with the provider's words: it follows.
+        line += "".join(f"\n      {lesson}" for lesson in _learned(event.event))
     return line
 
 
@@ -148,3 +151,19 @@ def _key(idempotency_key: str) -> str:
     if not idempotency_key or idempotency_key.startswith(GENERATED_KEY_PREFIX):
         return ""
     return f" [key {idempotency_key}]"
+
+
+def _learned(reported: OverflowReported) -> list[str]:
+    """What an overflow taught: a window, and a limit in bytes (with the figure it was
+    learned from: the request as the client sent it, or the store's rendering)."""
+    lessons = []
+    if reported.learned_window_tokens:
+        lessons.append(f"learned a window of {reported.learned_window_tokens:,} tokens")
+    if reported.learned_request_bytes:
+        measured = (
+            f"a request of {reported.request_bytes_sent:,} bytes as sent"
+            if reported.request_bytes_sent
+            else "the view as the store rendered it"
+        )
+        lessons.append(f"learned a limit of {reported.learned_request_bytes:,} bytes ({measured})")
+    return lessons

@@ -424,6 +424,45 @@ def test_a_window_set_after_an_overflow_taught_one_is_the_window_everywhere(
     assert re.search(r"^estimated [\d,]+ of 20,000 tokens", ok(address, "prompt", session), re.M)
 
 
+def test_a_limit_in_bytes_learned_is_shown_with_the_figure_it_came_from(address: str) -> None:
+    """A request refused for its bytes (HTTP 413) teaches a limit in bytes: `status`
+    shows it beside the window, and `events` what it was learned from."""
+    session = small_session(address, "--keep-recent", "300")
+    assert "byte limit" not in ok(address, "status", session)
+    shown = json.loads(ok(address, "--json", "prompt", session))
+    rendered = sum(
+        len(shown.get(part, "").encode()) for part in ("messagesJson", "systemJson", "toolsJson")
+    )
+    sent = rendered + 10_000
+    ok(
+        address,
+        "overflow",
+        session,
+        "--status",
+        "413",
+        "--error",
+        "<html><title>413 Request Entity Too Large</title></html>",
+        "--view-version",
+        str(shown["version"]),
+        "--request-bytes",
+        str(sent),
+    )
+
+    report = json.loads(ok(address, "--json", "status", session))
+    learned, allowed = report["learnedRequestBytes"], report["requestBytesAllowed"]
+    assert 0 < allowed < learned < rendered
+    assert field(ok(address, "status", session), "byte limit") == (
+        f"views kept under {allowed:,} bytes (learned: {learned:,}, from a request refused "
+        "for its size)"
+    )
+    assert re.search(
+        rf"overflow\s+openai 413 \(request_too_large\) refused view {shown['version']}: .*\n"
+        rf" +learned a limit of {learned:,} bytes \(a request of {sent:,} bytes as sent\)$",
+        ok(address, "events", session),
+        re.MULTILINE,
+    )
+
+
 def test_usage_per_turn_with_the_estimate_of_the_view_it_answered(address: str) -> None:
     session = small_session(address)
     ref = re.search(r"prompt ref (\S+)", ok(address, "prompt", session))

@@ -9,10 +9,24 @@ figures:
 
 * :class:`TokenLesson` - the provider counted ``provider_tokens`` for a prompt
   the store estimated at ``estimated_tokens``: a usage report on an assistant
-  turn that answered a view, or the count an overflow error states. The
-  session's calibration for the model moves to the new ratio (the first lesson
-  sets it; later ones are averaged in, the newest weighing most), bounded so a
-  mistaken report cannot make the store absurd.
+  turn that answered a view, or the count an overflow error states. The first
+  lesson sets the session's calibration for the model, bounded so a mistaken
+  report cannot make the store absurd. Later ones make it err high, as errors
+  cost unequally: the provider's count per store token differs with what the
+  prompt holds (text, source code, JSON tool output, images), so it drifts with
+  the mix, and a figure below the provider's count lets a view overflow the
+  window (the request is refused, the agent stranded if it happens again) where
+  one above it only compacts earlier than needed. A lesson counting more is
+  adopted at once (the burst of tool results that taught it is still in the next
+  view); one counting less moves the figure a quarter of the way down, so it
+  comes down over several consistent lessons, not on one turn of plain text
+  after an image-heavy one. One figure per model, not one per content kind: the
+  provider reports one count per prompt, so ratios per kind could only be
+  solved for across many prompts of different mixes, while a session's views
+  differ little from one to the next (each is the one before and a turn); such
+  a fit is unstable, and would still undercount a kind until one had been seen.
+  Only lessons learned under this rule follow it: readers fold each lesson's
+  recorded figure, so stored events read as they did.
 * :class:`WindowLesson` - an overflow error stated the window (and the answer's
   room the client asked for), or, stating none, refused a prompt of a size that
   bounds it (``source`` says "inferred"): the window in force is the smaller of the
@@ -38,8 +52,9 @@ from typing import Any
 # A provider's count more than 4x off the estimate is a mistake, not a calibration.
 MAX_CALIBRATION = 4.0
 MIN_CALIBRATION = 1 / MAX_CALIBRATION
-# The weight of the newest lesson in the running calibration.
-NEWEST_WEIGHT = 0.5
+# The share of the way a lesson counting less than the running calibration moves it
+# down (one counting more is adopted whole): see learn_tokens.
+LOWER_LESSON_WEIGHT = 0.25
 # A lesson from a prompt this small says little (per-message overheads dominate it).
 MIN_LESSON_TOKENS = 200
 MAX_SOURCE_CHARS = 300
@@ -141,11 +156,16 @@ def learn_tokens(
     source: str,
 ) -> TokenLesson | None:
     """The lesson of one provider count (None when it teaches nothing): ``current`` is
-    the session's calibration for the model so far (None: never calibrated)."""
+    the session's calibration for the model so far (None: never calibrated). A count
+    above it is adopted whole, one below moves it ``LOWER_LESSON_WEIGHT`` of the way
+    down: undercounting overflows the window, overcounting only costs room."""
     if estimated_tokens < MIN_LESSON_TOKENS or provider_tokens <= 0:
         return None
     ratio = min(MAX_CALIBRATION, max(MIN_CALIBRATION, provider_tokens / estimated_tokens))
-    calibrated = ratio if current is None else NEWEST_WEIGHT * ratio + (1 - NEWEST_WEIGHT) * current
+    if current is None or ratio >= current:
+        calibrated = ratio
+    else:
+        calibrated = current - LOWER_LESSON_WEIGHT * (current - ratio)
     return TokenLesson(
         model, estimated_tokens, provider_tokens, round(calibrated, 4), source[:MAX_SOURCE_CHARS]
     )

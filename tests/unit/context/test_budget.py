@@ -105,10 +105,54 @@ def test_the_first_lesson_sets_the_calibration_and_later_ones_move_it() -> None:
     first = learn_tokens(None, "claude", 10_000, 13_000, "usage")
     assert first is not None and first.calibration == 1.3
     second = learn_tokens(first.calibration, "claude", 10_000, 12_000, "usage")
-    assert second is not None and second.calibration == 1.25
+    assert second is not None and second.calibration == 1.275
     assert learn_tokens(None, "m", 100, 130, "too small to teach") is None
     wild = learn_tokens(None, "m", 1_000, 1_000_000, "a mistake")
     assert wild is not None and wild.calibration == 4.0
+    tiny = learn_tokens(1.0, "m", 1_000, 1, "a mistake the other way")
+    assert tiny is not None and tiny.calibration == 0.8125
+
+
+def test_a_lesson_counting_more_is_adopted_at_once() -> None:
+    """A burst of tool results the provider counts higher than the text before it:
+    the next view still holds them, so a figure halfway up would undercount it."""
+    text = learn_tokens(None, "claude", 10_000, 11_500, "usage: plain text")
+    assert text is not None and text.calibration == 1.15
+    burst = learn_tokens(text.calibration, "claude", 20_000, 36_000, "usage: tool results")
+    assert burst is not None and burst.calibration == 1.8
+    overflow = learn_tokens(burst.calibration, "claude", 30_000, 60_000, "overflow report")
+    assert overflow is not None and overflow.calibration == 2.0
+    beyond = learn_tokens(2.0, "claude", 1_000, 9_000, "a mistake")
+    assert beyond is not None and beyond.calibration == 4.0
+
+
+def test_a_lesson_counting_less_brings_the_calibration_down_slowly() -> None:
+    """After an image-heavy turn, plain text overcounts: safe, so the figure comes down
+    a quarter of the way a lesson, over several consistent ones, not on the first."""
+    figure = 2.0
+    figures = []
+    for _ in range(8):
+        lesson = learn_tokens(figure, "claude", 10_000, 11_500, "usage: plain text")
+        assert lesson is not None
+        figure = lesson.calibration
+        figures.append(figure)
+    assert figures[0] == 1.7875
+    assert figures == sorted(figures, reverse=True)
+    assert all(f > 1.15 for f in figures)
+    assert figures[-1] < 1.3
+    # A count just above the figure on the way down takes it back up at once.
+    back = learn_tokens(figure, "claude", 10_000, 13_000, "usage: tool results again")
+    assert back is not None and back.calibration == 1.3
+
+
+def test_readers_fold_the_figure_a_lesson_recorded() -> None:
+    """Lessons stored under an earlier rule read as they did: a reader takes the
+    figure recorded, and never learns it again."""
+    earlier = LearnedLimits(calibration=1.3)
+    # 1.25 is halfway from 1.3 to 1.2, as lessons were once learned.
+    stored = TokenLesson("claude", 10_000, 12_000, 1.25, "usage")
+    assert earlier.after_tokens(stored, accepted=True).calibration == 1.25
+    assert earlier.after_tokens(stored, accepted=False).calibration == 1.25
 
 
 def test_a_window_learned_from_an_error_holds_until_a_count_disproves_it() -> None:

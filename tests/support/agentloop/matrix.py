@@ -1,7 +1,8 @@
 """One configuration of the agent loop, run end to end: a server process, the provider, the agent.
 
 A configuration names the provider format, the model's real window, the ratio
-of the provider's token count to o200k's, the database, the summariser
+of the provider's token count to o200k's (and, when given, a higher or lower
+one for tool results), the database, the summariser
 (offline, or a model on the loopback provider through a providers file), and
 whether two CPU-bound processes run beside the server, or the session is left
 to believe its model's metadata (a larger window than the provider serves),
@@ -32,8 +33,8 @@ from sessionstore_client.types import (
 )
 
 from tests.support.agentloop.agent import Agent, Run
-from tests.support.agentloop.provider import SUMMARIZER_MODEL, ModelProvider
-from tests.support.agentloop.script import script
+from tests.support.agentloop.provider import SUMMARIZER_MODEL, ModelProvider, Request
+from tests.support.agentloop.script import Script, script
 from tests.support.server_process import ServerProcess
 from tests.support.texts import Planted
 
@@ -55,6 +56,8 @@ class Config:
     learn_window: bool = False
     turns: int = 200
     seed: int = 1
+    # The provider's ratio for tool results (None: ``ratio``, as for everything else).
+    result_ratio: float | None = None
 
     @property
     def name(self) -> str:
@@ -65,6 +68,8 @@ class Config:
             self.database,
             self.summarizer,
         ]
+        if self.result_ratio is not None:
+            parts.insert(3, f"results-x{self.result_ratio:g}")
         parts += ["busy"] * self.busy + ["learn-window"] * self.learn_window
         return "-".join(parts)
 
@@ -73,6 +78,8 @@ class Config:
 class Outcome:
     config: Config
     run: Run
+    # The agent's model requests, in order, as the provider counted and answered them.
+    requests: list[Request]
     invalid: list[str]
     missing_turn: list[int]
     lost_tails: list[str]
@@ -167,13 +174,16 @@ def settings_for(config: Config) -> SessionSettings:
     )
 
 
-def run(config: Config, database_url: str, workdir: Path) -> Outcome:
-    """Plays ``config``'s session against a fresh server on ``database_url``."""
-    plan = script(config.seed, config.turns, call_id_prefix=_call_prefix(config))
+def run(config: Config, database_url: str, workdir: Path, plan: Script | None = None) -> Outcome:
+    """Plays ``config``'s session against a fresh server on ``database_url``: ``plan``,
+    or the coding agent's script of ``config.turns`` turns."""
+    if plan is None:
+        plan = script(config.seed, config.turns, call_id_prefix=_call_prefix(config))
     with ModelProvider(
         plan,
         window_tokens=config.window,
         ratio=config.ratio,
+        result_ratio=config.result_ratio,
         summarizer_window_tokens=SUMMARIZER_WINDOW,
     ) as provider:
         providers_file = workdir / f"providers-{config.name}.toml"
@@ -204,6 +214,7 @@ def run(config: Config, database_url: str, workdir: Path) -> Outcome:
     return Outcome(
         config=config,
         run=result,
+        requests=requests,
         invalid=[r.refused for r in requests + summarizer if r.refused.startswith("invalid")],
         missing_turn=sorted({r.turn for r in requests if r.missing_turn}),
         lost_tails=[c for r in requests for c in r.lost_tails],

@@ -7,7 +7,9 @@ LLM summariser calls. Every request is checked against the provider's rules
 (:mod:`tests.support.agentloop.rules`) and refused with the provider's 400 when
 it breaks one. Tokens are counted the provider's own way: o200k_base over what
 is sent (text, tool calls and their JSON, tool schemas, a few tokens a
-message) times ``ratio``, as Claude's tokenizer counts some 1.15-1.3x o200k.
+message) times ``ratio``, as Claude's tokenizer counts some 1.15-1.3x o200k;
+tool results times ``result_ratio`` when it is given, as a provider counts some
+content (JSON, code, images) at a higher rate than prose.
 A prompt that with its ``max_tokens`` passes the model's window gets the
 provider's real overflow error, naming the figures; usage reports give the
 count.
@@ -75,10 +77,12 @@ class Request:
 
 
 class Counter:
-    """o200k_base times ``ratio``, each distinct text counted once."""
+    """o200k_base times ``ratio`` (tool results times ``result_ratio``, when given),
+    each distinct text counted once."""
 
-    def __init__(self, ratio: float) -> None:
+    def __init__(self, ratio: float, result_ratio: float | None = None) -> None:
         self.ratio = ratio
+        self.result_ratio = ratio if result_ratio is None else result_ratio
         self._encoding = tiktoken.get_encoding("o200k_base")
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -96,9 +100,11 @@ class Counter:
         tools = body.get("tools")
         parts = [_content_text(body.get("system")), json.dumps(tools) if tools else ""]
         raw = REQUEST_TOKENS + sum(self.text(p) for p in parts if p)
+        results = 0
         for message in body.get("messages") or []:
             raw += MESSAGE_TOKENS + sum(self.text(t) for t in _message_texts(message) if t)
-        return math.ceil(raw * self.ratio)
+            results += sum(self.text(t) for t in _result_texts(message) if t)
+        return math.ceil(raw * self.ratio + results * self.result_ratio)
 
 
 class ModelProvider(LoopbackServer):
@@ -110,12 +116,13 @@ class ModelProvider(LoopbackServer):
         *,
         window_tokens: int,
         ratio: float = 1.0,
+        result_ratio: float | None = None,
         summarizer_window_tokens: int = 32_768,
     ) -> None:
         self.script = script
         self.window_tokens = window_tokens
         self.summarizer_window_tokens = summarizer_window_tokens
-        self.counter = Counter(ratio)
+        self.counter = Counter(ratio, result_ratio)
         self.turn = 0
         self.requests: list[Request] = []
         self._calls: dict[str, ToolCall] = {
@@ -222,7 +229,10 @@ def _conversation(body: dict[str, Any], anthropic: bool) -> list[tuple[str, str,
 
 
 def _message_texts(message: dict[str, Any]) -> list[str]:
-    texts = [_content_text(message.get("content"))]
+    """What a message says other than tool results (see :func:`_result_texts`)."""
+    if message["role"] == "tool":
+        return []
+    texts = [_content_text(message.get("content"), results=False)]
     for call in message.get("tool_calls") or []:
         texts += [call["function"]["name"], call["function"]["arguments"]]
     content = message.get("content")
@@ -232,16 +242,27 @@ def _message_texts(message: dict[str, Any]) -> list[str]:
     return texts
 
 
-def _content_text(content: Any) -> str:
+def _result_texts(message: dict[str, Any]) -> list[str]:
+    """The tool results a message carries: an OpenAI tool message's content, or the
+    contents of Anthropic's tool_result blocks."""
+    content = message.get("content")
+    if message["role"] == "tool":
+        return [_content_text(content)]
+    blocks = content if isinstance(content, list) else []
+    return [_content_text(b.get("content")) for b in blocks if b.get("type") == "tool_result"]
+
+
+def _content_text(content: Any, *, results: bool = True) -> str:
     """The text of a message's (or a tool result's, or a system prompt's) content: a
-    string, or its blocks' texts and tool results' contents."""
+    string, or its blocks' texts and (unless ``results`` is False) tool results'
+    contents."""
     if content is None or isinstance(content, str):
         return content or ""
     texts = []
     for block in content:
         if block.get("type") == "text":
             texts.append(block["text"])
-        elif block.get("type") == "tool_result":
+        elif block.get("type") == "tool_result" and results:
             texts.append(_content_text(block.get("content")))
     return "\n".join(texts)
 

@@ -175,3 +175,63 @@ TOOLS: list[dict[str, Any]] = [
         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
     },
 ]
+
+
+def burst_script(
+    *,
+    before: int,
+    prose_chars: int,
+    burst_calls: int,
+    burst_chars: int,
+    after: int,
+    after_chars: int,
+    seed: int = 1,
+    call_id_prefix: str = "call",
+) -> Script:
+    """``before`` turns of prose (the user writes ``prose_chars``, the model answers
+    without tools), then one where the model calls ``burst_calls`` tools at once,
+    each printing about ``burst_chars`` of JSON, then ``after`` turns of prose of
+    ``after_chars``: with a provider that counts tool results higher than prose, the
+    burst is counted far above the rate the prose taught."""
+    rng = random.Random(seed)
+    result = Script()
+    for number in range(1, before + after + 2):
+        chars = prose_chars if number <= before + 1 else after_chars
+        steps: tuple[tuple[ToolCall, ...], ...] = ()
+        if number == before + 1:
+            steps = (
+                tuple(
+                    ToolCall(
+                        f"{call_id_prefix}_{number}_0_{k}",
+                        "fetch",
+                        {"url": f"https://api.example.com/{word(rng)}?page={k}"},
+                        "json",
+                        burst_chars,
+                        rng.getrandbits(32),
+                    )
+                    for k in range(burst_calls)
+                ),
+            )
+        user = f"{_prose(rng, chars)} {tag(number)}"
+        result.turns.append(Turn(number, user, steps, _answer(rng, number, steps)))
+    return result
+
+
+def _prose(rng: random.Random, chars: int) -> str:
+    """English prose of about ``chars`` characters, as a user pastes notes or a design."""
+    sentences = []
+    size = 0
+    while size < chars:
+        w, other = word(rng), word(rng)
+        sentence = rng.choice(
+            (
+                f"The {w} service calls {other} on every request and retries {rng.randint(2, 9)} "
+                "times before it gives up.",
+                f"We moved the {w} queue behind {other} last quarter, and latency went up.",
+                f"Nobody owns the {w} dashboards since the {other} team was reorganised.",
+                f"Keep the {w} client compatible with the {other} release we ship next week.",
+            )
+        )
+        sentences.append(sentence)
+        size += len(sentence) + 1
+    return " ".join(sentences)

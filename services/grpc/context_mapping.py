@@ -7,7 +7,7 @@ from typing import Any
 
 from projections.context_report import ContextReport
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from services.app.context import ServedView
+from services.app.view_fits import ServedView
 from services.engine.base import CompactionOutcome
 from services.grpc.mapping import (
     compaction_to_pb,

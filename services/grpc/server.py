@@ -15,10 +15,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
@@ -39,6 +38,7 @@ from services.grpc.database_monitor import SERVICE, SERVICE_NAME, DatabaseMonito
 from services.grpc.deadlines import DeadlineInterceptor
 from services.grpc.errors import ErrorInterceptor
 from services.grpc.event_loop import EventLoopThread
+from services.grpc.generic_handlers import generic_handlers_only
 from services.grpc.observing import ObservingInterceptor
 from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
@@ -252,32 +252,6 @@ async def _serve(
         health_server,
         health_port,
     )
-
-
-class GenericHandlersOnly:
-    """Takes the handlers a generated ``add_*Servicer_to_server`` gives as generic
-    handlers only, found by the method's name, not as registered methods.
-
-    grpc.aio keeps a request pending for each registered method, and its serving
-    loop waits on all of them (asyncio.wait) to take every call: with the 33
-    methods of the store and health, some 20 us of the event loop per call.
-    A generic handler is one dict lookup.
-    """
-
-    def __init__(self, server: grpc.aio.Server) -> None:
-        self._server = server
-
-    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(handlers)
-
-    def add_registered_method_handlers(self, _service: str, _handlers: dict[str, Any]) -> None:
-        """Nothing: the generic handlers serve these methods."""
-
-
-def generic_handlers_only(server: grpc.aio.Server) -> grpc.aio.Server:
-    """``server`` for the generated ``add_*Servicer_to_server``, through
-    GenericHandlersOnly: those call only the two methods it has."""
-    return cast(grpc.aio.Server, GenericHandlersOnly(server))
 
 
 def _listen(

@@ -22,10 +22,11 @@ from domain.content import (
 )
 from domain.context.calibration import TokenLesson, learn_tokens
 from domain.context.fit_planner import HARD_DROP_NOTE_TOKENS
+from domain.context.shown import guard_savings
 from domain.context.tool_result_guard import GuardAction, ToolResultDecision, guard_entry
 from domain.errors import DuplicateEntry, InvalidRequest, ToolCallsOpen, UnknownToolCall, quoted
 from domain.ids import IdLookup, UsedIds, new_id
-from domain.session_events import EntriesAppended, ToolCallsAbandoned, guard_savings
+from domain.session_events import EntriesAppended, ToolCallsAbandoned
 from domain.session_state import SessionState
 from domain.tool_call_ids import original_call_id
 

@@ -19,7 +19,7 @@ from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
 from domain.compaction import Compaction, CompactionFailure
 from domain.content import Entry, Role
 from domain.context.calibration import ByteLesson, TokenLesson, WindowLesson
-from domain.context.shown import tokens_taken_out
+from domain.context.shown import guard_savings
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
 from domain.session_state import SessionState
@@ -27,9 +27,6 @@ from domain.settings import SessionSettings
 from domain.streams import DEFAULT_TENANT
 from domain.system_prompt import SystemPrompt
 
-# Retries come seconds after the first try; remembering the last few hundred
-# keys answers them without letting the aggregate grow.
-IDEMPOTENCY_WINDOW = 256
 MAX_CUTS_KEPT = 64
 
 
@@ -74,8 +71,7 @@ class EntriesAppended(Event):
         if any(entry.role is Role.USER for entry in self.entries):
             session.overflow_attempts = 0  # a new turn
         for lesson in self.lessons or ():
-            learned = session.learned_for(lesson.model)
-            session.learn(lesson.model, learned.after_tokens(lesson, accepted=True))
+            session.learn_from(lesson, accepted=True)
         session.prompt_tokens += sum(e.token_count for e in self.entries) - guard_savings(
             self.entries, self.guarded
         )
@@ -93,16 +89,7 @@ class EntriesAppended(Event):
                 session.open_tool_calls.pop(result.tool_call_id, None)
             session.last_entry_id = entry.id
         session.entries_since_compaction += len(self.entries)
-        _remember_key(session, self.idempotency_key, self.fingerprint, self.originator_version)
-
-
-def _remember_key(session: SessionState, key: str, fingerprint: str, version: int) -> None:
-    """Keeps a keyed write's key among the session's recent ones (a bounded window)."""
-    if key:
-        keys = session.recent_appends
-        keys[key] = [fingerprint, version]
-        while len(keys) > IDEMPOTENCY_WINDOW:
-            del keys[next(iter(keys))]
+        session.remember_key(self.idempotency_key, self.fingerprint, self.originator_version)
 
 
 @dataclass(frozen=True)
@@ -151,7 +138,7 @@ class CompactionRecorded(Event):
         session.prompt_tokens = (
             self.prompt_tokens if self.prompt_tokens >= 0 else self.compaction.tokens_after
         )
-        _remember_key(session, self.idempotency_key, self.fingerprint, self.originator_version)
+        session.remember_key(self.idempotency_key, self.fingerprint, self.originator_version)
         session.compaction_count += 1
         session.summary_tainted = False
         session.first_kept_position = self.first_kept_position
@@ -260,16 +247,9 @@ class OverflowReported(Event):
 
     def apply(self, session: SessionState) -> None:
         session.overflow_attempts += 1
-        if self.byte_limit is not None:
-            model = self.byte_limit.model
-            session.learn(model, session.learned_for(model).after_bytes(self.byte_limit))
-        if self.window is not None:
-            model = self.window.model
-            session.learn(model, session.learned_for(model).after_window(self.window))
-        if self.lesson is not None:
-            model = self.lesson.model
-            learned = session.learned_for(model).after_tokens(self.lesson, accepted=False)
-            session.learn(model, learned)
+        for lesson in (self.byte_limit, self.window, self.lesson):
+            if lesson is not None:
+                session.learn_from(lesson)
 
 
 @dataclass(frozen=True)
@@ -418,18 +398,6 @@ class SessionCleared(Event):
         session.overflow_attempts = 0
         if session.system_entries is not None:
             session.system_entries = ()  # none of them is pinned any more
-
-
-def guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:
-    """The tokens the tool-result guard keeps out of the prompt for these entries."""
-    if not guarded:
-        return 0
-    by_entry = {e.id: e for e in entries}
-    return sum(
-        tokens_taken_out(by_entry[d.entry_id], None, (d,))
-        for d in guarded
-        if d.entry_id in by_entry
-    )
 
 
 # Every event a session can record. Readers dispatch over it with match and

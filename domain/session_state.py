@@ -17,7 +17,7 @@ from eventsourcing.domain import BaseAggregate
 
 from domain.content import Usage
 from domain.context.budget import ContextBudget, context_budget
-from domain.context.calibration import LearnedLimits
+from domain.context.calibration import LearnedLimits, Lesson
 from domain.erasure import SessionWasErased
 from domain.errors import TooLargeForWindow
 from domain.settings import SessionSettings
@@ -29,6 +29,9 @@ E = TypeVar("E")
 MAX_SYSTEM_ENTRIES_KEPT = 64
 # The models whose lessons a session keeps (a session rarely changes model).
 MAX_MODELS_LEARNED = 8
+# Retries come seconds after the first try; remembering the last few hundred
+# keys answers them without letting the aggregate grow.
+IDEMPOTENCY_WINDOW = 256
 
 
 class SessionState(BaseAggregate[str]):
@@ -171,6 +174,18 @@ class SessionState(BaseAggregate[str]):
     def learn(self, model: str, limits: LearnedLimits) -> None:
         kept = [row for row in self.limits if row[0] != model][-(MAX_MODELS_LEARNED - 1) :]
         self.limits = (*kept, (model, *limits.to_list()))
+
+    def learn_from(self, lesson: Lesson, *, accepted: bool = False) -> None:
+        """What the lesson's model's limits are after it."""
+        self.learn(lesson.model, self.learned_for(lesson.model).after(lesson, accepted=accepted))
+
+    def remember_key(self, key: str, fingerprint: str, version: int) -> None:
+        """Keeps a keyed write's key among the session's recent ones (a bounded window)."""
+        if key:
+            keys = self.recent_appends
+            keys[key] = [fingerprint, version]
+            while len(keys) > IDEMPOTENCY_WINDOW:
+                del keys[next(iter(keys))]
 
     @property
     def learned(self) -> LearnedLimits:

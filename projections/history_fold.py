@@ -16,7 +16,7 @@ from typing import Self, assert_never
 
 from domain.compaction import Compaction
 from domain.content import Entry, Role, ToolCall, ToolResult, block_texts
-from domain.context.calibration import LearnedLimits
+from domain.context.calibration import LearnedLimits, Lesson
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.session import SessionEvent
@@ -216,10 +216,7 @@ class HistoryFold:
             case EntriesAppended():
                 self._apply_entries(event.entries, event.guarded, version)
                 for lesson in event.lessons or ():
-                    learned = self.learned(version, lesson.model).after_tokens(
-                        lesson, accepted=True
-                    )
-                    self._learned.append((version, lesson.model, learned))
+                    self._learn(version, lesson.model, lesson, accepted=True)
             case ToolCallsAbandoned():
                 # The synthetic results are entries of the log like any other,
                 # flagged in their metadata; the guard never trims them.
@@ -240,16 +237,7 @@ class HistoryFold:
                 restored = self._stack[-1] if self._stack else None
                 known = (restored.version if restored else 0) == event.restored_compaction_version
                 self._cuts.append((version, self._held_cut(restored) if known else UNKNOWN_CUT))
-                self._undos.append(
-                    RecordedUndo(
-                        event.compaction_version,
-                        event.reason,
-                        event.requested_by,
-                        restored,
-                        version,
-                        event.timestamp,
-                    )
-                )
+                self._undos.append(RecordedUndo.of(event, restored))
             case CompactionRedone():
                 by_version = {c.version: c for c in self._compactions}
                 again = [by_version[v] for v in event.compaction_versions if v in by_version]
@@ -257,16 +245,7 @@ class HistoryFold:
                 top = event.compaction_versions[-1]
                 cut = self._stack[-1] if self._stack and self._stack[-1].version == top else None
                 self._cuts.append((version, self._held_cut(cut or UNKNOWN_CUT)))
-                self._redos.append(
-                    RecordedRedo(
-                        event.undo_version,
-                        event.reason,
-                        event.requested_by,
-                        tuple(again),
-                        version,
-                        event.timestamp,
-                    )
-                )
+                self._redos.append(RecordedRedo.of(event, again))
             case PruneRecorded():
                 self._prunes.append(
                     RecordedPrune(tuple(event.decisions), event.reason, version, event.timestamp)
@@ -281,55 +260,20 @@ class HistoryFold:
                     )
                 )
                 if isinstance(event, SettingsChanged) and event.supersedes_learned_window:
-                    model = event.settings.model
-                    learned = self.learned(version, model).without_window()
-                    self._learned.append((version, model, learned))
+                    self._learn(version, event.settings.model, None)
             case SystemPromptSet():
                 self._system_prompts.append((version, event.system_prompt))
             case CompactionFailed():
                 self._failures.append(RecordedFailure(event.failure, version, event.timestamp))
             case OverflowReported():
                 self._overflows.append(event)
-                if event.byte_limit is not None:
-                    model = event.byte_limit.model
-                    learned = self.learned(version, model).after_bytes(event.byte_limit)
-                    self._learned.append((version, model, learned))
-                if event.window is not None:
-                    model = event.window.model
-                    learned = self.learned(version, model).after_window(event.window)
-                    self._learned.append((version, model, learned))
-                if event.lesson is not None:
-                    model = event.lesson.model
-                    learned = self.learned(version, model).after_tokens(
-                        event.lesson, accepted=False
-                    )
-                    self._learned.append((version, model, learned))
-            case EntriesErased():
+                for taught in (event.byte_limit, event.window, event.lesson):
+                    if taught is not None:
+                        self._learn(version, taught.model, taught)
+            case EntriesErased() | SessionErased():
                 # The content is gone from the store; a server holding it in
                 # memory folds the session again (services.app.sessions).
-                self._erasures.append(
-                    RecordedErasure(
-                        tuple(event.entry_ids),
-                        tuple(event.tainted_compactions),
-                        event.erased_by,
-                        event.reason,
-                        version,
-                        event.timestamp,
-                        event.erased_with,
-                    )
-                )
-            case SessionErased():
-                self._erasures.append(
-                    RecordedErasure(
-                        (),
-                        (),
-                        event.erased_by,
-                        event.reason,
-                        version,
-                        event.timestamp,
-                        event.erased_with,
-                    )
-                )
+                self._erasures.append(RecordedErasure.of(event))
             case EntryRetracted():
                 self._retractions.append((version, event.position))
                 # Its results answer nothing now (what a cut may separate).
@@ -338,6 +282,17 @@ class HistoryFold:
                 self._clears.append((version, event.position))
             case _:
                 assert_never(event)
+
+    def _learn(
+        self, version: int, model: str, lesson: Lesson | None, *, accepted: bool = False
+    ) -> None:
+        """``model``'s limits after ``lesson`` (None: the client set the window itself,
+        which supersedes a learned one), from ``version`` on."""
+        limits = self.learned(version, model)
+        limits = (
+            limits.without_window() if lesson is None else limits.after(lesson, accepted=accepted)
+        )
+        self._learned.append((version, model, limits))
 
     def learned(self, version: int, model: str) -> LearnedLimits:
         """What the provider taught about ``model`` by ``version``."""

@@ -15,6 +15,12 @@ from domain.context.calibration import LearnedLimits
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
+from domain.session_events import (
+    CompactionRedone,
+    CompactionUndone,
+    EntriesErased,
+    SessionErased,
+)
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 
@@ -37,6 +43,17 @@ class RecordedUndo:
     version: int
     timestamp: datetime
 
+    @classmethod
+    def of(cls, event: CompactionUndone, restored: RecordedCompaction | None) -> RecordedUndo:
+        return cls(
+            event.compaction_version,
+            event.reason,
+            event.requested_by,
+            restored,
+            event.originator_version,
+            event.timestamp,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedErasure:
@@ -55,6 +72,23 @@ class RecordedErasure:
     def whole_session(self) -> bool:
         return not self.entry_ids
 
+    @classmethod
+    def of(cls, event: EntriesErased | SessionErased) -> RecordedErasure:
+        """The erasure an event records: of some entries, or of the whole session."""
+        entry_ids: tuple[str, ...] = ()
+        tainted: tuple[int, ...] = ()
+        if isinstance(event, EntriesErased):
+            entry_ids, tainted = tuple(event.entry_ids), tuple(event.tainted_compactions)
+        return cls(
+            entry_ids,
+            tainted,
+            event.erased_by,
+            event.reason,
+            event.originator_version,
+            event.timestamp,
+            event.erased_with,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedRedo:
@@ -66,6 +100,17 @@ class RecordedRedo:
     compactions: Sequence[RecordedCompaction]
     version: int
     timestamp: datetime
+
+    @classmethod
+    def of(cls, event: CompactionRedone, again: Sequence[RecordedCompaction]) -> RecordedRedo:
+        return cls(
+            event.undo_version,
+            event.reason,
+            event.requested_by,
+            tuple(again),
+            event.originator_version,
+            event.timestamp,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,6 +171,10 @@ def learn_tokens(
     )
 
 
+# Whatever a provider's answer can teach about a model.
+Lesson = TokenLesson | WindowLesson | ByteLesson
+
+
 @dataclass(frozen=True, slots=True)
 class LearnedLimits:
     """What the lessons taught about one model, as every reader folds them."""
@@ -180,6 +184,15 @@ class LearnedLimits:
     output_tokens: int = 0
     # The smallest request the provider refused for its bytes (0: none).
     request_bytes: int = 0
+
+    def after(self, lesson: Lesson, *, accepted: bool = False) -> LearnedLimits:
+        """After any lesson; ``accepted`` says whether a token count was of a prompt
+        the provider accepted (usage) or refused (an overflow)."""
+        if isinstance(lesson, TokenLesson):
+            return self.after_tokens(lesson, accepted=accepted)
+        if isinstance(lesson, WindowLesson):
+            return self.after_window(lesson)
+        return self.after_bytes(lesson)
 
     def after_tokens(self, lesson: TokenLesson, *, accepted: bool) -> LearnedLimits:
         """After a count of a prompt the provider ``accepted`` (usage) or refused (an

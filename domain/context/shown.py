@@ -45,3 +45,15 @@ def tokens_taken_out(
     chars = sum(len(text) for text in block_texts(entry.content))
     tokens = entry.token_count * before // chars
     return max(0, tokens - tokens * after // before)
+
+
+def guard_savings(entries: Sequence[Entry], guarded: Sequence[ToolResultDecision]) -> int:
+    """The tokens the tool-result guard keeps out of the prompt for these entries."""
+    if not guarded:
+        return 0
+    by_entry = {e.id: e for e in entries}
+    return sum(
+        tokens_taken_out(by_entry[d.entry_id], None, (d,))
+        for d in guarded
+        if d.entry_id in by_entry
+    )

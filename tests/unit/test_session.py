@@ -38,7 +38,8 @@ from domain.errors import (
 from domain.ids import HistoryIds
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
-from domain.session_events import IDEMPOTENCY_WINDOW, OverflowReported
+from domain.session_events import OverflowReported
+from domain.session_state import IDEMPOTENCY_WINDOW
 from domain.settings import CompactionPolicy, PruningPolicy, SessionSettings, WindowGuardPolicy
 from projections.session_history import SessionHistory
 from tests.unit.support import (

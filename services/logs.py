@@ -5,7 +5,7 @@ A condition that persists (the database down, a read model failing) is logged
 when it starts and when it ends, never once per attempt: see ``StateLog``.
 
 Each line carries what the code bound where it was made (a call's request id
-and session id, bound by the gRPC interceptor) and, inside a traced call, the
+and session id, bound by the gRPC server's observing layer) and, inside a traced call, the
 trace and span ids. The libraries' own records (the standard ``logging``
 module) are rendered the same way, so a JSON log holds nothing but JSON lines.
 """

@@ -1,6 +1,6 @@
 """Who is calling, and which sessions that caller may see.
 
-The transport (the gRPC interceptor) authenticates a call and sets the
+The transport (the gRPC server's authentication layer) authenticates a call and sets the
 caller here for the time of the call; the use cases read it. Work the server
 does on its own (the context engine's background compactions, the read
 models) runs without a caller set and sees every tenant, as does a server

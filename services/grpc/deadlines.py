@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any
@@ -41,20 +41,18 @@ def call_deadline(context: Any) -> float | None:
     return time.monotonic() + remaining
 
 
-class DeadlineInterceptor(grpc.aio.ServerInterceptor):
+class Deadlines:
+    """A layer (services.grpc.layers): each call's deadline and cut for the code
+    serving it, and plain unary handlers served from the event loop."""
+
     def __init__(self, executor: Executor) -> None:
         self._executor = executor
         self._cuts: set[Cut] = set()
         # Why every call is cut from now on (the server stops), once it is.
         self._stopping = ""
 
-    async def intercept_service(  # type: ignore[override]  # None: no such method
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or is_async(behaviour_of(handler)):
+    def __call__(self, handler: grpc.RpcMethodHandler, _method: str) -> grpc.RpcMethodHandler:
+        if is_async(behaviour_of(handler)):
             # Async handlers need no help: the event loop cancels them at the
             # deadline.
             return handler

@@ -1,6 +1,6 @@
 """Turning failures into gRPC statuses with messages that say what to fix.
 
-A server interceptor wraps every handler, so servicers raise domain errors
+A layer of the server wraps every handler, so servicers raise domain errors
 and never build statuses themselves. Handlers are plain functions, run in the
 server's worker threads, or async generators served on its event loop.
 Anything unexpected is logged with its traceback and answered INTERNAL,
@@ -14,7 +14,7 @@ UNAVAILABLE (services.grpc.stopping).
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -29,7 +29,6 @@ from domain import errors
 from services.app.authentication import PermissionDenied, Unauthenticated
 from services.grpc.handlers import rewrapped
 from services.grpc.request_strings import RequestStrings, undecodable_field
-from services.grpc.stopping import refusing
 
 log = structlog.get_logger(__name__)
 ERROR_DOMAIN = "sessionstore"
@@ -155,11 +154,11 @@ def _malformed(
     )
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every handler kind (unary or streaming, either way) with the error mapping,
-    checks the strings of ``service``'s requests, refuses answers over
-    ``max_answer_bytes`` with a status that says so, and refuses the service's
-    calls once ``refuse_all`` is called."""
+class ErrorMapping:
+    """A layer (services.grpc.layers) that wraps every handler kind (unary or
+    streaming, either way) with the error mapping, checks the strings of
+    ``service``'s requests, and refuses answers over ``max_answer_bytes`` with a
+    status that says so."""
 
     def __init__(
         self, service: ServiceDescriptor, strings: RequestStrings, max_answer_bytes: int
@@ -168,27 +167,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         self.request_types = {m.name: m.input_type for m in service.methods}
         self.strings = strings
         self.max_answer_bytes = max_answer_bytes
-        # Why the service's calls are refused (the server stops), once they are.
-        self._stopping = ""
 
-    def refuse_all(self, reason: str) -> None:
-        """Refuses every call of the service to come."""
-        self._stopping = reason
-
-    async def intercept_service(  # type: ignore[override]  # None: no such method
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
+    def __call__(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         request_type = None
         if method.startswith(self.prefix):
             request_type = self.request_types.get(method.removeprefix(self.prefix))
-            if self._stopping:
-                handler = refusing(handler, self._stopping)
         limit = self.max_answer_bytes
         return rewrapped(
             handler,

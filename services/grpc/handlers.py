@@ -1,6 +1,6 @@
 """Rewrapping a gRPC method handler's behaviour, whatever its kind.
 
-The interceptors (errors, authentication, deadlines) each wrap the function
+The server's layers (observing, errors, authentication, deadlines) each wrap the function
 that serves a call. A handler has one of four kinds, and each kind is built
 by its own grpc function; this does that dispatch once for all of them.
 Behaviours are plain functions, run in the server's worker threads, or

@@ -1,12 +1,12 @@
 """Every gRPC call observed from the outside: counted, timed, traced and named in the logs.
 
-The outermost interceptor: it sees the status the error interceptor gave,
+The outermost layer (services.grpc.layers): it sees the status the error layer gave,
 whatever the handler raised, and the time the whole call took. Per call it
 opens a server span (a child of the caller's, when the metadata carries a
 W3C ``traceparent``), and binds to the logs the request id (the caller's
 ``x-request-id``, or a new one) and the session id of the request. Both go
 with the call into the worker thread that serves it: the deadline
-interceptor copies the call's context there for plain unary handlers, and
+layer copies the call's context there for plain unary handlers, and
 for plain streaming ones each step is run inside the call's scope here.
 """
 
@@ -16,7 +16,7 @@ import contextlib
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -46,21 +46,17 @@ SERVER_ERRORS = {
 _CODES_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class ObservingInterceptor(grpc.aio.ServerInterceptor):
+class Observing:
+    """A layer (services.grpc.layers), the outermost: every call of a method counted,
+    timed, traced and named in the logs."""
+
     def __init__(self, metrics: Metrics | None, tracer: trace.Tracer) -> None:
         self._metrics = metrics
         self._tracer = tracer
 
-    async def intercept_service(  # type: ignore[override]  # None: no such method
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        call = _Call(self._metrics, self._tracer, handler_call_details, _kind(handler))
-        return rewrapped(handler, returning=call.returning, streaming=call.streaming)
+    def __call__(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        observed = _Method(self._metrics, self._tracer, method, _kind(handler))
+        return rewrapped(handler, returning=observed.returning, streaming=observed.streaming)
 
 
 def _kind(handler: grpc.RpcMethodHandler) -> str:
@@ -73,113 +69,45 @@ def _kind(handler: grpc.RpcMethodHandler) -> str:
     return "bidi_stream"
 
 
-class _Call:
-    """One call: its span, its log context, and its figures once it ends."""
+class _Method:
+    """One method's calls, each observed by a _Call of its own."""
 
     def __init__(
-        self,
-        metrics: Metrics | None,
-        tracer: trace.Tracer,
-        details: grpc.HandlerCallDetails,
-        kind: str,
+        self, metrics: Metrics | None, tracer: trace.Tracer, method: str, kind: str
     ) -> None:
-        self._metrics = metrics
-        self._tracer = tracer
-        self.method = details.method
-        service, _, name = details.method.lstrip("/").partition("/")
-        self._labels = (kind, service, name)
-        metadata = {k: v for k, v in details.invocation_metadata or () if isinstance(v, str)}
-        self.request_id = metadata.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
-        self._parent = propagate.extract(metadata)
-        self._span: trace.Span | None = None
-        self._session_id = ""
-        self._started = 0.0
-
-    # -- the call's life ------------------------------------------------------------
-
-    def _begin(self, request: Any) -> None:
-        self._started = time.perf_counter()
-        self._session_id = _session_of(request)
-        if self._metrics is not None:
-            self._metrics.started.labels(*self._labels).inc()
-        _, service, name = self._labels
-        attributes: dict[str, Any] = {
-            "rpc.system": "grpc",
-            "rpc.service": service,
-            "rpc.method": name,
-            "sessionstore.request_id": self.request_id,
-        }
-        if self._session_id:
-            attributes["gen_ai.conversation.id"] = self._session_id
-        self._span = self._tracer.start_span(
-            self.method.lstrip("/"),
-            context=self._parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-        )
-
-    def _end(self, code: grpc.StatusCode, response: Any = None) -> None:
-        if self._metrics is not None:
-            self._metrics.handled.labels(*self._labels, code.name).inc()
-            self._metrics.handling.labels(*self._labels).observe(
-                time.perf_counter() - self._started
-            )
-            if isinstance(response, pb.PromptView):
-                self._metrics.views.labels("delta" if response.appended else "whole").inc()
-                if response.guard.level:
-                    self._metrics.window_guard.labels(response.guard.level).inc()
-        span = self._span
-        if span is not None:
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code in SERVER_ERRORS:
-                span.set_status(Status(StatusCode.ERROR, code.name))
-            span.end()
-            self._span = None
-
-    @contextlib.contextmanager
-    def _scope(self, _context: Any = None) -> Iterator[None]:
-        """The call's span current, and its ids bound to the logs, in this thread."""
-        active = trace.set_span_in_context(self._span) if self._span is not None else None
-        token = otel_context.attach(active) if active is not None else None
-        ids = {"request_id": self.request_id}
-        if self._session_id:
-            ids["session_id"] = self._session_id
-        try:
-            with structlog.contextvars.bound_contextvars(**ids), conversation(self._session_id):
-                yield
-        finally:
-            if token is not None:
-                otel_context.detach(token)
-
-    # -- wrapping each kind of behaviour -----------------------------------------------
+        self.metrics = metrics
+        self.tracer = tracer
+        self.method = method
+        service, _, name = method.lstrip("/").partition("/")
+        self.labels = (kind, service, name)
 
     def returning(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(behaviour):
 
             async def handle_async(request: Any, context: Any) -> Any:
-                self._begin(request)
+                call = _Call(self, context, request)
                 response = None
                 try:
-                    with self._scope():
+                    with call.scope():
                         response = await behaviour(request, context)
                 finally:
-                    self._end(_status(context), response)
+                    call.end(_status(context), response)
                 return response
 
             return handle_async
 
         def handle(request: Any, context: Any) -> Any:
-            self._begin(request)
+            call = _Call(self, context, request)
             watched = _CodeWatch(context)
             response = None
             try:
-                with self._scope():
+                with call.scope():
                     response = behaviour(request, watched)
             except BaseException:
                 watched.ended_by_error()
                 raise
             finally:
-                self._end(watched.status(), response)
+                call.end(watched.status(), response)
             return response
 
         return handle
@@ -191,31 +119,31 @@ class _Call:
                 # The scope is set per step, not across yields: a stream cut
                 # short (the server stopping) is closed from another task, whose
                 # context could not undo what this one had set.
-                self._begin(request)
+                call = _Call(self, context, request)
                 responses = behaviour(request, context)
                 try:
                     while True:
-                        with self._scope():
+                        with call.scope():
                             try:
                                 response = await anext(responses)
                             except StopAsyncIteration:
                                 return
                         yield response
                 finally:
-                    with self._scope():
+                    with call.scope():
                         await responses.aclose()
-                    self._end(_status(context))
+                    call.end(_status(context))
 
             return handle_async
 
         def handle(request: Any, context: Any) -> Iterator[Any]:
             # Each step may run in another worker thread: the scope is set per step.
-            self._begin(request)
+            call = _Call(self, context, request)
             watched = _CodeWatch(context)
             responses: Iterator[Any] | None = None
             try:
                 while True:
-                    with self._scope():
+                    with call.scope():
                         if responses is None:
                             responses = iter(behaviour(request, watched))
                         try:
@@ -230,9 +158,73 @@ class _Call:
                 watched.ended_by_error()
                 raise
             finally:
-                self._end(watched.status())
+                call.end(watched.status())
 
         return handle
+
+
+class _Call:
+    """One call: its span, its log context, and its figures once it ends."""
+
+    def __init__(self, method: _Method, context: Any, request: Any) -> None:
+        self._method = method
+        metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        self.request_id = metadata.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+        self._session_id = _session_of(request)
+        self._started = time.perf_counter()
+        metrics = method.metrics
+        if metrics is not None:
+            metrics.started.labels(*method.labels).inc()
+        _, service, name = method.labels
+        attributes: dict[str, Any] = {
+            "rpc.system": "grpc",
+            "rpc.service": service,
+            "rpc.method": name,
+            "sessionstore.request_id": self.request_id,
+        }
+        if self._session_id:
+            attributes["gen_ai.conversation.id"] = self._session_id
+        self._span: trace.Span | None = method.tracer.start_span(
+            method.method.lstrip("/"),
+            context=propagate.extract(metadata),
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+        )
+
+    # -- the call's life ------------------------------------------------------------
+
+    def end(self, code: grpc.StatusCode, response: Any = None) -> None:
+        metrics = self._method.metrics
+        if metrics is not None:
+            labels = self._method.labels
+            metrics.handled.labels(*labels, code.name).inc()
+            metrics.handling.labels(*labels).observe(time.perf_counter() - self._started)
+            if isinstance(response, pb.PromptView):
+                metrics.views.labels("delta" if response.appended else "whole").inc()
+                if response.guard.level:
+                    metrics.window_guard.labels(response.guard.level).inc()
+        span = self._span
+        if span is not None:
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code in SERVER_ERRORS:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            span.end()
+            self._span = None
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The call's span current, and its ids bound to the logs, in this thread."""
+        active = trace.set_span_in_context(self._span) if self._span is not None else None
+        token = otel_context.attach(active) if active is not None else None
+        ids = {"request_id": self.request_id}
+        if self._session_id:
+            ids["session_id"] = self._session_id
+        try:
+            with structlog.contextvars.bound_contextvars(**ids), conversation(self._session_id):
+                yield
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
 
 class _CodeWatch:

@@ -1,7 +1,7 @@
 """What each RPC of the SessionStore service needs of its caller's role.
 
 One table for every method: tests/unit/test_permissions.py fails when an RPC
-of the proto is missing from it, and the interceptor refuses a method it does
+of the proto is missing from it, and the authentication layer refuses a method it does
 not list. Which sessions a call may touch is the use cases' business (a
 tenant's own); this says only what kind of call it is.
 """

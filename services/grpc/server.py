@@ -33,13 +33,13 @@ from services.app.authentication import TokenBook
 from services.app.sessions import MESSAGE_ENVELOPE_BYTES, SessionService
 from services.bootstrap import Application, build_application
 from services.config import Config, load_config
-from services.grpc.auth import AuthInterceptor
+from services.grpc.auth import Authentication
 from services.grpc.database_monitor import SERVICE, SERVICE_NAME, DatabaseMonitor, set_health
-from services.grpc.deadlines import DeadlineInterceptor
-from services.grpc.errors import ErrorInterceptor
+from services.grpc.deadlines import Deadlines
+from services.grpc.errors import ErrorMapping
 from services.grpc.event_loop import EventLoopThread
-from services.grpc.generic_handlers import generic_handlers_only
-from services.grpc.observing import ObservingInterceptor
+from services.grpc.layers import Layer, LayeredServer
+from services.grpc.observing import Observing
 from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
@@ -79,9 +79,10 @@ class RunningServer:
     port: int
     monitor: DatabaseMonitor
     loop: EventLoopThread
-    deadlines: DeadlineInterceptor
-    # It also refuses the calls that reach a stopping server.
-    errors: ErrorInterceptor
+    deadlines: Deadlines
+    # Where the service's handlers are added; it refuses the calls that reach a
+    # stopping server.
+    layered: LayeredServer
     # The plain-text listener of the health service alone (SESSIONSTORE_HEALTH_ADDRESS).
     health_server: grpc.aio.Server | None = None
     health_port: int = 0
@@ -111,7 +112,7 @@ class RunningServer:
 
     async def _stop(self, grace: float) -> None:
         # First, so that a caller told NOT_SERVING is refused from then on too.
-        self.errors.refuse_all(STOPPING)
+        self.layered.refuse_all(STOPPING)
         await self.monitor.stop()
         await self.health.enter_graceful_shutdown()
         # Followed streams never end by themselves, and waits (for the read
@@ -175,27 +176,22 @@ async def _serve(
     # most), so answers may exceed the largest request by that much: an event
     # stored from a request that fitted is always sent whole.
     max_answer = max_message + ANSWER_ALLOWANCE_BYTES
-    # Authentication innermost but for the deadline: the error interceptor
-    # answers its refusals like any other, and nothing runs for a caller it
-    # refuses.
     strings = RequestStrings(content_chars=max_message - MESSAGE_ENVELOPE_BYTES)
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
-    deadlines = DeadlineInterceptor(workers)
-    # A stopping server's calls are refused by the error interceptor, before
-    # anything else runs.
-    errors = ErrorInterceptor(SERVICE, strings, max_answer)
-    # Observing outermost: it sees the status the error interceptor gives, and the
-    # whole call's time.
-    interceptors: list[grpc.aio.ServerInterceptor] = [errors, deadlines]
+    deadlines = Deadlines(workers)
+    # Outermost first. Observing sees the status the error layer gives, and the
+    # whole call's time. Authentication innermost but for the deadline: the
+    # error layer answers its refusals like any other, and nothing runs for a
+    # caller it refuses.
+    layers: list[Layer] = [ErrorMapping(SERVICE, strings, max_answer), deadlines]
     if tokens is not None:
-        interceptors.insert(1, AuthInterceptor(tokens, SERVICE_NAME))
+        layers.insert(1, Authentication(tokens, SERVICE_NAME))
     if app.observability is not None:
         observability = app.observability
-        interceptors.insert(0, ObservingInterceptor(observability.metrics, observability.tracer))
+        layers.insert(0, Observing(observability.metrics, observability.tracer))
     server = grpc.aio.server(
         migration_thread_pool=workers,
-        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message),
             ("grpc.max_send_message_length", max_answer),
@@ -213,13 +209,14 @@ async def _serve(
             streams=app.streams,
             recall=app.recall,
         ),
-        by_name := generic_handlers_only(server),
+        (layered := LayeredServer(server, layers, stoppable=SERVICE_NAME)).adding,
     )
     health_servicer = AsyncHealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, by_name)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, layered.adding)
     if config.reflection:
         enable_reflection(
-            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
+            layered.adding,
         )
     port = _listen(server, config.address, credentials)
     if app.observability is not None:
@@ -231,7 +228,7 @@ async def _serve(
         # nothing else is served there.
         health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         health_pb2_grpc.add_HealthServicer_to_server(
-            health_servicer, generic_handlers_only(health_server)
+            health_servicer, LayeredServer(health_server, []).adding
         )
         health_port = _listen(health_server, config.health_address)
         await health_server.start()
@@ -248,7 +245,7 @@ async def _serve(
         monitor,
         loop,
         deadlines,
-        errors,
+        layered,
         health_server,
         health_port,
     )

@@ -9,9 +9,10 @@ arrives just as it does is still cancelled by gRPC, never started: the Python
 client retries that CANCELLED, which it did not cause. Health checks and
 reflection stay open: probes must see NOT_SERVING.
 
-The error interceptor swaps in the refusing handler (and answers its refusal),
-rather than an interceptor of its own: every call would pass one more layer
-for a check that matters for a tenth of a second at the end.
+The server's layers (services.grpc.layers) serve the refusing handler in the
+method's place, wrapped like any other (the error layer answers its
+refusal), rather than a layer of its own: every call would pass one more
+layer for a check that matters for a tenth of a second at the end.
 """
 
 from __future__ import annotations

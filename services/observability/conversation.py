@@ -1,6 +1,6 @@
 """The session a piece of work is for, so that spans deep inside it can name it.
 
-Set per call by the gRPC interceptor and per compaction by the engine's
+Set per call by the gRPC server's observing layer and per compaction by the engine's
 tracing; read by the summariser's spans (``gen_ai.conversation.id``), which
 are made far from any request.
 """

@@ -2,7 +2,7 @@
 
 Metrics are on when SESSIONSTORE_METRICS_ADDRESS is set; traces when the
 OTEL_* variables ask for an exporter (services.observability.tracing). The
-gRPC interceptor (services.grpc.observing) is always there: it names each
+gRPC server's observing layer (services.grpc.observing) is always there: it names each
 call's request id and session in the logs, whatever else is on.
 """
 

@@ -184,7 +184,7 @@ class Baselines:
 
 def empty_calls(channel: grpc.Channel, seconds: float) -> ClientRun:
     """One client's back-to-back health checks: what any call to the server costs
-    (the gRPC stacks on both sides, the interceptors), with nothing stored."""
+    (the gRPC stacks on both sides, the server's layers), with nothing stored."""
     health = health_pb2_grpc.HealthStub(channel)
     request = health_pb2.HealthCheckRequest(service="")
     latencies: list[float] = []

@@ -1,4 +1,4 @@
-"""The error interceptor maps refusals to statuses for every handler kind.
+"""The error layer maps refusals to statuses for every handler kind.
 
 A real gRPC server on loopback (asyncio, as the store's) with one method of
 each kind, plain or async, each refusing with a domain error, as the session
@@ -16,8 +16,9 @@ import pytest
 from google.protobuf import wrappers_pb2
 
 from domain.errors import InvalidRequest, PromptOverBudget, SessionNotFound
-from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorInterceptor
+from services.grpc.errors import MAX_MESSAGE_BYTES, ErrorMapping
 from services.grpc.event_loop import EventLoopThread
+from services.grpc.layers import LayeredServer
 from services.grpc.request_strings import RequestStrings
 from services.grpc.server import SERVICE
 
@@ -103,9 +104,9 @@ def channel() -> Iterator[grpc.Channel]:
     async def serve() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(
             migration_thread_pool=futures.ThreadPoolExecutor(2),
-            interceptors=[ErrorInterceptor(SERVICE, RequestStrings(1 << 20), ANSWER_LIMIT)],
         )
-        server.add_generic_rpc_handlers(
+        errors = ErrorMapping(SERVICE, RequestStrings(1 << 20), ANSWER_LIMIT)
+        LayeredServer(server, [errors]).add_generic_rpc_handlers(
             [grpc.method_handlers_generic_handler("test.Kinds", handlers)]
         )
         port = server.add_insecure_port("127.0.0.1:0")

@@ -4,7 +4,9 @@ A layer of the server wraps every handler, so servicers raise domain errors
 and never build statuses themselves. Handlers are plain functions, run in the
 server's worker threads, or async generators served on its event loop.
 Anything unexpected is logged with its traceback and answered INTERNAL,
-without the traceback. Bytes that do not
+without the traceback. A part of a call that must not fail the call (the view
+after an append, whose write stands) is answered that status as text instead
+(``failure_text``), logged the same way. Bytes that do not
 decode as the method's request, and requests with a string no store can
 hold (services.grpc.request_strings), are answered INVALID_ARGUMENT before
 any handler runs. Once the server stops, the service's calls are refused
@@ -75,6 +77,17 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
         if isinstance(error, kind):
             return code, _capped(str(error))
     return grpc.StatusCode.INTERNAL, "internal error; the server log has the details"
+
+
+def failure_text(error: Exception, method: str, part: str) -> str:
+    """What a call failing with ``error`` would answer, as "CODE: message", for the
+    ``part`` of ``method``'s call whose failure must not fail it (the view after an
+    append: the write stands, and a failed call would have it sent again). Logged as
+    a failed call is: anything unexpected with its traceback, which the text never
+    carries."""
+    code, message = status_for(error)
+    _log_failure(error, code, message, method, part)
+    return f"{code.name}: {message}"
 
 
 def _capped(message: str) -> str:
@@ -186,17 +199,23 @@ class ErrorMapping:
 def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple[Any, ...]]:
     """The status code, message and trailing metadata (error details) for a failure."""
     code, message = status_for(error)
-    if code is grpc.StatusCode.INTERNAL:
-        log.exception("request failed", method=method)
-    elif code is grpc.StatusCode.UNAVAILABLE:
-        # A state of the server (the database down, a read model behind, a stop),
-        # which is logged when it starts and ends: not once more per call it refuses.
-        log.debug("request refused", method=method, code=code.name, reason=message)
-    else:
-        log.info("request refused", method=method, code=code.name, reason=message)
+    _log_failure(error, code, message, method, "request")
     if isinstance(error, _NAMED) and error.reason:
         return code, message, tuple(_with_details(code, message, error).trailing_metadata)
     return code, message, ()
+
+
+def _log_failure(
+    error: Exception, code: grpc.StatusCode, message: str, method: str, part: str
+) -> None:
+    if code is grpc.StatusCode.INTERNAL:
+        log.error(f"{part} failed", method=method, exc_info=error)
+    elif code is grpc.StatusCode.UNAVAILABLE:
+        # A state of the server (the database down, a read model behind, a stop),
+        # which is logged when it starts and ends: not once more per call it refuses.
+        log.debug(f"{part} refused", method=method, code=code.name, reason=message)
+    else:
+        log.info(f"{part} refused", method=method, code=code.name, reason=message)
 
 
 # Every refusal the server means to make names its reason; anything else is INTERNAL.

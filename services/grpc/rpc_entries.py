@@ -8,13 +8,13 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from domain.errors import DomainError, InvalidRequest
+from domain.errors import InvalidRequest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.event_streams import EventStreams
 from services.app.queries import AsOf
 from services.grpc import context_mapping, mapping
 from services.grpc import request_fields as fields
-from services.grpc.errors import status_for
+from services.grpc.errors import failure_text
 from services.grpc.rpc_base import RpcBase
 
 
@@ -27,6 +27,9 @@ class _Paged(Protocol):
     @property
     def entries(self) -> Sequence[Any]: ...
 
+
+# As the error interceptor names the method in its log.
+APPEND_METHOD = "/sessionstore.v1.SessionStore/AppendEntries"
 
 P = TypeVar("P", bound=_Paged)
 M = TypeVar("M", pb.DurableLog, pb.ViewAudit)
@@ -76,14 +79,17 @@ class EntryRpcs(RpcBase):
                     # A replayed append wrote nothing now: its view catches up.
                     just_written=None if result.replayed else result.version,
                 )
-            except DomainError as error:
-                # The append stands: say why its view is missing rather than
-                # fail a call whose write succeeded.
-                code, message = status_for(error)
-                response.view_after_append_error = f"{code.name}: {message}"
+                view = context_mapping.served_view_to_pb(served)
+            except Exception as error:
+                # The append stands whatever kept its view from being served (a
+                # refusal, the database, a fault of the server's): a failed call
+                # would have the client send the written turn again.
+                response.view_after_append_error = failure_text(
+                    error, APPEND_METHOD, "view after append"
+                )
             else:
-                response.view_after_append.CopyFrom(context_mapping.served_view_to_pb(served))
-                response.view_after_append.session_id = request.session_id
+                view.session_id = request.session_id
+                response.view_after_append.CopyFrom(view)
         return response
 
     def GetDurableLog(

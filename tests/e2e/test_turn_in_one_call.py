@@ -1,14 +1,20 @@
 """A turn in one round trip: AppendEntries answering the prompt view after the
 append (view_after_append), on SQLite and PostgreSQL, against what
-GetPromptView answers for the same held view."""
+GetPromptView answers for the same held view; and an append whose view is
+refused, or fails, answering the append with what GetPromptView would say."""
 
 from __future__ import annotations
 
 import json
 
 import grpc
+import pytest
+import structlog.testing
 
+from projections.read_models.recall import content_hash
 from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters import read_model_tables as t
+from services.adapters.embeddings import provider_key
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, append, new_session, refused, text, user
@@ -99,6 +105,73 @@ def test_an_append_whose_view_is_refused_still_answers_the_append(store: Stub) -
     assert turn.view_after_append_error.startswith("FAILED_PRECONDITION: ")
     assert "8,000 tokens" in turn.view_after_append_error
     assert store.GetSession(pb.GetSessionRequest(session_id=session)).entry_count == 2
+
+
+def test_an_append_whose_view_fails_on_a_fault_answers_the_append_once(
+    store: Stub, server: RunningServer
+) -> None:
+    """A view that fails for no refusal of the store's own answers the append all the
+    same: its write stands, and a failed call would have the client send it again.
+    The fault: the recall cache's embedding of the newest turn is stored as bytes that
+    are no vector (as a damaged row, or another program's write, would leave), which
+    the view's retrieval reads right after the write, so GetPromptView answers
+    INTERNAL. The call says that status, never the traceback, which the log has."""
+    memory = pb.MemoryPolicy(
+        retrieval_top_k=2,
+        embedding_model=_EMBEDDING_MODEL,
+        # Never asked: the cached embedding of the question is read first.
+        embedding_api_base=_NO_PROVIDER,
+    )
+    created = new_session(store, model="gpt-4o", memory=memory)
+    session = created.id
+    question = "Which vault path holds the staging password?"
+    _damage_cached_embedding(server, question)
+
+    with structlog.testing.capture_logs() as logs:
+        turn = append(
+            store,
+            session,
+            user(question),
+            view_after_append=pb.ViewAfterAppend(format=pb.PROMPT_FORMAT_OPENAI),
+        )
+    assert turn.version == created.version + 1
+    assert len(turn.entry_ids) == len(turn.token_counts) == 1 and turn.token_counts[0] > 0
+    assert not turn.HasField("view_after_append")
+    with pytest.raises(grpc.RpcError) as plain:
+        _view(store, session)
+    assert plain.value.code() == grpc.StatusCode.INTERNAL
+    assert turn.view_after_append_error == f"INTERNAL: {plain.value.details()}"
+    assert "Traceback" not in turn.view_after_append_error
+    (logged,) = [e for e in logs if e["event"] == "view after append failed"]
+    assert logged["log_level"] == "error"
+    assert isinstance(logged["exc_info"], ValueError)  # the damaged vector's
+
+    # Written once: the log holds the question once, at the version the call answered.
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session))
+    assert [e.content[0].text.text for e in log.entries] == [question]
+    assert [e.id for e in log.entries] == list(turn.entry_ids)
+    assert log.version == turn.version
+
+
+_EMBEDDING_MODEL = "openai/text-embedding-3-small"
+_NO_PROVIDER = "http://127.0.0.1:9/v1"
+
+
+def _damage_cached_embedding(server: RunningServer, text: str) -> None:
+    """Stores, as the embedding of ``text`` in the recall cache, three bytes: no
+    vector of four-byte floats."""
+    models = server.app.read_models
+    assert models is not None
+    row = {
+        "provider": provider_key(_EMBEDDING_MODEL, _NO_PROVIDER),
+        "model": _EMBEDDING_MODEL,
+        "content_hash": content_hash(text),
+        "dimensions": 1,
+        "vector": b"\x00\x01\x02",
+        "created_us": 0,
+    }
+    with models.database.writer.begin() as connection:
+        connection.execute(t.recall_embeddings.insert(), [row])
 
 
 def test_a_replayed_append_answers_the_current_view(store: Stub) -> None:

@@ -1617,9 +1617,12 @@ class AppendEntriesResponse(_message.Message):
     position: _builtins.int
     """The notification id of the append's event (of the store's head, for a replay)."""
     view_after_append_error: _builtins.str
-    """When the append was written but its view could not be served (say, the
-    window guard refused it): the status GetPromptView would answer, as
-    "CODE: message". The append stands; do not send it again.
+    """When the append was written but its view could not be served, whatever
+    kept it (a refusal such as the window guard's, the database unavailable,
+    a fault of the server's): the status GetPromptView would answer, as
+    "CODE: message" ("UNAVAILABLE: ...", or "INTERNAL: ..." with the details
+    in the server's log only). The append stands; do not send it again: ask
+    GetPromptView for the view.
     """
     @_builtins.property
     def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...

@@ -223,7 +223,8 @@ class SessionStoreServicer:
         A retry with the same idempotency_key returns the first result.
         With view_after_append, the answer also carries the prompt view right
         after the append (what GetPromptView answers, held view included): a
-        turn in one round trip.
+        turn in one round trip. Once the append is written the call succeeds:
+        a view that cannot be served comes as view_after_append_error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -51,7 +51,8 @@ class SessionStoreStub:
     A retry with the same idempotency_key returns the first result.
     With view_after_append, the answer also carries the prompt view right
     after the append (what GetPromptView answers, held view included): a
-    turn in one round trip.
+    turn in one round trip. Once the append is written the call succeeds:
+    a view that cannot be served comes as view_after_append_error.
     """
     RecordCompaction: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]
     """Records a compaction: a summary that replaces the entries before
@@ -191,7 +192,8 @@ class SessionStoreAsyncStub(SessionStoreStub):
     A retry with the same idempotency_key returns the first result.
     With view_after_append, the answer also carries the prompt view right
     after the append (what GetPromptView answers, held view included): a
-    turn in one round trip.
+    turn in one round trip. Once the append is written the call succeeds:
+    a view that cannot be served comes as view_after_append_error.
     """
     RecordCompaction: _aio.UnaryUnaryMultiCallable[_session_store_pb2.RecordCompactionRequest, _session_store_pb2.RecordCompactionResponse]  # type: ignore[assignment]
     """Records a compaction: a summary that replaces the entries before
@@ -358,7 +360,8 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         A retry with the same idempotency_key returns the first result.
         With view_after_append, the answer also carries the prompt view right
         after the append (what GetPromptView answers, held view included): a
-        turn in one round trip.
+        turn in one round trip. Once the append is written the call succeeds:
+        a view that cannot be served comes as view_after_append_error.
         """
 
     @_abc_1.abstractmethod

@@ -73,9 +73,12 @@ class AppendEntriesResponse:
     position: int = 0
     #: With view_after_append: the prompt view right after the append.
     view_after_append: PromptView | None = None
-    #: When the append was written but its view could not be served (say, the
-    #: window guard refused it): the status GetPromptView would answer, as
-    #: "CODE: message". The append stands; do not send it again.
+    #: When the append was written but its view could not be served, whatever
+    #: kept it (a refusal such as the window guard's, the database unavailable,
+    #: a fault of the server's): the status GetPromptView would answer, as
+    #: "CODE: message" ("UNAVAILABLE: ...", or "INTERNAL: ..." with the details
+    #: in the server's log only). The append stands; do not send it again: ask
+    #: GetPromptView for the view.
     view_after_append_error: str = ""
 
 

@@ -28,7 +28,7 @@ class _Paged(Protocol):
     def entries(self) -> Sequence[Any]: ...
 
 
-# As the error interceptor names the method in its log.
+# As the error layer names the method in its log.
 APPEND_METHOD = "/sessionstore.v1.SessionStore/AppendEntries"
 
 P = TypeVar("P", bound=_Paged)

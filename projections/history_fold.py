@@ -224,7 +224,11 @@ class HistoryFold:
                 self._abandonments.append(event)
             case CompactionRecorded():
                 recorded = RecordedCompaction(
-                    event.compaction, event.first_kept_position, version, event.timestamp
+                    event.compaction,
+                    event.first_kept_position,
+                    version,
+                    event.timestamp,
+                    event.idempotency_key,
                 )
                 self._compactions.append(recorded)
                 self._stack.append(recorded)

@@ -31,6 +31,8 @@ class RecordedCompaction:
     first_kept_position: int
     version: int
     timestamp: datetime
+    # The key of the Compact call that recorded it ("" for any other).
+    idempotency_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,8 @@ class CompactionDetail:
     # The audit rows of the undos that took it back and the redos that
     # re-applied it, oldest first.
     changes: Sequence[Row] = ()
+    # The key of the Compact call that recorded it ("" for any other).
+    idempotency_key: str = ""
 
 
 def page_size(size: int) -> int:
@@ -159,4 +161,6 @@ class AuditService:
         touched = [v for v in changed if in_force_at(v - 1) != in_force_at(v)]
         changes = models.queries.compactions_at(session_id, sorted(touched))
         in_force = in_force_at()
-        return CompactionDetail(row, recorded.compaction, replaced, in_force, changes)
+        return CompactionDetail(
+            row, recorded.compaction, replaced, in_force, changes, recorded.idempotency_key
+        )

@@ -132,6 +132,7 @@ class AuditRpcs(RpcBase):
                     detail.compaction,
                     request.version,
                     mapping.to_datetime(_timestamp(detail.row["recorded_us"])),
+                    detail.idempotency_key,
                 )
             )
         # Replaced raw entries are as large as they were stored (a guarded tool

@@ -87,7 +87,12 @@ def compaction_outcome_to_pb(outcome: CompactionOutcome) -> pb.CompactResponse:
     if outcome.recorded is not None:
         recorded = outcome.recorded
         response.compaction.CopyFrom(
-            compaction_to_pb(recorded.compaction, recorded.originator_version, recorded.timestamp)
+            compaction_to_pb(
+                recorded.compaction,
+                recorded.originator_version,
+                recorded.timestamp,
+                recorded.idempotency_key,
+            )
         )
         response.version = recorded.originator_version
     return response

@@ -75,7 +75,11 @@ def compaction_from_pb(request: pb.RecordCompactionRequest) -> Compaction:
     )
 
 
-def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) -> pb.Compaction:
+def compaction_to_pb(
+    compaction: Compaction, version: int, timestamp: datetime, idempotency_key: str = ""
+) -> pb.Compaction:
+    """The receipt; ``idempotency_key``: the key of the Compact call that recorded it,
+    kept with its event rather than in the receipt."""
     # The receipt's fields carry the same names in both.
     receipt = compaction.to_dict()
     receipt["details"] = dict(compaction.details)
@@ -90,6 +94,7 @@ def compaction_to_pb(compaction: Compaction, version: int, timestamp: datetime) 
         version=version,
         timestamp=to_timestamp(timestamp),
         tainted=is_erased(compaction.details),
+        idempotency_key=idempotency_key,
     )
 
 
@@ -116,7 +121,9 @@ def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:
 
 
 def recorded_compaction_to_pb(recorded: RecordedCompaction) -> pb.Compaction:
-    return compaction_to_pb(recorded.compaction, recorded.version, recorded.timestamp)
+    return compaction_to_pb(
+        recorded.compaction, recorded.version, recorded.timestamp, recorded.idempotency_key
+    )
 
 
 def prune_decisions_from_pb(entries: list[pb.PrunedEntry]) -> list[PruneDecision]:
@@ -261,9 +268,8 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             )
         case CompactionRecorded():
             message.compaction_recorded.CopyFrom(
-                compaction_to_pb(event.compaction, version, event.timestamp)
+                compaction_to_pb(event.compaction, version, event.timestamp, event.idempotency_key)
             )
-            message.compaction_recorded.idempotency_key = event.idempotency_key
         case PruneRecorded():
             message.prune_recorded.entries.extend(prune_decision_to_pb(d) for d in event.decisions)
             message.prune_recorded.reason = event.reason

@@ -41,7 +41,10 @@ class ContextRpcs(RpcBase):
         return pb.RecordCompactionResponse(
             version=recorded.originator_version,
             compaction=mapping.compaction_to_pb(
-                recorded.compaction, recorded.originator_version, recorded.timestamp
+                recorded.compaction,
+                recorded.originator_version,
+                recorded.timestamp,
+                recorded.idempotency_key,
             ),
             position=self._position(written.position),
         )

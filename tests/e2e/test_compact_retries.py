@@ -53,6 +53,7 @@ def test_the_same_key_twice_compacts_once_and_answers_the_same(store: Stub) -> N
     assert retry.compaction == first.compaction
     assert retry.plan.first_kept_entry_id == first.plan.first_kept_entry_id
     assert len(of_kind(store, session.id, "compaction_recorded")) == 1
+    assert first.compaction.idempotency_key == "c-1"
     # A new key is a new request: it compacts.
     assert not compact(store, session.id, "c-2", force=True).replayed
     assert len(of_kind(store, session.id, "compaction_recorded")) == 2
@@ -184,3 +185,32 @@ def test_the_client_and_its_compact_method_take_the_key(server: RunningServer) -
         retry = client.compact(session.id, force=True, idempotency_key="client-1")
     assert first.compacted and not first.replayed
     assert retry.replayed and retry.version == first.version
+
+
+def test_every_answer_showing_a_compaction_shows_its_key(store: Stub) -> None:
+    """ReadEvents showed a compaction's key; the Compact answer, GetCompaction, the
+    durable log and the context report showed the same receipt without it."""
+    session = compacted_session(store)
+    keyed = compact(store, session.id, "c-1", force=True)
+    assert keyed.compaction.idempotency_key == "c-1"
+    log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
+    assert log.compaction == keyed.compaction
+    report = store.GetContextReport(pb.GetContextReportRequest(session_id=session.id))
+    assert report.latest_compaction == keyed.compaction
+
+    turn(store, session.id, 9, output_chars=3_000)
+    keyless = compact(store, session.id, "", force=True)
+    assert keyless.compaction.idempotency_key == ""
+    for answer in (keyed, keyless):
+        shown = store.GetCompaction(
+            pb.GetCompactionRequest(
+                session_id=session.id, version=answer.version, min_position=answer.position
+            )
+        )
+        assert shown.compaction == answer.compaction
+    (recorded,) = [
+        e.compaction_recorded
+        for e in of_kind(store, session.id, "compaction_recorded")
+        if e.version == keyed.version
+    ]
+    assert recorded == keyed.compaction

@@ -2123,8 +2123,9 @@ class Compaction(_message.Message):
     """Its summary was erased with entries it covered; Compact regenerates it."""
     idempotency_key: _builtins.str
     """The idempotency_key of the Compact that recorded it, as EntriesAppended
-    shows an append's: set in ReadEvents (compaction_recorded), empty when the
-    call gave none and in the other answers.
+    shows an append's, wherever the compaction is shown (ReadEvents'
+    compaction_recorded, CompactResponse, GetCompaction, the durable log, the
+    context report); empty when it was recorded otherwise or the call gave none.
     """
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...

@@ -78,8 +78,9 @@ class Compaction:
     #: shown before the item in that provider's view.
     provider_retained: list[ProviderItem] = field(default_factory=list)
     #: The idempotency_key of the Compact that recorded it, as EntriesAppended
-    #: shows an append's: set in ReadEvents (compaction_recorded), empty when the
-    #: call gave none and in the other answers.
+    #: shows an append's, wherever the compaction is shown (ReadEvents'
+    #: compaction_recorded, CompactResponse, GetCompaction, the durable log, the
+    #: context report); empty when it was recorded otherwise or the call gave none.
     idempotency_key: str = ""
 
 

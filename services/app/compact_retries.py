@@ -3,14 +3,23 @@ try recorded, and never pays for a second summary of what is already compacted.
 
 A client whose deadline passed while the summariser worked cannot tell whether
 the compaction was recorded; it sends the call again with the same key. The key
-is recorded with the compaction, in the same transaction, in the table that
-holds appends' keys (services.app.idempotency), so a retry made after it landed,
-on any server, is answered from it. A retry that arrives while the first try
-still runs on this server waits for it (within its own deadline), then looks
-again: the first either recorded its compaction, which answers the retry, or
-wrote nothing, and the retry compacts. Two tries on different servers at once
-both summarise, but the second to record finds the key taken under the
-session's write lock and answers the first's compaction: one is recorded.
+is recorded with the compaction, in the same transaction, among the session's
+remembered keys and in the table that holds appends' keys
+(services.app.idempotency), so a retry made after it landed, on any server, is
+answered from it: looked up in the session as read from the store, before the
+expected version is checked on that same read (a retry carries the version its
+first try had). A retry that arrives while the first try still runs on this
+server waits for it (within its own deadline), then looks again: the first
+either recorded its compaction, which answers the retry, or wrote nothing, and
+the retry compacts.
+
+Tries on different servers share no lock while a model writes, so two at once
+both summarise; whichever lands second is still answered as a retry, never as
+a compaction of its own: recording looks the key up under the session's write
+lock, on the latest version (a save that lost the race runs again on a fresh
+copy), finds the first's and records nothing (the engine raises
+CompactionReplayed through to the caller); and a try that found nothing left to
+compact because the first had landed meanwhile looks for its key once more.
 """
 
 from __future__ import annotations

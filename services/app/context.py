@@ -38,7 +38,12 @@ from services.app.view_fits import (
     refuse_over_message,
     within_learned_bytes,
 )
-from services.engine.base import CompactionOutcome, CompactionRequest, EngineAction
+from services.engine.base import (
+    CompactionOutcome,
+    CompactionReplayed,
+    CompactionRequest,
+    EngineAction,
+)
 from services.engine.registry import EngineRegistry
 
 # After an overflow, compaction aims at this share of the refused view's estimate.
@@ -153,7 +158,8 @@ class ContextService:
         idempotency_key: str = "",
     ) -> CompactionOutcome:
         """``idempotency_key``: a retry with it answers the compaction the first try
-        recorded (services.app.compact_retries); a dry run writes nothing, needs none."""
+        recorded, ``replayed``, whichever server either came to and whichever landed
+        first (services.app.compact_retries); a dry run writes nothing, needs none."""
         request = CompactionRequest(
             Trigger.MANUAL, instructions=instructions, force=force, dry_run=dry_run
         )
@@ -165,18 +171,35 @@ class ContextService:
             fingerprint=compact_fingerprint(instructions, force),
         )
         with self.retries.one_at_a_time(session_id, idempotency_key):
-            # Before the version check: a retry carries the version its first try had.
-            earlier = self.sessions.earlier_compaction(
-                session_id, idempotency_key, keyed.fingerprint
-            )
+            # One read answers the key, then the version (a retry carries the version
+            # its first try had): a first try landing between them cannot make its
+            # retry a version conflict.
+            session = self.sessions.aggregate(session_id)
+            earlier = self.sessions.earlier_compaction(session, idempotency_key, keyed.fingerprint)
             if earlier is not None:
                 return replayed(earlier)
-            return self._compact(session_id, keyed, expected_version)
+            try:
+                outcome = self._compact(session_id, keyed, expected_version, session)
+            except CompactionReplayed as landed:
+                return replayed(landed.recorded)
+            if outcome.recorded is not None:
+                return outcome
+            # Nothing recorded: the first try may have landed on another server while
+            # this one planned, and left it nothing to compact.
+            earlier = self.sessions.earlier_compaction(
+                self.sessions.aggregate(session_id), idempotency_key, keyed.fingerprint
+            )
+            return outcome if earlier is None else replayed(earlier)
 
     def _compact(
-        self, session_id: str, request: CompactionRequest, expected_version: int | None
+        self,
+        session_id: str,
+        request: CompactionRequest,
+        expected_version: int | None,
+        session: Session | None = None,
     ) -> CompactionOutcome:
-        session = self.sessions.aggregate(session_id)
+        """``session``: the session as just read, if it was."""
+        session = session or self.sessions.aggregate(session_id)
         session.check_expected_version(expected_version)
         if not request.dry_run:
             # A summary erased with entries it covered is regenerated from those left.

@@ -51,6 +51,7 @@ from services.app.queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, NOW, AsOf, Se
 from services.app.session_rules import MESSAGE_ENVELOPE_BYTES, SessionRules
 from services.app.write_path import WritePath
 from services.config import Config
+from services.engine.base import CompactionReplayed
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -186,19 +187,25 @@ class SessionService:
         idempotency_key: str = "",
         fingerprint: str = "",
     ) -> CompactionRecorded:
-        return self.commands.compactions.record_compaction(
+        """The engine's record (services.engine.base.SessionPort.record_compaction)."""
+        written = self.commands.compactions.record_compaction(
             session_id,
             compaction,
             expected_version,
             idempotency_key=idempotency_key,
             fingerprint=fingerprint,
-        ).result
+        )
+        if written.position is None:
+            # Nothing saved: the key had recorded this request already, a try that
+            # landed while this one summarised.
+            raise CompactionReplayed(written.result)
+        return written.result
 
     def earlier_compaction(
-        self, session_id: str, idempotency_key: str, fingerprint: str
+        self, session: Session, idempotency_key: str, fingerprint: str
     ) -> CompactionRecorded | None:
-        """The compaction a Compact with this key recorded, if this one retries it."""
-        session = self.aggregate(session_id)
+        """The compaction a Compact with this key recorded, if this one retries it:
+        looked up in ``session`` as read, then in the store's key table."""
         return self.idempotency.earlier_compaction(session, idempotency_key, fingerprint)
 
     def undo_compaction(

@@ -113,6 +113,21 @@ class CompactionOutcome:
         return EngineAction("not_compacted", self.reason)
 
 
+class CompactionReplayed(Exception):
+    """Recording found the Compact's key had already recorded this request's compaction:
+    a try of the same call landed first (on another server, where no lock is shared
+    while a model writes). Nothing was recorded now; the call answers ``recorded``,
+    the first try's, as a retry's answer. Raised through the engine, which has no
+    more to do, to the caller that sent the key."""
+
+    def __init__(self, recorded: CompactionRecorded) -> None:
+        super().__init__(
+            f"the compaction of this idempotency key landed at version "
+            f"{recorded.originator_version}"
+        )
+        self.recorded = recorded
+
+
 class SessionPort(Protocol):
     """What an engine may read and record: the session service, seen from the engine."""
 
@@ -130,8 +145,8 @@ class SessionPort(Protocol):
         idempotency_key: str = "",
         fingerprint: str = "",
     ) -> CompactionRecorded:
-        """Records it; with a key already recorded for this request, answers that
-        compaction instead (a retry's: nothing is recorded twice)."""
+        """Records it; with a key that already recorded this request, raises
+        CompactionReplayed with that compaction (nothing is recorded twice)."""
         ...
 
     def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int: ...

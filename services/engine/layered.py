@@ -45,6 +45,7 @@ from services import deadline as call_deadline
 from services.engine.base import (
     Assembly,
     CompactionOutcome,
+    CompactionReplayed,
     CompactionRequest,
     CompactsInTheBackground,
     EngineAction,
@@ -177,6 +178,8 @@ class LayeredEngine(CompactsInTheBackground):
                     if fitting:
                         return fit(self.port, session_id, request, self.info.name)
                     return self._compact_now(session_id, request)
+            except CompactionReplayed:
+                raise  # a try of the same Compact landed first: its answer, no failure
             except Exception as error:
                 # Whoever started it may have stopped waiting (it went on in the
                 # background): said here, or nowhere. Refusals need no traceback.

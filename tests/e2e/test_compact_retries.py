@@ -9,14 +9,16 @@ of a compacted session would lose more detail, and cost a second model call).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
 from sessionstore_client import Client
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.conftest import RunningServer
+from tests.conftest import RunningServer, start_server
 from tests.e2e.test_context_engine import create, error_info, of_kind, turn
 from tests.e2e.test_grpc_api import Stub, append, refused, user
 from tests.support.fake_provider import FakeProvider, delay
@@ -25,6 +27,11 @@ from tests.support.fake_provider import FakeProvider, delay
 def compact(store: Stub, session_id: str, key: str, **fields: object) -> pb.CompactResponse:
     request = pb.CompactRequest(session_id=session_id, idempotency_key=key, **fields)  # type: ignore[arg-type]
     return store.Compact(request)
+
+
+def keyed_compactions(store: Stub, session_id: str, key: str) -> list[pb.SessionEvent]:
+    compactions = of_kind(store, session_id, "compaction_recorded")
+    return [e for e in compactions if e.compaction_recorded.idempotency_key == key]
 
 
 def compacted_session(store: Stub, **policy: object) -> pb.Session:
@@ -214,3 +221,132 @@ def test_every_answer_showing_a_compaction_shows_its_key(store: Stub) -> None:
         if e.version == keyed.version
     ]
     assert recorded == keyed.compaction
+
+
+# -- retries that reach another server -----------------------------------------------
+
+
+@contextmanager
+def two_servers(database_url: str) -> Iterator[tuple[Stub, Stub]]:
+    """Two servers on one database, as behind a load balancer: each with its own caches
+    and its own record of the Compact calls running on it."""
+    servers = [start_server(database_url), start_server(database_url)]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{s.port}") for s in servers]
+    try:
+        yield Stub(channels[0]), Stub(channels[1])
+    finally:
+        for channel in channels:
+            channel.close()
+        for server in servers:
+            server.stop(0)
+
+
+def test_a_retry_on_another_server_answers_the_first_compaction(database_url: str) -> None:
+    with two_servers(database_url) as (first_server, other_server):
+        # The other server wrote the session last before the first compacted it: its
+        # copy of the session is stale when the retry comes.
+        session = compacted_session(other_server)
+        first = compact(first_server, session.id, "c-1", force=True, instructions="keep names")
+        turn(first_server, session.id, 9, output_chars=3_000)
+        retry = compact(
+            other_server,
+            session.id,
+            "c-1",
+            force=True,
+            instructions="keep names",
+            expected_version=1,
+        )
+
+        assert first.compacted and not first.replayed
+        assert retry.compacted and retry.replayed
+        assert retry.version == first.version
+        assert retry.compaction == first.compaction
+        assert retry.compaction.idempotency_key == "c-1"
+        assert len(of_kind(other_server, session.id, "compaction_recorded")) == 1
+        # Another request under the key is refused there too, as on the first server.
+        message = refused(
+            lambda: compact(other_server, session.id, "c-1", force=True),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert f"'c-1' was used for a different compaction (version {first.version})" in message
+
+
+def in_thread(call: Callable[[], pb.CompactResponse]) -> Callable[[], pb.CompactResponse]:
+    """Starts the call in a thread; answers a function that waits for its answer."""
+    answer: list[pb.CompactResponse] = []
+    errors: list[Exception] = []
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+
+    def wait() -> pb.CompactResponse:
+        thread.join(timeout=60)
+        assert not errors, errors
+        (done,) = answer
+        return done
+
+    return wait
+
+
+def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:
+    return compacted_session(
+        store,
+        summarizer_model="openai/fake-summarizer",
+        summarizer_api_base=provider.openai_base,
+        summarizer_window_tokens=128_000,
+    )
+
+
+def test_a_retry_racing_its_first_try_on_another_server_answers_it(
+    database_url: str, provider: FakeProvider
+) -> None:
+    """Both tries summarise (the servers share no lock while a model writes); the
+    second to record finds the key taken under the session's write lock, records
+    nothing, and answers the first's compaction as a retry: replayed, not as its own."""
+    with two_servers(database_url) as (first_server, other_server):
+        session = summarised_session(other_server, provider)
+        provider.script(*[delay(1.5)] * 4)
+        first = in_thread(lambda: compact(first_server, session.id, "race", force=True))
+        assert eventually_called(provider)
+        # The retry looks for its key while the first try's summary is still being written.
+        retry = in_thread(lambda: compact(other_server, session.id, "race", force=True))
+        answers = [first(), retry()]
+
+        assert sorted(a.replayed for a in answers) == [False, True]
+        assert all(a.compacted for a in answers)
+        assert answers[0].version == answers[1].version
+        assert answers[0].compaction == answers[1].compaction
+        assert answers[0].plan.first_kept_entry_id == answers[1].plan.first_kept_entry_id
+        assert answers[0].compaction.idempotency_key == "race"
+        assert len(of_kind(first_server, session.id, "compaction_recorded")) == 1
+
+
+def test_a_retry_queued_on_another_server_while_the_first_lands_answers_it(
+    database_url: str, provider: FakeProvider
+) -> None:
+    """A try found no compaction under its key and queued behind another compaction on
+    its server; meanwhile the call, sent again to another server, landed there. When
+    its turn came the try found nothing left to compact (it answered so, not
+    replayed): it is a retry of the compaction that landed, and answers it."""
+    with two_servers(database_url) as (first_server, other_server):
+        session = summarised_session(other_server, provider)
+        provider.script(delay(3.0))
+        busy = in_thread(lambda: compact(other_server, session.id, "", force=True))
+        assert eventually_called(provider)
+        retry = in_thread(lambda: compact(other_server, session.id, "k", force=True))
+        time.sleep(0.5)  # the retry has looked for its key, and waits for the busy one
+        first = compact(first_server, session.id, "k", force=True)
+        busy()
+        answer = retry()
+
+        assert first.compacted and not first.replayed
+        assert answer.compacted and answer.replayed
+        assert answer.version == first.version
+        assert answer.compaction == first.compaction
+        assert len(keyed_compactions(first_server, session.id, "k")) == 1

@@ -30,24 +30,11 @@ def missing_schema(env: dict[str, str]) -> str:
 
 
 @contextmanager
-def setting_up_postgres(env: dict[str, str], create_schema: bool = True) -> Iterator[None]:
-    """Connects once, quickly, so that a wrong URL is told apart from a server that is down.
-
-    The library's pool would only say "couldn't get a connection after 10.00 sec"
-    for both. Creates the configured schema, which the library expects to exist,
-    and holds the block (the store creating its tables, indexes and functions)
-    under an advisory lock: servers and workers starting at once on an empty
-    database would otherwise race in CREATE ... IF NOT EXISTS, which PostgreSQL
-    lets fail on its catalog's unique keys. One sets up, the others wait and
-    find it done. Does nothing for other databases.
-
-    Without ``create_schema`` (an operator's command on a store that should exist)
-    a schema that is not there is refused, not made empty: a typo in the URL would
-    otherwise read as a store of no sessions.
-    """
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
-        yield
-        return
+def first_look(env: dict[str, str]) -> Iterator[psycopg.Connection[Any]]:
+    """A first connection to the configured PostgreSQL database (autocommit), made
+    quickly: a wrong URL is told apart from a server that is down (DatabaseUnreachable
+    says which), where the library's pool would say "couldn't get a connection after
+    10.00 sec" for both."""
     host, port, dbname = env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]
     try:
         conn = psycopg.connect(
@@ -70,6 +57,28 @@ def setting_up_postgres(env: dict[str, str], create_schema: bool = True) -> Iter
             f"cannot connect to PostgreSQL at {host}:{port}: {detail}"
         ) from None
     with conn:
+        yield conn
+
+
+@contextmanager
+def setting_up_postgres(env: dict[str, str], create_schema: bool = True) -> Iterator[None]:
+    """Connects once, quickly (first_look), before the library's pool.
+
+    Creates the configured schema, which the library expects to exist,
+    and holds the block (the store creating its tables, indexes and functions)
+    under an advisory lock: servers and workers starting at once on an empty
+    database would otherwise race in CREATE ... IF NOT EXISTS, which PostgreSQL
+    lets fail on its catalog's unique keys. One sets up, the others wait and
+    find it done. Does nothing for other databases.
+
+    Without ``create_schema`` (an operator's command on a store that should exist)
+    a schema that is not there is refused, not made empty: a typo in the URL would
+    otherwise read as a store of no sessions.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield
+        return
+    with first_look(env) as conn:
         schema = env.get("POSTGRES_SCHEMA")
         # Held by this connection until the block ends (or the process does).
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"sessionstore setup {schema}",))

@@ -35,7 +35,11 @@ from services.adapters.idempotency_keys import TABLE_SUFFIX as KEYS_TABLE_SUFFIX
 from services.adapters.idempotency_keys import KeyRow
 from services.adapters.postgres_arrays import BigintArray, ByteaArray, TextArray, register
 from services.adapters.postgres_notifications import NotificationLog
-from services.adapters.postgres_schema import PostgresSchema
+from services.adapters.postgres_schema import (
+    HEAD_FUNCTION_SUFFIX,
+    INSERT_FUNCTION_SUFFIX,
+    PostgresSchema,
+)
 from services.adapters.postgres_wakeups import SaveWakeups
 from services.adapters.sealing import TABLE_SUFFIX as DATA_KEYS_TABLE_SUFFIX
 from services.adapters.sealing import DataKeyRow, KeyRange, ShredRow
@@ -61,8 +65,8 @@ class PostgresEventRecorder(PostgresSchema, NotificationLog, PostgresApplication
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ids_table_name = self.events_table_name + TABLE_SUFFIX
-        self.insert_function_name = self.events_table_name + "_insert"
-        self.head_function_name = self.events_table_name + "_head"
+        self.insert_function_name = self.events_table_name + INSERT_FUNCTION_SUFFIX
+        self.head_function_name = self.events_table_name + HEAD_FUNCTION_SUFFIX
         self._wakeups = SaveWakeups(self.datastore, self.channel_name)
         self._insert_call: bytes | None = None
         # Statements composed for this schema once, by their template.

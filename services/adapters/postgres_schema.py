@@ -25,6 +25,9 @@ from services.adapters.postgres_ordering import (
 )
 
 BACKFILL_PAGE = 1000
+# The stored functions' names: the events' table's, with these suffixes.
+INSERT_FUNCTION_SUFFIX = "_insert"
+HEAD_FUNCTION_SUFFIX = "_head"
 
 
 class PostgresSchema:

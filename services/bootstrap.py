@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.adapters.event_store import EventStore, build_event_store
+from services.adapters.migration_checks import (
+    require_migrated_to_read,
+    require_migrated_to_start,
+)
 from services.adapters.providers import load_providers
-from services.adapters.read_model_db import require_migrated_to_read
 from services.adapters.retention_file import read_policies
 from services.adapters.summarizers import build_summarizer
 from services.app import tenancy
@@ -129,6 +132,19 @@ def build_sessions(
     )
 
 
+def build_events(config: Config, *, read_models: bool) -> EventStore:
+    """The event store of a server or a worker. One that migrates at start (the
+    default) creates the tables, indexes and functions the store lacks; one told not
+    to (SESSIONSTORE_MIGRATE_AT_START=false) creates nothing: it is refused, in one
+    line naming `sessionstore migrate`, before the store is opened, unless that has
+    brought the store to this release, the read models included where the process
+    keeps or reads them (``read_models``)."""
+    if config.migrate_at_start or config.database_url == "memory:":
+        return build_event_store(config)
+    require_migrated_to_start(config.database_url, read_models=read_models)
+    return build_event_store(config, create_tables=False)
+
+
 def build_service(config: Config) -> SessionService:
     return build_application(config).sessions
 
@@ -138,7 +154,15 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
     observability = Observability(config, tracer_provider)
     providers = load_providers(config.providers_file)
     factories = installed_engines()
-    sessions = build_sessions(config, build_event_store(config), engine_names=factories)
+    # The read models are kept or read here unless the database is memory: or
+    # projections are off.
+    keeps_read_models = config.database_url != "memory:" and config.projections != "off"
+    try:
+        events = build_events(config, read_models=keeps_read_models)
+    except BaseException:
+        observability.close()  # a refused start leaves nothing open behind it
+        raise
+    sessions = build_sessions(config, events, engine_names=factories)
     runner = CompactionRunner(config.compaction_workers)
     # The engines act on sessions through the service (their SessionPort), and
     # hear of every save from the write path.
@@ -152,7 +176,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         wrap=observability.engine,
     )
     read_models = None
-    if config.database_url != "memory:" and config.projections != "off":
+    if keeps_read_models:
         try:
             read_models = build_read_models(
                 sessions.store,
@@ -239,18 +263,21 @@ def retention_on_database(
     """Retention straight on the database, as ``migrate`` works, for the CLI: the session
     catalog is first brought up to the store's latest event, so the plan sees every
     session; no projection is left running. A PostgreSQL schema that is not there is
-    refused, not made; without ``may_migrate`` (a dry run), so are tables behind this
-    release."""
+    refused, not made; without ``may_migrate`` (a dry run), so is a store behind this
+    release (its tables missing, or not migrated), and nothing is created."""
+    config = Config(database_url=database_url)
+    migrating = may_migrate and config.migrate_at_start
     if not may_migrate:
         require_migrated_to_read(database_url)
-    config = Config(database_url=database_url)
-    events = build_event_store(config, create_schema=False)
+    elif not migrating:
+        require_migrated_to_start(database_url, read_models=True)
+    events = build_event_store(config, create_schema=False, create_tables=migrating)
     try:
         models = build_read_models(
             events,
             database_url,
             run_projection=False,
-            migrate_first=may_migrate and config.migrate_at_start,
+            migrate_first=migrating,
             poll_seconds=0,
         )
         try:

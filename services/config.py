@@ -106,8 +106,10 @@ class Config(BaseSettings):
     )
     migrate_at_start: bool = Field(
         True,
-        description="apply the read models' migrations when the server or worker starts (under "
-        "a lock); set false when `sessionstore migrate` runs as a deploy step",
+        description="create the event store's tables and apply the read models' migrations "
+        "when the server or worker starts (under a lock); set false when `sessionstore "
+        "migrate` runs as a deploy step: the process then creates no table, and refuses a "
+        "store whose tables are missing or behind",
     )
     projection_poll_seconds: float = Field(
         0.2,

@@ -22,9 +22,8 @@ import threading
 
 import structlog
 
-from services.adapters.event_store import build_event_store
 from services.adapters.start_errors import START_ERRORS, redacted, start_refusal
-from services.bootstrap import build_scheduled_retention, build_sessions
+from services.bootstrap import build_events, build_scheduled_retention, build_sessions
 from services.config import load_config
 from services.logs import configure_logging
 from services.observability.setup import serve_worker_metrics
@@ -41,7 +40,7 @@ def main() -> None:
     config = load_config("sessionstore-worker")
     configure_logging(config)
     try:
-        events = build_event_store(config)
+        events = build_events(config, read_models=True)
         models = build_read_models(
             events,
             config.database_url,

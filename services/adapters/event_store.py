@@ -34,6 +34,7 @@ from services.adapters.event_keys import (
     keys_being_read,
     keys_being_written,
 )
+from services.adapters.event_tables import STORE_NAME
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
 from services.adapters.legacy_tenants import legacy_tenants
@@ -60,24 +61,38 @@ ENTRIES_PER_SNAPSHOT = 1_000
 class EventStore(Application[str]):
     """Sessions' events and snapshots, in one of the library's recorders."""
 
-    name = "SessionStore"
+    name = STORE_NAME
     # Tells the library to keep a snapshot store and load from it; save_session
     # decides when to take one.
     snapshotting_intervals = {Session: 100}  # noqa: RUF012  (the library's class attribute)
 
     def __init__(
-        self, env: dict[str, str], snapshot_interval: int = 100, create_schema: bool = True
+        self,
+        env: dict[str, str],
+        snapshot_interval: int = 100,
+        create_schema: bool = True,
+        *,
+        create_tables: bool = True,
     ) -> None:
+        """``create_tables``: create the tables, indexes and functions the store lacks
+        (filling those added since from the stored events), as a process that
+        migrates does; without it nothing is created, not even the PostgreSQL
+        schema, and the tables must be there (services.adapters.event_tables says
+        which a database lacks: look first)."""
         self._probe: PostgresProbe | None = None
-        with setting_up_postgres(env, create_schema):
+        if not create_tables:
+            env = {**env, "CREATE_TABLE": "n"}  # the library's recorders make none
+        self.backfilled_ids = 0
+        with setting_up_postgres(env, create_schema and create_tables):
             super().__init__(env=env)
-            self._index_topics()
-            self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
-            self._indexing_recorder.create_key_table()
-            self._indexing_recorder.create_data_key_table()
+            if create_tables:
+                self._index_topics()
+                self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
+                self._indexing_recorder.create_key_table()
+                self._indexing_recorder.create_data_key_table()
         self.snapshot_interval = snapshot_interval
         # Bare stream ids of other tenants' sessions stored before ids were scoped.
-        self.legacy_tenants = legacy_tenants(self.recorder)
+        self.legacy_tenants = legacy_tenants(self.recorder, create=create_tables)
 
     def construct_mapper(self) -> Mapper[str]:
         mapper = self.factory.mapper(
@@ -381,10 +396,14 @@ def _snapshot_due(
     return before // ENTRIES_PER_SNAPSHOT != session.entry_count // ENTRIES_PER_SNAPSHOT
 
 
-def build_event_store(config: Config, *, create_schema: bool = True) -> EventStore:
+def build_event_store(
+    config: Config, *, create_schema: bool = True, create_tables: bool = True
+) -> EventStore:
     """The store the configuration names (the server's, the worker's, the admin's);
     without ``create_schema``, only one whose PostgreSQL schema exists (for admin
-    commands on a store, which must not make an empty one of a typo).
+    commands on a store, which must not make an empty one of a typo); without
+    ``create_tables``, one whose tables exist, for a process that does not migrate
+    (EventStore: it creates nothing at all).
 
     Without the library's aggregate cache: it holds aggregates by count, outside
     the cache cap (10,000 of them, some 50 MB, were set before). The server keeps
@@ -394,4 +413,5 @@ def build_event_store(config: Config, *, create_schema: bool = True) -> EventSto
         config.eventsourcing_env(),
         snapshot_interval=config.snapshot_interval,
         create_schema=create_schema,
+        create_tables=create_tables,
     )

@@ -33,15 +33,16 @@ TENANT_KEY = b'"tenant":"'
 DEFAULT_TENANT_KEY = b'"tenant":"default"'
 
 
-def legacy_tenants(recorder: Any) -> dict[str, str]:
+def legacy_tenants(recorder: Any, *, create: bool = True) -> dict[str, str]:
     """Bare stream id -> tenant, of the sessions of tenants other than the default one
-    stored before ids were scoped; the table is made (and filled) the first time."""
+    stored before ids were scoped; the table is made (and filled) the first time,
+    by a process that migrates (``create``). Without ``create`` it is only read."""
     if not hasattr(recorder, "datastore"):
         return {}  # the in-memory recorder: nothing stored before
     table = recorder.events_table_name + TABLE_SUFFIX
     if isinstance(recorder, PostgresApplicationRecorder):
-        return _postgres(recorder, table)
-    return _sqlite(recorder, table)
+        return _postgres(recorder, table, create)
+    return _sqlite(recorder, table, create)
 
 
 def _foreign(rows: Any) -> list[tuple[str, str]]:
@@ -54,14 +55,18 @@ def _foreign(rows: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _postgres(recorder: Any, table: str) -> dict[str, str]:
+def _postgres(recorder: Any, table: str, create: bool) -> dict[str, str]:
     datastore = recorder.datastore
     names = {
         "schema": sql.Identifier(datastore.schema),
         "table": sql.Identifier(table),
         "events": sql.Identifier(recorder.events_table_name),
     }
-    with datastore.transaction(commit=True) as cursor:
+    listed = sql.SQL("SELECT session_id, tenant FROM {schema}.{table}").format(**names)
+    with datastore.transaction(commit=create) as cursor:
+        if not create:
+            cursor.execute(listed)
+            return {r["session_id"]: r["tenant"] for r in cursor.fetchall()}
         cursor.execute(
             "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{datastore.schema}.{table}",)
         )
@@ -87,13 +92,16 @@ def _postgres(recorder: Any, table: str) -> dict[str, str]:
                 cursor.executemany(
                     sql.SQL("INSERT INTO {schema}.{table} VALUES (%s, %s)").format(**names), found
                 )
-        cursor.execute(sql.SQL("SELECT session_id, tenant FROM {schema}.{table}").format(**names))
+        cursor.execute(listed)
         return {r["session_id"]: r["tenant"] for r in cursor.fetchall()}
 
 
-def _sqlite(recorder: Any, table: str) -> dict[str, str]:
-    with recorder.datastore.get_connection(commit=True) as conn:
+def _sqlite(recorder: Any, table: str, create: bool) -> dict[str, str]:
+    with recorder.datastore.get_connection(commit=create) as conn:
         c = conn.cursor()
+        if not create:
+            c.execute(f"SELECT session_id, tenant FROM {table}")
+            return {row[0]: row[1] for row in c.fetchall()}
         c.execute("BEGIN IMMEDIATE")
         try:
             c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,))

@@ -1,4 +1,5 @@
-"""The PostgreSQL recorder's own tables and functions, created at start.
+"""The PostgreSQL recorder's own tables and functions, created by a process that
+migrates (services.adapters.event_tables).
 
 Several servers may start at once on one database: each creation runs under
 an advisory lock, so one creates and the others wait and find it made. The id

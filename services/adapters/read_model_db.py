@@ -26,7 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from domain.errors import Unavailable
-from services.adapters.postgres_check import DatabaseUnreachable, missing_schema
+from services.adapters.postgres_check import missing_schema
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
 
@@ -236,6 +236,16 @@ def refuse_tables_ahead(current: set[str]) -> None:
         )
 
 
+def refuse_newer_release(database: ReadModelDatabase) -> None:
+    """refuse_tables_ahead, for a migration before it creates or replaces anything
+    (a newer release's stored functions included); on a plain connection, so that a
+    database that cannot be reached is named in the driver's words."""
+    with database.reader.connect() as connection:
+        if database.schema and not inspect(connection).has_schema(database.schema):
+            return  # a store yet to be made
+        refuse_tables_ahead(_applied(connection, database.schema))
+
+
 def _applied(connection: Connection, schema: str | None) -> set[str]:
     """The revisions the tables are at (alembic's version table), none before the first."""
     if not inspect(connection).has_table(VERSION_TABLE, schema=schema):
@@ -248,51 +258,19 @@ def migrations_behind(database: ReadModelDatabase) -> str:
     """Empty when the read models' tables are at this release's latest migration,
     else where they are (for a process that waits for another to migrate). Tables
     a newer release migrated are refused (StartRefused): no wait would help."""
-    heads = latest_migrations()
     with reading(database.reader) as connection:
         if database.schema and not inspect(connection).has_schema(database.schema):
             return missing_schema(database.env)  # a typo, or the migration job not run yet
-        current = _applied(connection, database.schema)
+        return read_models_behind(connection, database.schema)
+
+
+def read_models_behind(connection: Connection, schema: str | None) -> str:
+    """migrations_behind, on a connection open in a schema that exists."""
+    current = _applied(connection, schema)
     refuse_tables_ahead(current)
+    heads = latest_migrations()
     return "" if current == heads else _where(current, heads)
 
 
 def _where(current: set[str], heads: set[str]) -> str:
     return f"at {', '.join(sorted(current)) or 'no migration'}, not {', '.join(sorted(heads))}"
-
-
-def require_migrated_to_read(database_url: str) -> None:
-    """Refuses, in one line, tables not at this release's latest migration, for an
-    operator's command that only reads the store (`readmodels status`, `retention
-    plan`): it must not migrate a store the running release still serves. Checked
-    before the event store is opened, which would add its own tables, and on a
-    plain connection, so that a database that cannot be reached is named as the
-    other commands name it."""
-    database = open_database(database_url)
-    try:
-        with database.reader.connect() as connection:
-            if database.schema and not inspect(connection).has_schema(database.schema):
-                raise DatabaseUnreachable(missing_schema(database.env))
-            current = _applied(connection, database.schema)
-    finally:
-        database.dispose()
-    refuse_tables_ahead(current)
-    heads = latest_migrations()
-    if current != heads:
-        raise StartRefused(
-            f"read models not migrated: {_where(current, heads)}: run `sessionstore migrate` "
-            "first (this command only reads, and migrates nothing)"
-        )
-
-
-def require_migrated(database: ReadModelDatabase) -> None:
-    """Refuses a start on tables this release has not migrated, for a process told not
-    to migrate them itself: it would serve every listing UNAVAILABLE (or project into
-    tables that are not there) while its health said SERVING."""
-    behind = migrations_behind(database)
-    if behind:
-        raise StartRefused(
-            f"the read models' tables are not at this release's latest migration ({behind}) "
-            "and SESSIONSTORE_MIGRATE_AT_START is false: run `sessionstore migrate` first, "
-            "or start with SESSIONSTORE_MIGRATE_AT_START=true"
-        )

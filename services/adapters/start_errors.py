@@ -16,8 +16,9 @@ from eventsourcing.persistence import PersistenceError
 
 
 class StartRefused(Exception):
-    """The store is not in a state this process may start on (its read models' tables
-    not migrated, with migrating at start turned off); the message says what to run."""
+    """The store is not in a state this process may start on (its tables missing or
+    not migrated, for a process told not to migrate or that only reads); the message
+    says what to run."""
 
 
 # What stops a server, a worker or an admin command at its start: a misconfigured

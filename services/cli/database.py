@@ -81,8 +81,8 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
 @click.option(
     "--check",
     is_flag=True,
-    help="Migrate nothing: exit 0 when the database is at this release's latest "
-    "migration, 1 when not.",
+    help="Migrate and create nothing: exit 0 when the store is at this release (its "
+    "tables made, the read models at the latest migration), 1 when not.",
 )
 @click.option(
     "--wait",
@@ -94,7 +94,8 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
 )
 @says_database_errors
 def migrate(database_url: str, check: bool, wait: float) -> None:
-    """Apply the read models' schema migrations (safe to run from several replicas)."""
+    """Create the event store's tables and apply the read models' schema migrations
+    (safe to run from several replicas)."""
     from services.readmodels.admin import migrate_database, wait_until_migrated
 
     if check:
@@ -103,14 +104,14 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
         file = sqlite_file(database_url)
         if file is not None and not _appears(file, wait):
             click.echo(
-                f"read models not migrated: no database at {file.resolve()} (name the "
+                f"store not migrated: no database at {file.resolve()} (name the "
                 "store's database with --database-url or SESSIONSTORE_DATABASE_URL)",
                 err=True,
             )
             raise click.exceptions.Exit(1)
         behind = wait_until_migrated(database_url, wait)
         if behind:
-            click.echo(f"read models not migrated: {behind}", err=True)
+            click.echo(f"store not migrated: {behind}", err=True)
             raise click.exceptions.Exit(1)
         click.echo("read models at the latest migration")
         return

@@ -13,12 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from services.adapters.event_store import build_event_store
+from services.adapters.migration_checks import not_migrated, require_migrated_to_read
 from services.adapters.read_model_db import (
     is_transient,
     migrate,
-    migrations_behind,
     open_database,
-    require_migrated_to_read,
+    refuse_newer_release,
 )
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
@@ -28,8 +28,14 @@ from services.readmodels.service import ModelStatus, ReadModels, build_read_mode
 
 
 def migrate_database(database_url: str) -> None:
+    """Brings the store to this release: the event store's tables, indexes and
+    functions created where missing (those a release added filled from the stored
+    events), then the read models migrated. A server or worker told not to migrate,
+    and the commands that only read, create none of them: this is what makes them."""
     database = open_database(database_url)
     try:
+        refuse_newer_release(database)
+        build_event_store(Config(database_url=database_url)).close()
         migrate(database)
     finally:
         database.dispose()
@@ -37,14 +43,15 @@ def migrate_database(database_url: str) -> None:
 
 def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -> str:
     """Waits up to ``seconds`` for another process (a deploy's migration job) to bring
-    the read models to this release's latest migration; answers why not, or empty.
-    A database not up yet is waited for too."""
+    the store to this release (the event store's tables made, the read models at the
+    latest migration); answers why not, or empty. A database not up yet is waited
+    for too."""
     database = open_database(database_url)
     give_up_at = time.monotonic() + seconds
     try:
         while True:
             try:
-                behind = migrations_behind(database)
+                behind = not_migrated(database)
             except Exception as error:
                 if not is_transient(error):
                     raise
@@ -62,13 +69,14 @@ def _read_models(
     database_url: str, recall_index: bool = False, *, migrate_first: bool = True
 ) -> Iterator[ReadModels]:
     """The read models of the database, migrated (without ``migrate_first``: refused
-    unless migrated already), with no projection running here; the recall index
-    among them when SESSIONSTORE_RECALL_INDEX or ``recall_index`` asks for it. A
-    PostgreSQL schema that is not there is refused, not made."""
+    unless the store is at this release already, and nothing created), with no
+    projection running here; the recall index among them when
+    SESSIONSTORE_RECALL_INDEX or ``recall_index`` asks for it. A PostgreSQL schema
+    that is not there is refused, not made."""
     if not migrate_first:
         require_migrated_to_read(database_url)
     config = Config(database_url=database_url)
-    events = build_event_store(config, create_schema=False)
+    events = build_event_store(config, create_schema=False, create_tables=migrate_first)
     try:
         models = build_read_models(
             events,

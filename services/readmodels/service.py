@@ -26,12 +26,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from domain.errors import PreconditionFailed, Unavailable, VersionOutOfRange
 from services import deadline
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import (
-    ReadModelDatabase,
-    migrate,
-    open_database,
-    require_migrated,
-)
+from services.adapters.migration_checks import require_migrated
+from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
 from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_store import Quarantined, ReadModelStore, describe_error
 from services.adapters.read_model_writers import Catalog, CompactionAudit, PruneAudit

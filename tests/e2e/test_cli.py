@@ -667,7 +667,7 @@ def test_migrate_check_does_not_make_the_database_it_checks(tmp_path: pathlib.Pa
     database = ["--database-url", f"sqlite:///{tmp_path}/absent.db"]
     checked = CliRunner().invoke(cli, ["migrate", "--check", *database])
     assert checked.exit_code == 1, checked.output
-    assert f"read models not migrated: no database at {tmp_path / 'absent.db'}" in checked.output
+    assert f"store not migrated: no database at {tmp_path / 'absent.db'}" in checked.output
     assert not (tmp_path / "absent.db").exists()
     status = CliRunner().invoke(cli, ["readmodels", "status", *database])
     assert status.exit_code == 2 and "no database at" in status.output

@@ -238,7 +238,7 @@ def test_a_command_that_only_reads_refuses_tables_behind_and_migrates_nothing(
         result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
         assert result.exit_code == 1, result.output
         (line,) = result.output.splitlines()
-        assert line.startswith("Error: read models not migrated: at 0005, not 0006")
+        assert line.startswith("Error: store not migrated: read models at 0005, not 0006")
         assert "run `sessionstore migrate` first" in line
         assert migrations_behind(database) == "at 0005, not 0006"
         assert _tables(database) == tables

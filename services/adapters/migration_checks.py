@@ -1,0 +1,110 @@
+"""Whether a store is at this release: the event store's tables there, the read
+models at the latest migration.
+
+Asked by what must not migrate: a server or worker told not to
+(SESSIONSTORE_MIGRATE_AT_START=false), `migrate --check`, and the commands that
+only read. Each asks before it opens the event store, on plain connections, and
+changes nothing: a store behind, an empty database included, is refused in one
+line naming `sessionstore migrate`, the one command (with a start that migrates)
+that creates or migrates tables.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, inspect
+
+from services.adapters.event_tables import describe_missing, missing_event_tables
+from services.adapters.postgres_check import DatabaseUnreachable, first_look, missing_schema
+from services.adapters.read_model_db import (
+    ReadModelDatabase,
+    open_database,
+    read_models_behind,
+    reading,
+)
+from services.adapters.start_errors import StartRefused
+from services.config import sqlite_file
+
+START_REFUSAL = (
+    "the store's tables are not at this release's latest migration ({behind}) and "
+    "SESSIONSTORE_MIGRATE_AT_START is false: run `sessionstore migrate` first, or start "
+    "with SESSIONSTORE_MIGRATE_AT_START=true"
+)
+
+
+def store_behind(
+    connection: Connection, database: ReadModelDatabase, *, read_models: bool = True
+) -> str:
+    """Empty when the store is at this release, else what is not, in a phrase: the
+    event store's tables missing and (with ``read_models``) where the read models
+    are. Tables a newer release migrated are refused (StartRefused), whatever else."""
+    behind = read_models_behind(connection, database.schema) if read_models else ""
+    missing = missing_event_tables(connection, database.env)
+    parts = [describe_missing(missing, database.env)] if missing else []
+    if behind:
+        parts.append(f"read models {behind}")
+    return "; ".join(parts)
+
+
+def not_migrated(database: ReadModelDatabase, *, read_models: bool = True) -> str:
+    """store_behind, for a process that waits for another to migrate: a schema not
+    there yet is named, and a database that cannot be reached is Unavailable."""
+    with reading(database.reader) as connection:
+        if database.schema and not inspect(connection).has_schema(database.schema):
+            return missing_schema(database.env)  # a typo, or the migration job not run yet
+        return store_behind(connection, database, read_models=read_models)
+
+
+def require_migrated(database: ReadModelDatabase) -> None:
+    """Refuses a start on a store this release has not migrated, for a process told
+    not to migrate it itself: it would serve every listing UNAVAILABLE (or project
+    into tables that are not there) while its health said SERVING."""
+    behind = not_migrated(database)
+    if behind:
+        raise StartRefused(START_REFUSAL.format(behind=behind))
+
+
+def require_migrated_to_start(database_url: str, *, read_models: bool) -> None:
+    """require_migrated, for a server or worker told not to migrate, before it opens
+    the event store (which would create the tables it lacks) and on ``database_url``
+    itself: a SQLite file that is not there is not made, and a PostgreSQL server that
+    cannot be reached, a database or a schema that is not there are named as a start
+    that migrates names them. ``read_models``: whether the process keeps or reads them
+    (not with SESSIONSTORE_PROJECTIONS=off)."""
+    file = sqlite_file(database_url)
+    if file is not None and not file.exists():
+        raise StartRefused(START_REFUSAL.format(behind=f"no database at {file.resolve()}"))
+    database = open_database(database_url)
+    try:
+        if database.postgres:
+            with first_look(database.env):
+                pass
+        with database.reader.connect() as connection:
+            if database.schema and not inspect(connection).has_schema(database.schema):
+                behind = f"no schema {database.schema!r} in the database"
+            else:
+                behind = store_behind(connection, database, read_models=read_models)
+    finally:
+        database.dispose()
+    if behind:
+        raise StartRefused(START_REFUSAL.format(behind=behind))
+
+
+def require_migrated_to_read(database_url: str) -> None:
+    """Refuses, in one line, a store not at this release, for an operator's command
+    that only reads it (`readmodels status`, `retention plan`): it must neither
+    migrate a store the running release still serves nor make the tables of an
+    empty one. Checked before the event store is opened, and on a plain connection,
+    so that a database that cannot be reached is named as the other commands name it."""
+    database = open_database(database_url)
+    try:
+        with database.reader.connect() as connection:
+            if database.schema and not inspect(connection).has_schema(database.schema):
+                raise DatabaseUnreachable(missing_schema(database.env))
+            behind = store_behind(connection, database)
+    finally:
+        database.dispose()
+    if behind:
+        raise StartRefused(
+            f"store not migrated: {behind}: run `sessionstore migrate` first (this "
+            "command only reads: it creates and migrates nothing)"
+        )

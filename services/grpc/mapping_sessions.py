@@ -72,8 +72,28 @@ def _values(policy: Any) -> dict[str, Any]:
     return {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy)}
 
 
+# The messages of the settings shown last, by the settings' identity: a session's
+# settings object lives as long as its aggregate, and is shown on every GetSession
+# and listing, where building its message took some 60 us. Holding the settings
+# keeps their id from being reused while they are held.
+_SHOWN: dict[int, tuple[SessionSettings, int, pb.SessionSettings]] = {}
+_SHOWN_MAX = 1_024
+
+
 def settings_to_pb(settings: SessionSettings, context_window_tokens: int) -> pb.SessionSettings:
-    """The settings, showing the window in force whatever its source."""
+    """The settings, showing the window in force whatever its source. Shared between
+    calls: copy it (as a message field given to a constructor is), never change it."""
+    shown = _SHOWN.get(id(settings))
+    if shown is not None and shown[0] is settings and shown[1] == context_window_tokens:
+        return shown[2]
+    message = _settings_message(settings, context_window_tokens)
+    if len(_SHOWN) >= _SHOWN_MAX:
+        _SHOWN.clear()
+    _SHOWN[id(settings)] = (settings, context_window_tokens, message)
+    return message
+
+
+def _settings_message(settings: SessionSettings, context_window_tokens: int) -> pb.SessionSettings:
     pruning = _values(settings.pruning)
     tools = pb.ToolFilter(allow=pruning.pop("allow_tools"), deny=pruning.pop("deny_tools"))
     return pb.SessionSettings(

@@ -6,18 +6,19 @@ refused, or fails, answering the append with what GetPromptView would say."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 import structlog.testing
 
-from projections.read_models.recall import content_hash
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from services.adapters import read_model_tables as t
-from services.adapters.embeddings import provider_key
+from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import Stub, append, new_session, refused, text, user
+from tests.support.engine_plugins import installed_engine
 
 
 def _turn(
@@ -107,25 +108,47 @@ def test_an_append_whose_view_is_refused_still_answers_the_append(store: Stub) -
     assert store.GetSession(pb.GetSessionRequest(session_id=session)).entry_count == 2
 
 
+# A third-party context engine with a bug of its own, installed as a package installs
+# one: whatever it raises is no refusal the store knows, so GetPromptView answers
+# INTERNAL for its sessions' views. (Appends never ask the engine for a view.)
+FAULTY_ENGINE = '''
+from services.engine.sliding_window import SlidingWindowEngine
+
+
+class Engine(SlidingWindowEngine):
+    """Sizes each view by a window of its own per session, from a table it never fills."""
+
+    windows: dict[str, int] = {}
+
+    def assemble(self, session_id, token_budget, deadline):
+        return super().assemble(session_id, self.windows[session_id], deadline)
+'''
+
+
+@pytest.fixture
+def faulty_engine_store(database_url: str, tmp_path: Path) -> Iterator[Stub]:
+    """A server started with the faulty engine installed, and a client of it."""
+    with installed_engine(tmp_path, "faulty", "faulty_engine", FAULTY_ENGINE):
+        running = start_server(database_url)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+                yield pb_grpc.SessionStoreStub(channel)
+        finally:
+            running.stop(0)
+
+
 def test_an_append_whose_view_fails_on_a_fault_answers_the_append_once(
-    store: Stub, server: RunningServer
+    faulty_engine_store: Stub,
 ) -> None:
     """A view that fails for no refusal of the store's own answers the append all the
     same: its write stands, and a failed call would have the client send it again.
-    The fault: the recall cache's embedding of the newest turn is stored as bytes that
-    are no vector (as a damaged row, or another program's write, would leave), which
-    the view's retrieval reads right after the write, so GetPromptView answers
-    INTERNAL. The call says that status, never the traceback, which the log has."""
-    memory = pb.MemoryPolicy(
-        retrieval_top_k=2,
-        embedding_model=_EMBEDDING_MODEL,
-        # Never asked: the cached embedding of the question is read first.
-        embedding_api_base=_NO_PROVIDER,
-    )
-    created = new_session(store, model="gpt-4o", memory=memory)
+    The fault: the session's context engine, a plug-in, fails with an error of its own
+    while assembling every view, so GetPromptView answers INTERNAL. The call says
+    that status, never the traceback, which the log has."""
+    store = faulty_engine_store
+    created = new_session(store, model="gpt-4o", engine="faulty")
     session = created.id
     question = "Which vault path holds the staging password?"
-    _damage_cached_embedding(server, question)
 
     with structlog.testing.capture_logs() as logs:
         turn = append(
@@ -144,34 +167,13 @@ def test_an_append_whose_view_fails_on_a_fault_answers_the_append_once(
     assert "Traceback" not in turn.view_after_append_error
     (logged,) = [e for e in logs if e["event"] == "view after append failed"]
     assert logged["log_level"] == "error"
-    assert isinstance(logged["exc_info"], ValueError)  # the damaged vector's
+    assert isinstance(logged["exc_info"], KeyError)  # the engine's own
 
     # Written once: the log holds the question once, at the version the call answered.
     log = store.GetDurableLog(pb.GetViewRequest(session_id=session))
     assert [e.content[0].text.text for e in log.entries] == [question]
     assert [e.id for e in log.entries] == list(turn.entry_ids)
     assert log.version == turn.version
-
-
-_EMBEDDING_MODEL = "openai/text-embedding-3-small"
-_NO_PROVIDER = "http://127.0.0.1:9/v1"
-
-
-def _damage_cached_embedding(server: RunningServer, text: str) -> None:
-    """Stores, as the embedding of ``text`` in the recall cache, three bytes: no
-    vector of four-byte floats."""
-    models = server.app.read_models
-    assert models is not None
-    row = {
-        "provider": provider_key(_EMBEDDING_MODEL, _NO_PROVIDER),
-        "model": _EMBEDDING_MODEL,
-        "content_hash": content_hash(text),
-        "dimensions": 1,
-        "vector": b"\x00\x01\x02",
-        "created_us": 0,
-    }
-    with models.database.writer.begin() as connection:
-        connection.execute(t.recall_embeddings.insert(), [row])
 
 
 def test_a_replayed_append_answers_the_current_view(store: Stub) -> None:
@@ -193,8 +195,6 @@ def test_another_servers_write_is_in_the_view_after_an_append(
             grpc.insecure_channel(f"127.0.0.1:{server.port}") as a,
             grpc.insecure_channel(f"127.0.0.1:{second.port}") as b,
         ):
-            from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-
             here, there = pb_grpc.SessionStoreStub(a), pb_grpc.SessionStoreStub(b)
             session = new_session(here, model="gpt-4o").id
             held = _turn(here, session, 0).view_after_append

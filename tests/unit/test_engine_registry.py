@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,33 +16,22 @@ from services.config import Config
 from services.engine.base import EngineContext
 from services.engine.registry import EngineRegistry
 from services.engine.runner import CompactionRunner
+from tests.support.engine_plugins import installed_engine
 from tests.unit.support import user
 
 ENGINE_MODULE = '''
 from services.engine.sliding_window import SlidingWindowEngine
 
 
-class KeepEverything(SlidingWindowEngine):
+class Engine(SlidingWindowEngine):
     """A plug-in engine: the sliding window under another name."""
 '''
 
 
 @pytest.fixture
 def installed_plugin(tmp_path: Path) -> Iterator[None]:
-    """A package installed the way pip leaves one: its module and a dist-info with entry points."""
-    (tmp_path / "keep_everything_engine.py").write_text(ENGINE_MODULE)
-    dist = tmp_path / "keep_everything_engine-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: keep-everything-engine\nVersion: 1.0\n"
-    )
-    (dist / "entry_points.txt").write_text(
-        "[sessionstore.context_engines]\nkeep-everything = keep_everything_engine:KeepEverything\n"
-    )
-    sys.path.insert(0, str(tmp_path))
-    yield
-    sys.path.remove(str(tmp_path))
-    sys.modules.pop("keep_everything_engine", None)
+    with installed_engine(tmp_path, "keep-everything", "keep_everything_engine", ENGINE_MODULE):
+        yield
 
 
 def test_an_engine_registered_by_entry_point_serves_sessions(installed_plugin: None) -> None:

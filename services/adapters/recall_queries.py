@@ -9,7 +9,10 @@ sessions searched: sqlite-vec cannot be loaded by this Python's sqlite3 (built
 without extension loading) and pgvector is not installed on the PostgreSQL
 this runs against. A session's vectors are kept in memory between searches,
 checked against the index with one aggregate query each time, so a search
-whose embeddings are all cached costs a query and a matrix product.
+whose embeddings are all cached costs a query and a matrix product. Cached
+embeddings are decoded by services.adapters.embedding_rows, which sets the
+damaged ones aside: they are answered as missing, and stored again replace
+them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from services.adapters import read_model_tables as t
+from services.adapters.embedding_rows import DamagedEmbedding, DamageReports, decode_embeddings
 from services.adapters.read_model_db import ReadModelDatabase, reading
 
 if TYPE_CHECKING:
@@ -114,6 +118,7 @@ class RecallQueries:
         self.database = database
         self._vectors: OrderedDict[tuple[Any, ...], _VectorSet] = OrderedDict()
         self._lock = threading.Lock()
+        self.damage = DamageReports()
 
     def fulltext(self, scope: RecallScope, words: Sequence[str], limit: int) -> list[ChunkRow]:
         """The best ``limit`` chunks matching any of the words, best first."""
@@ -167,17 +172,26 @@ class RecallQueries:
             return (newest, *sorted(rows))
 
     def vectors(
-        self, scope: RecallScope, provider: str, model: str, generation: tuple[Any, ...]
+        self,
+        scope: RecallScope,
+        provider: str,
+        model: str,
+        generation: tuple[Any, ...],
+        size: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
         """(chunk ids, their vectors as unit rows) of the chunks in scope whose embedding
-        is cached, and (content hash, text) of those whose embedding is not. The set is
-        kept in memory while ``generation`` (or, when that moved, the scope's chunks)
-        stays the same."""
+        is cached and sound, of ``size`` dimensions (None: the size most of them have),
+        and (content hash, text) of those whose embedding is not: never made, damaged
+        or of another size (made before the model changed), to be embedded (again).
+        The set is kept in memory while ``generation`` (or, when that moved, the
+        scope's chunks) stays the same."""
         import numpy as np
 
         key = (scope.key(), provider, model)
         with self._lock:
             kept = self._vectors.get(key)
+            if kept is not None and not kept.holds(size):
+                kept = None
             if kept is not None and kept.generation == generation:
                 self._vectors.move_to_end(key)
                 return kept.ids, kept.matrix, []
@@ -197,19 +211,30 @@ class RecallQueries:
             t.recall_embeddings,
             and_(e.provider == provider, e.model == model, e.content_hash == c.content_hash),
         )
-        query = _scoped(select(c.id, c.content_hash, e.vector).select_from(joined), scope)
-        ids: list[int] = []
-        vectors: list[bytes] = []
+        columns = (c.id, c.session_id, c.entry_id, c.content_hash, e.vector, e.dimensions)
+        query = _scoped(select(*columns).select_from(joined), scope)
+        cached: list[tuple[int, str, str, str]] = []
+        stored: list[tuple[Any, Any]] = []
         missing: set[str] = set()
         with reading(self.database.reader) as connection:
-            for chunk_id, content_hash, vector in connection.execute(query.order_by(c.id)):
-                if vector is None:
-                    missing.add(content_hash)
+            for row in connection.execute(query.order_by(c.id)):
+                if row.vector is None:
+                    missing.add(row.content_hash)
                 else:
-                    ids.append(chunk_id)
-                    vectors.append(vector)
-        id_array = np.asarray(ids, dtype=np.int64)
-        matrix = _unit_rows(_matrix(vectors))
+                    cached.append((row.id, row.session_id, row.entry_id, row.content_hash))
+                    stored.append((row.vector, row.dimensions))
+        decoded = decode_embeddings(stored, size)
+        if decoded.damaged:
+            damaged: dict[str, DamagedEmbedding] = {}
+            for index, reason in decoded.damaged.items():
+                _, session_id, entry_id, content_hash = cached[index]
+                damaged.setdefault(
+                    content_hash, DamagedEmbedding(content_hash, reason, session_id, entry_id)
+                )
+            self.damage.report(provider, model, list(damaged.values()))
+            missing.update(damaged)
+        id_array = np.asarray([cached[i][0] for i in decoded.kept], dtype=np.int64)
+        matrix = _unit_rows(decoded.matrix)
         if missing:
             return id_array, matrix, self._texts(scope, sorted(missing))
         with self._lock:
@@ -236,22 +261,42 @@ class RecallQueries:
         return list(found.items())
 
     def cached_embeddings(
-        self, provider: str, model: str, hashes: Sequence[str]
+        self,
+        provider: str,
+        model: str,
+        hashes: Sequence[str],
+        session_id: str | None = None,
+        size: int | None = None,
     ) -> dict[str, np.ndarray]:
-        import numpy as np
-
+        """The sound cached embeddings of these content hashes, of ``size`` dimensions
+        when given; one damaged or of another size is left out (and logged, naming
+        ``session_id``, the session asking), to be embedded again."""
         e = t.recall_embeddings.c
-        query = select(e.content_hash, e.vector).where(
+        query = select(e.content_hash, e.vector, e.dimensions).where(
             e.provider == provider, e.model == model, e.content_hash.in_(list(hashes))
         )
         with reading(self.database.reader) as connection:
-            return {h: np.frombuffer(v, dtype="<f4") for h, v in connection.execute(query)}
+            rows = [tuple(row) for row in connection.execute(query)]
+        found: dict[str, np.ndarray] = {}
+        damaged: list[DamagedEmbedding] = []
+        for content_hash, vector, dimensions in rows:
+            # One by one: without a size asked for, each stands alone.
+            decoded = decode_embeddings([(vector, dimensions)], size)
+            if decoded.kept:
+                found[content_hash] = decoded.matrix[0]
+            else:
+                damaged.append(DamagedEmbedding(content_hash, decoded.damaged[0], session_id))
+        if damaged:
+            self.damage.report(provider, model, damaged)
+        return found
 
     def store_embeddings(
         self, provider: str, model: str, vectors: Mapping[str, np.ndarray]
     ) -> None:
-        """Caches embeddings by (provider, model, content hash); one another server
-        stored meanwhile is kept."""
+        """Caches embeddings by (provider, model, content hash). A row already there is
+        replaced: it was read as missing, so it is damaged or of the model's former
+        size (or another server stored the same vector meanwhile). Written in the
+        hashes' order, so that two servers' writes lock their rows alike."""
         import numpy as np
 
         if not vectors:
@@ -266,12 +311,21 @@ class RecallQueries:
                 "vector": np.asarray(vector, dtype="<f4").tobytes(),
                 "created_us": now,
             }
-            for content_hash, vector in vectors.items()
+            for content_hash, vector in sorted(vectors.items())
         ]
         dialect: Any = postgresql if self.database.postgres else sqlite
-        statement = dialect.insert(t.recall_embeddings).on_conflict_do_nothing()
+        statement = dialect.insert(t.recall_embeddings)
+        statement = statement.on_conflict_do_update(
+            index_elements=["provider", "model", "content_hash"],
+            set_={
+                "dimensions": statement.excluded.dimensions,
+                "vector": statement.excluded.vector,
+                "created_us": statement.excluded.created_us,
+            },
+        )
         with self.database.writer.begin() as connection:
             connection.execute(statement, rows)
+        self.damage.replaced(provider, model, list(vectors))
 
 
 @dataclass(frozen=True)
@@ -281,6 +335,10 @@ class _VectorSet:
     ids: np.ndarray
     matrix: np.ndarray  # unit rows: a dot product is the cosine
 
+    def holds(self, size: int | None) -> bool:
+        """Whether the set answers a search for vectors of ``size`` dimensions."""
+        return size is None or len(self.ids) == 0 or self.matrix.shape[1] == size
+
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     import numpy as np
@@ -289,14 +347,6 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
         return matrix
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.asarray(matrix / np.where(norms == 0, 1.0, norms), dtype=np.float32)
-
-
-def _matrix(vectors: Sequence[bytes]) -> np.ndarray:
-    import numpy as np
-
-    if not vectors:
-        return np.zeros((0, 0), dtype=np.float32)
-    return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
 
 
 def _scoped(query: Any, scope: RecallScope) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,6 +30,9 @@ from services.adapters.embeddings import EmbeddingFailed, embed, provider_key
 from services.adapters.recall_queries import ChunkRow, RecallQueries, RecallScope, query_words
 from services.app.sessions import SessionService
 from services.readmodels import ReadModels
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
@@ -177,29 +181,18 @@ class RecallService:
         could not embed what the search needs."""
         import numpy as np
 
-        model, api_base = policy.embedding_model, policy.embedding_api_base
-        provider = provider_key(model, api_base)
-        query_hash = content_hash(query)
         try:
-            query_vector = queries.cached_embeddings(provider, model, [query_hash]).get(query_hash)
-            ids, matrix, missing = queries.vectors(scope, provider, model, generation)
-            wanted = missing[:MAX_EMBEDDED_PER_SEARCH]
-            if query_vector is None:
-                wanted.append((query_hash, query))
-            if wanted:
-                made = embed(model, api_base, [text for _, text in wanted], timeout)
-                fresh = {h: made[i] for i, (h, _) in enumerate(wanted)}
-                queries.store_embeddings(provider, model, fresh)
-                query_vector = fresh.get(query_hash, query_vector)
-                if missing:
-                    ids, matrix, _ = queries.vectors(scope, provider, model, generation)
+            query_vector, ids, matrix = self._embedded(
+                queries, scope, query, policy, generation, time.monotonic() + timeout
+            )
         except EmbeddingFailed as error:
             log.warning(
                 "recall answers by full text only: the embedding model failed",
-                model=model,
+                model=policy.embedding_model,
                 error=str(error),
             )
             return None
+        # Vectors of another size than the query's are never scored (nor could be).
         if query_vector is None or len(ids) == 0 or matrix.shape[1] != query_vector.shape[0]:
             return []
         # The rows are unit vectors: the dot product with the unit query is the cosine.
@@ -212,6 +205,56 @@ class RecallService:
         best = best[np.argsort(-scores[best], kind="stable")]
         by_id = {row.id: row for row in queries.chunks([int(ids[i]) for i in best])}
         return [by_id[int(ids[i])] for i in best if int(ids[i]) in by_id]
+
+    def _embedded(
+        self,
+        queries: RecallQueries,
+        scope: RecallScope,
+        query: str,
+        policy: MemoryPolicy,
+        generation: tuple[object, ...],
+        give_up_at: float,
+    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """The query's vector, and (chunk ids, unit vectors) of the chunks in scope, all of
+        one size, once what was not embedded yet (or was damaged) is.
+
+        The size most of the cached vectors have is the model's, as far as the cache
+        tells: a cached vector of another size (the query's included) is embedded
+        again. What the model makes now tells for sure: when that is of another
+        size, the cache was filled before the model changed, and the search goes
+        round once more to embed again what it read at the former size."""
+        model, api_base = policy.embedding_model, policy.embedding_api_base
+        provider = provider_key(model, api_base)
+        query_hash = content_hash(query)
+        ids, matrix, missing = queries.vectors(scope, provider, model, generation)
+        size = int(matrix.shape[1]) if len(ids) else None
+        query_vector = queries.cached_embeddings(
+            provider, model, [query_hash], scope.session_ids[0], size
+        ).get(query_hash)
+        if size is None and query_vector is not None:
+            size = int(query_vector.shape[0])  # no chunk vector cached: the query's tells
+        for _ in range(2):
+            wanted = missing[:MAX_EMBEDDED_PER_SEARCH]
+            if query_vector is None and query_hash not in {h for h, _ in wanted}:
+                wanted.append((query_hash, query))
+            if not wanted:
+                break
+            left = give_up_at - time.monotonic()
+            if left <= 0:
+                raise EmbeddingFailed(f"no time was left to embed with {model}")
+            made = embed(model, api_base, [text for _, text in wanted], left)
+            fresh = {h: made[i] for i, (h, _) in enumerate(wanted)}
+            queries.store_embeddings(provider, model, fresh)
+            changed = size is not None and int(made.shape[1]) != size
+            size = int(made.shape[1])
+            if query_vector is None or changed:
+                # None: a query cached at the former size, embedded in the next round.
+                query_vector = fresh.get(query_hash)
+            if missing or changed:
+                ids, matrix, missing = queries.vectors(scope, provider, model, generation, size)
+            if not changed:
+                break
+        return query_vector, ids, matrix
 
     def _fused(
         self,

@@ -6,28 +6,38 @@ search with label and time filters; bad requests refused clearly."""
 
 from __future__ import annotations
 
+import math
+import struct
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+import structlog.testing
 from click.testing import CliRunner, Result
 from eventsourcing.domain import get_topic
 from eventsourcing.persistence import StoredEvent
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, insert, select
 
 from domain.session_events import EntriesAppended
+from projections.read_models.recall import content_hash
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.adapters import read_model_tables as t
+from services.adapters.embeddings import provider_key
 from services.cli import cli
 from services.grpc.server import RunningServer
 from services.readmodels.admin import rebuild_read_model
 from tests.conftest import start_server
 from tests.e2e.test_grpc_api import append, refused, text, user
-from tests.support.fake_provider import EMBEDDINGS_PATH, FakeProvider, delay
+from tests.support.fake_provider import (
+    EMBEDDING_DIMENSIONS,
+    EMBEDDINGS_PATH,
+    FakeProvider,
+    delay,
+)
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
@@ -486,3 +496,197 @@ def test_a_session_erased_whole_is_never_found_again(store: Stub, server: Runnin
     wide = _recall(store, "kept", "zebra-7731", tenant_wide=True)
     assert [h.session_id for h in wide.hits] == ["kept"]
     assert _chunks_holding(server, "zebra") == 1
+
+
+# Cached embeddings as a damaged row holds them: (vector bytes, stated dimensions).
+DAMAGED_EMBEDDINGS = {
+    "cut short": (b"\x00\x01\x02", EMBEDDING_DIMENSIONS),
+    "of another size": (struct.pack("<8f", *[0.5] * 8), 8),
+    "not numbers": (
+        struct.pack(f"<{EMBEDDING_DIMENSIONS}f", *[math.nan] * EMBEDDING_DIMENSIONS),
+        EMBEDDING_DIMENSIONS,
+    ),
+}
+PARKED = "I parked my car on level three, bay 42."
+
+
+def _cached(server: RunningServer, base: str, text_: str) -> tuple[bytes, int] | None:
+    models = server.app.read_models
+    assert models is not None
+    e = t.recall_embeddings.c
+    query = select(e.vector, e.dimensions).where(
+        e.provider == provider_key(EMBEDDING_MODEL, base),
+        e.model == EMBEDDING_MODEL,
+        e.content_hash == content_hash(text_),
+    )
+    with models.database.reader.connect() as connection:
+        row = connection.execute(query).first()
+    return None if row is None else (bytes(row[0]), int(row[1]))
+
+
+def _damage(server: RunningServer, base: str, text_: str, damaged: tuple[bytes, int]) -> None:
+    """Stores ``damaged`` as the cached embedding of ``text_``, as a damaged row (or
+    another program's write) would leave it."""
+    models = server.app.read_models
+    assert models is not None
+    e = t.recall_embeddings.c
+    key = (provider_key(EMBEDDING_MODEL, base), EMBEDDING_MODEL, content_hash(text_))
+    with models.database.writer.begin() as connection:
+        connection.execute(
+            delete(t.recall_embeddings).where(
+                e.provider == key[0], e.model == key[1], e.content_hash == key[2]
+            )
+        )
+        connection.execute(
+            insert(t.recall_embeddings),
+            [
+                {
+                    "provider": key[0],
+                    "model": key[1],
+                    "content_hash": key[2],
+                    "dimensions": damaged[1],
+                    "vector": damaged[0],
+                    "created_us": 0,
+                }
+            ],
+        )
+
+
+def _embedded_since(provider: FakeProvider, start: int) -> list[str]:
+    calls = [r for r in provider.requests[start:] if r.path == EMBEDDINGS_PATH]
+    return [text_ for r in calls for text_ in r.body["input"]]
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_EMBEDDINGS))
+def test_a_view_over_damaged_cached_embeddings_is_served_and_embeds_them_again(
+    store: Stub, server: RunningServer, provider: FakeProvider, damage: str
+) -> None:
+    """The cache is derived data: a damaged row is skipped, logged once, embedded again
+    and replaced, and the view (its retrieval, a search by meaning) is served."""
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL,
+        embedding_api_base=provider.openai_base,
+        retrieval_top_k=2,
+    )
+    settings = pb.SessionSettings(model="gpt-4o", context_window_tokens=20_000, memory=memory)
+    session = store.CreateSession(pb.CreateSessionRequest(session_id="trip", settings=settings))
+    parked = append(store, session.id, user(PARKED)).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Got it, level three, bay 42."))
+    puppy = append(store, session.id, user("My puppy Rex needs a walk at six.")).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Noted, six o'clock."))
+    kept = append(store, session.id, user("Book a table for two at eight.")).entry_ids[0]
+    append(store, session.id, text(pb.ROLE_ASSISTANT, "Booked for eight."))
+    store.RecordCompaction(
+        pb.RecordCompactionRequest(
+            session_id=session.id, summary="## Goal\nEvening plans.", first_kept_entry_id=kept
+        )
+    )
+    assert _recall(store, session.id, "automobile").hits[0].entry_id == parked  # all embedded
+
+    # The fact's cached vector is damaged, and so is the next question's (cached
+    # before this session asks it: the same text was searched for before).
+    question = "Where did I leave the automobile?"
+    for damaged_text in (PARKED, question):
+        _damage(server, provider.openai_base, damaged_text, DAMAGED_EMBEDDINGS[damage])
+    asked = append(store, session.id, user(question)).entry_ids[0]
+    # A search of a session without a model waits for the index to hold the question:
+    # the view's search then reads the index's rows, not vectors kept in memory.
+    plain = store.CreateSession(pb.CreateSessionRequest(session_id="plain"))
+    _recall(store, plain.id, "anything")
+    start = len(provider.requests)
+
+    with structlog.testing.capture_logs() as logs:
+        view = store.GetPromptView(
+            pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_OPENAI)
+        )
+    (recalled,) = [a for a in view.actions if a.kind == "recalled"]
+    assert parked in recalled.detail, view.actions
+    assert "bay 42" in view.messages_json
+    # The damaged two were embedded again; the intact rows were read as cached.
+    assert sorted(_embedded_since(provider, start)) == sorted([PARKED, question])
+    warnings = [e for e in logs if e["event"].startswith("damaged cached embeddings")]
+    assert all(w["log_level"] == "warning" for w in warnings)
+    named = {r["content_hash"]: r for w in warnings for r in w["rows"]}
+    assert set(named) == {content_hash(PARKED), content_hash(question)}
+    assert named[content_hash(PARKED)]["session_id"] == session.id
+    assert named[content_hash(PARKED)]["entry_id"] == parked
+    assert named[content_hash(question)]["session_id"] == session.id
+    assert named[content_hash(question)].get("entry_id", asked) == asked
+    assert sum(w["damaged"] for w in warnings) == 2  # each logged once
+    for replaced in (PARKED, question):
+        vector, dimensions = _cached(server, provider.openai_base, replaced) or (b"", 0)
+        assert dimensions == EMBEDDING_DIMENSIONS and len(vector) == 4 * dimensions
+        assert all(math.isfinite(v) for v in struct.unpack(f"<{dimensions}f", vector))
+
+    # Found by meaning from the rows as they are now, the intact ones and those made
+    # again, with nothing embedded again but the new query.
+    start = len(provider.requests)
+    by_meaning = {h.entry_id: h for h in _recall(store, session.id, "automobile").hits}
+    assert "semantic" in by_meaning[parked].matched_by
+    assert _recall(store, session.id, "canine").hits[0].entry_id == puppy
+    assert _embedded_since(provider, start) == ["canine"]
+    again = store.GetPromptView(
+        pb.GetPromptViewRequest(session_id=session.id, format=pb.PROMPT_FORMAT_OPENAI)
+    )
+    assert again.messages_json == view.messages_json
+
+
+def test_a_damaged_cached_embedding_fails_no_view_while_the_provider_is_down(
+    store: Stub, server: RunningServer, provider: FakeProvider
+) -> None:
+    """Nothing can be embedded again: the view's retrieval answers by full text, and the
+    damaged row is logged once, not at every view."""
+    unreachable = provider.url + "/nowhere"
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL, embedding_api_base=unreachable, retrieval_top_k=2
+    )
+    settings = pb.SessionSettings(model="gpt-4o", context_window_tokens=20_000, memory=memory)
+    session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
+    fact, _, _ = _history_with_hidden_fact(store, session.id)
+    question = "Which vault path holds the staging password?"
+    _damage(server, unreachable, question, DAMAGED_EMBEDDINGS["cut short"])
+    asked = append(store, session.id, user(question)).entry_ids[0]
+
+    with structlog.testing.capture_logs() as logs:
+        # A search (which waits for the index to hold the question), then two views.
+        assert fact in [h.entry_id for h in _recall(store, session.id, "vault").hits]
+        for _ in range(2):
+            view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+            (recalled,) = [a for a in view.actions if a.kind == "recalled"]
+            assert fact in recalled.detail and "zebra-7731" in view.messages_json
+    (warning,) = [e for e in logs if e["event"].startswith("damaged cached embeddings")]
+    (row,) = warning["rows"]
+    assert (row["session_id"], row["entry_id"]) == (session.id, asked)
+    assert row["content_hash"] == content_hash(question) and "3 bytes" in row["reason"]
+
+
+def test_a_model_whose_vectors_changed_size_is_searched_at_its_new_size(
+    store: Stub, server: RunningServer, provider: FakeProvider
+) -> None:
+    """Cached vectors of the model's former size are embedded again, in the search that
+    first meets the new size, whichever of the query or a chunk it meets it in."""
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL, embedding_api_base=provider.openai_base
+    )
+    settings = pb.SessionSettings(memory=memory)
+    trip = store.CreateSession(pb.CreateSessionRequest(session_id="trip", settings=settings))
+    parked = append(store, trip.id, user(PARKED)).entry_ids[0]
+    append(store, trip.id, text(pb.ROLE_ASSISTANT, "Got it, level three, bay 42."))
+    assert _recall(store, trip.id, "automobile").hits[0].entry_id == parked
+    _recall(store, trip.id, "canine")  # cached for later
+
+    provider.embedding_dimensions = 64  # the model served there changed
+    # The query and the chunks are cached at the former size; a new entry's vector,
+    # made now, is not.
+    hound = "The hound barked all night."
+    append(store, trip.id, user(hound))
+    found = _recall(store, trip.id, "automobile")
+    assert found.embedding_model == EMBEDDING_MODEL
+    assert found.hits[0].entry_id == parked and found.hits[0].matched_by == "semantic"
+    # No chunk vector cached yet, and the query's of the former size.
+    pets = store.CreateSession(pb.CreateSessionRequest(session_id="pets", settings=settings))
+    puppy = append(store, pets.id, user("The puppy sleeps all day.")).entry_ids[0]
+    found = _recall(store, pets.id, "canine")
+    assert found.hits[0].entry_id == puppy and found.hits[0].matched_by == "semantic"
+    for cached_text in (PARKED, hound, "The puppy sleeps all day.", "automobile", "canine"):
+        assert (_cached(server, provider.openai_base, cached_text) or (b"", 0))[1] == 64

@@ -295,6 +295,8 @@ class FakeProvider(LoopbackServer):
     window_tokens: int | None = None
     requests: list[Received] = field(default_factory=list)
     max_request_bytes: int | None = None
+    # The size of the embedding model's vectors; set another to serve the model changed.
+    embedding_dimensions: int = EMBEDDING_DIMENSIONS
 
     def __post_init__(self) -> None:
         self._script: deque[Behaviour] = deque()
@@ -335,7 +337,7 @@ class FakeProvider(LoopbackServer):
                 status, error_body = OPENAI_ERRORS[behaviour.error]
                 send(handler, status, error_body)
                 return
-            send(handler, 200, embeddings_reply(body))
+            send(handler, 200, embeddings_reply(body, self.embedding_dimensions))
             return
         if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH, COMPACT_PATH):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
@@ -398,25 +400,27 @@ class FakeProvider(LoopbackServer):
         return overflow_error(anthropic, prompt, completion, self.window_tokens)
 
 
-def embed_text(text: str) -> list[float]:
+def embed_text(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
     """A deterministic unit vector: each word (as its concept) adds to one dimension."""
-    vector = [0.0] * EMBEDDING_DIMENSIONS
+    vector = [0.0] * dimensions
     for word in re.findall(r"\w+", text.lower()):
         concept = CONCEPTS.get(word, word)
         digest = hashlib.sha256(concept.encode()).digest()
-        vector[int.from_bytes(digest[:4], "little") % EMBEDDING_DIMENSIONS] += 1.0
+        vector[int.from_bytes(digest[:4], "little") % dimensions] += 1.0
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
 
 
-def embeddings_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's /v1/embeddings answer; base64 float32 when the client asks for it (the
-    openai SDK does by default)."""
+def embeddings_reply(
+    body: dict[str, Any], dimensions: int = EMBEDDING_DIMENSIONS
+) -> dict[str, Any]:
+    """OpenAI's /v1/embeddings answer, of vectors of ``dimensions``; base64 float32
+    when the client asks for it (the openai SDK does by default)."""
     inputs = body.get("input", [])
     texts = [inputs] if isinstance(inputs, str) else list(inputs)
     data = []
     for index, text in enumerate(texts):
-        vector = embed_text(str(text))
+        vector = embed_text(str(text), dimensions)
         encoded: Any = vector
         if body.get("encoding_format") == "base64":
             encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()

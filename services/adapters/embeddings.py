@@ -2,7 +2,8 @@
 
 Keys come from the environment as litellm reads them (``OPENAI_API_KEY``...);
 ``api_base`` says where the model is served, as for the summariser. A call
-that fails or takes longer than its timeout raises EmbeddingFailed: the
+that fails or takes longer than its timeout, or answers what is no set of
+vectors of one size and of finite numbers, raises EmbeddingFailed: the
 search then answers by full text alone rather than fail.
 """
 
@@ -55,8 +56,6 @@ def embed(model: str, api_base: str, texts: Sequence[str], timeout: float) -> np
 
 
 def _embed(model: str, api_base: str, texts: list[str], timeout: float) -> np.ndarray:
-    import numpy as np
-
     litellm = load_litellm()
     rows: list[Any] = []
     for start in range(0, len(texts), BATCH):
@@ -73,4 +72,23 @@ def _embed(model: str, api_base: str, texts: list[str], timeout: float) -> np.nd
                 f"{model} answered {len(data)} embeddings for {len(batch)} inputs"
             )
         rows += [d["embedding"] for d in data]
-    return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+    return _checked(model, rows, len(texts))
+
+
+def _checked(model: str, rows: list[Any], count: int) -> np.ndarray:
+    """The answer as a matrix, when it is one of finite numbers: an answer of vectors
+    of two sizes, or holding NaN, would otherwise be cached, and fail (or mislead)
+    every search that read it."""
+    import numpy as np
+
+    try:
+        matrix = np.asarray(rows, dtype=np.float32).reshape(count, -1)
+    except (ValueError, TypeError) as error:
+        raise EmbeddingFailed(
+            f"{model} answered embeddings that are no vectors of one size"
+        ) from error
+    if matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+        raise EmbeddingFailed(
+            f"{model} answered empty embeddings, or ones that are not all finite numbers"
+        )
+    return matrix

@@ -37,6 +37,7 @@ from tests.support.fake_provider import (
     EMBEDDINGS_PATH,
     FakeProvider,
     delay,
+    vectors,
 )
 
 Stub = pb_grpc.SessionStoreStub
@@ -690,3 +691,30 @@ def test_a_model_whose_vectors_changed_size_is_searched_at_its_new_size(
     assert found.hits[0].entry_id == puppy and found.hits[0].matched_by == "semantic"
     for cached_text in (PARKED, hound, "The puppy sleeps all day.", "automobile", "canine"):
         assert (_cached(server, provider.openai_base, cached_text) or (b"", 0))[1] == 64
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ((0.5,) * EMBEDDING_DIMENSIONS, (0.5,) * 8),  # vectors of two sizes
+        ((math.nan,) * EMBEDDING_DIMENSIONS, (0.5,) * EMBEDDING_DIMENSIONS),
+    ],
+    ids=["two sizes", "not numbers"],
+)
+def test_an_embedding_answer_that_is_no_set_of_vectors_leaves_the_full_text_answer(
+    store: Stub,
+    server: RunningServer,
+    provider: FakeProvider,
+    answer: tuple[tuple[float, ...], ...],
+) -> None:
+    memory = pb.MemoryPolicy(
+        embedding_model=EMBEDDING_MODEL, embedding_api_base=provider.openai_base
+    )
+    session = store.CreateSession(
+        pb.CreateSessionRequest(settings=pb.SessionSettings(memory=memory))
+    )
+    fact = append(store, session.id, user(FACT)).entry_ids[0]
+    provider.script(vectors(*answer))  # the fact's chunk and the query, in one call
+    found = _recall(store, session.id, "zebra-7731")
+    assert found.embedding_model == "" and found.hits[0].entry_id == fact
+    assert _embeddings(server) == 0  # nothing of the answer was cached

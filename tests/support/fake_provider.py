@@ -195,6 +195,9 @@ class Behaviour:
     # The arguments text an OpenAI reply's calls send in place of their own, with
     # finish_reason "length": an answer cut short in the middle of a call.
     cut_arguments: str | None = None
+    # The vectors an embeddings answer holds in place of the model's, one per input
+    # in turn (a malformed answer: of two sizes, or not numbers).
+    vectors: tuple[tuple[float, ...], ...] | None = None
 
 
 def reply(text: str) -> Behaviour:
@@ -219,6 +222,11 @@ def cut_short(call_id: str, name: str, arguments_text: str) -> Behaviour:
 def compaction_item(**fields: Any) -> Behaviour:
     """A compaction answered with ``fields`` in its item in place of its own."""
     return Behaviour(item=fields)
+
+
+def vectors(*rows: tuple[float, ...]) -> Behaviour:
+    """An embeddings answer holding these vectors, the first input's first."""
+    return Behaviour(vectors=rows)
 
 
 def fail(error: str) -> Behaviour:
@@ -337,7 +345,7 @@ class FakeProvider(LoopbackServer):
                 status, error_body = OPENAI_ERRORS[behaviour.error]
                 send(handler, status, error_body)
                 return
-            send(handler, 200, embeddings_reply(body, self.embedding_dimensions))
+            send(handler, 200, embeddings_reply(body, self.embedding_dimensions, behaviour.vectors))
             return
         if path not in (OPENAI_PATH, RESPONSES_PATH, ANTHROPIC_PATH, COMPACT_PATH):
             send(handler, 404, {"error": {"message": f"unknown path {path}"}})
@@ -412,15 +420,18 @@ def embed_text(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]
 
 
 def embeddings_reply(
-    body: dict[str, Any], dimensions: int = EMBEDDING_DIMENSIONS
+    body: dict[str, Any],
+    dimensions: int = EMBEDDING_DIMENSIONS,
+    answered: Sequence[Sequence[float]] | None = None,
 ) -> dict[str, Any]:
-    """OpenAI's /v1/embeddings answer, of vectors of ``dimensions``; base64 float32
-    when the client asks for it (the openai SDK does by default)."""
+    """OpenAI's /v1/embeddings answer (or one holding ``answered`` in place of the
+    model's vectors); base64 float32 when the client asks for it (the openai SDK
+    does by default)."""
     inputs = body.get("input", [])
     texts = [inputs] if isinstance(inputs, str) else list(inputs)
     data = []
     for index, text in enumerate(texts):
-        vector = embed_text(str(text), dimensions)
+        vector = list(answered[index]) if answered else embed_text(str(text), dimensions)
         encoded: Any = vector
         if body.get("encoding_format") == "base64":
             encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()

@@ -22,6 +22,7 @@ from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.migration_checks import (
     require_migrated_to_read,
     require_migrated_to_start,
+    require_migrated_to_write,
 )
 from services.adapters.providers import load_providers
 from services.adapters.retention_file import read_policies
@@ -258,26 +259,26 @@ CATALOG = "catalog"
 
 @contextmanager
 def retention_on_database(
-    database_url: str, at: datetime | None = None, *, may_migrate: bool = True
+    database_url: str, at: datetime | None = None, *, erases: bool
 ) -> Iterator[RetentionService]:
     """Retention straight on the database, as ``migrate`` works, for the CLI: the session
     catalog is first brought up to the store's latest event, so the plan sees every
-    session; no projection is left running. A PostgreSQL schema that is not there is
-    refused, not made; without ``may_migrate`` (a dry run), so is a store behind this
-    release (its tables missing, or not migrated), and nothing is created."""
-    config = Config(database_url=database_url)
-    migrating = may_migrate and config.migrate_at_start
-    if not may_migrate:
+    session; no projection is left running. A store behind this release (its tables
+    missing or not migrated, a PostgreSQL schema that is not there) is refused and
+    nothing is created, for a run that ``erases`` as for a dry run: only `sessionstore
+    migrate` migrates, whatever SESSIONSTORE_MIGRATE_AT_START says."""
+    if erases:
+        require_migrated_to_write(database_url)
+    else:
         require_migrated_to_read(database_url)
-    elif not migrating:
-        require_migrated_to_start(database_url, read_models=True)
-    events = build_event_store(config, create_schema=False, create_tables=migrating)
+    config = Config(database_url=database_url)
+    events = build_event_store(config, create_schema=False, create_tables=False)
     try:
         models = build_read_models(
             events,
             database_url,
             run_projection=False,
-            migrate_first=migrating,
+            migrate_first=False,
             poll_seconds=0,
         )
         try:
@@ -302,12 +303,12 @@ def plan_retention(
 ) -> RetentionPlan:
     """The dry run: what the policies would remove at ``at`` (now), and why."""
     policies = read_policies(policy_file)
-    with retention_on_database(database_url, at, may_migrate=False) as retention:
+    with retention_on_database(database_url, at, erases=False) as retention:
         return retention.plan(policies)
 
 
 def apply_retention(database_url: str, policy_file: Path) -> tuple[RetentionPlan, RetentionOutcome]:
     policies = read_policies(policy_file)
-    with retention_on_database(database_url) as retention:
+    with retention_on_database(database_url, erases=True) as retention:
         plan = retention.plan(policies)
         return plan, retention.apply(plan, policies)

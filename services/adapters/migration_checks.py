@@ -2,11 +2,13 @@
 models at the latest migration.
 
 Asked by what must not migrate: a server or worker told not to
-(SESSIONSTORE_MIGRATE_AT_START=false), `migrate --check`, and the commands that
-only read. Each asks before it opens the event store, on plain connections, and
-changes nothing: a store behind, an empty database included, is refused in one
-line naming `sessionstore migrate`, the one command (with a start that migrates)
-that creates or migrates tables.
+(SESSIONSTORE_MIGRATE_AT_START=false), `migrate --check`, and every other
+command on the database (those that only read, and `rebuild`, `readmodels
+retry` and `retention apply`, which write rows but not the schema). Each asks
+before it opens the event store, on plain connections, and changes nothing: a
+store behind, an empty database included, is refused in one line naming
+`sessionstore migrate`, the one command (with a start that migrates) that
+creates or migrates tables.
 """
 
 from __future__ import annotations
@@ -93,8 +95,30 @@ def require_migrated_to_read(database_url: str) -> None:
     """Refuses, in one line, a store not at this release, for an operator's command
     that only reads it (`readmodels status`, `retention plan`): it must neither
     migrate a store the running release still serves nor make the tables of an
-    empty one. Checked before the event store is opened, and on a plain connection,
-    so that a database that cannot be reached is named as the other commands name it."""
+    empty one."""
+    _require_migrated_for_command(
+        database_url, "this command only reads: it creates and migrates nothing"
+    )
+
+
+def require_migrated_to_write(database_url: str) -> None:
+    """Refuses, in one line, a store not at this release, for an operator's command
+    that writes rows but not the schema (`rebuild`, `readmodels retry`, `retention
+    apply`). Whatever SESSIONSTORE_MIGRATE_AT_START says where it runs (a server's
+    setting, seldom an operator's shell): run from a new release against a store the
+    release before still serves, it would otherwise migrate the tables under those
+    servers, outside the deploy's migration step."""
+    _require_migrated_for_command(
+        database_url,
+        "this command creates and migrates nothing: servers of the release before may "
+        "still serve the store",
+    )
+
+
+def _require_migrated_for_command(database_url: str, why: str) -> None:
+    """Checked before the event store is opened, and on a plain connection, so that
+    a database that cannot be reached is named as the other commands name it; tables
+    a newer release migrated are refused for what they are (StartRefused)."""
     database = open_database(database_url)
     try:
         with database.reader.connect() as connection:
@@ -105,6 +129,5 @@ def require_migrated_to_read(database_url: str) -> None:
         database.dispose()
     if behind:
         raise StartRefused(
-            f"store not migrated: {behind}: run `sessionstore migrate` first (this "
-            "command only reads: it creates and migrates nothing)"
+            f"store not migrated: {behind}: run `sessionstore migrate` first ({why})"
         )

@@ -3,7 +3,10 @@ database.
 
 These connect to SESSIONSTORE_DATABASE_URL (or --database-url) themselves,
 not to a server: a migration runs before any server may start, and a
-rebuild is an operator's repair.
+rebuild is an operator's repair. Only `migrate` creates or migrates tables:
+the others refuse a store not at this release in one line naming it, whatever
+SESSIONSTORE_MIGRATE_AT_START says, as servers of the release before may still
+serve the store.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Like `migrate`, these connect to SESSIONSTORE_DATABASE_URL (or --database-url)
 themselves: retention is an operator's task, and the worker applies the same
-policies on its schedule.
+policies on its schedule. Neither migrates: a store not at this release is
+refused in one line naming `sessionstore migrate`.
 
     sessionstore retention plan --policy-file retention.toml     # what would go, and why
     sessionstore retention plan --at 2027-01-01T00:00:00Z        # ... on that date

@@ -2,7 +2,10 @@
 
 Each connects to the database itself; a projection running meanwhile (in a
 server or worker) takes turns with it on the tracking rows' locks, so no
-event is applied twice.
+event is applied twice. Only the migration creates or migrates tables: the
+others refuse a store not at this release, whatever
+SESSIONSTORE_MIGRATE_AT_START says, as a deploy's servers of the release
+before may still serve it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from services.adapters.event_store import build_event_store
-from services.adapters.migration_checks import not_migrated, require_migrated_to_read
+from services.adapters.migration_checks import (
+    not_migrated,
+    require_migrated_to_read,
+    require_migrated_to_write,
+)
 from services.adapters.read_model_db import (
     is_transient,
     migrate,
@@ -66,23 +73,26 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
 
 @contextmanager
 def _read_models(
-    database_url: str, recall_index: bool = False, *, migrate_first: bool = True
+    database_url: str, *, writes: bool, recall_index: bool = False
 ) -> Iterator[ReadModels]:
-    """The read models of the database, migrated (without ``migrate_first``: refused
-    unless the store is at this release already, and nothing created), with no
-    projection running here; the recall index among them when
-    SESSIONSTORE_RECALL_INDEX or ``recall_index`` asks for it. A PostgreSQL schema
-    that is not there is refused, not made."""
-    if not migrate_first:
+    """The read models of a database at this release, with no projection running
+    here; the recall index among them when SESSIONSTORE_RECALL_INDEX or
+    ``recall_index`` asks for it. A store behind this release (its tables missing or
+    not migrated, a PostgreSQL schema that is not there) is refused, for a command
+    that ``writes`` rows as for one that reads: none of them migrates, whatever
+    SESSIONSTORE_MIGRATE_AT_START says, and nothing is created."""
+    if writes:
+        require_migrated_to_write(database_url)
+    else:
         require_migrated_to_read(database_url)
     config = Config(database_url=database_url)
-    events = build_event_store(config, create_schema=False, create_tables=migrate_first)
+    events = build_event_store(config, create_schema=False, create_tables=False)
     try:
         models = build_read_models(
             events,
             database_url,
             run_projection=False,
-            migrate_first=migrate_first,
+            migrate_first=False,
             poll_seconds=0,
             recall_index=config.recall_index or recall_index,
         )
@@ -95,9 +105,10 @@ def _read_models(
 
 
 def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
-    """Drops the model's rows, quarantine and position, and applies every event again."""
+    """Drops the model's rows, quarantine and position, and applies every event again
+    (on tables already at this release: a rebuild migrates nothing)."""
     # Rebuilding the recall index by name asks for it, whatever the environment says.
-    with _read_models(database_url, recall_index=name == "recall") as models:
+    with _read_models(database_url, writes=True, recall_index=name == "recall") as models:
         models.store.reset(name)
         runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
         content = models.store.model(name).entry_content
@@ -114,7 +125,7 @@ def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
 def read_model_status(database_url: str) -> tuple[list[ModelStatus], list[Quarantined]]:
     """Each model's position and lag, and the events it quarantined (oldest first).
     Tables behind this release are refused, not migrated: a status only reads."""
-    with _read_models(database_url, migrate_first=False) as models:
+    with _read_models(database_url, writes=False) as models:
         return models.status(), models.store.quarantined()
 
 
@@ -129,7 +140,7 @@ def retry_quarantined(database_url: str, names: Sequence[str] = ()) -> RetryResu
     """Applies the quarantined events again (after a fix), with the rest of their
     sessions' events in order: each such session is projected again from its first
     event in each model that quarantined it. What still fails stays quarantined."""
-    with _read_models(database_url) as models:
+    with _read_models(database_url, writes=True) as models:
         wanted = list(names) or sorted(models.store.models)
         runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
         before = models.store.quarantined(wanted)

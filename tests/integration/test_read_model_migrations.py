@@ -34,8 +34,15 @@ from services.adapters.read_model_db import (
 )
 from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
+from services.config import sqlite_file
 from services.readmodels.admin import migrate_database, wait_until_migrated
 from tests.conftest import start_server
+from tests.integration.test_store_not_migrated import (
+    MIGRATE_AT_START_SETTINGS,
+    WRITE_REFUSAL,
+    WRITING_COMMANDS,
+    _drop,
+)
 from tests.support.worker_process import WorkerProcess
 
 OLD_ROW = {
@@ -249,11 +256,79 @@ def test_a_command_that_only_reads_refuses_tables_behind_and_migrates_nothing(
     assert result.exit_code == 0, result.output
 
 
+# A policy that erases every session, of any age: `retention apply` at work.
+ERASE_ALL = """
+[[retention]]
+name = "all"
+tenant = "*"
+max_age_days = 0
+"""
+
+
+@pytest.mark.parametrize("command", WRITING_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_a_command_that_writes_refuses_tables_behind_and_migrates_nothing(
+    database_url: str,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+) -> None:
+    """Run from a new release against a store the release before still serves,
+    `rebuild`, `readmodels retry` and `retention apply` migrated its tables first
+    (made the event store's table it lacked, migrated the read models) under the
+    servers serving it: always for the first two, for `retention apply` unless
+    SESSIONSTORE_MIGRATE_AT_START was false (and then it said to start with it true).
+    Each now refuses such a store in one line naming `sessionstore migrate`, as the
+    commands that only read do, whatever the setting says, and changes no table;
+    once migrated, each does its work."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text(ERASE_ALL)
+    server = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = pb_grpc.SessionStoreStub(channel)
+            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+    finally:
+        server.stop(0)
+    # The release before: the read models before the recall index, and without a
+    # table a release added to the event store (the idempotency keys').
+    keys = "stored_events_keys" if sqlite_file(database_url) else "sessionstore_events_keys"
+    _drop(database_url, keys)
+    database = open_database(database_url)
+    try:
+        _downgrade_to(database, "0005")
+        tables = _tables(database)
+        for setting in MIGRATE_AT_START_SETTINGS:
+            result = CliRunner().invoke(
+                cli,
+                [*command, "--database-url", database_url],
+                env={"SESSIONSTORE_MIGRATE_AT_START": setting},
+            )
+            assert result.exit_code == 1, result.output
+            (line,) = result.output.splitlines()
+            assert line == (
+                f"Error: store not migrated: event store tables missing: {keys}; read "
+                f"models at 0005, not 0006: {WRITE_REFUSAL}"
+            )
+            assert migrations_behind(database) == "at 0005, not 0006"
+            assert _tables(database) == tables
+    finally:
+        database.dispose()
+    migrate_database(database_url)
+    result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
+    assert result.exit_code == 0, result.output
+    done = {
+        "rebuild": "catalog rebuilt: 1 events applied, at position ",
+        "readmodels": "0 quarantined events applied, 0 still failing (0 sessions",
+        "retention": "erased 1 session, wrote 0 exports, left 0 for a later run, 0 failed",
+    }[command[0]]
+    assert done in result.output
+
+
 def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
     database_url: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rolled back to this release on tables a newer one migrated, a server told not
-    to migrate, `migrate --check` and the commands that only read said the tables
+    to migrate, `migrate --check` and the other commands on the database said the tables
     were not migrated and to run `sessionstore migrate`, which cannot take them
     back (it, and a start that migrates, failed with a traceback on the revision).
     They say a newer release migrated them and what to run instead, in one line,
@@ -289,6 +364,7 @@ def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
             ["retention", "plan", "--policy-file", "policy.toml"],
             ["migrate", "--check", "--wait", "30"],
             ["migrate"],
+            *WRITING_COMMANDS,
         ):
             began = time.monotonic()
             result = CliRunner().invoke(cli, [*command, "--database-url", database_url])

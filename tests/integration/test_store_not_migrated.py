@@ -1,8 +1,8 @@
 """What must not migrate creates nothing: a server or worker told not to
-(SESSIONSTORE_MIGRATE_AT_START=false) and the commands that only read refuse a
-store whose tables are missing, in one line naming `sessionstore migrate`, and
-leave the database as they found it. Only `sessionstore migrate` (and a start
-that migrates) makes the event store's tables.
+(SESSIONSTORE_MIGRATE_AT_START=false), the commands that only read and those that
+write rows but not the schema refuse a store whose tables are missing, in one line
+naming `sessionstore migrate`, and leave the database as they found it. Only
+`sessionstore migrate` (and a start that migrates) makes the event store's tables.
 
 The event store's recorders create their tables when the store is opened: these
 refused tables behind the release, but opened the store first (or besides), so
@@ -37,6 +37,18 @@ READ_ONLY_COMMANDS = [
     ["retention", "plan", "--policy-file", "policy.toml"],
     ["migrate", "--check"],
 ]
+# They write rows, never the schema: whatever SESSIONSTORE_MIGRATE_AT_START says.
+WRITING_COMMANDS = [
+    ["rebuild", "catalog"],
+    ["readmodels", "retry"],
+    ["retention", "apply", "--policy-file", "policy.toml"],
+]
+# Where an operator runs a command the setting is often unset (true, the default).
+MIGRATE_AT_START_SETTINGS: list[str | None] = ["true", "false", None]
+WRITE_REFUSAL = (
+    "run `sessionstore migrate` first (this command creates and migrates nothing: "
+    "servers of the release before may still serve the store)"
+)
 
 
 @pytest.fixture(
@@ -181,15 +193,42 @@ def test_a_command_that_only_reads_creates_nothing_in_an_empty_database(
     assert _objects(empty_url) == before
 
 
+@pytest.mark.parametrize("command", WRITING_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_a_command_that_writes_rows_creates_nothing_in_an_empty_database(
+    empty_url: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """`rebuild`, `readmodels retry` and `retention apply` made the whole store in an
+    empty or wrong database, tables and read models (`retention apply` unless
+    SESSIONSTORE_MIGRATE_AT_START was false). They now refuse it as the commands that
+    only read do, and make nothing, whatever the setting says."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text("")
+    before = _objects(empty_url)
+    for setting in MIGRATE_AT_START_SETTINGS:
+        result = CliRunner().invoke(
+            cli,
+            [*command, "--database-url", empty_url],
+            env={"SESSIONSTORE_MIGRATE_AT_START": setting},
+        )
+        assert result.exit_code == 1, result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith(
+            "Error: store not migrated: no event store tables; read models at no migration"
+        )
+        assert line.endswith(WRITE_REFUSAL)
+        assert _objects(empty_url) == before
+
+
 def test_a_store_without_its_event_tables_is_refused_until_migrate_makes_them(
     database_url: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Read models migrated, no event store tables (as `sessionstore migrate` left a
     new database: it migrated only the read models, and the first server to start
     made the rest). `readmodels status` and `retention plan` then made the tables and
-    answered, `migrate --check` said migrated, and a server told not to migrate made
-    them. Now each says the event store's tables are missing and makes none, and
-    `sessionstore migrate` makes them: a server told not to migrate then serves."""
+    answered, `migrate --check` said migrated, a server told not to migrate made them,
+    and so did `rebuild`, `readmodels retry` and `retention apply`. Now each says the
+    event store's tables are missing and makes none, and `sessionstore migrate` makes
+    them: each command then answers, and a server told not to migrate serves."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.toml").write_text("")
     database = open_database(database_url)
@@ -198,7 +237,7 @@ def test_a_store_without_its_event_tables_is_refused_until_migrate_makes_them(
     finally:
         database.dispose()
     before = _objects(database_url)
-    for command in READ_ONLY_COMMANDS:
+    for command in READ_ONLY_COMMANDS + WRITING_COMMANDS:
         result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
         assert result.exit_code == 1, result.output
         (line,) = result.output.splitlines()
@@ -209,7 +248,7 @@ def test_a_store_without_its_event_tables_is_refused_until_migrate_makes_them(
     assert _objects(database_url) == before
     migrated = CliRunner().invoke(cli, ["migrate", "--database-url", database_url])
     assert migrated.exit_code == 0, migrated.output
-    for command in READ_ONLY_COMMANDS:
+    for command in READ_ONLY_COMMANDS + WRITING_COMMANDS:
         result = CliRunner().invoke(cli, [*command, "--database-url", database_url])
         assert result.exit_code == 0, result.output
     _serves_without_migrating(database_url)

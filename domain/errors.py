@@ -263,3 +263,20 @@ class Unavailable(DomainError):
     """The store cannot serve now (its database is unreachable or busy): retry with backoff."""
 
     reason = "unavailable"
+
+
+class StoreNotMigrated(Unavailable):
+    """The database lacks a table, column, function or schema this release uses: the
+    store is not migrated to it (or something of it was dropped). Only an operator
+    fixes it (`sessionstore migrate`); meanwhile another server, on a store that is
+    migrated, may serve the call, as it may when this one's database is down."""
+
+    reason = "store_not_migrated"
+
+
+class DatabasePermissionDenied(Unavailable):
+    """The database refuses this server something it needs: its role lacks a grant
+    (PostgreSQL), or the file may not be written (SQLite). Only an operator fixes it;
+    meanwhile another server, connecting as a role that has the grant, may serve."""
+
+    reason = "database_permission_denied"

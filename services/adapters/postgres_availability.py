@@ -22,13 +22,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError
+from eventsourcing.persistence import PersistenceError
 from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from domain.errors import Unavailable
 from services import deadline
+from services.adapters.database_errors import database_refusal
 
 RECONNECT_DELAY = 0.5
 PROBE_CONNECT_TIMEOUT = 2  # libpq's least
@@ -71,17 +71,28 @@ class SteadyReconnectPool(ConnectionPool[Any]):
 
 
 class ResilientPostgresDatastore(PostgresDatastore):
-    """The library's datastore, saying Unavailable for every failure to reach the database."""
+    """The library's datastore, saying Unavailable for every failure to reach the
+    database, and for tables this release uses missing or a grant the role lacks,
+    saying what an operator must do (services.adapters.database_errors)."""
 
     pool: SteadyReconnectPool
+
+    @property
+    def role(self) -> str:
+        """The role the pool connects as (the configuration always names one)."""
+        kwargs = self.pool.kwargs if isinstance(self.pool.kwargs, dict) else {}
+        return str(kwargs.get("user", ""))
 
     @contextmanager
     def get_connection(self) -> Iterator[Any]:
         try:
             with super().get_connection() as conn:
                 yield conn
-        except (OperationalError, InterfaceError) as error:
-            raise Unavailable(_describe(error)) from error
+        except PersistenceError as error:
+            refusal = database_refusal(error, _outage(error), role=self.role)
+            if refusal is None:
+                raise  # a statement the database rejects: the caller's, or a fault
+            raise refusal from error
 
 
 def make_resilient(datastore: PostgresDatastore) -> None:
@@ -100,14 +111,13 @@ def make_resilient(datastore: PostgresDatastore) -> None:
         kwargs.setdefault("connect_timeout", PROBE_CONNECT_TIMEOUT)
 
 
-def _describe(error: Exception) -> str:
+def _outage(error: Exception) -> str:
+    """What an outage behind ``error`` is called, with ``{reason}`` to fill in."""
     cause = error.__cause__
-    detail = (str(cause) if cause else str(error)).strip().splitlines()
-    reason = detail[0] if detail else type(error).__name__
     sqlstate = getattr(cause, "sqlstate", None)
     if isinstance(cause, PoolTimeout) or sqlstate is None or sqlstate[:2] in ("08", "57"):
-        return f"the database is unreachable ({reason}); retry shortly"
-    return f"the database could not serve the request now ({reason}); retry shortly"
+        return "the database is unreachable ({reason}); retry shortly"
+    return "the database could not serve the request now ({reason}); retry shortly"
 
 
 class PostgresProbe:

@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError
-from psycopg_pool import PoolTimeout
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
-from domain.errors import Unavailable
+from services.adapters.database_errors import database_refusal, kind_of
 from services.adapters.postgres_check import missing_schema
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
@@ -36,6 +33,7 @@ MIGRATE_LOCK = "sessionstore.read_models.migrate"
 # How alembic writes a migration's own revision and the one it follows.
 _REVISION = re.compile(r'^(down_revision|revision) = (?:"([^"]+)"|None)$', re.MULTILINE)
 WRITER_LOCK_TIMEOUT_MS = 5_000
+OUTAGE = "the database is unreachable ({reason}); retry shortly"
 
 
 @dataclass(frozen=True)
@@ -54,30 +52,11 @@ class ReadModelDatabase:
         self.reader.dispose()
 
 
-# What a database that is down, restarting, locked or busy raises, to any of the
-# layers in between: retried later, never taken for an event that cannot be applied.
-_TRANSIENT: tuple[type[BaseException], ...] = (
-    Unavailable,
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.DisconnectionError,
-    sa_exc.TimeoutError,
-    OperationalError,
-    InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    PoolTimeout,
-    ConnectionError,
-    TimeoutError,
-)
-
-
 def is_transient(error: BaseException) -> bool:
-    """Whether ``error`` comes from the database's state (retry later) rather than
+    """Whether ``error`` comes from the database's state (down, busy or locked; not
+    migrated; a grant missing: retry later, once it passes or is fixed) rather than
     from what was asked of it."""
-    return isinstance(error, _TRANSIENT) or (
-        error.__cause__ is not None and isinstance(error.__cause__, _TRANSIENT)
-    )
+    return kind_of(error) is not None
 
 
 def is_lock_wait(error: BaseException) -> bool:
@@ -90,14 +69,21 @@ def is_lock_wait(error: BaseException) -> bool:
 @contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for a request's query. A database that cannot be reached (or,
-    on SQLite, stays locked) is UNAVAILABLE, to retry, as for the event store."""
+    on SQLite, stays locked) is UNAVAILABLE, to retry, as for the event store; so
+    are tables missing and a grant lacking, saying what an operator must do."""
     try:
         with engine.connect() as connection:
             yield connection
-    except (sa_exc.OperationalError, sa_exc.InterfaceError) as error:
-        lines = str(error.orig).strip().splitlines()
-        reason = lines[0] if lines else type(error.orig).__name__
-        raise Unavailable(f"the database is unreachable ({reason}); retry shortly") from error
+    except Exception as error:
+        refusal = database_refusal(error, OUTAGE, role=role_of(engine))
+        if refusal is None:
+            raise  # a statement the database rejects: a fault, answered INTERNAL
+        raise refusal from error
+
+
+def role_of(engine: Engine) -> str | None:
+    """The PostgreSQL role ``engine`` connects as; None for a SQLite file."""
+    return engine.url.username if engine.dialect.name == "postgresql" else None
 
 
 def open_database(database_url: str) -> ReadModelDatabase:

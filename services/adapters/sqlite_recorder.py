@@ -14,10 +14,10 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
-from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.persistence import PersistenceError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
-from domain.errors import Unavailable
+from services.adapters.database_errors import database_refusal
 from services.adapters.id_index import (
     BACKFILL_TOPICS,
     FORK,
@@ -36,6 +36,7 @@ from services.adapters.sealing import DataKeyRow, ShredRow
 LOOKUP_CHUNK = 400
 
 
+OUTAGE = "the database file cannot be used now ({reason}); retry shortly"
 # How long closing the store waits for the connections still in use to come back.
 CLOSE_WAIT_SECONDS = 5.0
 
@@ -45,7 +46,9 @@ class ResilientSQLiteDatastore(SQLiteDatastore):
     now, and closing only once its connections are back.
 
     A file locked by another process past the lock timeout, or one that
-    cannot be opened, answers UNAVAILABLE instead of an internal error.
+    cannot be opened, answers UNAVAILABLE instead of an internal error; so do
+    tables this release uses missing, and a file the server may not write, each
+    saying what an operator must do (services.adapters.database_errors).
 
     The library's pool closes the connections in use with the idle ones, and
     SQLite crashes the process when a connection closes under a query: a
@@ -63,11 +66,11 @@ class ResilientSQLiteDatastore(SQLiteDatastore):
         try:
             with super().get_connection(commit=commit) as conn:
                 yield conn
-        except (OperationalError, sqlite3.OperationalError) as error:
-            cause = error.__cause__ or error
-            raise Unavailable(
-                f"the database file cannot be used now ({cause}); retry shortly"
-            ) from error
+        except (PersistenceError, sqlite3.Error) as error:
+            refusal = database_refusal(error, OUTAGE)
+            if refusal is None:
+                raise  # a statement the database rejects: the caller's, or a fault
+            raise refusal from error
         finally:
             with self._returned:
                 self._in_use -= 1

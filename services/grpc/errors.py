@@ -16,6 +16,8 @@ UNAVAILABLE (services.grpc.stopping).
 from __future__ import annotations
 
 import inspect
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -66,6 +68,8 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (AnswerTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    # Tables missing and grants lacking too (StoreNotMigrated, DatabasePermissionDenied):
+    # another server may serve the call, and a retry here does once they are fixed.
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
@@ -210,6 +214,11 @@ def _log_failure(
 ) -> None:
     if code is grpc.StatusCode.INTERNAL:
         log.error(f"{part} failed", method=method, exc_info=error)
+    elif isinstance(error, _OPERATOR_MUST_ACT):
+        # A state only an operator ends, which nothing else logs: said as an error,
+        # though not once per call it refuses.
+        if _operator_log.due(message):
+            log.error(f"{part} refused", method=method, code=code.name, reason=message)
     elif code is grpc.StatusCode.UNAVAILABLE:
         # A state of the server (the database down, a read model behind, a stop),
         # which is logged when it starts and ends: not once more per call it refuses.
@@ -217,6 +226,36 @@ def _log_failure(
     else:
         log.info(f"{part} refused", method=method, code=code.name, reason=message)
 
+
+# Refusals for a state of the database only an operator ends: tables missing, a
+# grant lacking.
+_OPERATOR_MUST_ACT = (errors.StoreNotMigrated, errors.DatabasePermissionDenied)
+OPERATOR_LOG_SECONDS = 60.0
+
+
+class _Throttle:
+    """Says whether a message is due to be logged: the first time, then at most once
+    every ``seconds`` while it keeps coming."""
+
+    def __init__(self, seconds: float, remembered: int = 64) -> None:
+        self.seconds = seconds
+        self.remembered = remembered
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, message: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(message)
+            if last is not None and now - last < self.seconds:
+                return False
+            if len(self._last) >= self.remembered:
+                self._last.clear()
+            self._last[message] = now
+            return True
+
+
+_operator_log = _Throttle(OPERATOR_LOG_SECONDS)
 
 # Every refusal the server means to make names its reason; anything else is INTERNAL.
 _NAMED = (errors.DomainError, Unauthenticated, PermissionDenied)

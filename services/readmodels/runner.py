@@ -30,8 +30,10 @@ from typing import Any
 import structlog
 from eventsourcing.persistence import Notification
 
+from domain.errors import Unavailable
+from services.adapters.database_errors import operator_refusal
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import is_lock_wait, is_transient
+from services.adapters.read_model_db import is_lock_wait, is_transient, role_of
 from services.adapters.read_model_store import (
     Applied,
     Batch,
@@ -61,6 +63,10 @@ class ModelState:
 
     failing_since: float | None = None  # time.time() of the first failure in a row
     error: str = ""
+    # What a query needing the model answers while it fails for a state of the
+    # database only an operator ends (tables missing, a grant lacking); None while
+    # it fails for one that passes by itself (an outage) or for no such state.
+    refusal: Unavailable | None = None
     attempts: int = 0  # failures in a row
     retry_at: float = 0.0  # time.monotonic()
 
@@ -301,6 +307,7 @@ class ReadModelRunner:
                 transient=is_transient(error),
             )
         state.error = describe_error(error)
+        state.refusal = operator_refusal(error, role_of(self.models.database.writer))
         state.attempts += 1
         delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (state.attempts - 1))
         state.retry_at = time.monotonic() + random.uniform(delay / 2, delay)

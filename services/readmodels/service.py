@@ -14,6 +14,7 @@ answer would miss it).
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -158,6 +159,11 @@ class ReadModels:
         if self.runner is None:
             return
         for name, state in self.runner.failing(names).items():
+            if state.refusal is not None:
+                # Copied: the same refusal may be raised in several calls at once.
+                refusal = copy.copy(state.refusal)
+                refusal.args = (f"the {name} read model cannot catch up: {state.refusal}",)
+                raise refusal
             raise Unavailable(
                 f"the {name} read model cannot catch up now ({state.error}); it retries by "
                 "itself: retry shortly"

@@ -1,0 +1,188 @@
+"""What a database error means, so that each is answered for what it is.
+
+Every database call of the store (the event store's recorders, the read models'
+queries and writes) fails for one of four reasons, told apart by the driver's
+own code (SQLite's error name, PostgreSQL's SQLSTATE), never by the wrapper
+class a library put around it:
+
+- an **outage**: the server down, restarting or refusing connections, a
+  connection lost, a lock held past its timeout, a disk that fails or is full.
+  It passes by itself: retry shortly.
+- a **store not migrated** to this release: a table, column, function or schema
+  it uses is missing. No retry on this store helps until an operator runs
+  `sessionstore migrate` (or restores what was dropped).
+- a **permission denied**: the PostgreSQL role lacks a grant, or the SQLite file
+  may not be written. No retry helps until an operator grants it.
+- anything else: a statement the database rejects (a syntax error, a type, a
+  constraint), which is the caller's to handle or a fault of ours. It is left as
+  it is, so a fault is answered INTERNAL and logged with its traceback.
+
+The first three are states of the database, answered UNAVAILABLE (each with a
+reason of its own, and a message that says what to fix): the call may succeed
+on another server (one whose database is up, migrated, or reached as a role
+with the grant), and the client that retries succeeds here too once the state
+is fixed, with no restart. The read models' projection backs off on them
+instead of quarantining events it could apply once the state is fixed.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import re
+import sqlite3
+
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError
+from psycopg_pool import PoolTimeout
+from sqlalchemy import exc as sa_exc
+
+from domain.errors import (
+    DatabasePermissionDenied,
+    DomainError,
+    StoreNotMigrated,
+    Unavailable,
+)
+
+
+class Kind(enum.Enum):
+    OUTAGE = "outage"
+    NOT_MIGRATED = "not migrated"
+    PERMISSION_DENIED = "permission denied"
+
+
+# SQLSTATEs of something the release uses that the database does not have:
+# undefined table, column, function, object (a type, an index), schema.
+_NOT_MIGRATED_STATES = frozenset({"42P01", "42703", "42883", "42704", "3F000"})
+_INSUFFICIENT_PRIVILEGE = "42501"
+# SQLite says the same with SQLITE_ERROR, the code of its syntax errors too.
+_SQLITE_MISSING = re.compile(r"^no such (table|column)|has no column named")
+_SQLITE_NOT_PERMITTED = ("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")
+# What a database that cannot be reached (or a pool with no connection to give)
+# raises where no driver error says more: the pools' timeouts, lost connections,
+# and the libraries' wrappers of both.
+_OUTAGES: tuple[type[BaseException], ...] = (
+    PoolTimeout,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+    OperationalError,
+    InterfaceError,
+    ConnectionError,
+    TimeoutError,
+)
+
+NOT_MIGRATED_MESSAGE = (
+    "the database lacks a table, column or function this release uses ({reason}): the "
+    "store is not migrated to this release: run `sessionstore migrate` (a table dropped "
+    "from a migrated store must be restored instead), then retry"
+)
+ROLE_DENIED_MESSAGE = (
+    "the database role {role!r} lacks a privilege this server needs ({reason}): grant "
+    "it to {role!r} (SELECT, INSERT, UPDATE and DELETE on the store's tables; USAGE on "
+    "its schema; USAGE and SELECT on its sequences; EXECUTE on its functions), then retry"
+)
+FILE_DENIED_MESSAGE = (
+    "the database file may not be written by this server ({reason}): give the server's "
+    "user write access to the file and its folder, then retry"
+)
+
+
+def kind_of(error: BaseException) -> Kind | None:
+    """Which state of the database ``error`` comes from; None when from none (a
+    statement the database rejects, or not a database error at all)."""
+    if isinstance(error, StoreNotMigrated):
+        return Kind.NOT_MIGRATED
+    if isinstance(error, DatabasePermissionDenied):
+        return Kind.PERMISSION_DENIED
+    if isinstance(error, Unavailable):
+        return Kind.OUTAGE
+    chain = _chain(error)
+    for link in chain:
+        if isinstance(link, sqlite3.Error):
+            return _sqlite_kind(link)
+        if isinstance(link, psycopg.Error):
+            return _postgres_kind(link)
+    if any(isinstance(link, _OUTAGES) for link in chain):
+        return Kind.OUTAGE
+    return None
+
+
+def database_refusal(
+    error: BaseException, outage: str, role: str | None = None
+) -> Unavailable | None:
+    """What to answer for ``error``: an outage says ``outage`` (with ``{reason}``, the
+    driver's first line, in it); a store not migrated and a permission denied say
+    what an operator must do (operator_refusal). None for an error that is no state
+    of the database, to be raised as it is (and for a refusal already made)."""
+    if isinstance(error, DomainError):
+        return None
+    if kind_of(error) is Kind.OUTAGE:
+        return Unavailable(outage.format(reason=first_line(error)))
+    return operator_refusal(error, role)
+
+
+def operator_refusal(error: BaseException, role: str | None = None) -> Unavailable | None:
+    """The refusal for a state of the database that only an operator ends (tables
+    missing, a grant lacking), saying what to do and naming ``role`` (a PostgreSQL
+    role; None: a SQLite file); None for any other error."""
+    if isinstance(error, StoreNotMigrated | DatabasePermissionDenied):
+        return copy.copy(error)  # made already; the copy leaves its traceback behind
+    if isinstance(error, DomainError):
+        return None
+    kind = kind_of(error)
+    reason = first_line(error)
+    if kind is Kind.NOT_MIGRATED:
+        return StoreNotMigrated(NOT_MIGRATED_MESSAGE.format(reason=reason))
+    if kind is Kind.PERMISSION_DENIED:
+        if role is None:
+            return DatabasePermissionDenied(FILE_DENIED_MESSAGE.format(reason=reason))
+        denied = DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(reason=reason, role=role))
+        denied.metadata = {"role": role}
+        return denied
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    """The driver's own words (its first line), else the error's."""
+    chain = _chain(error)
+    driver = next((e for e in chain if isinstance(e, sqlite3.Error | psycopg.Error)), error)
+    lines = str(driver).strip().splitlines()
+    return lines[0] if lines else type(driver).__name__
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and what it wraps: SQLAlchemy's driver error (``orig``), then causes."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else current.__cause__
+    return chain
+
+
+def _sqlite_kind(error: sqlite3.Error) -> Kind | None:
+    if not isinstance(error, sqlite3.OperationalError):
+        return None  # a corrupt file, a constraint, a value it cannot bind
+    name = getattr(error, "sqlite_errorname", None) or ""
+    if name == "SQLITE_ERROR":
+        return Kind.NOT_MIGRATED if _SQLITE_MISSING.search(str(error)) else None
+    if name.startswith(_SQLITE_NOT_PERMITTED):
+        return Kind.PERMISSION_DENIED
+    # Busy or locked past the timeout, an I/O error, a file that cannot be opened,
+    # a full disk, an interrupted statement.
+    return Kind.OUTAGE
+
+
+def _postgres_kind(error: psycopg.Error) -> Kind | None:
+    state = error.sqlstate or ""
+    if state in _NOT_MIGRATED_STATES:
+        return Kind.NOT_MIGRATED
+    if state == _INSUFFICIENT_PRIVILEGE:
+        return Kind.PERMISSION_DENIED
+    # Connections lost or refused (08, or no SQLSTATE), a server shutting down
+    # (57), out of resources (53), failing I/O (58), a transaction to run again
+    # (40), a lock not available (55P03): psycopg's OperationalError, all of them.
+    if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        return Kind.OUTAGE
+    return None

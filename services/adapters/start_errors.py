@@ -14,6 +14,8 @@ import psycopg
 import sqlalchemy.exc
 from eventsourcing.persistence import PersistenceError
 
+from domain.errors import Unavailable
+
 
 class StartRefused(Exception):
     """The store is not in a state this process may start on (its tables missing or
@@ -23,9 +25,12 @@ class StartRefused(Exception):
 
 # What stops a server, a worker or an admin command at its start: a misconfigured
 # or unreachable database, a file that cannot be read, a taken address, a store
-# not ready for this release. Each is said in one line (start_refusal).
+# not ready for this release, a role without a grant (the last three also as the
+# refusals a call would answer: services.adapters.database_errors). Each is said
+# in one line (start_refusal).
 START_ERRORS: tuple[type[Exception], ...] = (
     StartRefused,
+    Unavailable,
     OSError,
     ValueError,
     PersistenceError,

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from services.adapters.database_errors import Kind, kind_of
 from services.adapters.event_store import build_event_store
 from services.adapters.migration_checks import (
     not_migrated,
@@ -60,7 +61,8 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
             try:
                 behind = not_migrated(database)
             except Exception as error:
-                if not is_transient(error):
+                # A grant the role lacks is not what a migration brings: said at once.
+                if not is_transient(error) or kind_of(error) is Kind.PERMISSION_DENIED:
                     raise
                 behind = str(error)
             left = give_up_at - time.monotonic()

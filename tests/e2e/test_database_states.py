@@ -283,3 +283,21 @@ def test_a_role_without_a_grant_is_refused_naming_the_role(
             assert not status.quarantined, status.quarantined
     finally:
         server.stop(0)
+
+
+def test_migrate_check_as_a_role_without_a_grant_says_so_at_once(
+    limited_role: tuple[str, str], postgres_schema_url: str
+) -> None:
+    """`migrate --check` waits for a migration job, not for a grant: a role that may
+    not read the migrations' table is told so at once, in one line naming it."""
+    role, url = limited_role
+    checked = CliRunner().invoke(cli, ["migrate", "--check", "--database-url", url])
+    assert checked.exit_code == 0, checked.output
+    _execute(postgres_schema_url, f"REVOKE SELECT ON read_model_migrations FROM {role}")
+    started = time.monotonic()
+    checked = CliRunner().invoke(cli, ["migrate", "--check", "--wait", "30", "--database-url", url])
+    assert time.monotonic() - started < 10
+    assert checked.exit_code == 1, checked.output
+    (line,) = checked.output.splitlines()
+    assert f"the database role '{role}' lacks a privilege" in line
+    assert "permission denied for table read_model_migrations" in line

@@ -4,10 +4,10 @@ What the server does around every call (observing it, mapping its errors,
 authenticating its caller, carrying its deadline) is a layer: a function that
 wraps a method's handler (services.grpc.handlers). As grpc.aio interceptors,
 each layer ran per call, as a coroutine of its own that rebuilt the handler it
-passed on: some 100-200 us of the event loop a call, as much as the rest of an
-empty call. Here the layers wrap a method's handler the first time it is
-called, and a call is a dict lookup; what belongs to the call itself (its
-metadata, its deadline) is read inside the wrappers, from its context.
+passed on (new closures, a new method handler, inspect calls on each). Here
+the layers wrap a method's handler the first time it is called, and a call is
+a dict lookup; what belongs to the call itself (its metadata, its deadline) is
+read inside the wrappers, from its context.
 
 This is also how the generated ``add_*Servicer_to_server`` functions reach the
 server: as generic handlers only, found by the method's name. grpc.aio keeps a

@@ -163,21 +163,7 @@ def erasure_to_pb(erasure: RecordedErasure) -> pb.Erasure:
 
 
 def erasure_event_to_pb(event: EntriesErased | SessionErased) -> pb.Erasure:
-    if isinstance(event, EntriesErased):
-        ids, tainted = list(event.entry_ids), list(event.tainted_compactions)
-    else:
-        ids, tainted = [], []
-    return erasure_to_pb(
-        RecordedErasure(
-            ids,
-            tainted,
-            event.erased_by,
-            event.reason,
-            event.originator_version,
-            event.timestamp,
-            event.erased_with,
-        )
-    )
+    return erasure_to_pb(RecordedErasure.of(event))
 
 
 # -- the system prompt --------------------------------------------------------------

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from sqlalchemy import (
     ColumnElement,
     Select,
@@ -41,7 +42,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from services.adapters import read_model_tables as t
-from services.adapters.embedding_rows import DamagedEmbedding, DamageReports, decode_embeddings
+from services.adapters.embedding_rows import (
+    LOGGED_ROWS,
+    DamagedEmbedding,
+    DamageReports,
+    decode_embeddings,
+)
 from services.adapters.read_model_db import ReadModelDatabase, reading
 
 if TYPE_CHECKING:
@@ -51,6 +57,7 @@ MAX_QUERY_WORDS = 32
 # Longer "words" (a hash, a blob) are cut: PostgreSQL refuses lexemes over 2,047 bytes.
 MAX_WORD_CHARS = 100
 _WORD = re.compile(r"\w+")
+log = structlog.get_logger(__name__)
 _fts = table("recall_fts", column("rowid"))
 # Sets of vectors kept in memory (each a session's, or a tenant's search's), at most
 # this many bytes of them all: 10,000 chunks of 1,536 dimensions take 61 MB.
@@ -90,6 +97,14 @@ class ChunkRow:
     recorded_us: int
     role: str
     text: str
+
+    def sound(self) -> bool:
+        """Whether each value is of its column's type. SQLite keeps whatever a write
+        gave it, so a row another program wrote (or damaged) may hold text where a
+        number belongs: a search skips that row rather than fail on it."""
+        numbers = (self.version, self.entry_position, self.recorded_us)
+        texts = (self.session_id, self.entry_id, self.role, self.text)
+        return all(type(n) is int for n in numbers) and all(type(s) is str for s in texts)
 
 
 def query_words(query: str) -> list[str]:
@@ -155,7 +170,15 @@ class RecallQueries:
 
     def _chunks(self, query: Select[Any]) -> list[ChunkRow]:
         with reading(self.database.reader) as connection:
-            return [ChunkRow(*row) for row in connection.execute(query)]
+            rows = [ChunkRow(*row) for row in connection.execute(query)]
+        sound = [row for row in rows if row.sound()]
+        if len(sound) < len(rows):
+            damaged = [row.id for row in rows if not row.sound()]
+            log.warning(
+                "damaged recall chunks skipped: `sessionstore rebuild recall` rebuilds the index",
+                chunks=damaged[:LOGGED_ROWS],
+            )
+        return sound
 
     # -- vectors -----------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ import math
 import time
 from dataclasses import replace
 
+import structlog
+
 from domain.content import Entry, Role, TextBlock
 from domain.context.budget import ContextBudget
 from domain.errors import DomainError
@@ -32,6 +34,7 @@ CLOSE = "</recalled_context>"
 RECALLED_TYPE = "recalled_context"
 # The longest a prompt view waits for an embedding of its newest turn.
 RETRIEVAL_SECONDS = 2.0
+log = structlog.get_logger(__name__)
 
 
 class Retrieval:
@@ -73,6 +76,12 @@ class Retrieval:
             )
         except DomainError as error:
             return view, EngineAction("recall_skipped", str(error), version)
+        except Exception as error:  # a fault of the index: the view is served without it
+            log.exception("recall failed for a prompt view", session_id=view.log.session_id)
+            detail = (
+                f"recall failed ({type(error).__name__}; logged): the view holds no recalled block"
+            )
+            return view, EngineAction("recall_skipped", detail, version)
         shown = {e.id for e in (*view.log.pinned, *entries)}
         hits = [h for h in found.hits if h.entry_id not in shown][:top_k]
         counter = tokenizer_for(view.settings.model)
@@ -97,7 +106,7 @@ class Retrieval:
             tokenizer=counter.name,
         )
         versions = list(view.log.entry_versions)
-        log = replace(
+        with_block = replace(
             view.log,
             entries=[*entries[:newest], block, *entries[newest:]],
             entry_versions=[*versions[:newest], versions[newest], *versions[newest:]],
@@ -106,7 +115,7 @@ class Retrieval:
             f"{len(hits)} hidden entries recalled for the newest user turn (~{tokens:,} "
             "tokens): " + ", ".join(f"{h.entry_id} (v{h.version})" for h in hits)
         )
-        recalled = replace(view, log=log, estimated_tokens=view.estimated_tokens + tokens)
+        recalled = replace(view, log=with_block, estimated_tokens=view.estimated_tokens + tokens)
         return recalled, EngineAction("recalled", detail, version)
 
 

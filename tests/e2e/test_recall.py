@@ -11,6 +11,7 @@ import struct
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,7 +20,7 @@ from click.testing import CliRunner, Result
 from eventsourcing.domain import get_topic
 from eventsourcing.persistence import StoredEvent
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, literal, select, update
 
 from domain.session_events import EntriesAppended
 from projections.read_models.recall import content_hash
@@ -436,6 +437,42 @@ def test_the_prompt_view_recalls_hidden_entries_for_the_newest_turn_within_budge
     plain = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
     assert "recalled_context" not in plain.messages_json
     assert not [a for a in plain.actions if a.kind.startswith("recall")]
+
+
+def test_a_damaged_index_row_fails_no_search_and_no_view(tmp_path: Path) -> None:
+    """SQLite keeps whatever a write gave it: a chunk another program left with text
+    where its position belongs is skipped by searches and views, which still answer."""
+    server = start_server(f"sqlite:///{tmp_path}/sessions.db")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            memory = pb.MemoryPolicy(retrieval_top_k=2)
+            settings = pb.SessionSettings(model="gpt-4o", memory=memory)
+            session = store.CreateSession(pb.CreateSessionRequest(settings=settings))
+            fact_id, _, _ = _history_with_hidden_fact(store, session.id)
+            other = append(
+                store, session.id, user("The vault path of the archive is cold.")
+            ).entry_ids[0]
+            append(store, session.id, user("Which vault path holds the staging password?"))
+            before = _recall(store, session.id, "vault")
+            assert fact_id in {h.entry_id for h in before.hits}
+            models = server.app.read_models
+            assert models is not None
+            with models.database.writer.begin() as connection:
+                connection.execute(
+                    update(t.recall_chunks)
+                    .where(t.recall_chunks.c.entry_id == fact_id)
+                    .values(entry_position=literal("damaged"))
+                )
+
+            after = _recall(store, session.id, "vault")
+            found = {h.entry_id for h in after.hits}
+            assert fact_id not in found and other in found
+            view = store.GetPromptView(pb.GetPromptViewRequest(session_id=session.id))
+            assert "zebra-7731" not in view.messages_json
+            assert [a.kind for a in view.actions if a.kind.startswith("recall")], view.actions
+    finally:
+        server.stop(0)
 
 
 def test_retrieval_top_k_out_of_range_is_refused(store: Stub) -> None:

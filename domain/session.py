@@ -1,11 +1,11 @@
 """The Session aggregate: every change to a session is one of its events.
 
 Its state (domain.session_state) is small and does not grow with the
-session; the entries themselves live in the events (domain.session_events)
-and in the read side. The commands are split by what they change: appends
-(domain.session_appends), what the prompt keeps of the history
-(domain.session_compactions), and here the session's life: start, fork,
-settings, system prompt, retraction and erasure.
+session; the entries themselves live in the events (domain.session_events,
+domain.compaction_events) and in the read side. The commands are split by
+what they change: appends (domain.session_appends), what the prompt keeps of
+the history (domain.session_compactions), and here the session's life: start,
+fork, settings, system prompt, retraction and erasure.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from eventsourcing.domain import CanSnapshotAggregate
 
+from domain import compaction_events as compactions
 from domain import session_events as events
 from domain.erasure import MAX_ERASE_REASON_CHARS, MAX_ERASER_CHARS
 from domain.errors import IdempotencyKeyReused, InvalidRequest, VersionConflict
@@ -24,25 +25,44 @@ from domain.retraction import RetractionPlan
 from domain.retraction import check_reason as check_retraction_reason
 from domain.session_appends import AppendCommands
 from domain.session_compactions import CompactionCommands
-from domain.session_events import SessionEvent
 from domain.settings import SessionSettings
 from domain.streams import DEFAULT_TENANT, check_stream
 from domain.system_prompt import SystemPrompt, validate_system_prompt
+
+# Every event a session can record. Readers dispatch over it with match and
+# assert_never, so a new event type is a type error until each handles it.
+SessionEvent: TypeAlias = (
+    events.Started
+    | events.EntriesAppended
+    | compactions.CompactionRecorded
+    | compactions.CompactionFailed
+    | events.OverflowReported
+    | events.SystemPromptSet
+    | events.PruneRecorded
+    | events.SettingsChanged
+    | events.ToolCallsAbandoned
+    | compactions.CompactionUndone
+    | events.EntriesErased
+    | events.SessionErased
+    | compactions.CompactionRedone
+    | events.EntryRetracted
+    | events.SessionCleared
+)
 
 
 class Session(AppendCommands, CompactionCommands):
     # Stored events name their class as Session's attribute, where the classes
     # were first defined (their TOPIC): a stored topic resolves through these in
     # any process, one that never recorded such an event too. Code imports the
-    # classes from domain.session_events.
+    # classes from domain.session_events and domain.compaction_events.
     Event = events.Event
     Started = events.Started
     EntriesAppended = events.EntriesAppended
     ToolCallsAbandoned = events.ToolCallsAbandoned
-    CompactionRecorded = events.CompactionRecorded
-    CompactionUndone = events.CompactionUndone
-    CompactionRedone = events.CompactionRedone
-    CompactionFailed = events.CompactionFailed
+    CompactionRecorded = compactions.CompactionRecorded
+    CompactionUndone = compactions.CompactionUndone
+    CompactionRedone = compactions.CompactionRedone
+    CompactionFailed = compactions.CompactionFailed
     OverflowReported = events.OverflowReported
     SystemPromptSet = events.SystemPromptSet
     PruneRecorded = events.PruneRecorded

@@ -12,6 +12,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from domain.compaction import Compaction, CompactionFailure, History, check_cut_point
+from domain.compaction_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+)
 from domain.content import Entry, Role
 from domain.context.calibration import (
     REQUEST_BYTES_SHARE,
@@ -36,14 +42,7 @@ from domain.errors import (
     quoted,
 )
 from domain.pruning import PruneAction, PruneDecision
-from domain.session_events import (
-    CompactionFailed,
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
-    OverflowReported,
-    PruneRecorded,
-)
+from domain.session_events import OverflowReported, PruneRecorded
 from domain.session_state import SessionState
 
 MAX_UNDO_REASON_CHARS = 2_000

@@ -4,8 +4,9 @@ The state is small and does not grow with the session (version, settings,
 counters, the last entry, open tool calls, the cuts in force and where the
 system entries are, at most 64 of each, a bounded window of idempotency keys),
 so appending entry 100,000 costs what appending entry 10 does, and snapshots
-stay tiny. The events fold into it (domain.session_events); the commands that
-record them build on it (domain.session and its command modules).
+stay tiny. The events fold into it (domain.session_events,
+domain.compaction_events); the commands that record them build on it
+(domain.session and its command modules).
 """
 
 from __future__ import annotations

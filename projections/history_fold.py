@@ -15,16 +15,18 @@ from datetime import datetime
 from typing import Self, assert_never
 
 from domain.compaction import Compaction
+from domain.compaction_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+)
 from domain.content import Entry, Role, ToolCall, ToolResult, block_texts
 from domain.context.calibration import LearnedLimits, Lesson
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.session import SessionEvent
 from domain.session_events import (
-    CompactionFailed,
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
     EntriesAppended,
     EntriesErased,
     EntryRetracted,

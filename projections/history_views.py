@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from domain.compaction import Compaction, CompactionFailure
+from domain.compaction_events import CompactionRedone, CompactionUndone
 from domain.content import Entry, Role, ToolResult
 from domain.context import shown
 from domain.context.budget import ContextBudget, context_budget
@@ -15,12 +16,7 @@ from domain.context.calibration import LearnedLimits
 from domain.context.shown import tokens_taken_out
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.pruning import PruneDecision
-from domain.session_events import (
-    CompactionRedone,
-    CompactionUndone,
-    EntriesErased,
-    SessionErased,
-)
+from domain.session_events import EntriesErased, SessionErased
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from domain.compaction_events import CompactionRecorded
 from domain.session import Session, SessionEvent
-from domain.session_events import CompactionRecorded, EntriesAppended, ToolCallsAbandoned
+from domain.session_events import EntriesAppended, ToolCallsAbandoned
 from projections.history_records import HistoryRecords
 from projections.history_views import (
     DurableLog,

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.compaction import Compaction, CompactionFailure
-from domain.pruning import PruneAction, PruneDecision
-from domain.session_events import (
+from domain.compaction_events import (
     CompactionFailed,
     CompactionRecorded,
     CompactionRedone,
     CompactionUndone,
-    PruneRecorded,
 )
+from domain.pruning import PruneAction, PruneDecision
+from domain.session_events import PruneRecorded
 from projections.read_models.rows import CompactionRow, PruneRow
 
 COMPACTION_EVENTS = (

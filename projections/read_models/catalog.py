@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.compaction_events import CompactionRecorded
 from domain.session_events import (
-    CompactionRecorded,
     EntriesAppended,
     PruneRecorded,
     SessionErased,

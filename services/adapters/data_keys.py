@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from domain.compaction_events import CompactionRecorded
 from domain.session import Session
 from domain.session_events import (
-    CompactionRecorded,
     EntriesAppended,
     EntriesErased,
     Event,

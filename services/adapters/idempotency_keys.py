@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from domain.session_events import CompactionRecorded, EntriesAppended
+from domain.compaction_events import CompactionRecorded
+from domain.session_events import EntriesAppended
 
 TABLE_SUFFIX = "_keys"
 

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from domain.session_events import CompactionRecorded
+from domain.compaction_events import CompactionRecorded
 from services import deadline as call_deadline
 from services.engine.base import CompactionOutcome
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from domain.compaction_events import CompactionRecorded
 from domain.content import Entry
 from domain.errors import IdempotencyKeyReused
 from domain.session import Session, SessionEvent
-from domain.session_events import CompactionRecorded, EntriesAppended
+from domain.session_events import EntriesAppended
 from services.adapters.event_store import EventStore
 
 # What a key may name: an append, or a compaction a Compact call recorded.

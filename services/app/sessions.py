@@ -20,19 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from domain.compaction import Compaction, CompactionFailure
+from domain.compaction_events import CompactionRecorded, CompactionRedone, CompactionUndone
 from domain.content import Entry
 from domain.context.overflow import OverflowReport
 from domain.pruning import PruneDecision
 from domain.retraction import RetractionPlan
 from domain.session import Session, SessionEvent
-from domain.session_events import (
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
-    EntriesErased,
-    PruneRecorded,
-    SessionErased,
-)
+from domain.session_events import EntriesErased, PruneRecorded, SessionErased
 from domain.settings import SessionSettings
 from domain.system_prompt import SystemPrompt
 from projections.rendered_prompt import RenderedPrompt

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from domain.compaction import Compaction, CompactionFailure, Trigger
+from domain.compaction_events import CompactionRecorded
 from domain.context.budget import ContextBudget
 from domain.context.chain import SummarizerStep
 from domain.context.window_guard import WindowVerdict
 from domain.errors import DeadlineExceeded, IdempotencyKeyReused, SessionNotFound, Unavailable
 from domain.pruning import PruneDecision
 from domain.session import Session
-from domain.session_events import CompactionRecorded, PruneRecorded
+from domain.session_events import PruneRecorded
 from projections.session_history import PromptView, SessionHistory
 from services.adapters.summarizers.base import Summarizer
 from services.adapters.summarizers.provider import ProviderCompactor

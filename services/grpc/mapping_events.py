@@ -11,6 +11,12 @@ from typing import Any, assert_never
 from google.protobuf.message import Message
 
 from domain.compaction import Compaction, CompactionFailure, Trigger
+from domain.compaction_events import (
+    CompactionFailed,
+    CompactionRecorded,
+    CompactionRedone,
+    CompactionUndone,
+)
 from domain.context.calibration import TokenLesson
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.context.window_guard import WindowVerdict
@@ -19,10 +25,6 @@ from domain.errors import InvalidRequest
 from domain.pruning import PruneDecision
 from domain.session import SessionEvent
 from domain.session_events import (
-    CompactionFailed,
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
     EntriesAppended,
     EntriesErased,
     EntryRetracted,

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from domain.compaction import Trigger
+from domain.compaction_events import CompactionFailed, CompactionRecorded
 from domain.session import Session
 from domain.session_events import (
-    CompactionFailed,
-    CompactionRecorded,
     EntriesAppended,
     Event,
     OverflowReported,

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from eventsourcing.domain import get_topic
 
-from domain.session_events import (
+from domain.compaction_events import (
     CompactionFailed,
     CompactionRecorded,
     CompactionRedone,
     CompactionUndone,
-    EntriesErased,
-    PruneRecorded,
-    SessionErased,
 )
+from domain.session_events import EntriesErased, PruneRecorded, SessionErased
 
 COMPACTION_TOPICS = [
     get_topic(CompactionRecorded),

@@ -29,7 +29,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from psycopg import sql
 
-from domain.session_events import CompactionRecorded, Started
+from domain.compaction_events import CompactionRecorded
+from domain.session_events import Started
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import legacy_tenants
 from services.adapters.read_model_db import open_database

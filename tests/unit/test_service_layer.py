@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from domain.compaction import Compaction
+from domain.compaction_events import CompactionRecorded
 from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
 from domain.session import Session
-from domain.session_events import CompactionRecorded
 from services.app import tenancy
 from services.bootstrap import Application, build_application
 from services.config import Config

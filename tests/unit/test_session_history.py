@@ -9,20 +9,12 @@ from datetime import timedelta
 
 import pytest
 
+from domain.compaction_events import CompactionRecorded, CompactionRedone, CompactionUndone
 from domain.content import Entry
 from domain.errors import EntryNotFound, InvalidCutPoint, VersionOutOfRange
 from domain.pruning import PruneDecision
 from domain.session import Session
-from domain.session_events import (
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
-    EntriesAppended,
-    Event,
-    PruneRecorded,
-    SettingsChanged,
-    Started,
-)
+from domain.session_events import EntriesAppended, Event, PruneRecorded, SettingsChanged, Started
 from domain.settings import PruningPolicy, SessionSettings
 from projections.session_history import SessionHistory, load_from_cut
 from tests.unit.support import Tracked, assistant, call, clear, custom, tool, trim, user

@@ -17,21 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from domain.compaction import Compaction
+from domain.compaction_events import CompactionRecorded, CompactionRedone, CompactionUndone
 from domain.content import (
     Entry,
     Role,
     TextBlock,
 )
 from domain.session import SessionEvent
-from domain.session_events import (
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
-    EntriesAppended,
-    EntryRetracted,
-    Started,
-    ToolCallsAbandoned,
-)
+from domain.session_events import EntriesAppended, EntryRetracted, Started, ToolCallsAbandoned
 from services.adapters.transcripts.ir import ORIGINAL_KEY, dumps, format_time
 from services.adapters.transcripts.pi_content import SYNTHETIC, pi_content
 

@@ -8,18 +8,13 @@ from types import MappingProxyType
 
 from domain.compaction import Compaction, CompactionFailure
 from domain.compaction_changes import plan_redo, plan_undo
+from domain.compaction_events import CompactionRecorded, CompactionRedone, CompactionUndone
 from domain.context.overflow import OverflowReport
 from domain.context_edits import parse_applied_edits, provider_clears
 from domain.errors import InvalidRequest
 from domain.pruning import PruneAction, PruneDecision
 from domain.session import Session
-from domain.session_events import (
-    CompactionRecorded,
-    CompactionRedone,
-    CompactionUndone,
-    OverflowReported,
-    PruneRecorded,
-)
+from domain.session_events import OverflowReported, PruneRecorded
 from services.adapters.tokenizers import tokenizer_for
 from services.app.history_cache import HistoryCache
 from services.app.idempotency import Idempotency

@@ -20,8 +20,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.popo import POPOFactory
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg import sql
+from eventsourcing.postgres import PostgresDatastore
 
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended, EntriesErased, SessionErased, Started
@@ -34,6 +33,7 @@ from services.adapters.event_keys import (
     keys_being_read,
     keys_being_written,
 )
+from services.adapters.event_table_creation import create_event_tables
 from services.adapters.event_tables import STORE_NAME
 from services.adapters.id_index import IdRow, IndexingRecorder, StoredIds, id_rows
 from services.adapters.idempotency_keys import key_rows
@@ -76,9 +76,9 @@ class EventStore(Application[str]):
     ) -> None:
         """``create_tables``: create the tables, indexes and functions the store lacks
         (filling those added since from the stored events), as a process that
-        migrates does; without it nothing is created, not even the PostgreSQL
-        schema, and the tables must be there (services.adapters.event_tables says
-        which a database lacks: look first)."""
+        migrates does (services.adapters.event_table_creation); without it nothing
+        is created, not even the PostgreSQL schema, and the tables must be there
+        (services.adapters.event_tables says which a database lacks: look first)."""
         self._probe: PostgresProbe | None = None
         if not create_tables:
             env = {**env, "CREATE_TABLE": "n"}  # the library's recorders make none
@@ -86,10 +86,7 @@ class EventStore(Application[str]):
         with setting_up_postgres(env, create_schema and create_tables):
             super().__init__(env=env)
             if create_tables:
-                self._index_topics()
-                self.backfilled_ids = self._indexing_recorder.create_id_index(self._id_rows_of)
-                self._indexing_recorder.create_key_table()
-                self._indexing_recorder.create_data_key_table()
+                self.backfilled_ids = create_event_tables(self._indexing_recorder, self._id_rows_of)
         self.snapshot_interval = snapshot_interval
         # Bare stream ids of other tenants' sessions stored before ids were scoped.
         self.legacy_tenants = legacy_tenants(self.recorder, create=create_tables)
@@ -271,25 +268,6 @@ class EventStore(Application[str]):
         finally:
             keys_being_written.reset(token)
         return positions
-
-    def _index_topics(self) -> None:
-        """Lets sessions be listed by their Started events without scanning every event."""
-        recorder: Any = self.recorder
-        if not hasattr(recorder, "datastore"):
-            return  # the in-memory recorder indexes nothing
-        table = recorder.events_table_name
-        if isinstance(recorder, PostgresApplicationRecorder):
-            statement: Any = sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (topic, notification_id)"
-            ).format(
-                index=sql.Identifier(f"{table}_topic_idx"),
-                schema=sql.Identifier(recorder.datastore.schema),
-                table=sql.Identifier(table),
-            )
-        else:
-            statement = f"CREATE INDEX IF NOT EXISTS {table}_topic_idx ON {table} (topic)"
-        with recorder.datastore.transaction(commit=True) as cursor:
-            cursor.execute(statement)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

@@ -3,11 +3,12 @@ readers call) as this release needs them, and which of them a database lacks.
 
 Only a process that migrates makes them: `sessionstore migrate`, and a server or
 worker that migrates at start (SESSIONSTORE_MIGRATE_AT_START, the default),
-through the recorders (services.adapters.event_store). A process told not to
-migrate, and a command that only reads, look here first, on a plain connection,
-and refuse a database that lacks any of them: opening the store there would make
-them, and a wrong URL would leave an empty store behind that every later start
-took for a store of no sessions.
+through the recorders as the store opens (services.adapters.event_store and
+services.adapters.event_table_creation). A process told not to migrate, and a
+command that only reads, look here first, on a plain connection, and refuse a
+database that lacks any of them: opening the store there would make them, and a
+wrong URL would leave an empty store behind that every later start took for a
+store of no sessions.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from services.adapters.migration_checks import (
 from services.adapters.providers import load_providers
 from services.adapters.retention_file import read_policies
 from services.adapters.summarizers import build_summarizer
+from services.adapters.summary_claims import OneServerClaims, PostgresSummaryClaims, summary_claims
 from services.app import tenancy
 from services.app.access import SessionAccess
 from services.app.audit import AuditService
@@ -82,11 +83,15 @@ class Application:
     # The retention policies, where this server keeps the read models itself and
     # was given a policy file; the server starts it.
     retention: LeadingRetention | None = None
+    # Which server summarises a session (on PostgreSQL, connections of their own).
+    claims: PostgresSummaryClaims | OneServerClaims | None = None
 
     def close(self) -> None:
         if self.retention is not None:
             self.retention.close()  # before what its runs use
         self.runner.close()
+        if self.claims is not None:
+            self.claims.close()  # frees the claims of summaries still running
         if self.read_models is not None:
             self.read_models.close()
         self.sessions.close()
@@ -165,6 +170,8 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         raise
     sessions = build_sessions(config, events, engine_names=factories)
     runner = CompactionRunner(config.compaction_workers)
+    # A claim is held only by a running compaction: one connection per worker at most.
+    claims = summary_claims(events.postgres, config.compaction_workers)
     # The engines act on sessions through the service (their SessionPort), and
     # hear of every save from the write path.
     engines = EngineRegistry(
@@ -172,6 +179,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
             port=sessions,
             summarizers=observability.summarizers(lambda step: build_summarizer(step, providers)),
             runner=runner,
+            claims=claims,
         ),
         factories,
         wrap=observability.engine,
@@ -190,6 +198,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         except BaseException:
             # A refused start (tables not migrated) leaves nothing open behind it.
             runner.close()
+            claims.close()
             sessions.close()
             observability.close()
             raise
@@ -216,6 +225,7 @@ def build_application(config: Config, tracer_provider: TracerProvider | None = N
         recall=recall,
         observability=observability,
         retention=retention,
+        claims=claims,
     )
 
 

@@ -162,6 +162,13 @@ class EventStore(Application[str]):
                 sqlite_recorder.make_resilient(datastore)
         return super().construct_recorder()
 
+    @property
+    def postgres(self) -> ResilientPostgresDatastore | None:
+        """The PostgreSQL datastore (its pool's connection settings, its schema); None
+        on SQLite and memory:."""
+        datastore = getattr(self.factory, "datastore", None)
+        return datastore if isinstance(datastore, ResilientPostgresDatastore) else None
+
     def probe(self) -> str:
         """Empty when the database answers, else why not; requests fail fast while it does not."""
         return self._probe.check() if self._probe is not None else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -96,9 +97,13 @@ class CompactionOutcome:
     pruned: PruneRecorded | None = None
     # A retry of a Compact, answered from the compaction its key recorded.
     replayed: bool = False
+    # Nothing done here: another server is summarising the session (SummaryClaims).
+    elsewhere: bool = False
 
     def action(self, kind: str = "compacted") -> EngineAction:
         """What this outcome did, as reported with a prompt view."""
+        if self.elsewhere:
+            return EngineAction("compaction_running", self.reason)
         if self.recorded is not None:
             compaction = self.recorded.compaction
             detail = (
@@ -116,10 +121,10 @@ class CompactionOutcome:
 
 class CompactionReplayed(Exception):
     """Recording found the Compact's key had already recorded this request's compaction:
-    a try of the same call landed first (on another server, where no lock is shared
-    while a model writes). Nothing was recorded now; the call answers ``recorded``,
-    the first try's, as a retry's answer. Raised through the engine, which has no
-    more to do, to the caller that sent the key."""
+    a try of the same call landed first (on another server: a Compact takes no
+    claim on the session while a model writes). Nothing was recorded now; the call
+    answers ``recorded``, the first try's, as a retry's answer. Raised through the
+    engine, which has no more to do, to the caller that sent the key."""
 
     def __init__(self, recorded: CompactionRecorded) -> None:
         super().__init__(
@@ -157,6 +162,17 @@ class SessionPort(Protocol):
     ) -> PruneRecorded: ...
 
 
+class SummaryClaims(Protocol):
+    """Which server summarises a session now, of the servers that share its store: a
+    server refused the claim leaves the summary to the one holding it, instead of
+    paying a model for a second summary of the same history."""
+
+    def hold(self, session_id: str) -> AbstractContextManager[bool]:
+        """Holds the session's claim for the block when no other server does (True);
+        False, holding nothing, while another holds it."""
+        ...
+
+
 # Builds the summariser one step of a compaction's chain names (model, provider, window),
 # or the provider's own compaction for a ``provider`` step.
 SummarizerFactory = Callable[[SummarizerStep], Summarizer | ProviderCompactor]
@@ -189,6 +205,8 @@ class EngineContext:
     port: SessionPort
     summarizers: SummarizerFactory
     runner: CompactionRunner
+    # Taken by a compaction the engine starts by itself before it asks a model.
+    claims: SummaryClaims
 
 
 EngineFactory = Callable[[EngineContext], ContextEngine]

@@ -8,7 +8,9 @@
    its threshold; a view over its budget waits for it, then, if that was not
    enough, for the steps that always land (services.engine.fit); overflow
    reports and Compact requests run it too. Summaries come from the session's
-   summariser chain (services.engine.compaction).
+   summariser chain (services.engine.compaction). Of servers sharing a store,
+   one at a time asks a model for a session's summary (SummaryClaims); on the
+   others the compaction it started is said to be running, as one running here.
 4. Pruning: cache-ttl (SPEC 3.4) or recent-n byte caps, before a view is served.
 
 Every figure compared is the session's one calibrated estimate against the
@@ -26,6 +28,7 @@ import structlog
 
 from domain.compaction import Trigger
 from domain.content import Role
+from domain.context.chain import summarizer_chain
 from domain.context.pruning_planner import (
     PrunePlan,
     ToolFilter,
@@ -40,6 +43,7 @@ from domain.errors import (
     PromptOverBudget,
 )
 from domain.pruning import PruneAction, PruneDecision
+from domain.settings import SessionSettings
 from projections.session_history import PromptView
 from services import deadline as call_deadline
 from services.engine.base import (
@@ -63,6 +67,9 @@ FIT_ROUNDS = 3
 # A view over its budget waits this long for a summarising compaction; past it the
 # steps that always land make it fit, and the summary lands when the model is done.
 VIEW_WAIT_SECONDS = 1.0
+RUNNING_ELSEWHERE = (
+    "another server is summarising this session; its compaction lands when the model is done"
+)
 
 
 class LayeredEngine(CompactsInTheBackground):
@@ -76,6 +83,7 @@ class LayeredEngine(CompactsInTheBackground):
     def __init__(self, context: EngineContext) -> None:
         super().__init__(context)
         self.summarizers = context.summarizers
+        self.claims = context.claims
 
     # -- SPEC 6 ------------------------------------------------------------------------
 
@@ -177,7 +185,7 @@ class LayeredEngine(CompactsInTheBackground):
                 with call_deadline.within(None):
                     if fitting:
                         return fit(self.port, session_id, request, self.info.name)
-                    return self._compact_now(session_id, request)
+                    return self._compact_now(session_id, request, claim=True)
             except CompactionReplayed:
                 raise  # a try of the same Compact landed first: its answer, no failure
             except Exception as error:
@@ -216,12 +224,28 @@ class LayeredEngine(CompactsInTheBackground):
                 "still running; it goes on in the background: ask again, with a longer deadline"
             ) from None
 
-    def _compact_now(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
+    def _compact_now(
+        self, session_id: str, request: CompactionRequest, *, claim: bool = False
+    ) -> CompactionOutcome:
+        """``claim``: a compaction started by the engine itself asks a model only while it
+        holds the session's claim. A manual request does not claim: it has its own
+        instructions, and its idempotency key answers its retries."""
         if request.truncate_first and request.attempt <= 1:
             view = self.port.history(session_id).prompt_view()
             truncated = self._truncate_oversized(session_id, view)
             if truncated is not None:
                 return truncated
+        if not claim or not _asks_a_model(self.port.recent(session_id).settings):
+            return self._compact_with_chain(session_id, request)
+        with self.claims.hold(session_id) as held:
+            if held:
+                return self._compact_with_chain(session_id, request)
+        # Left to the server that holds the claim: the view goes on as while a model
+        # summarises here (the fitting steps make one over its budget fit).
+        log.debug("compaction left to another server", session=session_id, trigger=request.trigger)
+        return CompactionOutcome(False, RUNNING_ELSEWHERE, elsewhere=True)
+
+    def _compact_with_chain(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         return compact_with_chain(self.port, self.summarizers, session_id, request, self.info.name)
 
     def _truncate_oversized(self, session_id: str, view: PromptView) -> CompactionOutcome | None:
@@ -301,6 +325,12 @@ def guard_window(view: PromptView) -> WindowVerdict:
             verdict.message, verdict.window_tokens, source, verdict.hard_min_tokens
         )
     return verdict
+
+
+def _asks_a_model(settings: SessionSettings) -> bool:
+    """Whether the session's chain has a model's step (the offline summary and the hard
+    drop take milliseconds: no server need leave them to another)."""
+    return any(step.is_model for step in summarizer_chain(settings.compaction, settings.model))
 
 
 def _last_cache_touch(view: PromptView) -> datetime | None:

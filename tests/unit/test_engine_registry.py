@@ -10,6 +10,7 @@ import pytest
 
 from domain.errors import InvalidSettings
 from services.adapters.summarizers import build_summarizer
+from services.adapters.summary_claims import OneServerClaims
 from services.app.sessions import AsOf
 from services.bootstrap import build_application
 from services.config import Config
@@ -49,7 +50,12 @@ def test_an_engine_registered_by_entry_point_serves_sessions(installed_plugin: N
 def test_the_built_in_engines_and_an_unknown_name() -> None:
     runner = CompactionRunner(1)
     registry = EngineRegistry(
-        EngineContext(port=None, summarizers=lambda p: build_summarizer(""), runner=runner)  # type: ignore[arg-type]
+        EngineContext(
+            port=None,  # type: ignore[arg-type]
+            summarizers=lambda p: build_summarizer(""),
+            runner=runner,
+            claims=OneServerClaims(),
+        )
     )
     assert {"layered", "sliding-window"} <= set(registry.names)
     assert registry.get("layered").info.owns_compaction

@@ -1,0 +1,126 @@
+"""Of servers sharing a PostgreSQL store, one at a time asks a model for a session's
+summary: the compaction the next turn starts on another server while the first
+summarises is left to the first (the view there goes on as when one runs locally),
+so replicas behind a round-robin balancer pay for one summary, not one each.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlparse
+
+import psycopg
+import pytest
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters.summary_claims import claim_key
+from tests.e2e.test_compact_retries import eventually_called, two_servers
+from tests.e2e.test_context_engine import create, eventually, of_kind, turn, view
+from tests.e2e.test_grpc_api import Stub
+from tests.support.fake_provider import FakeProvider, delay, fail
+
+SUMMARIZER = "openai/fake-summarizer"
+# Long enough for the other server's turns and view to come while the model writes.
+SUMMARY_SECONDS = 5.0
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:
+    """A 40,000-token window: over 28,000 a compaction starts, over 35,000 (the budget)
+    a view must be brought within it; a turn adds some 4,000."""
+    return create(
+        store,
+        model="gpt-4o",
+        context_window_tokens=40_000,
+        compaction=pb.CompactionPolicy(
+            threshold_ratio=0.7,
+            keep_recent_tokens=4_000,
+            summarizer_model=SUMMARIZER,
+            summarizer_api_base=provider.openai_base,
+            summarizer_window_tokens=128_000,
+        ),
+    )
+
+
+def claimed(database_url: str, session_id: str) -> bool:
+    """Whether a server holds the session's claim: it cannot be taken from here."""
+    schema = parse_qs(urlparse(database_url).query)["schema"][0]
+    key = claim_key(schema, session_id)
+    with psycopg.connect(database_url.split("?")[0], autocommit=True) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        taken = bool(row and row[0])
+        if taken:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    return not taken
+
+
+def model_summaries(store: Stub, session_id: str) -> list[pb.SessionEvent]:
+    recorded = of_kind(store, session_id, "compaction_recorded")
+    return [e for e in recorded if e.compaction_recorded.summarizer_model == SUMMARIZER]
+
+
+def test_a_turn_on_another_server_while_one_summarises_pays_for_no_second_summary(
+    postgres_schema_url: str, provider: FakeProvider
+) -> None:
+    with two_servers(postgres_schema_url) as (first, other):
+        session = summarised_session(first, provider)
+        provider.script(delay(SUMMARY_SECONDS))
+        for n in range(7):
+            turn(first, session.id, n, output_chars=15_000)  # the last crosses the threshold
+        assert eventually_called(provider)
+        started = time.monotonic()
+        assert claimed(postgres_schema_url, session.id)
+
+        # The next turns land on the other server, and take the prompt over its budget.
+        for n in range(7, 9):
+            turn(other, session.id, n, output_chars=15_000)
+        served = view(other, session.id)
+
+        assert time.monotonic() - started < SUMMARY_SECONDS, "the view waited for the model"
+        assert served.estimated_tokens <= served.budget_tokens
+        kinds = [(a.kind, a.detail) for a in served.actions]
+        assert any(k == "compaction_running" and "another server" in d for k, d in kinds), kinds
+        assert len(provider.requests) == 1, "the other server asked for a summary too"
+
+        # The first server's summary lands (after the cut the other's view made, which
+        # kept more), and both servers serve it.
+        assert eventually(lambda: model_summaries(first, session.id), within=30)
+        assert not claimed(postgres_schema_url, session.id)
+        (landed,) = model_summaries(first, session.id)
+        summary = landed.compaction_recorded.summary
+        views = [view(store, session.id) for store in (first, other)]
+        assert {v.version for v in views} == {landed.version}
+        for shown in views:
+            assert summary in json.loads(shown.messages_json)[0]["content"]
+            assert shown.estimated_tokens <= shown.budget_tokens
+        assert len(provider.requests) == 1, "a summary was paid for twice"
+
+
+def test_the_claim_is_free_again_after_the_model_fails(
+    postgres_schema_url: str, provider: FakeProvider
+) -> None:
+    with two_servers(postgres_schema_url) as (first, other):
+        session = summarised_session(first, provider)
+        provider.script(fail("auth"))
+        for n in range(7):
+            turn(first, session.id, n, output_chars=15_000)
+        # The model failed: the chain's next step (offline) summarised instead.
+        assert eventually(lambda: of_kind(first, session.id, "compaction_recorded"))
+        (failed,) = of_kind(first, session.id, "compaction_failed")
+        assert failed.compaction_failed.summarizer_model == SUMMARIZER
+        assert eventually(lambda: not claimed(postgres_schema_url, session.id))
+
+        # The next compaction, on the other server, asks the model (which answers now).
+        for n in range(7, 16):
+            turn(other, session.id, n, output_chars=15_000)
+            if len(provider.requests) == 2:
+                break
+        assert eventually(lambda: model_summaries(other, session.id), within=30)
+        assert len(provider.requests) == 2

@@ -94,6 +94,9 @@ class ReadModelRunner:
         self._threads: list[threading.Thread] = []
         # The store's head as of this runner's latest catch-up of every model.
         self._reached = -1
+        # A query found a model behind: read the stored positions at the next catch-up,
+        # moved or not the head (another process may have set one back).
+        self._recheck = False
 
     def fetch(
         self, position: int, topics: Sequence[str], content: bool = False, head: int | None = None
@@ -147,14 +150,15 @@ class ReadModelRunner:
     def catch_up(self) -> int:
         """Applies batches until every model that is not backing off has reached the
         store's head; answers how many events were applied. Takes no lock when the
-        head has not moved."""
+        head has not moved, unless a query hurried it."""
+        recheck, self._recheck = self._recheck, False
         try:
             head = self.events.recorder.max_notification_id() or 0
         except Exception as error:
             for name in self.states:
                 self._failed(name, error)
             return 0
-        if head == self._reached and not self.failing():
+        if head == self._reached and not self.failing() and not recheck:
             return 0
         applied = 0
         try:
@@ -345,7 +349,11 @@ class ReadModelRunner:
         self._wake.set()
 
     def hurry(self) -> None:
-        """Someone waits for the read models: catch up now, pause or not."""
+        """Someone waits for the read models: catch up now, pause or not, from the
+        positions stored, even if the head has not moved since the last catch-up:
+        another process may have set a model back (`sessionstore migrate` making its
+        dropped tables again, for its projection to rebuild)."""
+        self._recheck = True
         self._hurry.set()
         self._wake.set()
 

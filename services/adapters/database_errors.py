@@ -73,8 +73,9 @@ _OUTAGES: tuple[type[BaseException], ...] = (
 
 NOT_MIGRATED_MESSAGE = (
     "the database lacks a table, column or function this release uses ({reason}): the "
-    "store is not migrated to this release: run `sessionstore migrate` (a table dropped "
-    "from a migrated store must be restored instead), then retry"
+    "store is not migrated to this release, or a table was dropped from it: run "
+    "`sessionstore migrate` (it makes a read model's dropped tables again, rebuilt from "
+    "the events; a dropped event log table must be restored from a backup), then retry"
 )
 ROLE_DENIED_MESSAGE = (
     "the database role {role!r} lacks a privilege this server needs ({reason}): grant "

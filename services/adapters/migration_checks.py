@@ -9,6 +9,10 @@ before it opens the event store, on plain connections, and changes nothing: a
 store behind, an empty database included, is refused in one line naming
 `sessionstore migrate`, the one command (with a start that migrates) that
 creates or migrates tables.
+
+A store at the latest migration may still lack a table dropped since: a read
+model's is named, for `sessionstore migrate` to make again (its rows are
+rebuilt from the events).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from services.adapters.read_model_db import (
     read_models_behind,
     reading,
 )
+from services.adapters.read_model_repair import find_dropped
 from services.adapters.start_errors import StartRefused
 from services.config import sqlite_file
 
@@ -38,12 +43,17 @@ def store_behind(
 ) -> str:
     """Empty when the store is at this release, else what is not, in a phrase: the
     event store's tables missing and (with ``read_models``) where the read models
-    are. Tables a newer release migrated are refused (StartRefused), whatever else."""
+    are, or which of their tables are missing. Tables a newer release migrated are
+    refused (StartRefused), whatever else."""
     behind = read_models_behind(connection, database.schema) if read_models else ""
     missing = missing_event_tables(connection, database.env)
     parts = [describe_missing(missing, database.env)] if missing else []
     if behind:
         parts.append(f"read models {behind}")
+    elif read_models:
+        dropped = find_dropped(connection, database.postgres, database.schema)
+        if dropped is not None:
+            parts.append(dropped.describe())
     return "; ".join(parts)
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.engine import URL
 
 from services.adapters.database_errors import database_refusal, kind_of
 from services.adapters.postgres_check import missing_schema
+from services.adapters.read_model_repair import Remade, remake_dropped
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
 
@@ -155,12 +156,14 @@ def _begin_immediate(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def migrate(database: ReadModelDatabase) -> None:
-    """Brings the read models' tables to the latest migration, under a lock.
+def migrate(database: ReadModelDatabase) -> Remade | None:
+    """Brings the read models' tables to the latest migration, under a lock, and
+    makes again those dropped from a store at it (services.adapters.read_model_repair):
+    answers what was made again, and which models must be rebuilt; None when nothing.
 
-    Alembic is imported only when a migration is due: a server starting on
-    tables already migrated (every start but the first of a release) would
-    otherwise keep alembic and mako in memory for good (13 MB of RSS)."""
+    Alembic is imported only when a migration is due, or a table was dropped: a
+    server starting on tables already migrated (every start but the first of a
+    release) would otherwise keep alembic and mako in memory for good (13 MB of RSS)."""
     with database.writer.begin() as connection:
         if database.postgres:
             if database.schema:
@@ -172,21 +175,27 @@ def migrate(database: ReadModelDatabase) -> None:
                 {"key": f"{database.schema}.{MIGRATE_LOCK}"},
             )
         current = _applied(connection, database.schema)
-        if current == latest_migrations():
-            return
-        refuse_tables_ahead(current)  # alembic would fail on a revision it cannot find
-        # Alembic logs plain lines through the standard library (from its import
-        # on), which would break the server's structured (JSON) log; its steps
-        # are not news.
-        logging.getLogger("alembic").setLevel(logging.WARNING)
-        from alembic import command
-        from alembic.config import Config as AlembicConfig
+        if current != latest_migrations():
+            refuse_tables_ahead(current)  # alembic would fail on a revision it cannot find
+            upgrade_to_head(connection, database.schema)
+        return remake_dropped(connection, database.postgres, database.schema, upgrade_to_head)
 
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        config.attributes["connection"] = connection
-        config.attributes["schema"] = database.schema
-        command.upgrade(config, "head")
+
+def upgrade_to_head(connection: Connection, schema: str | None) -> None:
+    """Applies every migration not applied yet to the tables in ``schema``, in the
+    transaction of ``connection``."""
+    # Alembic logs plain lines through the standard library (from its import
+    # on), which would break the server's structured (JSON) log; its steps
+    # are not news.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    config.attributes["schema"] = schema
+    command.upgrade(config, "head")
 
 
 def latest_migrations() -> set[str]:

@@ -3,12 +3,24 @@
 Times are microseconds since the epoch (UTC) in BIGINT columns: SQLite has
 no time type, and integers sort and compare the same on both databases. The
 tables are created by the Alembic migrations, never from this metadata, so
-that a schema change is always a migration.
+that a schema change is always a migration; the indexes are named here (and the
+full-text side of the recall index below) so that a store missing one is told
+(services.adapters.read_model_repair).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Integer, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 
 metadata = MetaData()
 
@@ -40,6 +52,9 @@ catalog = Table(
     Column("erased", Integer, nullable=False),
     Column("tenant", String(128), nullable=False),
 )
+Index("session_catalog_created", catalog.c.created_position)
+Index("session_catalog_updated", catalog.c.updated_position)
+Index("session_catalog_tenant", catalog.c.tenant, catalog.c.created_position)
 
 catalog_labels = Table(
     "session_catalog_labels",
@@ -48,6 +63,7 @@ catalog_labels = Table(
     Column("key", Text, primary_key=True),
     Column("value", Text, nullable=False),
 )
+Index("session_catalog_labels_kv", catalog_labels.c.key, catalog_labels.c.value)
 
 compactions = Table(
     "compaction_audit",
@@ -83,6 +99,7 @@ compactions = Table(
     Column("undo_version", BigInteger, nullable=False),
     Column("requested_by", Text, nullable=False),
 )
+Index("compaction_audit_time", compactions.c.recorded_us)
 
 prunes = Table(
     "prune_audit",
@@ -99,6 +116,7 @@ prunes = Table(
     Column("chars_after", BigInteger),
     Column("reason", Text, nullable=False),
 )
+Index("prune_audit_time", prunes.c.recorded_us)
 
 quarantine = Table(
     "read_model_quarantine",
@@ -131,6 +149,8 @@ recall_chunks = Table(
     Column("text", Text, nullable=False),
     Column("content_hash", String(64), nullable=False),
 )
+Index("recall_chunks_entry", recall_chunks.c.session_id, recall_chunks.c.entry_id)
+Index("recall_chunks_hash", recall_chunks.c.content_hash)
 
 recall_sessions = Table(
     "recall_sessions",
@@ -149,3 +169,25 @@ recall_embeddings = Table(
     Column("vector", LargeBinary, nullable=False),
     Column("created_us", BigInteger, nullable=False),
 )
+Index("recall_embeddings_hash", recall_embeddings.c.content_hash)
+
+# The tables of each read model, by its name: those its writer writes (ReadModel.
+# tables), that a rebuild empties, and that are made again together when one of
+# them (or an index of theirs) was dropped (services.adapters.read_model_repair).
+MODEL_TABLES: dict[str, tuple[Table, ...]] = {
+    "catalog": (catalog_labels, catalog),
+    "compactions": (compactions,),
+    "prunes": (prunes,),
+    "recall": (recall_chunks, recall_sessions),
+}
+# What every model's rows go with: their positions, and the events they skipped.
+SHARED_TABLES = (tracking, quarantine)
+# Filled as they are used, from nothing.
+CACHE_TABLES = (recall_embeddings,)
+
+# The recall index's full-text side, which migration 0006 makes in SQL of each
+# database's own: on SQLite an FTS5 table over recall_chunks, kept in step by two
+# triggers on it; on PostgreSQL a GIN index on recall_chunks' generated tsvector.
+SQLITE_FULL_TEXT_TABLE = "recall_fts"
+SQLITE_FULL_TEXT_TRIGGERS = ("recall_chunks_ai", "recall_chunks_ad")
+POSTGRES_FULL_TEXT_INDEX = "recall_chunks_search"

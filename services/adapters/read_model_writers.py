@@ -73,7 +73,7 @@ class Catalog(ReadModel):
     events are appends, and a statement per event would cost more than the rest."""
 
     name = "catalog"
-    tables = (t.catalog_labels, t.catalog)
+    tables = t.MODEL_TABLES[name]
 
     def write(self, connection: Connection, position: int, event: Any) -> None:
         self.write_batch(connection, [(position, event)])
@@ -167,7 +167,7 @@ def _replace_labels(connection: Connection, session_id: str, labels: dict[str, s
 
 class CompactionAudit(ReadModel):
     name = "compactions"
-    tables = (t.compactions,)
+    tables = t.MODEL_TABLES[name]
 
     def __init__(self, topics: Sequence[str]) -> None:
         self.topics = topics
@@ -200,7 +200,7 @@ def _taint_compactions(connection: Connection, event: Any) -> None:
 
 class PruneAudit(ReadModel):
     name = "prunes"
-    tables = (t.prunes,)
+    tables = t.MODEL_TABLES[name]
 
     def __init__(self, topics: Sequence[str]) -> None:
         self.topics = topics

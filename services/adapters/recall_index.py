@@ -60,7 +60,7 @@ def _codec() -> tuple[Any, Any]:
 class RecallIndex(ReadModel):
     name = "recall"
     topics = RECALL_TOPICS
-    tables = (t.recall_chunks, t.recall_sessions)
+    tables = t.MODEL_TABLES[name]
     entry_content = True
 
     def __init__(self, postgres: bool) -> None:

@@ -85,7 +85,8 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
     "--check",
     is_flag=True,
     help="Migrate and create nothing: exit 0 when the store is at this release (its "
-    "tables made, the read models at the latest migration), 1 when not.",
+    "tables made, the read models at the latest migration, none of their tables "
+    "dropped since), 1 when not.",
 )
 @click.option(
     "--wait",
@@ -98,7 +99,8 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
 @says_database_errors
 def migrate(database_url: str, check: bool, wait: float) -> None:
     """Create the event store's tables and apply the read models' schema migrations
-    (safe to run from several replicas)."""
+    (safe to run from several replicas); make again the read models' tables dropped
+    since, rebuilt from the events."""
     from services.readmodels.admin import migrate_database, wait_until_migrated
 
     if check:
@@ -120,8 +122,20 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
         return
     if wait:
         raise click.UsageError("--wait goes with --check")
-    migrate_database(database_url)
+    migration = migrate_database(database_url)
     click.echo("read models migrated")
+    if migration.remade is not None:
+        missing = ", ".join(o.name for o in migration.remade.named())
+        click.echo(f"made again (missing: {missing}): {', '.join(migration.remade.tables)}")
+    for model in migration.rebuilt:
+        click.echo(
+            f"{model.name} rebuilt: {model.applied:,} events applied, at position {model.position}"
+        )
+    for name in migration.left:
+        click.echo(
+            f"{name} emptied, not rebuilt here (SESSIONSTORE_RECALL_INDEX is off where this "
+            "runs): the servers or worker that keep it rebuild it from the first event"
+        )
 
 
 def _appears(file: Path, seconds: float) -> bool:

@@ -28,6 +28,7 @@ from services.adapters.read_model_db import (
     open_database,
     refuse_newer_release,
 )
+from services.adapters.read_model_repair import Remade
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
 from services.config import Config
@@ -35,18 +36,52 @@ from services.readmodels.runner import ReadModelRunner
 from services.readmodels.service import ModelStatus, ReadModels, build_read_models
 
 
-def migrate_database(database_url: str) -> None:
+@dataclass(frozen=True)
+class Rebuilt:
+    """A read model rebuilt from the first event by `migrate`, its tables dropped."""
+
+    name: str
+    applied: int
+    position: int
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What `migrate` made again of a store at the latest migration (None: nothing),
+    the models it rebuilt, and those left for the projection to rebuild (the recall
+    index where this process does not keep it)."""
+
+    remade: Remade | None = None
+    rebuilt: tuple[Rebuilt, ...] = ()
+    left: tuple[str, ...] = ()
+
+
+def migrate_database(database_url: str) -> Migration:
     """Brings the store to this release: the event store's tables, indexes and
     functions created where missing (those a release added filled from the stored
-    events), then the read models migrated. A server or worker told not to migrate,
-    and the commands that only read, create none of them: this is what makes them."""
+    events), then the read models migrated, their tables dropped since made again and
+    rebuilt from the events. A server or worker told not to migrate, and the commands
+    that only read, create none of them: this is what makes them."""
     database = open_database(database_url)
     try:
         refuse_newer_release(database)
         build_event_store(Config(database_url=database_url)).close()
-        migrate(database)
+        remade = migrate(database)
     finally:
         database.dispose()
+    if remade is None:
+        return Migration()
+    # Rebuilt here, not left to the projections: the servers answer at once, and a
+    # worker's projection, with nothing new to apply, would not look at its positions
+    # again until the next write.
+    recall_kept = Config(database_url=database_url).recall_index
+    names = [name for name in remade.models if name != "recall" or recall_kept]
+    rebuilt = []
+    with _read_models(database_url, writes=True) as models:
+        for name in names:
+            rebuilt.append(Rebuilt(name, *_apply_every_event(models, name)))
+    left = tuple(name for name in remade.models if name not in names)
+    return Migration(remade, tuple(rebuilt), left)
 
 
 def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -> str:
@@ -112,16 +147,22 @@ def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
     # Rebuilding the recall index by name asks for it, whatever the environment says.
     with _read_models(database_url, writes=True, recall_index=name == "recall") as models:
         models.store.reset(name)
-        runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
-        content = models.store.model(name).entry_content
-        applied = 0
-        while True:
-            count, position = models.store.catch_up(
-                name, lambda at, topics: runner.fetch(at, topics, content)
-            )
-            applied += count
-            if count < runner.batch:
-                return applied, position
+        return _apply_every_event(models, name)
+
+
+def _apply_every_event(models: ReadModels, name: str) -> tuple[int, int]:
+    """Applies the events after the model's position, up to the store's head; answers
+    (events applied, position reached)."""
+    runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
+    content = models.store.model(name).entry_content
+    applied = 0
+    while True:
+        count, position = models.store.catch_up(
+            name, lambda at, topics: runner.fetch(at, topics, content)
+        )
+        applied += count
+        if count < runner.batch:
+            return applied, position
 
 
 def read_model_status(database_url: str) -> tuple[list[ModelStatus], list[Quarantined]]:

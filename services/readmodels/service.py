@@ -244,11 +244,19 @@ def build_read_models(
     recall_index: bool = False,
 ) -> ReadModels:
     """The read models on the database; ``migrate_first``: bring the tables to this
-    release's latest migration, else refuse (StartRefused) tables not there yet."""
+    release's latest migration (making again those dropped since, their models reset
+    to rebuild from the first event), else refuse (StartRefused) tables not there."""
     database = open_database(database_url)
     try:
         if migrate_first:
-            migrate(database)
+            remade = migrate(database)
+            if remade is not None:
+                log.warning(
+                    "read model tables were missing: made again, to be rebuilt from the "
+                    "first event by the projection",
+                    missing=[o.name for o in remade.named()],
+                    models=list(remade.models),
+                )
         else:
             require_migrated(database)
     except BaseException:

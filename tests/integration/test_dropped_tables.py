@@ -1,0 +1,215 @@
+"""A table dropped from a store at the latest migration, on SQLite and PostgreSQL.
+
+The migrations' version said the store was current, so `sessionstore migrate`
+did nothing, `migrate --check` said migrated, and the server answered
+`store_not_migrated` for good, saying to restore the table. A read model's
+tables (and indexes) are now named by `migrate --check`, made again by
+`migrate` as the latest migration makes them, and rebuilt from the events.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from contextlib import closing
+
+import grpc
+import psycopg
+from click.testing import CliRunner
+from psycopg import sql
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters import read_model_tables as t
+from services.adapters.read_model_db import VERSION_TABLE
+from services.adapters.read_model_repair import CACHES, SHARED, expected_objects, model_tables
+from services.cli import cli
+from services.config import sqlite_file
+from services.grpc.server import RunningServer
+from tests.conftest import start_server
+from tests.e2e.test_database_states import MIGRATE, _execute, _refusal, _schema
+from tests.e2e.test_grpc_api import Stub, append, new_session, user
+
+FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
+# As deployed by default: the CLI's environment keeps no recall index.
+WITHOUT_RECALL = {"SESSIONSTORE_RECALL_INDEX": "false"}
+
+
+def _cli(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [*args, "--database-url", url], env=env or WITHOUT_RECALL)
+    return result.exit_code, result.output
+
+
+def _made_by_migrations(url: str) -> list[str]:
+    """The read models' tables, indexes and triggers in the database, as the
+    migrations made them: without the event store's, alembic's version table,
+    primary keys, sequences and SQLite's full-text shadow tables."""
+    file = sqlite_file(url)
+    if file is not None:
+        with closing(sqlite3.connect(file)) as connection:
+            rows = connection.execute(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                "AND name NOT LIKE 'stored\\_%' ESCAPE '\\' "
+                "AND name NOT LIKE 'recall\\_fts\\_%' ESCAPE '\\'"
+            ).fetchall()
+    else:
+        with psycopg.connect(url.split("?")[0]) as connection:
+            rows = connection.execute(
+                "SELECT c.relname FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
+                "WHERE n.nspname = %s AND (c.relkind = 'r' OR (c.relkind = 'i' AND NOT "
+                "i.indisprimary)) AND c.relname NOT LIKE 'sessionstore\\_%%'",
+                (_schema(url),),
+            ).fetchall()
+    return sorted(str(row[0]) for row in rows if row[0] != VERSION_TABLE)
+
+
+def test_the_tables_module_names_what_the_latest_migration_makes(database_url: str) -> None:
+    """What tells a table or index missing is read_model_tables' description of the
+    latest migration (no alembic at each start): it must name all the migrations
+    make, and nothing else; and every table belongs to a model, is shared, or a cache."""
+    assert _cli(database_url, "migrate") == (0, "read models migrated\n")
+    postgres = sqlite_file(database_url) is None
+    assert _made_by_migrations(database_url) == sorted(o.name for o in expected_objects(postgres))
+    owned = [table for tables in model_tables(postgres).values() for table in tables]
+    assert sorted([*owned, *SHARED, *CACHES]) == sorted(
+        {o.table for o in expected_objects(postgres)}
+    )
+    assert len(owned) == len(set(owned))
+    assert set(t.metadata.tables) <= set(owned) | set(SHARED) | set(CACHES)
+
+
+def _sessions(store: Stub) -> list[pb.Session]:
+    return list(store.ListSessions(pb.ListSessionsRequest(), timeout=10).sessions)
+
+
+def _recall(store: Stub, session_id: str) -> list[str]:
+    found = store.Recall(pb.RecallRequest(session_id=session_id, query="zebra"), timeout=10)
+    return [hit.entry_id for hit in found.hits]
+
+
+def _written(server: RunningServer) -> tuple[list[pb.Session], str, str]:
+    """Two sessions, one with the fact to recall: what the catalog lists, the session
+    and the entry recall finds."""
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        store = Stub(channel)
+        first = new_session(store, model="gpt-4o", title="first", labels={"team": "a"})
+        append(store, first.id, user("hello"), user("again"))
+        second = new_session(store, model="gpt-4o", title="second")
+        (fact,) = append(store, second.id, user(FACT)).entry_ids
+        assert _recall(store, second.id) == [fact]
+        return _sessions(store), second.id, fact
+
+
+def test_a_dropped_read_model_table_is_made_again_and_rebuilt_from_the_events(
+    database_url: str,
+) -> None:
+    """Under a running server: the catalog's table, the recall index's chunks and the
+    prune audit's index dropped. `migrate --check` names them, `migrate` makes them
+    again and rebuilds the catalog and the prune audit from the events; the recall
+    index (not kept where the CLI runs) is set back for the server's projection,
+    which rebuilds it when a query waits for it, no write needed to wake it."""
+    server = start_server(database_url)
+    try:
+        listed, session_id, fact = _written(server)
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            _execute(
+                database_url,
+                "DROP TABLE session_catalog",
+                "DROP TABLE recall_chunks",
+                "DROP INDEX prune_audit_time",
+            )
+            code, message, reason, _ = _refusal(lambda: _sessions(store))
+            assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "store_not_migrated"), message
+            assert MIGRATE in message and "read model's dropped tables again" in message
+
+            code, output = _cli(database_url, "migrate", "--check")
+            assert code == 1
+            assert output == (
+                "store not migrated: read model tables missing: session_catalog, "
+                "recall_chunks; read model indexes missing: prune_audit_time (`sessionstore "
+                "migrate` makes them again, and the catalog, prunes, recall read models are "
+                "rebuilt from the events)\n"
+            )
+
+            code, output = _cli(database_url, "migrate")
+            assert code == 0, output
+            lines = output.splitlines()
+            assert lines[:2] == [
+                "read models migrated",
+                "made again (missing: session_catalog, prune_audit_time, recall_chunks): "
+                "session_catalog_labels, session_catalog, prune_audit, recall_chunks, "
+                "recall_sessions" + ("" if sqlite_file(database_url) is None else ", recall_fts"),
+            ]
+            assert lines[2].startswith("catalog rebuilt: ")
+            assert lines[3].startswith("prunes rebuilt: ")
+            assert lines[4].startswith("recall emptied, not rebuilt here")
+
+            assert _sessions(store) == listed
+            assert _recall(store, session_id) == [fact]
+            assert "prune_audit_time" in _made_by_migrations(database_url)
+            assert _cli(database_url, "migrate", "--check") == (
+                0,
+                "read models at the latest migration\n",
+            )
+            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+            assert not status.quarantined, status.quarantined
+    finally:
+        server.stop(0)
+
+
+def test_a_start_that_migrates_makes_a_dropped_table_again_for_its_projection(
+    database_url: str,
+) -> None:
+    """The read models' quarantine dropped: what it held cannot be told again, so
+    every model is made again, and the server's projection rebuilds each."""
+    server = start_server(database_url)
+    try:
+        listed, session_id, fact = _written(server)
+    finally:
+        server.stop(0)
+    _execute(database_url, f"DROP TABLE {t.quarantine.name}")
+    server = start_server(database_url)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            assert _sessions(store) == listed
+            assert _recall(store, session_id) == [fact]
+    finally:
+        server.stop(0)
+    assert _made_by_migrations(database_url) == sorted(
+        o.name for o in expected_objects(sqlite_file(database_url) is None)
+    )
+
+
+def test_a_read_model_repair_holds_on_a_postgres_store_without_a_schema_name(
+    postgres_url: str,
+) -> None:
+    """A URL without schema= keeps the tables in the role's current schema (public): a
+    dropped table is made again there, not in the scratch schema the migrations ran in."""
+    name = f"remake_{uuid.uuid4().hex[:12]}"
+    base = postgres_url.split("?")[0]
+    with psycopg.connect(base, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = f"{base.rsplit('/', 1)[0]}/{name}"
+    try:
+        assert _cli(url, "migrate")[0] == 0
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("DROP TABLE public.session_catalog")
+        code, output = _cli(url, "migrate")
+        assert code == 0 and "made again (missing: session_catalog)" in output, output
+        with psycopg.connect(url) as connection:
+            found = connection.execute(
+                "SELECT nspname FROM pg_class JOIN pg_namespace ON pg_namespace.oid = "
+                "relnamespace WHERE relname = 'session_catalog'"
+            ).fetchall()
+            schemas = connection.execute("SELECT nspname FROM pg_namespace").fetchall()
+        assert found == [("public",)]
+        assert not [s for (s,) in schemas if s.startswith("sessionstore_remake")]
+        assert _cli(url, "migrate", "--check")[0] == 0
+    finally:
+        with psycopg.connect(base, autocommit=True) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from services.adapters.event_store import EventStore, build_event_store
 from services.adapters.migration_checks import (
+    refuse_lost_tables_to_migrate,
     require_migrated_to_read,
     require_migrated_to_start,
     require_migrated_to_write,
@@ -144,8 +145,13 @@ def build_events(config: Config, *, read_models: bool) -> EventStore:
     to (SESSIONSTORE_MIGRATE_AT_START=false) creates nothing: it is refused, in one
     line naming `sessionstore migrate`, before the store is opened, unless that has
     brought the store to this release, the read models included where the process
-    keeps or reads them (``read_models``)."""
-    if config.migrate_at_start or config.database_url == "memory:":
+    keeps or reads them (``read_models``). An event log (or data key) table missing
+    from a store that had it is refused either way: made again, empty, it would hide
+    the loss."""
+    if config.database_url == "memory:":
+        return build_event_store(config)
+    if config.migrate_at_start:
+        refuse_lost_tables_to_migrate(config.database_url)
         return build_event_store(config)
     require_migrated_to_start(config.database_url, read_models=read_models)
     return build_event_store(config, create_tables=False)

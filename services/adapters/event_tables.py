@@ -9,6 +9,12 @@ command that only reads, look here first, on a plain connection, and refuse a
 database that lacks any of them: opening the store there would make them, and a
 wrong URL would leave an empty store behind that every later start took for a
 store of no sessions.
+
+Two of them hold what nothing else holds: the events (the log itself) and the
+data keys that open the content sealed in them. Missing from a store that had
+them, they are refused by every process, one that migrates included: made
+again, empty, they would hide that every session was lost, or could no longer
+be read (each would read as erased). Those must be restored from a backup.
 """
 
 from __future__ import annotations
@@ -71,6 +77,49 @@ def missing_event_tables(connection: Connection, env: dict[str, str]) -> list[st
         made = {str(row[0]) for row in found}
         missing += [f"{name}()" for name in functions if name not in made]
     return missing
+
+
+def lost_event_tables(
+    missing: list[str], env: dict[str, str], *, events_applied: bool = False
+) -> list[str]:
+    """Those of the ``missing`` tables (missing_event_tables) that the store had, and
+    that must be restored rather than made again: the event log's once another table
+    of the store is there (each is made with it or after it), or the read models
+    applied events from it (``events_applied``); the data keys' once the legacy
+    tenants' table is there (made after it, since the release that added it)."""
+    events = _events_table(env)
+    data_keys = events + sealing.TABLE_SUFFIX
+    lost = []
+    others = [table for table in event_tables(env) if table != events]
+    if events in missing and (events_applied or any(t not in missing for t in others)):
+        lost.append(events)
+    if data_keys in missing and events + legacy_tenants.TABLE_SUFFIX not in missing:
+        lost.append(data_keys)
+    return lost
+
+
+def describe_lost(lost: list[str], env: dict[str, str]) -> str:
+    """Why the ``lost`` tables (lost_event_tables) are refused, and what to do, in one line."""
+    events = _events_table(env)
+    data_keys = events + sealing.TABLE_SUFFIX
+    said = []
+    if events in lost:
+        said.append(
+            f"the event log table {events} is missing from a store that had it (the "
+            "events are the sessions: no command can make them again)"
+        )
+    if data_keys in lost:
+        said.append(
+            f"the data key table {data_keys} is missing from a store that had it (its "
+            "keys open the content sealed in the events: without them every session "
+            "reads as erased)"
+        )
+    them = "them" if len(lost) > 1 else "it"
+    return (
+        f"{'; and '.join(said)}: restore {them} from a backup of the database; "
+        f"`sessionstore migrate` refuses to make {them} again, empty, which would hide "
+        "the loss"
+    )
 
 
 def describe_missing(missing: list[str], env: dict[str, str]) -> str:

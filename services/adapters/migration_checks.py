@@ -12,14 +12,23 @@ creates or migrates tables.
 
 A store at the latest migration may still lack a table dropped since: a read
 model's is named, for `sessionstore migrate` to make again (its rows are
-rebuilt from the events).
+rebuilt from the events); the event log's (or the data keys') is refused by
+every process, one that migrates included, saying to restore it from a backup
+(services.adapters.event_tables).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, func, inspect, select
 
-from services.adapters.event_tables import describe_missing, missing_event_tables
+from services.adapters import read_model_tables as t
+from services.adapters.event_tables import (
+    describe_lost,
+    describe_missing,
+    event_tables,
+    lost_event_tables,
+    missing_event_tables,
+)
 from services.adapters.postgres_check import DatabaseUnreachable, first_look, missing_schema
 from services.adapters.read_model_db import (
     ReadModelDatabase,
@@ -43,10 +52,12 @@ def store_behind(
 ) -> str:
     """Empty when the store is at this release, else what is not, in a phrase: the
     event store's tables missing and (with ``read_models``) where the read models
-    are, or which of their tables are missing. Tables a newer release migrated are
-    refused (StartRefused), whatever else."""
+    are, or which of their tables are missing. Tables a newer release migrated, and
+    an event log (or data key) table missing from a store that had it, are refused
+    (StartRefused), whatever else."""
     behind = read_models_behind(connection, database.schema) if read_models else ""
     missing = missing_event_tables(connection, database.env)
+    refuse_lost_tables(connection, database, missing)
     parts = [describe_missing(missing, database.env)] if missing else []
     if behind:
         parts.append(f"read models {behind}")
@@ -55,6 +66,46 @@ def store_behind(
         if dropped is not None:
             parts.append(dropped.describe())
     return "; ".join(parts)
+
+
+def refuse_lost_tables(
+    connection: Connection, database: ReadModelDatabase, missing: list[str]
+) -> None:
+    """Refuses (StartRefused) a store that lost its event log or data key table:
+    ``missing`` (missing_event_tables) holds one, and the store had it."""
+    events = event_tables(database.env)[0]
+    applied = events in missing and _read_models_applied_events(connection, database)
+    lost = lost_event_tables(missing, database.env, events_applied=applied)
+    if lost:
+        raise StartRefused(describe_lost(lost, database.env))
+
+
+def _read_models_applied_events(connection: Connection, database: ReadModelDatabase) -> bool:
+    """Whether a read model applied events: then there were events to apply."""
+    if not inspect(connection).has_table(t.tracking.name, schema=database.schema):
+        return False
+    return bool(connection.execute(select(func.max(t.tracking.c.position))).scalar())
+
+
+def refuse_lost_tables_to_migrate(database_url: str) -> None:
+    """refuse_lost_tables, for a process that migrates, before it opens the event store
+    (which would make the tables it lacks, empty): on a plain connection, a PostgreSQL
+    server that cannot be reached named as a start names it. A store yet to be made
+    (no SQLite file, no schema) lost nothing."""
+    file = sqlite_file(database_url)
+    if file is not None and not file.exists():
+        return
+    database = open_database(database_url)
+    try:
+        if database.postgres:
+            with first_look(database.env):
+                pass
+        with database.reader.connect() as connection:
+            if database.schema and not inspect(connection).has_schema(database.schema):
+                return
+            refuse_lost_tables(connection, database, missing_event_tables(connection, database.env))
+    finally:
+        database.dispose()
 
 
 def not_migrated(database: ReadModelDatabase, *, read_models: bool = True) -> str:

@@ -100,7 +100,8 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
 def migrate(database_url: str, check: bool, wait: float) -> None:
     """Create the event store's tables and apply the read models' schema migrations
     (safe to run from several replicas); make again the read models' tables dropped
-    since, rebuilt from the events."""
+    since, rebuilt from the events. A missing event log table is refused: restore it
+    from a backup."""
     from services.readmodels.admin import migrate_database, wait_until_migrated
 
     if check:

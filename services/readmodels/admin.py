@@ -19,6 +19,7 @@ from services.adapters.database_errors import Kind, kind_of
 from services.adapters.event_store import build_event_store
 from services.adapters.migration_checks import (
     not_migrated,
+    refuse_lost_tables_to_migrate,
     require_migrated_to_read,
     require_migrated_to_write,
 )
@@ -61,10 +62,13 @@ def migrate_database(database_url: str) -> Migration:
     functions created where missing (those a release added filled from the stored
     events), then the read models migrated, their tables dropped since made again and
     rebuilt from the events. A server or worker told not to migrate, and the commands
-    that only read, create none of them: this is what makes them."""
+    that only read, create none of them: this is what makes them. An event log (or
+    data key) table missing from a store that had it is refused (StartRefused): made
+    again, empty, it would hide the loss."""
     database = open_database(database_url)
     try:
         refuse_newer_release(database)
+        refuse_lost_tables_to_migrate(database_url)
         build_event_store(Config(database_url=database_url)).close()
         remade = migrate(database)
     finally:

@@ -4,7 +4,9 @@ The migrations' version said the store was current, so `sessionstore migrate`
 did nothing, `migrate --check` said migrated, and the server answered
 `store_not_migrated` for good, saying to restore the table. A read model's
 tables (and indexes) are now named by `migrate --check`, made again by
-`migrate` as the latest migration makes them, and rebuilt from the events.
+`migrate` as the latest migration makes them, and rebuilt from the events. The
+event log's own table is refused instead, by `migrate` and every other process:
+made again, empty, it would hide that every session was lost.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from contextlib import closing
 
 import grpc
 import psycopg
+import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
@@ -22,12 +25,14 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import VERSION_TABLE
 from services.adapters.read_model_repair import CACHES, SHARED, expected_objects, model_tables
+from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
 from services.config import sqlite_file
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_database_states import MIGRATE, _execute, _refusal, _schema
 from tests.e2e.test_grpc_api import Stub, append, new_session, user
+from tests.integration.test_store_not_migrated import _objects
 
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
 # As deployed by default: the CLI's environment keeps no recall index.
@@ -37,6 +42,10 @@ WITHOUT_RECALL = {"SESSIONSTORE_RECALL_INDEX": "false"}
 def _cli(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     result = CliRunner().invoke(cli, [*args, "--database-url", url], env=env or WITHOUT_RECALL)
     return result.exit_code, result.output
+
+
+def _events_table(url: str) -> str:
+    return "stored_events" if sqlite_file(url) else "sessionstore_events"
 
 
 def _made_by_migrations(url: str) -> list[str]:
@@ -181,6 +190,100 @@ def test_a_start_that_migrates_makes_a_dropped_table_again_for_its_projection(
     assert _made_by_migrations(database_url) == sorted(
         o.name for o in expected_objects(sqlite_file(database_url) is None)
     )
+
+
+def _lost(url: str, *tables: str) -> str:
+    """What `migrate`, `migrate --check`, another command, and a server that migrates
+    at start say of a store that lost ``tables``; each refuses, and makes nothing."""
+    before = _objects(url)
+    refusals = []
+    for command in (["migrate"], ["migrate", "--check"], ["readmodels", "status"]):
+        code, output = _cli(url, *command)
+        assert code == 1, output
+        (line,) = output.splitlines()
+        refusals.append(line.removeprefix("Error: "))
+    with pytest.raises(START_ERRORS) as refused:
+        start_server(url)
+    refusals.append(start_refusal(refused.value))
+    with pytest.raises(START_ERRORS) as refused:
+        start_server(url, migrate_at_start=False)
+    refusals.append(start_refusal(refused.value))
+    assert len(set(refusals)) == 1, refusals
+    assert _objects(url) == before
+    for table in tables:
+        assert table in refusals[0]
+    return refusals[0]
+
+
+def test_a_dropped_event_log_table_is_refused_not_made_again_empty(database_url: str) -> None:
+    server = start_server(database_url)
+    try:
+        _written(server)
+    finally:
+        server.stop(0)
+    events = _events_table(database_url)
+    _execute(database_url, f"DROP TABLE {events}")
+    assert _lost(database_url, events) == (
+        f"the event log table {events} is missing from a store that had it (the events "
+        "are the sessions: no command can make them again): restore it from a backup of "
+        "the database; `sessionstore migrate` refuses to make it again, empty, which would "
+        "hide the loss"
+    )
+
+
+def test_every_event_store_table_dropped_is_refused_once_the_read_models_applied_events(
+    database_url: str,
+) -> None:
+    """No table of the event store left to tell that it had one: the read models'
+    positions do (they applied events from it). A store whose read models applied
+    none is still made whole by `migrate` (as one migrated before the event store's
+    tables were is: tests/integration/test_store_not_migrated.py)."""
+    server = start_server(database_url)
+    try:
+        _written(server)
+    finally:
+        server.stop(0)
+    events = _events_table(database_url)
+    tables = [name for name in _objects(database_url) if f" {events}" in name]
+    prefix = "table" if sqlite_file(database_url) else "r"
+    dropped = [name.split(" ", 1)[1] for name in tables if name.startswith(f"{prefix} ")]
+    dropped = [events.removesuffix("_events") + "_snapshots", *dropped]
+    _execute(database_url, *(f"DROP TABLE IF EXISTS {name}" for name in dropped))
+    assert _lost(database_url, events).startswith(f"the event log table {events} is missing")
+
+
+def test_a_dropped_data_key_table_is_refused_not_made_again_empty(database_url: str) -> None:
+    """Made again, empty, every session's content would read as erased."""
+    server = start_server(database_url)
+    try:
+        _written(server)
+    finally:
+        server.stop(0)
+    keys = f"{_events_table(database_url)}_data_keys"
+    _execute(database_url, f"DROP TABLE {keys}")
+    assert _lost(database_url, keys).startswith(
+        f"the data key table {keys} is missing from a store that had it (its keys open "
+        "the content sealed in the events: without them every session reads as erased): "
+        "restore it from a backup"
+    )
+
+
+def test_a_store_of_the_release_before_sealing_gets_its_data_key_table(
+    database_url: str,
+) -> None:
+    """No data key table and no legacy tenants' table (made after it): a store of a
+    release before content was sealed, which `migrate` brings to this one."""
+    server = start_server(database_url)
+    try:
+        _written(server)
+    finally:
+        server.stop(0)
+    events = _events_table(database_url)
+    _execute(database_url, f"DROP TABLE {events}_data_keys", f"DROP TABLE {events}_legacy_tenants")
+    code, output = _cli(database_url, "migrate")
+    assert code == 0, output
+    names = _objects(database_url)
+    assert any(name.endswith(f" {events}_data_keys") for name in names)
 
 
 def test_a_read_model_repair_holds_on_a_postgres_store_without_a_schema_name(

@@ -17,17 +17,17 @@ class a library put around it:
   constraint), which is the caller's to handle or a fault of ours. It is left as
   it is, so a fault is answered INTERNAL and logged with its traceback.
 
-The first three are states of the database, answered UNAVAILABLE (each with a
-reason of its own, and a message that says what to fix): the call may succeed
-on another server (one whose database is up, migrated, or reached as a role
-with the grant), and the client that retries succeeds here too once the state
-is fixed, with no restart. The read models' projection backs off on them
+The first three are states of the database, answered UNAVAILABLE, each with a
+reason of its own and a message that says what to fix
+(services.adapters.database_refusals): the call may succeed on another server
+(one whose database is up, migrated, or reached as a role with the grant), and
+the client that retries succeeds here too once the state is fixed, with no
+restart. The read models' projection backs off on them
 instead of quarantining events it could apply once the state is fixed.
 """
 
 from __future__ import annotations
 
-import copy
 import enum
 import re
 import sqlite3
@@ -37,12 +37,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from psycopg_pool import PoolTimeout
 from sqlalchemy import exc as sa_exc
 
-from domain.errors import (
-    DatabasePermissionDenied,
-    DomainError,
-    StoreNotMigrated,
-    Unavailable,
-)
+from domain.errors import DatabasePermissionDenied, StoreNotMigrated, Unavailable
 
 
 class Kind(enum.Enum):
@@ -71,22 +66,6 @@ _OUTAGES: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
-NOT_MIGRATED_MESSAGE = (
-    "the database lacks a table, column or function this release uses ({reason}): the "
-    "store is not migrated to this release, or a table was dropped from it: run "
-    "`sessionstore migrate` (it makes a read model's dropped tables again, rebuilt from "
-    "the events; a dropped event log table must be restored from a backup), then retry"
-)
-ROLE_DENIED_MESSAGE = (
-    "the database role {role!r} lacks a privilege this server needs ({reason}): grant "
-    "it to {role!r} (SELECT, INSERT, UPDATE and DELETE on the store's tables; USAGE on "
-    "its schema; USAGE and SELECT on its sequences; EXECUTE on its functions), then retry"
-)
-FILE_DENIED_MESSAGE = (
-    "the database file may not be written by this server ({reason}): give the server's "
-    "user write access to the file and its folder, then retry"
-)
-
 
 def kind_of(error: BaseException) -> Kind | None:
     """Which state of the database ``error`` comes from; None when from none (a
@@ -105,41 +84,6 @@ def kind_of(error: BaseException) -> Kind | None:
             return _postgres_kind(link)
     if any(isinstance(link, _OUTAGES) for link in chain):
         return Kind.OUTAGE
-    return None
-
-
-def database_refusal(
-    error: BaseException, outage: str, role: str | None = None
-) -> Unavailable | None:
-    """What to answer for ``error``: an outage says ``outage`` (with ``{reason}``, the
-    driver's first line, in it); a store not migrated and a permission denied say
-    what an operator must do (operator_refusal). None for an error that is no state
-    of the database, to be raised as it is (and for a refusal already made)."""
-    if isinstance(error, DomainError):
-        return None
-    if kind_of(error) is Kind.OUTAGE:
-        return Unavailable(outage.format(reason=first_line(error)))
-    return operator_refusal(error, role)
-
-
-def operator_refusal(error: BaseException, role: str | None = None) -> Unavailable | None:
-    """The refusal for a state of the database that only an operator ends (tables
-    missing, a grant lacking), saying what to do and naming ``role`` (a PostgreSQL
-    role; None: a SQLite file); None for any other error."""
-    if isinstance(error, StoreNotMigrated | DatabasePermissionDenied):
-        return copy.copy(error)  # made already; the copy leaves its traceback behind
-    if isinstance(error, DomainError):
-        return None
-    kind = kind_of(error)
-    reason = first_line(error)
-    if kind is Kind.NOT_MIGRATED:
-        return StoreNotMigrated(NOT_MIGRATED_MESSAGE.format(reason=reason))
-    if kind is Kind.PERMISSION_DENIED:
-        if role is None:
-            return DatabasePermissionDenied(FILE_DENIED_MESSAGE.format(reason=reason))
-        denied = DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(reason=reason, role=role))
-        denied.metadata = {"role": role}
-        return denied
     return None
 
 

@@ -28,7 +28,7 @@ from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from services import deadline
-from services.adapters.database_errors import database_refusal
+from services.adapters.database_refusals import database_refusal
 
 RECONNECT_DELAY = 0.5
 PROBE_CONNECT_TIMEOUT = 2  # libpq's least
@@ -73,7 +73,7 @@ class SteadyReconnectPool(ConnectionPool[Any]):
 class ResilientPostgresDatastore(PostgresDatastore):
     """The library's datastore, saying Unavailable for every failure to reach the
     database, and for tables this release uses missing or a grant the role lacks,
-    saying what an operator must do (services.adapters.database_errors)."""
+    saying what an operator must do (services.adapters.database_refusals)."""
 
     pool: SteadyReconnectPool
 

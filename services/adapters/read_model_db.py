@@ -22,7 +22,8 @@ import psycopg
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL
 
-from services.adapters.database_errors import database_refusal, kind_of
+from services.adapters.database_errors import kind_of
+from services.adapters.database_refusals import database_refusal
 from services.adapters.postgres_check import missing_schema
 from services.adapters.read_model_repair import Remade, remake_dropped
 from services.adapters.start_errors import StartRefused

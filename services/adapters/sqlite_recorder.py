@@ -17,7 +17,7 @@ from typing import Any, cast
 from eventsourcing.persistence import PersistenceError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
-from services.adapters.database_errors import database_refusal
+from services.adapters.database_refusals import database_refusal
 from services.adapters.id_index import (
     BACKFILL_TOPICS,
     FORK,
@@ -48,7 +48,7 @@ class ResilientSQLiteDatastore(SQLiteDatastore):
     A file locked by another process past the lock timeout, or one that
     cannot be opened, answers UNAVAILABLE instead of an internal error; so do
     tables this release uses missing, and a file the server may not write, each
-    saying what an operator must do (services.adapters.database_errors).
+    saying what an operator must do (services.adapters.database_refusals).
 
     The library's pool closes the connections in use with the idle ones, and
     SQLite crashes the process when a connection closes under a query: a

@@ -26,7 +26,7 @@ class StartRefused(Exception):
 # What stops a server, a worker or an admin command at its start: a misconfigured
 # or unreachable database, a file that cannot be read, a taken address, a store
 # not ready for this release, a role without a grant (the last three also as the
-# refusals a call would answer: services.adapters.database_errors). Each is said
+# refusals a call would answer: services.adapters.database_refusals). Each is said
 # in one line (start_refusal).
 START_ERRORS: tuple[type[Exception], ...] = (
     StartRefused,

@@ -45,7 +45,7 @@ import psycopg
 import structlog
 
 from domain.errors import Unavailable
-from services.adapters.database_errors import database_refusal
+from services.adapters.database_refusals import database_refusal
 from services.adapters.postgres_availability import ResilientPostgresDatastore
 
 log = structlog.get_logger(__name__)

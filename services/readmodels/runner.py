@@ -31,7 +31,7 @@ import structlog
 from eventsourcing.persistence import Notification
 
 from domain.errors import Unavailable
-from services.adapters.database_errors import operator_refusal
+from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import is_lock_wait, is_transient, role_of
 from services.adapters.read_model_store import (

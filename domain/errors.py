@@ -265,18 +265,22 @@ class Unavailable(DomainError):
     reason = "unavailable"
 
 
-class StoreNotMigrated(Unavailable):
+class DatabaseNeedsOperator(Unavailable):
+    """A state of the database no retry on this server ends, only an operator (each
+    subclass names its own and what to do); meanwhile another server, whose database
+    is not in that state, may serve the call, as it may when this one's is down."""
+
+
+class StoreNotMigrated(DatabaseNeedsOperator):
     """The database lacks a table, column, function or schema this release uses: the
-    store is not migrated to it (or something of it was dropped). Only an operator
-    fixes it (`sessionstore migrate`); meanwhile another server, on a store that is
-    migrated, may serve the call, as it may when this one's database is down."""
+    store is not migrated to it (or something of it was dropped): `sessionstore
+    migrate` fixes it."""
 
     reason = "store_not_migrated"
 
 
-class DatabasePermissionDenied(Unavailable):
+class DatabasePermissionDenied(DatabaseNeedsOperator):
     """The database refuses this server something it needs: its role lacks a grant
-    (PostgreSQL), or the file may not be written (SQLite). Only an operator fixes it;
-    meanwhile another server, connecting as a role that has the grant, may serve."""
+    (PostgreSQL), or the file may not be written (SQLite)."""
 
     reason = "database_permission_denied"

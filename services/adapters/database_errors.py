@@ -66,16 +66,20 @@ _OUTAGES: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
+# The refusals already made for each (a subclass before the class it refines).
+_REFUSALS: tuple[tuple[type[Unavailable], Kind], ...] = (
+    (StoreNotMigrated, Kind.NOT_MIGRATED),
+    (DatabasePermissionDenied, Kind.PERMISSION_DENIED),
+    (Unavailable, Kind.OUTAGE),
+)
+
 
 def kind_of(error: BaseException) -> Kind | None:
     """Which state of the database ``error`` comes from; None when from none (a
     statement the database rejects, or not a database error at all)."""
-    if isinstance(error, StoreNotMigrated):
-        return Kind.NOT_MIGRATED
-    if isinstance(error, DatabasePermissionDenied):
-        return Kind.PERMISSION_DENIED
-    if isinstance(error, Unavailable):
-        return Kind.OUTAGE
+    made = next((kind for refusal, kind in _REFUSALS if isinstance(error, refusal)), None)
+    if made is not None:
+        return made
     chain = _chain(error)
     for link in chain:
         if isinstance(link, sqlite3.Error):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 from domain.errors import (
+    DatabaseNeedsOperator,
     DatabasePermissionDenied,
     DomainError,
     StoreNotMigrated,
@@ -51,7 +52,7 @@ def operator_refusal(error: BaseException, role: str | None = None) -> Unavailab
     """The refusal for a state of the database that only an operator ends (tables
     missing, a grant lacking), saying what to do and naming ``role`` (a PostgreSQL
     role; None: a SQLite file); None for any other error."""
-    if isinstance(error, StoreNotMigrated | DatabasePermissionDenied):
+    if isinstance(error, DatabaseNeedsOperator):
         return copy.copy(error)  # made already; the copy leaves its traceback behind
     if isinstance(error, DomainError):
         return None

@@ -68,8 +68,8 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.TooManyStreams, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (AnswerTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    # Tables missing and grants lacking too (StoreNotMigrated, DatabasePermissionDenied):
-    # another server may serve the call, and a retry here does once they are fixed.
+    # States of the database only an operator ends too (DatabaseNeedsOperator): another
+    # server may serve the call, and a retry here does once they are fixed.
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
@@ -214,7 +214,7 @@ def _log_failure(
 ) -> None:
     if code is grpc.StatusCode.INTERNAL:
         log.error(f"{part} failed", method=method, exc_info=error)
-    elif isinstance(error, _OPERATOR_MUST_ACT):
+    elif isinstance(error, errors.DatabaseNeedsOperator):
         # A state only an operator ends, which nothing else logs: said as an error,
         # though not once per call it refuses.
         if _operator_log.due(message):
@@ -227,9 +227,6 @@ def _log_failure(
         log.info(f"{part} refused", method=method, code=code.name, reason=message)
 
 
-# Refusals for a state of the database only an operator ends: tables missing, a
-# grant lacking.
-_OPERATOR_MUST_ACT = (errors.StoreNotMigrated, errors.DatabasePermissionDenied)
 OPERATOR_LOG_SECONDS = 60.0
 
 

@@ -284,3 +284,11 @@ class DatabasePermissionDenied(DatabaseNeedsOperator):
     (PostgreSQL), or the file may not be written (SQLite)."""
 
     reason = "database_permission_denied"
+
+
+class DatabaseCorrupt(DatabaseNeedsOperator):
+    """The database's file is damaged (SQLite: not a database, or a malformed page),
+    or PostgreSQL reports damaged data or a damaged index: restored from a backup
+    (or an index rebuilt), it serves again."""
+
+    reason = "database_corrupt"

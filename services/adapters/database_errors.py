@@ -1,7 +1,7 @@
 """What a database error means, so that each is answered for what it is.
 
 Every database call of the store (the event store's recorders, the read models'
-queries and writes) fails for one of four reasons, told apart by the driver's
+queries and writes) fails for one of these reasons, told apart by the driver's
 own code (SQLite's error name, PostgreSQL's SQLSTATE), never by the wrapper
 class a library put around it:
 
@@ -13,11 +13,14 @@ class a library put around it:
   `sessionstore migrate` (or restores what was dropped).
 - a **permission denied**: the PostgreSQL role lacks a grant, or the SQLite file
   may not be written. No retry helps until an operator grants it.
+- a **corrupt** database: a SQLite file that is not a database (its header
+  overwritten) or has a malformed page, PostgreSQL data or an index reported
+  damaged. No retry helps until an operator restores it from a backup.
 - anything else: a statement the database rejects (a syntax error, a type, a
   constraint), which is the caller's to handle or a fault of ours. It is left as
   it is, so a fault is answered INTERNAL and logged with its traceback.
 
-The first three are states of the database, answered UNAVAILABLE, each with a
+All but the last are states of the database, answered UNAVAILABLE, each with a
 reason of its own and a message that says what to fix
 (services.adapters.database_refusals): the call may succeed on another server
 (one whose database is up, migrated, or reached as a role with the grant), and
@@ -37,22 +40,32 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from psycopg_pool import PoolTimeout
 from sqlalchemy import exc as sa_exc
 
-from domain.errors import DatabasePermissionDenied, StoreNotMigrated, Unavailable
+from domain.errors import (
+    DatabaseCorrupt,
+    DatabasePermissionDenied,
+    StoreNotMigrated,
+    Unavailable,
+)
 
 
 class Kind(enum.Enum):
     OUTAGE = "outage"
     NOT_MIGRATED = "not migrated"
     PERMISSION_DENIED = "permission denied"
+    CORRUPT = "corrupt"
 
 
 # SQLSTATEs of something the release uses that the database does not have:
 # undefined table, column, function, object (a type, an index), schema.
 _NOT_MIGRATED_STATES = frozenset({"42P01", "42703", "42883", "42704", "3F000"})
 _INSUFFICIENT_PRIVILEGE = "42501"
+_DATA_CORRUPTED_STATES = frozenset({"XX001", "XX002"})  # data corrupted, index corrupted
 # SQLite says the same with SQLITE_ERROR, the code of its syntax errors too.
 _SQLITE_MISSING = re.compile(r"^no such (table|column)|has no column named")
 _SQLITE_NOT_PERMITTED = ("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")
+# A malformed page (an extended code too: SQLITE_CORRUPT_INDEX, ...), a header that
+# is not SQLite's. Raised as DatabaseError, not OperationalError.
+_SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 # What a database that cannot be reached (or a pool with no connection to give)
 # raises where no driver error says more: the pools' timeouts, lost connections,
 # and the libraries' wrappers of both.
@@ -70,6 +83,7 @@ _OUTAGES: tuple[type[BaseException], ...] = (
 _REFUSALS: tuple[tuple[type[Unavailable], Kind], ...] = (
     (StoreNotMigrated, Kind.NOT_MIGRATED),
     (DatabasePermissionDenied, Kind.PERMISSION_DENIED),
+    (DatabaseCorrupt, Kind.CORRUPT),
     (Unavailable, Kind.OUTAGE),
 )
 
@@ -111,9 +125,11 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 
 def _sqlite_kind(error: sqlite3.Error) -> Kind | None:
-    if not isinstance(error, sqlite3.OperationalError):
-        return None  # a corrupt file, a constraint, a value it cannot bind
     name = getattr(error, "sqlite_errorname", None) or ""
+    if name.startswith(_SQLITE_CORRUPT):
+        return Kind.CORRUPT
+    if not isinstance(error, sqlite3.OperationalError):
+        return None  # a constraint, a value it cannot bind
     if name == "SQLITE_ERROR":
         return Kind.NOT_MIGRATED if _SQLITE_MISSING.search(str(error)) else None
     if name.startswith(_SQLITE_NOT_PERMITTED):
@@ -129,6 +145,8 @@ def _postgres_kind(error: psycopg.Error) -> Kind | None:
         return Kind.NOT_MIGRATED
     if state == _INSUFFICIENT_PRIVILEGE:
         return Kind.PERMISSION_DENIED
+    if state in _DATA_CORRUPTED_STATES:
+        return Kind.CORRUPT
     # Connections lost or refused (08, or no SQLSTATE), a server shutting down
     # (57), out of resources (53), failing I/O (58), a transaction to run again
     # (40), a lock not available (55P03): psycopg's OperationalError, all of them.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 from domain.errors import (
+    DatabaseCorrupt,
     DatabaseNeedsOperator,
     DatabasePermissionDenied,
     DomainError,
@@ -32,14 +33,24 @@ FILE_DENIED_MESSAGE = (
     "the database file may not be written by this server ({reason}): give the server's "
     "user write access to the file and its folder, then retry"
 )
+CORRUPT_FILE_MESSAGE = (
+    "the database file is damaged ({reason}): stop the servers that use it and restore "
+    "it from a backup (`PRAGMA integrity_check` in the sqlite3 shell says what is "
+    "damaged; its `.recover` saves what it can), then retry"
+)
+CORRUPT_DATA_MESSAGE = (
+    "the database reports damaged data ({reason}): restore it from a backup (or, for "
+    "a damaged index, REINDEX it), then retry"
+)
 
 
 def database_refusal(
     error: BaseException, outage: str, role: str | None = None
 ) -> Unavailable | None:
     """What to answer for ``error``: an outage says ``outage`` (with ``{reason}``, the
-    driver's first line, in it); a store not migrated and a permission denied say
-    what an operator must do (operator_refusal). None for an error that is no state
+    driver's first line, in it); a state only an operator ends (a store not
+    migrated, a permission denied, a corrupt database) says what the operator must
+    do (operator_refusal). None for an error that is no state
     of the database, to be raised as it is (and for a refusal already made)."""
     if isinstance(error, DomainError):
         return None
@@ -50,7 +61,7 @@ def database_refusal(
 
 def operator_refusal(error: BaseException, role: str | None = None) -> Unavailable | None:
     """The refusal for a state of the database that only an operator ends (tables
-    missing, a grant lacking), saying what to do and naming ``role`` (a PostgreSQL
+    missing, a grant lacking, a damaged file), saying what to do and naming ``role`` (a PostgreSQL
     role; None: a SQLite file); None for any other error."""
     if isinstance(error, DatabaseNeedsOperator):
         return copy.copy(error)  # made already; the copy leaves its traceback behind
@@ -66,4 +77,7 @@ def operator_refusal(error: BaseException, role: str | None = None) -> Unavailab
         denied = DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(reason=reason, role=role))
         denied.metadata = {"role": role}
         return denied
+    if kind is Kind.CORRUPT:
+        damaged = CORRUPT_FILE_MESSAGE if role is None else CORRUPT_DATA_MESSAGE
+        return DatabaseCorrupt(damaged.format(reason=reason))
     return None

@@ -23,12 +23,7 @@ from services.adapters.migration_checks import (
     require_migrated_to_read,
     require_migrated_to_write,
 )
-from services.adapters.read_model_db import (
-    is_transient,
-    migrate,
-    open_database,
-    refuse_newer_release,
-)
+from services.adapters.read_model_db import migrate, open_database, refuse_newer_release
 from services.adapters.read_model_repair import Remade
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
@@ -100,8 +95,9 @@ def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -
             try:
                 behind = not_migrated(database)
             except Exception as error:
-                # A grant the role lacks is not what a migration brings: said at once.
-                if not is_transient(error) or kind_of(error) is Kind.PERMISSION_DENIED:
+                # What a migration job brings, or a database coming up, is waited for;
+                # a grant the role lacks or a damaged file is not: said at once.
+                if kind_of(error) not in (Kind.OUTAGE, Kind.NOT_MIGRATED):
                     raise
                 behind = str(error)
             left = give_up_at - time.monotonic()

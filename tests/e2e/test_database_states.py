@@ -1,19 +1,22 @@
 """A database that answers, but not as this release needs: tables missing, a grant
-lacking. Each is refused UNAVAILABLE with a reason of its own and a message naming
-what an operator must do, never as an outage to wait out (SQLite said "the
-database is unreachable", or "cannot be used now; retry shortly") nor as INTERNAL
-(PostgreSQL), and never by quarantining the events the read models could not
-write. The calls that need nothing missing go on, and once the operator acted
-(`sessionstore migrate`, a GRANT) the same server serves again, with nothing lost.
+lacking, a damaged file. Each is refused UNAVAILABLE with a reason of its own and a
+message naming what an operator must do, never as an outage to wait out (SQLite
+said "the database is unreachable", or "cannot be used now; retry shortly") nor as
+INTERNAL (PostgreSQL; a damaged SQLite file), and never by quarantining the events
+the read models could not write. The calls that need nothing missing go on, and
+once the operator acted (`sessionstore migrate`, a GRANT, a backup restored) the
+same server serves again, with nothing lost.
 """
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import grpc
@@ -206,6 +209,82 @@ def test_an_event_store_table_missing_is_refused_naming_migrate_until_it_runs(
             assert keyed_append().version == 2  # the key is kept again: a replay
     finally:
         server.stop(0)
+
+
+def test_a_damaged_sqlite_file_is_refused_saying_to_restore_it(tmp_path: Path) -> None:
+    """The store's file overwritten with garbage under a running server (a failing
+    disk, a copy gone wrong): the session's calls and the listings say the file is
+    damaged and to restore it from a backup, not that the server failed. Restored
+    as the message says (the servers stopped: a server's connections keep the pages
+    they read), it serves them again, nothing lost but the append refused."""
+    path, backup = tmp_path / "sessions.db", tmp_path / "backup.db"
+    server = start_server(f"sqlite:///{path}")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store, model="gpt-4o")
+            store.AppendEntries(
+                pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]),
+                timeout=10,
+            )
+            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+            with closing(sqlite3.connect(path)) as connection:
+                with closing(sqlite3.connect(backup)) as copy:
+                    connection.backup(copy)
+                # All in the file, none left in the write-ahead log to read instead.
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with path.open("r+b") as file:
+                file.write(b"\0garbage" * 12)  # over the header and the first rows
+
+            for call in (
+                lambda: store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10),
+                lambda: store.AppendEntries(
+                    pb.AppendEntriesRequest(session_id=session.id, entries=[user("lost")]),
+                    timeout=10,
+                ),
+                lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10),
+            ):
+                code, message, reason, _ = _refusal(call)
+                assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "database_corrupt"), message
+                assert message.startswith(
+                    "the database file is damaged (file is not a database): "
+                ), message
+                assert "restore it from a backup" in message and "integrity_check" in message
+    finally:
+        server.stop(0)
+
+    for stale in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        stale.unlink(missing_ok=True)
+    shutil.copyfile(backup, path)
+    server = start_server(f"sqlite:///{path}")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
+            listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+            assert isinstance(listed, pb.ListSessionsResponse)
+            assert [s.id for s in listed.sessions] == [session.id]
+            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+            assert not status.quarantined, status.quarantined
+    finally:
+        server.stop(0)
+
+
+def test_migrate_check_on_a_damaged_file_says_so_at_once(tmp_path: Path) -> None:
+    """`migrate --check --wait` waits for a migration job, which restores no file: a
+    damaged one is said at once, in one line, not waited out as "not migrated"."""
+    path = tmp_path / "sessions.db"
+    _migrate(f"sqlite:///{path}")
+    with path.open("r+b") as file:
+        file.write(b"\0garbage" * 12)
+    started = time.monotonic()
+    checked = CliRunner().invoke(
+        cli, ["migrate", "--check", "--wait", "30", "--database-url", f"sqlite:///{path}"]
+    )
+    assert time.monotonic() - started < 10
+    assert checked.exit_code == 1, checked.output
+    (line,) = checked.output.splitlines()
+    assert line.startswith("Error: the database file is damaged (file is not a database)")
 
 
 @pytest.fixture

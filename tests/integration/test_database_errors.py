@@ -2,17 +2,22 @@
 on the real databases: a statement the database rejects stays what it is (a fault
 of ours, answered INTERNAL and logged), where SQLite's syntax errors, which share
 their class with a locked file, were taken for an outage; a SQLite file the server
-may not write says so, and what to change."""
+may not write says so, and what to change; a damaged one says to restore it."""
 
 from __future__ import annotations
 
 import pathlib
+import sqlite3
+from contextlib import closing
 
+import psycopg
 import pytest
 from eventsourcing.persistence import PersistenceError
 from sqlalchemy.exc import DBAPIError
 
-from domain.errors import DatabasePermissionDenied, Unavailable
+from domain.errors import DatabaseCorrupt, DatabasePermissionDenied, Unavailable
+from services.adapters.database_errors import Kind, kind_of
+from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import is_transient, migrate, open_database, reading
 from services.config import persistence_env
@@ -58,3 +63,98 @@ def test_a_sqlite_file_the_server_may_not_write_is_refused_naming_access(
         )
     finally:
         events.close()
+
+
+def _sqlite_error(path: pathlib.Path, query: str) -> sqlite3.Error:
+    with pytest.raises(sqlite3.Error) as raised, closing(sqlite3.connect(path)) as connection:
+        connection.execute(query).fetchall()
+    return raised.value
+
+
+def test_a_damaged_sqlite_file_is_corrupt_not_a_fault_nor_an_outage(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SQLite's own errors for a damaged file (a DatabaseError, not the
+    OperationalError of a locked file): a header that is not SQLite's, a page that
+    is malformed. No retry ends either: a backup must be restored."""
+    notadb, malformed = tmp_path / "notadb.db", tmp_path / "malformed.db"
+    for path in (notadb, malformed):
+        with closing(sqlite3.connect(path)) as connection:
+            connection.execute("CREATE TABLE t (x TEXT)")
+            connection.executemany("INSERT INTO t VALUES (?)", [("x" * 200,)] * 500)
+            connection.commit()
+    with notadb.open("r+b") as file:
+        file.write(b"not a database, garbage " * 4)  # the 100-byte header
+    with malformed.open("r+b") as file:
+        file.seek(4096 * 2)  # a page of the table, past the schema's
+        file.write(b"\xff" * 4096)
+
+    for path, query, name in (
+        (notadb, "SELECT * FROM t", "SQLITE_NOTADB"),
+        (malformed, "SELECT max(x) FROM t", "SQLITE_CORRUPT"),
+    ):
+        error = _sqlite_error(path, query)
+        assert error.sqlite_errorname == name
+        assert not isinstance(error, sqlite3.OperationalError)
+        assert kind_of(error) is Kind.CORRUPT
+        refusal = operator_refusal(error)
+        assert isinstance(refusal, DatabaseCorrupt)
+        assert str(refusal).startswith(f"the database file is damaged ({error}): ")
+        assert "restore it from a backup" in str(refusal)
+
+
+def test_a_store_whose_file_is_damaged_is_refused_saying_to_restore_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Through the event store's recorder and the read models' queries alike, each
+    wrapping SQLite's error in its own library's class."""
+    path = tmp_path / "sessions.db"
+    url = f"sqlite:///{path}"
+    events = EventStore(persistence_env(url))
+    database = open_database(url)
+    try:
+        migrate(database)
+        with closing(sqlite3.connect(path)) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all in the file
+        with path.open("r+b") as file:
+            file.write(b"\0garbage" * 12)
+
+        with pytest.raises(DatabaseCorrupt) as stored:
+            events.recorder.max_notification_id()
+        assert str(stored.value) == (
+            "the database file is damaged (file is not a database): stop the servers "
+            "that use it and restore it from a backup (`PRAGMA integrity_check` in the "
+            "sqlite3 shell says what is damaged; its `.recover` saves what it can), then retry"
+        )
+        with pytest.raises(DatabaseCorrupt) as read, reading(database.reader) as connection:
+            connection.exec_driver_sql("SELECT * FROM session_catalog")
+        assert str(read.value) == str(stored.value)
+        # A read model's writer backs off on it rather than quarantine what it reads.
+        assert is_transient(read.value.__cause__)  # type: ignore[arg-type]
+        # A store opened on it (a server starting) says the same.
+        with pytest.raises(DatabaseCorrupt):
+            EventStore(persistence_env(url), create_tables=False)
+    finally:
+        events.close()
+        database.dispose()
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "message"),
+    [
+        ("XX001", "invalid page in block 7 of relation base/16384/16385"),
+        ("XX002", 'index "sessionstore_events_pkey" contains unexpected zero page at block 3'),
+    ],
+)
+def test_data_postgresql_reports_damaged_is_corrupt(sqlstate: str, message: str) -> None:
+    """psycopg's own classes for PostgreSQL's data_corrupted and index_corrupted (a
+    real one would take damaging a server's files), as raised with the server's words."""
+    error = psycopg.errors.lookup(sqlstate)(message)
+    assert error.sqlstate == sqlstate
+    assert kind_of(error) is Kind.CORRUPT
+    refusal = operator_refusal(error, role="sessionstore")
+    assert isinstance(refusal, DatabaseCorrupt)
+    assert str(refusal) == (
+        f"the database reports damaged data ({message}): restore it from a backup (or, "
+        "for a damaged index, REINDEX it), then retry"
+    )

@@ -292,3 +292,11 @@ class DatabaseCorrupt(DatabaseNeedsOperator):
     (or an index rebuilt), it serves again."""
 
     reason = "database_corrupt"
+
+
+class DatabaseReadOnly(DatabaseNeedsOperator):
+    """The database takes no writes: a PostgreSQL standby, or one whose role or
+    database has transactions read-only by default. Reads are served; the server
+    must be pointed at the primary for the rest."""
+
+    reason = "database_read_only"

@@ -13,6 +13,9 @@ class a library put around it:
   `sessionstore migrate` (or restores what was dropped).
 - a **permission denied**: the PostgreSQL role lacks a grant, or the SQLite file
   may not be written. No retry helps until an operator grants it.
+- a **read-only** database: a PostgreSQL standby, or transactions read-only
+  by default for the role or the database. Reads go on; no write succeeds
+  until an operator points the server at the primary.
 - a **corrupt** database: a SQLite file that is not a database (its header
   overwritten) or has a malformed page, PostgreSQL data or an index reported
   damaged. No retry helps until an operator restores it from a backup.
@@ -43,6 +46,7 @@ from sqlalchemy import exc as sa_exc
 from domain.errors import (
     DatabaseCorrupt,
     DatabasePermissionDenied,
+    DatabaseReadOnly,
     StoreNotMigrated,
     Unavailable,
 )
@@ -52,6 +56,7 @@ class Kind(enum.Enum):
     OUTAGE = "outage"
     NOT_MIGRATED = "not migrated"
     PERMISSION_DENIED = "permission denied"
+    READ_ONLY = "read only"
     CORRUPT = "corrupt"
 
 
@@ -59,6 +64,8 @@ class Kind(enum.Enum):
 # undefined table, column, function, object (a type, an index), schema.
 _NOT_MIGRATED_STATES = frozenset({"42P01", "42703", "42883", "42704", "3F000"})
 _INSUFFICIENT_PRIVILEGE = "42501"
+# Written to in a read-only transaction, or (on a standby) during recovery.
+_READ_ONLY_SQL_TRANSACTION = "25006"
 _DATA_CORRUPTED_STATES = frozenset({"XX001", "XX002"})  # data corrupted, index corrupted
 # SQLite says the same with SQLITE_ERROR, the code of its syntax errors too.
 _SQLITE_MISSING = re.compile(r"^no such (table|column)|has no column named")
@@ -83,6 +90,7 @@ _OUTAGES: tuple[type[BaseException], ...] = (
 _REFUSALS: tuple[tuple[type[Unavailable], Kind], ...] = (
     (StoreNotMigrated, Kind.NOT_MIGRATED),
     (DatabasePermissionDenied, Kind.PERMISSION_DENIED),
+    (DatabaseReadOnly, Kind.READ_ONLY),
     (DatabaseCorrupt, Kind.CORRUPT),
     (Unavailable, Kind.OUTAGE),
 )
@@ -145,6 +153,8 @@ def _postgres_kind(error: psycopg.Error) -> Kind | None:
         return Kind.NOT_MIGRATED
     if state == _INSUFFICIENT_PRIVILEGE:
         return Kind.PERMISSION_DENIED
+    if state == _READ_ONLY_SQL_TRANSACTION:
+        return Kind.READ_ONLY
     if state in _DATA_CORRUPTED_STATES:
         return Kind.CORRUPT
     # Connections lost or refused (08, or no SQLSTATE), a server shutting down

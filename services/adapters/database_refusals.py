@@ -12,6 +12,7 @@ from domain.errors import (
     DatabaseCorrupt,
     DatabaseNeedsOperator,
     DatabasePermissionDenied,
+    DatabaseReadOnly,
     DomainError,
     StoreNotMigrated,
     Unavailable,
@@ -33,6 +34,11 @@ FILE_DENIED_MESSAGE = (
     "the database file may not be written by this server ({reason}): give the server's "
     "user write access to the file and its folder, then retry"
 )
+READ_ONLY_MESSAGE = (
+    "the database takes no writes ({reason}): this server is connected to a read-only "
+    "database (a standby, or one where default_transaction_read_only is on for role "
+    "{role!r} or the database): point the database URL at the primary, then retry"
+)
 CORRUPT_FILE_MESSAGE = (
     "the database file is damaged ({reason}): stop the servers that use it and restore "
     "it from a backup (`PRAGMA integrity_check` in the sqlite3 shell says what is "
@@ -49,7 +55,7 @@ def database_refusal(
 ) -> Unavailable | None:
     """What to answer for ``error``: an outage says ``outage`` (with ``{reason}``, the
     driver's first line, in it); a state only an operator ends (a store not
-    migrated, a permission denied, a corrupt database) says what the operator must
+    migrated, a permission denied, a read-only or corrupt database) says what the operator must
     do (operator_refusal). None for an error that is no state
     of the database, to be raised as it is (and for a refusal already made)."""
     if isinstance(error, DomainError):
@@ -61,8 +67,9 @@ def database_refusal(
 
 def operator_refusal(error: BaseException, role: str | None = None) -> Unavailable | None:
     """The refusal for a state of the database that only an operator ends (tables
-    missing, a grant lacking, a damaged file), saying what to do and naming ``role`` (a PostgreSQL
-    role; None: a SQLite file); None for any other error."""
+    missing, a grant lacking, writes refused, a damaged file), saying what to do and
+    naming ``role`` (a PostgreSQL role; None: a SQLite file); None for any other
+    error."""
     if isinstance(error, DatabaseNeedsOperator):
         return copy.copy(error)  # made already; the copy leaves its traceback behind
     if isinstance(error, DomainError):
@@ -77,6 +84,8 @@ def operator_refusal(error: BaseException, role: str | None = None) -> Unavailab
         denied = DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(reason=reason, role=role))
         denied.metadata = {"role": role}
         return denied
+    if kind is Kind.READ_ONLY:
+        return DatabaseReadOnly(READ_ONLY_MESSAGE.format(reason=reason, role=role))
     if kind is Kind.CORRUPT:
         damaged = CORRUPT_FILE_MESSAGE if role is None else CORRUPT_DATA_MESSAGE
         return DatabaseCorrupt(damaged.format(reason=reason))

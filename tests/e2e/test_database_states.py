@@ -364,6 +364,59 @@ def test_a_role_without_a_grant_is_refused_naming_the_role(
         server.stop(0)
 
 
+def test_a_read_only_database_is_refused_writes_saying_to_use_the_primary(
+    limited_role: tuple[str, str], postgres_schema_url: str
+) -> None:
+    """A server pointed at a database that takes no writes (a standby; here a role
+    whose transactions are read-only by default): it serves what it reads, and
+    refuses each write saying to point it at the primary, not as a fault of its own
+    (INTERNAL); the read models quarantine nothing."""
+    role, url = limited_role
+    server = start_server(url, migrate_at_start=False)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store, model="gpt-4o")
+            store.AppendEntries(
+                pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]),
+                timeout=10,
+            )
+            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+    finally:
+        server.stop(0)
+
+    _execute(postgres_schema_url, f"ALTER ROLE {role} SET default_transaction_read_only = on")
+    server = start_server(url, migrate_at_start=False)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
+            listed = store.ListSessions(pb.ListSessionsRequest(), timeout=10)
+            assert [s.id for s in listed.sessions] == [session.id]
+
+            for call in (
+                lambda: store.AppendEntries(
+                    pb.AppendEntriesRequest(session_id=session.id, entries=[user("more")]),
+                    timeout=10,
+                ),
+                lambda: new_session(store, model="gpt-4o"),
+            ):
+                code, message, reason, _ = _refusal(call)
+                assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "database_read_only"), (
+                    message
+                )
+                assert message.startswith("the database takes no writes (cannot execute ")
+                assert "connected to a read-only database (a standby" in message
+                assert f"role '{role}'" in message
+                assert "point the database URL at the primary" in message
+            assert _serving(channel)
+            assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
+            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+            assert not status.quarantined, status.quarantined
+    finally:
+        server.stop(0)
+
+
 def test_migrate_check_as_a_role_without_a_grant_says_so_at_once(
     limited_role: tuple[str, str], postgres_schema_url: str
 ) -> None:

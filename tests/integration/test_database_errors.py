@@ -15,7 +15,12 @@ import pytest
 from eventsourcing.persistence import PersistenceError
 from sqlalchemy.exc import DBAPIError
 
-from domain.errors import DatabaseCorrupt, DatabasePermissionDenied, Unavailable
+from domain.errors import (
+    DatabaseCorrupt,
+    DatabasePermissionDenied,
+    DatabaseReadOnly,
+    Unavailable,
+)
 from services.adapters.database_errors import Kind, kind_of
 from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
@@ -158,3 +163,37 @@ def test_data_postgresql_reports_damaged_is_corrupt(sqlstate: str, message: str)
         f"the database reports damaged data ({message}): restore it from a backup (or, "
         "for a damaged index, REINDEX it), then retry"
     )
+
+
+def test_a_write_to_a_read_only_postgresql_database_says_to_use_the_primary(
+    postgres_schema_url: str,
+) -> None:
+    """A transaction read-only (as every one is on a standby, or with
+    default_transaction_read_only on): PostgreSQL's read_only_sql_transaction, a
+    psycopg InternalError, is a database to point elsewhere, not a fault."""
+    base = postgres_schema_url.split("?")[0]
+    with psycopg.connect(base) as connection:
+        connection.execute("SET TRANSACTION READ ONLY")
+        with pytest.raises(psycopg.Error) as raised:
+            connection.execute("CREATE TABLE sessionstore_test_never (x int)")
+    assert raised.value.sqlstate == "25006"
+    assert kind_of(raised.value) is Kind.READ_ONLY
+
+    database = open_database(postgres_schema_url)
+    try:
+        migrate(database)
+        with (
+            pytest.raises(DatabaseReadOnly) as refused,
+            reading(database.writer) as connection,
+        ):
+            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+            connection.exec_driver_sql(f"DELETE FROM {database.schema}.session_catalog")
+        assert str(refused.value) == (
+            "the database takes no writes (cannot execute DELETE in a read-only "
+            "transaction): this server is connected to a read-only database (a standby, "
+            "or one where default_transaction_read_only is on for role 'postgres' or the "
+            "database): point the database URL at the primary, then retry"
+        )
+        assert is_transient(refused.value.__cause__)  # type: ignore[arg-type]
+    finally:
+        database.dispose()

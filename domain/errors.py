@@ -294,6 +294,13 @@ class DatabaseCorrupt(DatabaseNeedsOperator):
     reason = "database_corrupt"
 
 
+class DatabaseLoginRefused(DatabaseNeedsOperator):
+    """The database refuses to let this server log in: the role in its database URL
+    does not exist or may not log in, or the password is wrong."""
+
+    reason = "database_login_refused"
+
+
 class DatabaseReadOnly(DatabaseNeedsOperator):
     """The database takes no writes: a PostgreSQL standby, or one whose role or
     database has transactions read-only by default. Reads are served; the server

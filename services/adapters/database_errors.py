@@ -2,8 +2,9 @@
 
 Every database call of the store (the event store's recorders, the read models'
 queries and writes) fails for one of these reasons, told apart by the driver's
-own code (SQLite's error name, PostgreSQL's SQLSTATE), never by the wrapper
-class a library put around it:
+own code (SQLite's error name, PostgreSQL's SQLSTATE; for a login refused, which
+libpq gives none, the server's words), never by the wrapper class a library put
+around it:
 
 - an **outage**: the server down, restarting or refusing connections, a
   connection lost, a lock held past its timeout, a disk that fails or is full.
@@ -13,6 +14,9 @@ class a library put around it:
   `sessionstore migrate` (or restores what was dropped).
 - a **permission denied**: the PostgreSQL role lacks a grant, or the SQLite file
   may not be written. No retry helps until an operator grants it.
+- a **login refused**: the PostgreSQL role in the database URL does not exist or
+  may not log in, or its password is wrong. No retry helps until an operator
+  fixes the URL or the role.
 - a **read-only** database: a PostgreSQL standby, or transactions read-only
   by default for the role or the database. Reads go on; no write succeeds
   until an operator points the server at the primary.
@@ -45,6 +49,7 @@ from sqlalchemy import exc as sa_exc
 
 from domain.errors import (
     DatabaseCorrupt,
+    DatabaseLoginRefused,
     DatabasePermissionDenied,
     DatabaseReadOnly,
     StoreNotMigrated,
@@ -56,6 +61,7 @@ class Kind(enum.Enum):
     OUTAGE = "outage"
     NOT_MIGRATED = "not migrated"
     PERMISSION_DENIED = "permission denied"
+    LOGIN_REFUSED = "login refused"
     READ_ONLY = "read only"
     CORRUPT = "corrupt"
 
@@ -64,6 +70,18 @@ class Kind(enum.Enum):
 # undefined table, column, function, object (a type, an index), schema.
 _NOT_MIGRATED_STATES = frozenset({"42P01", "42703", "42883", "42704", "3F000"})
 _INSUFFICIENT_PRIVILEGE = "42501"
+# Invalid authorization specification (a role unknown or without LOGIN, no
+# pg_hba.conf entry), invalid password.
+_LOGIN_REFUSED_STATES = frozenset({"28000", "28P01"})
+# A connection refused at login carries no SQLSTATE (libpq gives none before a
+# session exists), only the server's words: those of the states above, in the
+# server's default English (a server with other lc_messages reads as an outage).
+_LOGIN_REFUSED = re.compile(
+    r'FATAL:  (role "[^"]*" (does not exist|is not permitted to log in)'
+    r"|\w+ authentication failed for user|no pg_hba\.conf entry for"
+    r"|pg_hba\.conf rejects connection)"
+    r"|fe_sendauth: no password supplied"
+)
 # Written to in a read-only transaction, or (on a standby) during recovery.
 _READ_ONLY_SQL_TRANSACTION = "25006"
 _DATA_CORRUPTED_STATES = frozenset({"XX001", "XX002"})  # data corrupted, index corrupted
@@ -90,6 +108,7 @@ _OUTAGES: tuple[type[BaseException], ...] = (
 _REFUSALS: tuple[tuple[type[Unavailable], Kind], ...] = (
     (StoreNotMigrated, Kind.NOT_MIGRATED),
     (DatabasePermissionDenied, Kind.PERMISSION_DENIED),
+    (DatabaseLoginRefused, Kind.LOGIN_REFUSED),
     (DatabaseReadOnly, Kind.READ_ONLY),
     (DatabaseCorrupt, Kind.CORRUPT),
     (Unavailable, Kind.OUTAGE),
@@ -103,11 +122,11 @@ def kind_of(error: BaseException) -> Kind | None:
     if made is not None:
         return made
     chain = _chain(error)
-    for link in chain:
-        if isinstance(link, sqlite3.Error):
-            return _sqlite_kind(link)
-        if isinstance(link, psycopg.Error):
-            return _postgres_kind(link)
+    driver = _driver_error(chain)
+    if isinstance(driver, sqlite3.Error):
+        return _sqlite_kind(driver)
+    if isinstance(driver, psycopg.Error):
+        return _postgres_kind(driver)
     if any(isinstance(link, _OUTAGES) for link in chain):
         return Kind.OUTAGE
     return None
@@ -115,10 +134,17 @@ def kind_of(error: BaseException) -> Kind | None:
 
 def first_line(error: BaseException) -> str:
     """The driver's own words (its first line), else the error's."""
-    chain = _chain(error)
-    driver = next((e for e in chain if isinstance(e, sqlite3.Error | psycopg.Error)), error)
+    driver = _driver_error(_chain(error)) or error
     lines = str(driver).strip().splitlines()
     return lines[0] if lines else type(driver).__name__
+
+
+def _driver_error(chain: list[BaseException]) -> BaseException | None:
+    """The driver's error the others wrap: the last of the chain. (A pool's timeout
+    is one of psycopg's errors too, raised from the one that says why no connection
+    could be had, when that is known.)"""
+    drivers = [link for link in chain if isinstance(link, sqlite3.Error | psycopg.Error)]
+    return drivers[-1] if drivers else None
 
 
 def _chain(error: BaseException) -> list[BaseException]:
@@ -153,6 +179,8 @@ def _postgres_kind(error: psycopg.Error) -> Kind | None:
         return Kind.NOT_MIGRATED
     if state == _INSUFFICIENT_PRIVILEGE:
         return Kind.PERMISSION_DENIED
+    if state in _LOGIN_REFUSED_STATES or (not state and _LOGIN_REFUSED.search(str(error))):
+        return Kind.LOGIN_REFUSED
     if state == _READ_ONLY_SQL_TRANSACTION:
         return Kind.READ_ONLY
     if state in _DATA_CORRUPTED_STATES:

@@ -10,6 +10,7 @@ import copy
 
 from domain.errors import (
     DatabaseCorrupt,
+    DatabaseLoginRefused,
     DatabaseNeedsOperator,
     DatabasePermissionDenied,
     DatabaseReadOnly,
@@ -34,6 +35,11 @@ FILE_DENIED_MESSAGE = (
     "the database file may not be written by this server ({reason}): give the server's "
     "user write access to the file and its folder, then retry"
 )
+LOGIN_REFUSED_MESSAGE = (
+    "the database refused to let role {role!r} log in ({reason}): the credentials in "
+    "the database URL were refused: fix the URL's user and password, or create the "
+    "role (CREATE ROLE ... LOGIN, with the grants the server needs), then retry"
+)
 READ_ONLY_MESSAGE = (
     "the database takes no writes ({reason}): this server is connected to a read-only "
     "database (a standby, or one where default_transaction_read_only is on for role "
@@ -54,10 +60,9 @@ def database_refusal(
     error: BaseException, outage: str, role: str | None = None
 ) -> Unavailable | None:
     """What to answer for ``error``: an outage says ``outage`` (with ``{reason}``, the
-    driver's first line, in it); a state only an operator ends (a store not
-    migrated, a permission denied, a read-only or corrupt database) says what the operator must
-    do (operator_refusal). None for an error that is no state
-    of the database, to be raised as it is (and for a refusal already made)."""
+    driver's first line, in it); a state only an operator ends says what the
+    operator must do (operator_refusal). None for an error that is no state of the
+    database, to be raised as it is (and for a refusal already made)."""
     if isinstance(error, DomainError):
         return None
     if kind_of(error) is Kind.OUTAGE:
@@ -67,26 +72,32 @@ def database_refusal(
 
 def operator_refusal(error: BaseException, role: str | None = None) -> Unavailable | None:
     """The refusal for a state of the database that only an operator ends (tables
-    missing, a grant lacking, writes refused, a damaged file), saying what to do and
-    naming ``role`` (a PostgreSQL role; None: a SQLite file); None for any other
-    error."""
+    missing, a grant lacking, a login refused, writes refused, a damaged file),
+    saying what to do and naming ``role`` (a PostgreSQL role; None: a SQLite file);
+    None for any other error."""
     if isinstance(error, DatabaseNeedsOperator):
         return copy.copy(error)  # made already; the copy leaves its traceback behind
     if isinstance(error, DomainError):
         return None
     kind = kind_of(error)
-    reason = first_line(error)
+    said = {"reason": first_line(error), "role": role}
     if kind is Kind.NOT_MIGRATED:
-        return StoreNotMigrated(NOT_MIGRATED_MESSAGE.format(reason=reason))
+        return StoreNotMigrated(NOT_MIGRATED_MESSAGE.format(**said))
+    if kind is Kind.PERMISSION_DENIED and role is None:
+        return DatabasePermissionDenied(FILE_DENIED_MESSAGE.format(**said))
     if kind is Kind.PERMISSION_DENIED:
-        if role is None:
-            return DatabasePermissionDenied(FILE_DENIED_MESSAGE.format(reason=reason))
-        denied = DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(reason=reason, role=role))
-        denied.metadata = {"role": role}
-        return denied
+        return _naming_role(DatabasePermissionDenied(ROLE_DENIED_MESSAGE.format(**said)), role)
+    if kind is Kind.LOGIN_REFUSED:
+        return _naming_role(DatabaseLoginRefused(LOGIN_REFUSED_MESSAGE.format(**said)), role)
     if kind is Kind.READ_ONLY:
-        return DatabaseReadOnly(READ_ONLY_MESSAGE.format(reason=reason, role=role))
+        return DatabaseReadOnly(READ_ONLY_MESSAGE.format(**said))
     if kind is Kind.CORRUPT:
         damaged = CORRUPT_FILE_MESSAGE if role is None else CORRUPT_DATA_MESSAGE
-        return DatabaseCorrupt(damaged.format(reason=reason))
+        return DatabaseCorrupt(damaged.format(**said))
     return None
+
+
+def _naming_role(refusal: Unavailable, role: str | None) -> Unavailable:
+    """``refusal`` with the role in its metadata, for a client that acts on it."""
+    refusal.metadata = {"role": role or ""}
+    return refusal

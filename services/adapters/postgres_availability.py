@@ -28,6 +28,7 @@ from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from services import deadline
+from services.adapters.database_errors import first_line
 from services.adapters.database_refusals import database_refusal
 
 RECONNECT_DELAY = 0.5
@@ -47,6 +48,9 @@ class SteadyReconnectPool(ConnectionPool[Any]):
     """The pool, reconnecting steadily, and failing fast while the server is known to be down."""
 
     unreachable: str = ""  # why the probe last failed; "" while the server answers
+    # The error it failed with, which a refusal is raised from: a login refused is
+    # told apart from a server that is down by it.
+    unreachable_error: psycopg.Error | None = None
 
     def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
         # Keep trying for as long as the outage lasts: giving up only shrinks
@@ -60,7 +64,7 @@ class SteadyReconnectPool(ConnectionPool[Any]):
         give_up_at = time.monotonic() + deadline.bounded(total)
         while True:
             if self.unreachable:
-                raise PoolTimeout(self.unreachable)
+                raise PoolTimeout(self.unreachable) from self.unreachable_error
             left = give_up_at - time.monotonic()
             try:
                 return super().getconn(timeout=max(0.001, min(WAIT_SLICE, left)))
@@ -131,9 +135,11 @@ class PostgresProbe:
     def check(self) -> str:
         """Empty when the server answers, else why not; tells the pool, refreshing it on return."""
         with self._lock:
-            reason = self._ask()
+            error = self._ask()
+        reason = first_line(error) if error is not None else ""
         pool = self._datastore.pool
         was_down = bool(pool.unreachable)
+        pool.unreachable_error = error
         pool.unreachable = reason
         if bool(reason) != was_down:
             # Going down: drop the connections that broke. Coming back: test
@@ -141,7 +147,8 @@ class PostgresProbe:
             pool.check()
         return reason
 
-    def _ask(self) -> str:
+    def _ask(self) -> psycopg.Error | None:
+        """None when the server answers, else the error it failed with."""
         try:
             if self._conn is None or self._conn.closed:
                 kwargs = dict(self._datastore.pool.kwargs)  # type: ignore[arg-type]
@@ -149,13 +156,12 @@ class PostgresProbe:
                 kwargs["connect_timeout"] = PROBE_CONNECT_TIMEOUT
                 self._conn = psycopg.connect(autocommit=True, **kwargs)
             self._conn.execute("SELECT 1")
-            return ""
+            return None
         except psycopg.Error as error:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            lines = str(error).strip().splitlines()
-            return lines[0] if lines else type(error).__name__
+            return error
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from services.adapters.database_errors import Kind, kind_of
+from services.adapters.database_refusals import operator_refusal
+
 # How long the first connection may take before the database counts as unreachable.
 PROBE_TIMEOUT_SECONDS = 3
 
@@ -53,6 +56,8 @@ def first_look(env: dict[str, str]) -> Iterator[psycopg.Connection[Any]]:
                 f"database {dbname!r} does not exist on the PostgreSQL server at {host}:{port}; "
                 "create it (createdb) or fix the database name in the URL"
             ) from None
+        if kind_of(error) is Kind.LOGIN_REFUSED:  # said as a call would say it
+            raise DatabaseUnreachable(str(operator_refusal(error, env["POSTGRES_USER"]))) from None
         raise DatabaseUnreachable(
             f"cannot connect to PostgreSQL at {host}:{port}: {detail}"
         ) from None

@@ -293,9 +293,19 @@ def limited_role(postgres_schema_url: str) -> Iterator[tuple[str, str]]:
     and the URL that connects as it; the role is dropped afterwards."""
     _migrate(postgres_schema_url)
     role = f"sessionstore_test_{uuid.uuid4().hex[:10]}"
-    base = postgres_schema_url.split("?")[0]
-    schema = sql.Identifier(_schema(postgres_schema_url))
-    with psycopg.connect(base, autocommit=True) as connection:
+    _create_role(postgres_schema_url, role)
+    scheme, _, rest = postgres_schema_url.partition("://")
+    url = f"{scheme}://{role}@{rest.split('@', 1)[-1]}"
+    try:
+        yield role, url
+    finally:
+        _drop_role(postgres_schema_url, role)
+
+
+def _create_role(url: str, role: str) -> None:
+    """``role``, which logs in with the grants the refusal names on ``url``'s schema."""
+    schema = sql.Identifier(_schema(url))
+    with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
         connection.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
         for grant in (
             "GRANT USAGE ON SCHEMA {schema} TO {role}",
@@ -304,14 +314,23 @@ def limited_role(postgres_schema_url: str) -> Iterator[tuple[str, str]]:
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {role}",
         ):
             connection.execute(sql.SQL(grant).format(schema=schema, role=sql.Identifier(role)))
-    scheme, _, rest = postgres_schema_url.partition("://")
-    url = f"{scheme}://{role}@{rest.split('@', 1)[-1]}"
-    try:
-        yield role, url
-    finally:
-        with psycopg.connect(base, autocommit=True) as connection:
-            connection.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            connection.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _drop_role(url: str, role: str) -> None:
+    """``role`` dropped, if it is there, and its sessions ended, as a database's
+    administrator does to a role that must no longer be used."""
+    with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
+        found = connection.execute("SELECT oid FROM pg_roles WHERE rolname = %s", (role,))
+        row = found.fetchone()
+        if row is None:
+            return
+        connection.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        connection.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        # Dropped first: a session ended before would log in again at once.
+        connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usesysid = %s",
+            (row[0],),
+        )
 
 
 def test_a_role_without_a_grant_is_refused_naming_the_role(
@@ -411,6 +430,63 @@ def test_a_read_only_database_is_refused_writes_saying_to_use_the_primary(
                 assert "point the database URL at the primary" in message
             assert _serving(channel)
             assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
+            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+            assert not status.quarantined, status.quarantined
+    finally:
+        server.stop(0)
+
+
+def test_a_role_that_may_not_log_in_is_refused_naming_the_role(
+    limited_role: tuple[str, str], postgres_schema_url: str
+) -> None:
+    """The role in the database URL dropped under a running server: each call says
+    that the database refused the role's login and to fix the URL or create the
+    role, not that the database is unreachable (it answers); health says
+    NOT_SERVING, as nothing can be served. With the role made again the same
+    server serves again, and the read models quarantined nothing."""
+    role, url = limited_role
+    server = start_server(url, migrate_at_start=False)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store, model="gpt-4o")
+            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+
+            _drop_role(postgres_schema_url, role)
+
+            def refused_login(call: Callable[[], object]) -> tuple[str, str, dict[str, str]]:
+                give_up_at = time.monotonic() + RECOVERY_SECONDS
+                while True:  # the sessions ended read as an outage until logging in fails
+                    code, message, reason, metadata = _refusal(call)
+                    assert code == grpc.StatusCode.UNAVAILABLE, message
+                    if reason != "unavailable" or time.monotonic() > give_up_at:
+                        return message, reason, metadata
+                    time.sleep(0.2)
+
+            for call in (
+                lambda: store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10),
+                lambda: store.AppendEntries(
+                    pb.AppendEntriesRequest(session_id=session.id, entries=[user("hi")]),
+                    timeout=10,
+                ),
+                lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10),
+            ):
+                message, reason, metadata = refused_login(call)
+                assert reason == "database_login_refused", message
+                assert metadata == {"role": role}
+                assert f"the database refused to let role '{role}' log in" in message
+                assert f'role "{role}" does not exist' in message
+                assert "the credentials in the database URL were refused" in message
+                assert "create the role" in message
+                assert "unreachable" not in message
+            assert not _serving(channel)
+
+            _create_role(postgres_schema_url, role)
+            got = _eventually(
+                lambda: store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10)
+            )
+            assert isinstance(got, pb.Session) and got.version == 1
+            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
             status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
             assert not status.quarantined, status.quarantined
     finally:

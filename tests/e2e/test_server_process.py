@@ -90,6 +90,11 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
         ),
         (
             "SESSIONSTORE_DATABASE_URL",
+            "postgresql://sessionstore_no_such_role@127.0.0.1:5432/test",
+            "the credentials in the database URL were refused",
+        ),
+        (
+            "SESSIONSTORE_DATABASE_URL",
             f"postgresql://postgres@127.0.0.1:{_free_port()}/test",
             "cannot connect to PostgreSQL at 127.0.0.1:",
         ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pathlib
 import sqlite3
+import uuid
 from contextlib import closing
 
 import psycopg
@@ -17,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from domain.errors import (
     DatabaseCorrupt,
+    DatabaseLoginRefused,
     DatabasePermissionDenied,
     DatabaseReadOnly,
     Unavailable,
@@ -24,6 +26,7 @@ from domain.errors import (
 from services.adapters.database_errors import Kind, kind_of
 from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
+from services.adapters.postgres_check import DatabaseUnreachable
 from services.adapters.read_model_db import is_transient, migrate, open_database, reading
 from services.config import persistence_env
 
@@ -197,3 +200,71 @@ def test_a_write_to_a_read_only_postgresql_database_says_to_use_the_primary(
         assert is_transient(refused.value.__cause__)  # type: ignore[arg-type]
     finally:
         database.dispose()
+
+
+def _as_role(url: str, role: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{role}@{rest.split('@', 1)[-1]}"
+
+
+def test_a_role_the_database_does_not_know_is_a_login_refused_naming_it(
+    postgres_schema_url: str,
+) -> None:
+    """A role that does not exist (the server's trust authentication refuses it all
+    the same, SQLSTATE 28000): psycopg raises it with no SQLSTATE at all, as for a
+    server that is down, and only the server's words tell them apart. The read
+    models' queries, and a store opened on it (a server starting), say it."""
+    role = f"sessionstore_missing_{uuid.uuid4().hex[:8]}"
+    url = _as_role(postgres_schema_url, role)
+    with pytest.raises(psycopg.OperationalError) as raised:
+        psycopg.connect(url.split("?")[0], connect_timeout=5)
+    assert raised.value.sqlstate is None
+    assert kind_of(raised.value) is Kind.LOGIN_REFUSED
+    refusal = operator_refusal(raised.value, role)
+    assert isinstance(refusal, DatabaseLoginRefused)
+    assert refusal.metadata == {"role": role}
+    assert str(refusal) == (
+        f"the database refused to let role '{role}' log in ({raised.value}): the "
+        "credentials in the database URL were refused: fix the URL's user and password, "
+        "or create the role (CREATE ROLE ... LOGIN, with the grants the server needs), "
+        "then retry"
+    )
+
+    database = open_database(url)
+    try:
+        with pytest.raises(DatabaseLoginRefused) as read, reading(database.reader):
+            pass
+        assert str(read.value) == str(refusal)
+    finally:
+        database.dispose()
+    with pytest.raises(DatabaseUnreachable) as started:
+        EventStore(persistence_env(url))
+    assert str(started.value) == str(refusal)
+
+
+@pytest.mark.parametrize(
+    ("server_says", "kind"),
+    [
+        ('FATAL:  password authentication failed for user "app"', Kind.LOGIN_REFUSED),
+        ('FATAL:  role "app" is not permitted to log in', Kind.LOGIN_REFUSED),
+        (
+            'FATAL:  no pg_hba.conf entry for host "10.1.2.3", user "app", database "s", '
+            "no encryption",
+            Kind.LOGIN_REFUSED,
+        ),
+        ("fe_sendauth: no password supplied", Kind.LOGIN_REFUSED),
+        ("FATAL:  the database system is starting up", Kind.OUTAGE),
+        ("FATAL:  sorry, too many clients already", Kind.OUTAGE),
+        ("Connection refused\n\tIs the server running on that host?", Kind.OUTAGE),
+    ],
+)
+def test_what_a_refused_connection_says_tells_a_login_from_an_outage(
+    server_says: str, kind: Kind
+) -> None:
+    """The words libpq reports for logins this server cannot produce (it trusts
+    every local user, so no password is ever wrong), in psycopg's own class as it
+    raises them, beside those of a server that is down or busy."""
+    error = psycopg.OperationalError(
+        f'connection failed: connection to server at "db", port 5432 failed: {server_says}'
+    )
+    assert kind_of(error) is kind

@@ -44,6 +44,11 @@ class _SteadyAttempt(AttemptWithBackoff):
     DELAY_BACKOFF = 1.0
 
 
+class PoolBusy(PoolTimeout):
+    """No connection came free in time, with as many open as the pool may have and all
+    in use: the database answers, the server is busy (an outage all the same: retry)."""
+
+
 class SteadyReconnectPool(ConnectionPool[Any]):
     """The pool, reconnecting steadily, and failing fast while the server is known to be down."""
 
@@ -71,7 +76,18 @@ class SteadyReconnectPool(ConnectionPool[Any]):
             except PoolTimeout:
                 if time.monotonic() >= give_up_at:
                     deadline.check("waiting for a database connection")
-                    raise PoolTimeout(f"no connection free after {total:.2f} s") from None
+                    raise self._none_free(total) from None
+
+    def _none_free(self, waited: float) -> PoolTimeout:
+        """What a wait for a connection that came to nothing says: all of them busy, or
+        (the pool short of its size) connections that could not be made in time."""
+        if self.get_stats().get("pool_size", 0) >= self.max_size:
+            return PoolBusy(
+                f"no database connection free within {waited:.1f} s: all {self.max_size} "
+                "of this server's connections are in use (pool_size and max_overflow in "
+                "the database URL set how many)"
+            )
+        return PoolTimeout(f"no connection free after {waited:.2f} s")
 
 
 class ResilientPostgresDatastore(PostgresDatastore):
@@ -118,6 +134,8 @@ def make_resilient(datastore: PostgresDatastore) -> None:
 def _outage(error: Exception) -> str:
     """What an outage behind ``error`` is called, with ``{reason}`` to fill in."""
     cause = error.__cause__
+    if isinstance(cause, PoolBusy):
+        return "{reason}; retry shortly"  # the database answers: it says so itself
     sqlstate = getattr(cause, "sqlstate", None)
     if isinstance(cause, PoolTimeout) or sqlstate is None or sqlstate[:2] in ("08", "57"):
         return "the database is unreachable ({reason}); retry shortly"

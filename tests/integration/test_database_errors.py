@@ -268,3 +268,33 @@ def test_what_a_refused_connection_says_tells_a_login_from_an_outage(
         f'connection failed: connection to server at "db", port 5432 failed: {server_says}'
     )
     assert kind_of(error) is kind
+
+
+def test_a_pool_with_every_connection_busy_says_so_not_unreachable(
+    postgres_schema_url: str,
+) -> None:
+    """The database up, the one connection the event store's pool may open held: a
+    call that waits out the pool's timeout for another is an outage to retry, said
+    as what it is, with the pool's size and what sets it."""
+    env = {
+        **persistence_env(postgres_schema_url),
+        "POSTGRES_POOL_SIZE": "1",
+        "POSTGRES_MAX_OVERFLOW": "0",
+        "POSTGRES_CONNECT_TIMEOUT": "1",  # also how long a call waits for a connection
+    }
+    events = EventStore(env)
+    try:
+        with (
+            events.recorder.datastore.get_connection(),  # type: ignore[attr-defined]
+            pytest.raises(Unavailable) as refused,
+        ):
+            events.recorder.max_notification_id()
+        assert type(refused.value) is Unavailable
+        assert str(refused.value) == (
+            "no database connection free within 1.0 s: all 1 of this server's connections "
+            "are in use (pool_size and max_overflow in the database URL set how many); "
+            "retry shortly"
+        )
+        assert events.recorder.max_notification_id() is None  # free again
+    finally:
+        events.close()

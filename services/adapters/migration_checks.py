@@ -19,6 +19,9 @@ every process, one that migrates included, saying to restore it from a backup
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlalchemy import Connection, func, inspect, select
 
 from services.adapters import read_model_tables as t
@@ -95,15 +98,26 @@ def refuse_lost_tables_to_migrate(database_url: str) -> None:
     file = sqlite_file(database_url)
     if file is not None and not file.exists():
         return
+    with _first_look_at(database_url) as (database, connection, has_schema):
+        if has_schema:
+            refuse_lost_tables(connection, database, missing_event_tables(connection, database.env))
+
+
+@contextmanager
+def _first_look_at(
+    database_url: str,
+) -> Iterator[tuple[ReadModelDatabase, Connection, bool]]:
+    """The database at ``database_url`` on a plain connection, and whether its schema is
+    there (always, without one): a PostgreSQL server that cannot be reached is named
+    as a start names it. Closed after the block."""
     database = open_database(database_url)
     try:
         if database.postgres:
             with first_look(database.env):
                 pass
         with database.reader.connect() as connection:
-            if database.schema and not inspect(connection).has_schema(database.schema):
-                return
-            refuse_lost_tables(connection, database, missing_event_tables(connection, database.env))
+            has_schema = not database.schema or inspect(connection).has_schema(database.schema)
+            yield database, connection, has_schema
     finally:
         database.dispose()
 
@@ -136,18 +150,12 @@ def require_migrated_to_start(database_url: str, *, read_models: bool) -> None:
     file = sqlite_file(database_url)
     if file is not None and not file.exists():
         raise StartRefused(START_REFUSAL.format(behind=f"no database at {file.resolve()}"))
-    database = open_database(database_url)
-    try:
-        if database.postgres:
-            with first_look(database.env):
-                pass
-        with database.reader.connect() as connection:
-            if database.schema and not inspect(connection).has_schema(database.schema):
-                behind = f"no schema {database.schema!r} in the database"
-            else:
-                behind = store_behind(connection, database, read_models=read_models)
-    finally:
-        database.dispose()
+    with _first_look_at(database_url) as (database, connection, has_schema):
+        behind = (
+            store_behind(connection, database, read_models=read_models)
+            if has_schema
+            else f"no schema {database.schema!r} in the database"
+        )
     if behind:
         raise StartRefused(START_REFUSAL.format(behind=behind))
 

@@ -32,6 +32,17 @@ keys_being_written: ContextVar[dict[tuple[str, int], dict[tuple[str, str], bytes
     ContextVar("keys_being_written", default=None)
 )
 
+
+def keys_by_event(
+    rows: Sequence[DataKeyRow],
+) -> dict[tuple[str, int], dict[tuple[str, str], bytes]]:
+    """Key rows made for a save, as keys_being_written holds them."""
+    keys: dict[tuple[str, int], dict[tuple[str, str], bytes]] = {}
+    for session_id, version, kind, key_id, key in rows:
+        keys.setdefault((session_id, version), {})[kind, key_id] = key
+    return keys
+
+
 # The sessions whose keys the read under way loads, at most once per version range.
 keys_being_read: ContextVar[dict[str, SessionKeys] | None] = ContextVar(
     "reading_keys", default=None

@@ -32,6 +32,7 @@ from services.adapters.event_keys import (
     SessionKeys,
     keys_being_read,
     keys_being_written,
+    keys_by_event,
 )
 from services.adapters.event_table_creation import create_event_tables
 from services.adapters.event_tables import STORE_NAME
@@ -45,9 +46,6 @@ from services.adapters.postgres_availability import (
     make_resilient,
 )
 from services.adapters.postgres_check import setting_up_postgres
-from services.adapters.sealing import (
-    DataKeyRow,
-)
 from services.config import Config
 
 STARTED_TOPIC = get_topic(Started)
@@ -255,7 +253,7 @@ class EventStore(Application[str]):
             row = snapshot_key_row(session) if due else None
             if row is not None:
                 made.append(row)
-        token = keys_being_written.set(_keys_by_event(made))
+        token = keys_being_written.set(keys_by_event(made))
         try:
             recordings = self.events.put(
                 events,
@@ -360,15 +358,6 @@ class EventStore(Application[str]):
             start=after, limit=limit, topics=[STARTED_TOPIC], inclusive_of_start=False
         )
         return [(n.id, str(n.originator_id)) for n in notifications]
-
-
-def _keys_by_event(
-    rows: Sequence[DataKeyRow],
-) -> dict[tuple[str, int], dict[tuple[str, str], bytes]]:
-    keys: dict[tuple[str, int], dict[tuple[str, str], bytes]] = {}
-    for session_id, version, kind, key_id, key in rows:
-        keys.setdefault((session_id, version), {})[kind, key_id] = key
-    return keys
 
 
 def _snapshot_due(

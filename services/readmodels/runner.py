@@ -20,17 +20,14 @@ cannot apply is quarantined by the store, and the model goes on past it.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from eventsourcing.persistence import Notification
 
-from domain.errors import Unavailable
 from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import is_lock_wait, is_transient, role_of
@@ -42,6 +39,7 @@ from services.adapters.read_model_store import (
     describe_error,
 )
 from services.readmodels.listener import listen
+from services.readmodels.model_state import ModelState
 
 BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:
@@ -51,27 +49,8 @@ BATCH = 500
 # the pause short (``hurry``), so it never waits for the pause; it cannot cut
 # short a backoff.
 COALESCE_SECONDS = 0.1
-FIRST_BACKOFF_SECONDS = 0.1
-MAX_BACKOFF_SECONDS = 5.0
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class ModelState:
-    """How one model's projection fares in this process."""
-
-    failing_since: float | None = None  # time.time() of the first failure in a row
-    error: str = ""
-    # What a query needing the model answers while it fails for a state of the
-    # database only an operator ends (tables missing, a grant lacking); None while
-    # it fails for one that passes by itself (an outage) or for no such state.
-    refusal: Unavailable | None = None
-    attempts: int = 0  # failures in a row
-    retry_at: float = 0.0  # time.monotonic()
-
-    def retry_in(self) -> float:
-        return max(0.0, self.retry_at - time.monotonic()) if self.failing_since else 0.0
 
 
 class ReadModelRunner:
@@ -301,20 +280,15 @@ class ReadModelRunner:
         with self._states_lock:
             self._recovering.add(name)
         self._recovery_wake.set()
-        state = self.states[name]
-        if state.failing_since is None:
-            state.failing_since = time.time()
+        described = describe_error(error)
+        refusal = operator_refusal(error, role_of(self.models.database.writer))
+        if self.states[name].failed(described, refusal):
             log.warning(
                 "read model cannot catch up; retrying with backoff",
                 model=name,
-                error=describe_error(error),
+                error=described,
                 transient=is_transient(error),
             )
-        state.error = describe_error(error)
-        state.refusal = operator_refusal(error, role_of(self.models.database.writer))
-        state.attempts += 1
-        delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (state.attempts - 1))
-        state.retry_at = time.monotonic() + random.uniform(delay / 2, delay)
         # The head must be read again once the model recovers.
         self._reached = -1
 

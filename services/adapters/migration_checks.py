@@ -14,7 +14,9 @@ A store at the latest migration may still lack a table dropped since: a read
 model's is named, for `sessionstore migrate` to make again (its rows are
 rebuilt from the events); the event log's (or the data keys') is refused by
 every process, one that migrates included, saying to restore it from a backup
-(services.adapters.event_tables).
+(services.adapters.event_tables). Read-model tables whose recorded migration was
+lost (alembic's version table dropped or emptied) are named for what they are,
+not as a store at no migration (services.adapters.lost_version).
 """
 
 from __future__ import annotations

@@ -24,6 +24,15 @@ from sqlalchemy.engine import URL
 
 from services.adapters.database_errors import kind_of
 from services.adapters.database_refusals import database_refusal
+from services.adapters.lost_version import (
+    Migrations,
+    Recorded,
+    describe_without_version,
+    migrating_on,
+    record_lost_version,
+    tables_without_version,
+    version_table_state,
+)
 from services.adapters.postgres_check import missing_schema
 from services.adapters.read_model_repair import Remade, remake_dropped
 from services.adapters.start_errors import StartRefused
@@ -157,14 +166,27 @@ def _begin_immediate(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def migrate(database: ReadModelDatabase) -> Remade | None:
-    """Brings the read models' tables to the latest migration, under a lock, and
-    makes again those dropped from a store at it (services.adapters.read_model_repair):
-    answers what was made again, and which models must be rebuilt; None when nothing.
+@dataclass(frozen=True)
+class Migrated:
+    """What a migration did besides upgrading: the revision it recorded for tables
+    whose version was lost (services.adapters.lost_version), the tables it made
+    again (services.adapters.read_model_repair); None each when nothing."""
 
-    Alembic is imported only when a migration is due, or a table was dropped: a
-    server starting on tables already migrated (every start but the first of a
-    release) would otherwise keep alembic and mako in memory for good (13 MB of RSS)."""
+    recorded: Recorded | None = None
+    remade: Remade | None = None
+
+
+def migrate(database: ReadModelDatabase, stamp: str | None = None) -> Migrated:
+    """Brings the read models' tables to the latest migration, under a lock, and
+    makes again those dropped from a store at it (services.adapters.read_model_repair).
+    Tables whose recorded version was lost get the revision ``stamp`` names, or the
+    one their schema matches, before they upgrade; refused (StartRefused) when none
+    can be told, never migrated from the first over tables that are there.
+
+    Alembic is imported only when a migration is due, a table was dropped or the
+    version lost: a server starting on tables already migrated (every start but the
+    first of a release) would otherwise keep alembic and mako in memory for good
+    (13 MB of RSS)."""
     with database.writer.begin() as connection:
         if database.postgres:
             if database.schema:
@@ -176,15 +198,38 @@ def migrate(database: ReadModelDatabase) -> Remade | None:
                 {"key": f"{database.schema}.{MIGRATE_LOCK}"},
             )
         current = _applied(connection, database.schema)
-        if current != latest_migrations():
-            refuse_tables_ahead(current)  # alembic would fail on a revision it cannot find
-            upgrade_to_head(connection, database.schema)
-        return remake_dropped(connection, database.postgres, database.schema, upgrade_to_head)
+        recorded = record_lost_version(connection, database.schema, current, _migrations, stamp)
+        if recorded is not None:
+            current = {recorded.revision}
+        with migrating_on(connection, database.schema, recorded):
+            if current != latest_migrations():
+                refuse_tables_ahead(current)  # alembic would fail on a revision it cannot find
+                upgrade_to_head(connection, database.schema)
+            remade = remake_dropped(connection, database.postgres, database.schema, upgrade_to_head)
+        return Migrated(recorded, remade)
 
 
 def upgrade_to_head(connection: Connection, schema: str | None) -> None:
     """Applies every migration not applied yet to the tables in ``schema``, in the
     transaction of ``connection``."""
+    _alembic(connection, schema, "upgrade", "head")
+
+
+def _migrations() -> Migrations:
+    """This release's migrations, for a store whose recorded version was lost."""
+    return Migrations(
+        revisions=_revisions_in_order(),
+        upgrade=lambda connection, schema, revision: _alembic(
+            connection, schema, "upgrade", revision
+        ),
+        stamp=lambda connection, schema, revision: _alembic(connection, schema, "stamp", revision),
+        version_table=VERSION_TABLE,
+    )
+
+
+def _alembic(connection: Connection, schema: str | None, step: str, revision: str) -> None:
+    """Runs alembic's ``step`` (upgrade, stamp) to ``revision`` on the tables in
+    ``schema``, in the transaction of ``connection``."""
     # Alembic logs plain lines through the standard library (from its import
     # on), which would break the server's structured (JSON) log; its steps
     # are not news.
@@ -196,7 +241,7 @@ def upgrade_to_head(connection: Connection, schema: str | None) -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
     config.attributes["schema"] = schema
-    command.upgrade(config, "head")
+    getattr(command, step)(config, revision)
 
 
 def latest_migrations() -> set[str]:
@@ -204,6 +249,19 @@ def latest_migrations() -> set[str]:
     migration files as alembic writes them."""
     revisions, followed = _revisions()
     return revisions - followed
+
+
+def _revisions_in_order() -> tuple[str, ...]:
+    """This release's revisions, each after the one it follows."""
+    following: dict[str, str] = {}
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = dict(_REVISION.findall(path.read_text()))
+        if "revision" in found:
+            following[found.get("down_revision", "")] = found["revision"]
+    order = [following[""]]
+    while order[-1] in following:
+        order.append(following[order[-1]])
+    return tuple(order)
 
 
 def _revisions() -> tuple[set[str], set[str]]:
@@ -263,6 +321,9 @@ def migrations_behind(database: ReadModelDatabase) -> str:
 def read_models_behind(connection: Connection, schema: str | None) -> str:
     """migrations_behind, on a connection open in a schema that exists."""
     current = _applied(connection, schema)
+    if not current and tables_without_version(connection, schema):
+        lost = version_table_state(connection, schema, VERSION_TABLE)
+        return describe_without_version(lost, VERSION_TABLE)
     refuse_tables_ahead(current)
     heads = latest_migrations()
     return "" if current == heads else _where(current, heads)

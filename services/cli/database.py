@@ -96,14 +96,24 @@ NEW_OR_STORED_DATABASE_URL = _database_url_option(must_exist=False)
     help="With --check: check again until then (for servers that wait for a migration "
     "job, a database not up yet included).",
 )
+@click.option(
+    "--stamp",
+    metavar="REVISION",
+    help="Record REVISION as the read models' migration before migrating, for tables "
+    "whose recorded version was lost and whose schema matches no revision exactly; "
+    "nothing is recorded if the migrations after it leave them unlike the latest.",
+)
 @says_database_errors
-def migrate(database_url: str, check: bool, wait: float) -> None:
+def migrate(database_url: str, check: bool, wait: float, stamp: str | None) -> None:
     """Create the event store's tables and apply the read models' schema migrations
     (safe to run from several replicas); make again the read models' tables dropped
     since, rebuilt from the events. A missing event log table is refused: restore it
-    from a backup."""
+    from a backup. Read model tables whose migration version was lost (its table
+    dropped or emptied) get the revision their schema matches, or --stamp's."""
     from services.readmodels.admin import migrate_database, wait_until_migrated
 
+    if check and stamp is not None:
+        raise click.UsageError("--stamp records a revision: not with --check")
     if check:
         # A check reads the store: it must not make the SQLite file it checks, which
         # every later command would then read as a store of no sessions.
@@ -123,7 +133,9 @@ def migrate(database_url: str, check: bool, wait: float) -> None:
         return
     if wait:
         raise click.UsageError("--wait goes with --check")
-    migration = migrate_database(database_url)
+    migration = migrate_database(database_url, stamp)
+    if migration.recorded is not None:
+        click.echo(migration.recorded.describe())
     click.echo("read models migrated")
     if migration.remade is not None:
         missing = ", ".join(o.name for o in migration.remade.named())

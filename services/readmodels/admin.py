@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from services.adapters.database_errors import Kind, kind_of
 from services.adapters.event_store import build_event_store
+from services.adapters.lost_version import Recorded
 from services.adapters.migration_checks import (
     not_migrated,
     refuse_lost_tables_to_migrate,
@@ -50,26 +51,30 @@ class Migration:
     remade: Remade | None = None
     rebuilt: tuple[Rebuilt, ...] = ()
     left: tuple[str, ...] = ()
+    recorded: Recorded | None = None  # the revision told for tables whose version was lost
 
 
-def migrate_database(database_url: str) -> Migration:
+def migrate_database(database_url: str, stamp: str | None = None) -> Migration:
     """Brings the store to this release: the event store's tables, indexes and
     functions created where missing (those a release added filled from the stored
     events), then the read models migrated, their tables dropped since made again and
     rebuilt from the events. A server or worker told not to migrate, and the commands
     that only read, create none of them: this is what makes them. An event log (or
     data key) table missing from a store that had it is refused (StartRefused): made
-    again, empty, it would hide the loss."""
+    again, empty, it would hide the loss. Read-model tables whose recorded version was
+    lost get the revision ``stamp`` names, or the one their schema matches
+    (services.adapters.lost_version)."""
     database = open_database(database_url)
     try:
         refuse_newer_release(database)
         refuse_lost_tables_to_migrate(database_url)
         build_event_store(Config(database_url=database_url)).close()
-        remade = migrate(database)
+        migrated = migrate(database, stamp)
     finally:
         database.dispose()
+    remade, recorded = migrated.remade, migrated.recorded
     if remade is None:
-        return Migration()
+        return Migration(recorded=recorded)
     # Rebuilt here, not left to the projections: the servers answer at once, and a
     # worker's projection, with nothing new to apply, would not look at its positions
     # again until the next write.
@@ -80,7 +85,7 @@ def migrate_database(database_url: str) -> Migration:
         for name in names:
             rebuilt.append(Rebuilt(name, *_apply_every_event(models, name)))
     left = tuple(name for name in remade.models if name not in names)
-    return Migration(remade, tuple(rebuilt), left)
+    return Migration(remade, tuple(rebuilt), left, recorded)
 
 
 def wait_until_migrated(database_url: str, seconds: float, every: float = 1.0) -> str:

@@ -249,7 +249,14 @@ def build_read_models(
     database = open_database(database_url)
     try:
         if migrate_first:
-            remade = migrate(database)
+            migrated = migrate(database)
+            if migrated.recorded is not None:
+                log.warning(
+                    "read model migration version was lost: recorded again before migrating",
+                    detail=migrated.recorded.describe(),
+                    revision=migrated.recorded.revision,
+                )
+            remade = migrated.remade
             if remade is not None:
                 log.warning(
                     "read model tables were missing: made again, to be rebuilt from the "

@@ -20,7 +20,9 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
+from sqlalchemy.pool import QueuePool
 
 from services.adapters.database_errors import kind_of
 from services.adapters.database_refusals import database_refusal
@@ -45,6 +47,12 @@ MIGRATE_LOCK = "sessionstore.read_models.migrate"
 _REVISION = re.compile(r'^(down_revision|revision) = (?:"([^"]+)"|None)$', re.MULTILINE)
 WRITER_LOCK_TIMEOUT_MS = 5_000
 OUTAGE = "the database is unreachable ({reason}); retry shortly"
+# The read models' pool with every connection in use, said without the pool's own
+# words (sizes no setting of ours changes, and a link to SQLAlchemy's documentation).
+BUSY = (
+    "no database connection free within {waited:.1f} s: all {size} of this server's "
+    "connections for the read models' queries are in use; retry shortly"
+)
 
 
 @dataclass(frozen=True)
@@ -86,10 +94,22 @@ def reading(engine: Engine) -> Iterator[Connection]:
         with engine.connect() as connection:
             yield connection
     except Exception as error:
-        refusal = database_refusal(error, OUTAGE, role=role_of(engine))
+        refusal = database_refusal(error, _outage(engine, error), role=role_of(engine))
         if refusal is None:
             raise  # a statement the database rejects: a fault, answered INTERNAL
         raise refusal from error
+
+
+def _outage(engine: Engine, error: Exception) -> str:
+    """What an outage behind ``error`` is called (OUTAGE: with ``{reason}`` to fill
+    in). A QueuePool times out only with as many connections open as it may have,
+    all in use (else it opens one, and a database that cannot be reached says so
+    itself): the database answers, the server is busy, as for the event store's
+    pool."""
+    pool = engine.pool
+    if isinstance(error, sa_exc.TimeoutError) and isinstance(pool, QueuePool):
+        return BUSY.format(waited=pool.timeout(), size=pool.size() + pool.overflow())
+    return OUTAGE
 
 
 def role_of(engine: Engine) -> str | None:

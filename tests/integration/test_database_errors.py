@@ -6,6 +6,7 @@ may not write says so, and what to change; a damaged one says to restore it."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import sqlite3
 import uuid
@@ -14,6 +15,7 @@ from contextlib import closing
 import psycopg
 import pytest
 from eventsourcing.persistence import PersistenceError
+from sqlalchemy import create_engine
 from sqlalchemy.exc import DBAPIError
 
 from domain.errors import (
@@ -28,6 +30,7 @@ from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
 from services.adapters.postgres_check import DatabaseUnreachable
 from services.adapters.read_model_db import is_transient, migrate, open_database, reading
+from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
 
 
@@ -298,3 +301,30 @@ def test_a_pool_with_every_connection_busy_says_so_not_unreachable(
         assert events.recorder.max_notification_id() is None  # free again
     finally:
         events.close()
+
+
+def test_a_read_model_pool_with_every_connection_busy_says_so_not_unreachable(
+    database_url: str,
+) -> None:
+    """The read models' queries have a SQLAlchemy pool of their own: the database up
+    and its one connection held, a query that waits out the pool's timeout is an
+    outage to retry, said as busy (as the event store's pool says it), not as the
+    database unreachable, which would send an operator to a database that is fine."""
+    database = open_database(database_url)
+    small = create_engine(database.reader.url, pool_size=1, max_overflow=0, pool_timeout=1)
+    if database.schema:
+        small = small.execution_options(schema_translate_map={None: database.schema})
+    queries = ReadModelQueries(dataclasses.replace(database, reader=small))
+    try:
+        migrate(database)
+        with small.connect(), pytest.raises(Unavailable) as refused:
+            queries.sessions(CatalogFilter(), 10, "")
+        assert type(refused.value) is Unavailable
+        assert str(refused.value) == (
+            "no database connection free within 1.0 s: all 1 of this server's connections "
+            "for the read models' queries are in use; retry shortly"
+        )
+        assert queries.sessions(CatalogFilter(), 10, "") == ([], "")  # free again
+    finally:
+        small.dispose()
+        database.dispose()

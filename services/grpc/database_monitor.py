@@ -1,5 +1,6 @@
-"""The database monitor: the health status follows the database, idempotency keys
-expire, and sessions erased elsewhere leave this server's caches."""
+"""The database monitor: the health status follows the database (reachable, and
+not damaged), idempotency keys expire, and sessions erased elsewhere leave this
+server's caches."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import structlog
 from grpc_health.v1 import health_pb2
 
+from domain.errors import DatabaseCorrupt
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.sessions import SessionService
 from services.logs import StateLog
@@ -24,7 +26,8 @@ log = structlog.get_logger(__name__)
 
 
 class DatabaseMonitor:
-    """Probes the database every interval; health says NOT_SERVING while it is unreachable.
+    """Probes the database every interval; health says NOT_SERVING while it is
+    unreachable, and from the moment the store meets damage (noticed) on.
 
     Now and then it also deletes the idempotency keys past their TTL, and each
     interval drops the cached copies of sessions erased since.
@@ -45,10 +48,26 @@ class DatabaseMonitor:
         self._health = health_servicer
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
-        self.reason = ""
+        self.reason = ""  # why health says NOT_SERVING; "" while SERVING
+        # What a damaged database was refused with, once met: kept for good.
+        self._damage = ""
         # A look that fails each interval is said when it starts failing and when
         # it works again, not every half second.
         self._erasures = StateLog(log, "could not look for erasures", "looking for erasures again")
+
+    def noticed(self, error: BaseException) -> None:
+        """Told what a call was refused with (by the error layer; the monitor's own
+        looks tell it too): a damaged database (DatabaseCorrupt) turns health
+        NOT_SERVING at the next look, until the server restarts.
+
+        Orchestrators route by health, and a server whose database is damaged
+        cannot answer what reads the damage. Damage does not heal, and no cheap look
+        tells it gone: a page read fine says nothing of the page that was not (only
+        `PRAGMA integrity_check`, or amcheck, reads them all, too slow to run each
+        interval on a large store). The servers restart once it is restored (as a
+        SQLite file must be, its servers stopped) or the index rebuilt."""
+        if isinstance(error, DatabaseCorrupt) and not self._damage:
+            self._damage = str(error)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -72,14 +91,21 @@ class DatabaseMonitor:
             if not reason and time.monotonic() >= expire_at:
                 expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
                 await asyncio.to_thread(self._expire_keys)
+            # Unreachable first: that is what a call is answered meanwhile.
+            reason = reason or self._damage
             if reason == self.reason:
                 continue
-            if reason and not self.reason:
-                log.warning("database unreachable; answering UNAVAILABLE", reason=reason)
-            elif not reason:
-                log.info("database reachable again; serving")
+            self._log_change(reason)
             self.reason = reason
             await set_health(self._health, serving=not reason)
+
+    def _log_change(self, reason: str) -> None:
+        if reason and reason == self._damage:
+            log.error("database damaged; NOT_SERVING until the server restarts", reason=reason)
+        elif reason and self.reason in ("", self._damage):
+            log.warning("database unreachable; answering UNAVAILABLE", reason=reason)
+        elif not reason:
+            log.info("database reachable again; serving")
 
     def _forget_erased(self) -> None:
         # A session erased by another server may sit in this one's caches
@@ -87,6 +113,7 @@ class DatabaseMonitor:
         try:
             self._service.forget_erased()
         except Exception as error:
+            self.noticed(error)
             self._erasures.failed(str(error) or type(error).__name__, exc_info=True)
         else:
             self._erasures.ok()
@@ -94,7 +121,8 @@ class DatabaseMonitor:
     def _expire_keys(self) -> None:
         try:
             expired = self._service.expire_idempotency_keys()
-        except Exception:
+        except Exception as error:
+            self.noticed(error)
             log.exception("could not delete expired idempotency keys")
             return
         if expired:

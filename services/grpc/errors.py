@@ -10,7 +10,9 @@ after an append, whose write stands) is answered that status as text instead
 decode as the method's request, and requests with a string no store can
 hold (services.grpc.request_strings), are answered INVALID_ARGUMENT before
 any handler runs. Once the server stops, the service's calls are refused
-UNAVAILABLE (services.grpc.stopping).
+UNAVAILABLE (services.grpc.stopping). Whoever must know what calls are refused
+with (the database monitor, which a damaged database takes out of rotation) is
+told each refusal (``noticed``).
 """
 
 from __future__ import annotations
@@ -171,37 +173,52 @@ def _malformed(
     )
 
 
+Noticed = Callable[[Exception], None]
+
+
+def _unheard(_error: Exception) -> None:
+    """Where refusals go when nobody asked to be told of them."""
+
+
 class ErrorMapping:
     """A layer (services.grpc.layers) that wraps every handler kind (unary or
     streaming, either way) with the error mapping, checks the strings of
     ``service``'s requests, and refuses answers over ``max_answer_bytes`` with a
-    status that says so."""
+    status that says so; ``noticed`` is told each failure a call is answered."""
 
     def __init__(
-        self, service: ServiceDescriptor, strings: RequestStrings, max_answer_bytes: int
+        self,
+        service: ServiceDescriptor,
+        strings: RequestStrings,
+        max_answer_bytes: int,
+        noticed: Noticed = _unheard,
     ) -> None:
         self.prefix = f"/{service.full_name}/"
         self.request_types = {m.name: m.input_type for m in service.methods}
         self.strings = strings
         self.max_answer_bytes = max_answer_bytes
+        self.noticed = noticed
 
     def __call__(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         request_type = None
         if method.startswith(self.prefix):
             request_type = self.request_types.get(method.removeprefix(self.prefix))
-        limit = self.max_answer_bytes
+        limit, noticed = self.max_answer_bytes, self.noticed
         return rewrapped(
             handler,
-            returning=lambda behaviour: _returning(behaviour, method, limit),
-            streaming=lambda behaviour: _streaming(behaviour, method, limit),
+            returning=lambda behaviour: _returning(behaviour, method, limit, noticed),
+            streaming=lambda behaviour: _streaming(behaviour, method, limit, noticed),
             request_deserializer=_checked(
                 handler.request_deserializer, method, request_type, self.strings
             ),
         )
 
 
-def _refusal(error: Exception, method: str) -> tuple[grpc.StatusCode, str, tuple[Any, ...]]:
+def _refusal(
+    error: Exception, method: str, noticed: Noticed
+) -> tuple[grpc.StatusCode, str, tuple[Any, ...]]:
     """The status code, message and trailing metadata (error details) for a failure."""
+    noticed(error)
     code, message = status_for(error)
     _log_failure(error, code, message, method, "request")
     if isinstance(error, _NAMED) and error.reason:
@@ -284,7 +301,9 @@ def _sendable(response: Any, method: str, limit: int) -> Any:
     return response
 
 
-def _returning(behaviour: Callable[..., Any], method: str, limit: int) -> Callable[..., Any]:
+def _returning(
+    behaviour: Callable[..., Any], method: str, limit: int, noticed: Noticed
+) -> Callable[..., Any]:
     """For handlers that return one response (the request may be a message or a stream)."""
     if inspect.iscoroutinefunction(behaviour):
 
@@ -292,7 +311,7 @@ def _returning(behaviour: Callable[..., Any], method: str, limit: int) -> Callab
             try:
                 return _sendable(await behaviour(_decoded(request), context), method, limit)
             except Exception as error:
-                await context.abort(*_refusal(error, method))
+                await context.abort(*_refusal(error, method, noticed))
 
         return handle_async
 
@@ -302,12 +321,14 @@ def _returning(behaviour: Callable[..., Any], method: str, limit: int) -> Callab
         try:
             return _sendable(behaviour(_decoded(request), context), method, limit)
         except Exception as error:
-            context.abort(*_refusal(error, method))
+            context.abort(*_refusal(error, method, noticed))
 
     return handle
 
 
-def _streaming(behaviour: Callable[..., Any], method: str, limit: int) -> Callable[..., Any]:
+def _streaming(
+    behaviour: Callable[..., Any], method: str, limit: int, noticed: Noticed
+) -> Callable[..., Any]:
     """For handlers that yield responses (the request may be a message or a stream)."""
     if inspect.isasyncgenfunction(behaviour):
 
@@ -316,7 +337,7 @@ def _streaming(behaviour: Callable[..., Any], method: str, limit: int) -> Callab
                 async for response in behaviour(_decoded(request), context):
                     yield _sendable(response, method, limit)
             except Exception as error:
-                await context.abort(*_refusal(error, method))
+                await context.abort(*_refusal(error, method, noticed))
 
         return handle_async
 
@@ -328,7 +349,7 @@ def _streaming(behaviour: Callable[..., Any], method: str, limit: int) -> Callab
             # Not abort(): from a worker thread it would send the status while
             # the event loop may still be sending the last message. Ending the
             # stream with the status set sends it after that message.
-            code, message, trailing = _refusal(error, method)
+            code, message, trailing = _refusal(error, method, noticed)
             context.set_code(code)
             context.set_details(message)
             context.set_trailing_metadata(trailing)

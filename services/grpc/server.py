@@ -180,11 +180,15 @@ async def _serve(
     # Plain handlers run here, calls and the streams that work while they stream.
     workers = futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="rpc")
     deadlines = Deadlines(workers)
+    health_servicer = AsyncHealthServicer()
+    monitor = DatabaseMonitor(app.sessions, health_servicer)
     # Outermost first. Observing sees the status the error layer gives, and the
     # whole call's time. Authentication innermost but for the deadline: the
     # error layer answers its refusals like any other, and nothing runs for a
-    # caller it refuses.
-    layers: list[Layer] = [ErrorMapping(SERVICE, strings, max_answer), deadlines]
+    # caller it refuses. The monitor hears of each refusal: one for a damaged
+    # database takes the server out of rotation.
+    errors = ErrorMapping(SERVICE, strings, max_answer, noticed=monitor.noticed)
+    layers: list[Layer] = [errors, deadlines]
     if tokens is not None:
         layers.insert(1, Authentication(tokens, SERVICE_NAME))
     if app.observability is not None:
@@ -211,7 +215,6 @@ async def _serve(
         ),
         (layered := LayeredServer(server, layers, stoppable=SERVICE_NAME)).adding,
     )
-    health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, layered.adding)
     if config.reflection:
         enable_reflection(
@@ -235,7 +238,6 @@ async def _serve(
     await server.start()
     await set_health(health_servicer, serving=True)
     await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
-    monitor = DatabaseMonitor(app.sessions, health_servicer)
     monitor.start()
     return RunningServer(
         server,

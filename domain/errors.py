@@ -221,6 +221,23 @@ class VersionConflict(DomainError):
         )
 
 
+class CompactionRunningElsewhere(DomainError):
+    """A Compact found another server summarising the session (it holds the session's
+    claim): nothing was compacted, and no model asked for a second summary of the same
+    history. A concurrency conflict, as VersionConflict is: retry shortly, with the
+    same idempotency key, which is answered from that compaction if it was this call's."""
+
+    reason = "compaction_running_elsewhere"
+
+    def __init__(self, idempotency_key: str) -> None:
+        super().__init__(
+            "another server is compacting this session right now; nothing was compacted "
+            "here. Retry shortly with the same idempotency_key: once that compaction "
+            "lands, a retry is answered from it if it was this call's, else compacts"
+        )
+        self.metadata = {"idempotency_key": idempotency_key} if idempotency_key else {}
+
+
 class NotFound(DomainError):
     reason = "not_found"
 

@@ -5,7 +5,10 @@ budget, an overflow report) may ask a model for minutes. On several servers
 behind a round-robin balancer the next turn of the session lands on another
 server meanwhile, which would start its own summary of the same history: every
 replica would pay the model, and all summaries but one be thrown away when they
-find the first landed. So the server that summarises first claims the session.
+find the first landed. A Compact call is no different: a client's retry that
+the balancer sent to another server while the first try's model writes would
+pay for the same summary twice. So the server that summarises first claims the
+session; a Compact refused the claim answers so (ABORTED), to retry shortly.
 
 On PostgreSQL the claim is a session-level advisory lock
 (``pg_try_advisory_lock``, never the waiting form: a server refused goes on

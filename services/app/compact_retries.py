@@ -13,16 +13,18 @@ server waits for it (within its own deadline), then looks again: the first
 either recorded its compaction, which answers the retry, or wrote nothing, and
 the retry compacts.
 
-Tries on different servers share no lock while a model writes (a Compact takes
-no claim on the session: only the compactions the engine starts by itself leave
-the summary to the server already writing one, services.adapters.summary_claims),
-so two at once both summarise; whichever lands second is still answered as a
-retry, never as a compaction of its own: recording looks the key up under the
-session's write lock, on the latest version (a save that lost the race runs
-again on a fresh copy), finds the first's and records nothing (the engine
-raises CompactionReplayed through to the caller); and a try that found nothing
-left to compact because the first had landed meanwhile looks for its key once
-more.
+Tries on different servers are kept apart by the session's claim while a model
+writes (services.adapters.summary_claims): a try that finds another server
+summarising the session asks no model and is refused (CompactionRunningElsewhere,
+ABORTED), and its retry, once that summary landed, is answered from it if it was
+this call's. Where no claim keeps two tries apart (a chain without a model takes
+none; a claim goes with a lost connection), both compact; whichever lands
+second is still answered as a retry, never as a compaction of its own:
+recording looks the key up under the session's write lock, on the latest
+version (a save that lost the race runs again on a fresh copy), finds the
+first's and records nothing (the engine raises CompactionReplayed through to
+the caller); and a try that found nothing left to compact because the first had
+landed meanwhile looks for its key once more.
 """
 
 from __future__ import annotations

@@ -121,10 +121,11 @@ class CompactionOutcome:
 
 class CompactionReplayed(Exception):
     """Recording found the Compact's key had already recorded this request's compaction:
-    a try of the same call landed first (on another server: a Compact takes no
-    claim on the session while a model writes). Nothing was recorded now; the call
-    answers ``recorded``, the first try's, as a retry's answer. Raised through the
-    engine, which has no more to do, to the caller that sent the key."""
+    a try of the same call landed first, while this one summarised (on another
+    server, where no claim kept them apart: one lost with its connection). Nothing
+    was recorded now; the call answers ``recorded``, the first try's, as a retry's
+    answer. Raised through the engine, which has no more to do, to the caller that
+    sent the key."""
 
     def __init__(self, recorded: CompactionRecorded) -> None:
         super().__init__(
@@ -205,7 +206,7 @@ class EngineContext:
     port: SessionPort
     summarizers: SummarizerFactory
     runner: CompactionRunner
-    # Taken by a compaction the engine starts by itself before it asks a model.
+    # Taken by a compaction before it asks a model, whoever asked for it.
     claims: SummaryClaims
 
 

@@ -10,7 +10,9 @@
    reports and Compact requests run it too. Summaries come from the session's
    summariser chain (services.engine.compaction). Of servers sharing a store,
    one at a time asks a model for a session's summary (SummaryClaims); on the
-   others the compaction it started is said to be running, as one running here.
+   others the compaction it started is said to be running, as one running here,
+   and a Compact call is refused (CompactionRunningElsewhere) for its client to
+   retry.
 4. Pruning: cache-ttl (SPEC 3.4) or recent-n byte caps, before a view is served.
 
 Every figure compared is the session's one calibrated estimate against the
@@ -38,6 +40,7 @@ from domain.context.pruning_planner import (
 from domain.context.window_guard import WindowVerdict, check_context_window
 from domain.errors import (
     CompactionDeadlineExceeded,
+    CompactionRunningElsewhere,
     ContextWindowTooSmall,
     DomainError,
     PromptOverBudget,
@@ -185,9 +188,11 @@ class LayeredEngine(CompactsInTheBackground):
                 with call_deadline.within(None):
                     if fitting:
                         return fit(self.port, session_id, request, self.info.name)
-                    return self._compact_now(session_id, request, claim=True)
-            except CompactionReplayed:
-                raise  # a try of the same Compact landed first: its answer, no failure
+                    return self._compact_now(session_id, request)
+            except (CompactionReplayed, CompactionRunningElsewhere):
+                # A try of the same Compact landed first (its answer, no failure), or
+                # another server summarises: the caller's answer, nothing went wrong.
+                raise
             except Exception as error:
                 # Whoever started it may have stopped waiting (it went on in the
                 # background): said here, or nowhere. Refusals need no traceback.
@@ -224,25 +229,26 @@ class LayeredEngine(CompactsInTheBackground):
                 "still running; it goes on in the background: ask again, with a longer deadline"
             ) from None
 
-    def _compact_now(
-        self, session_id: str, request: CompactionRequest, *, claim: bool = False
-    ) -> CompactionOutcome:
-        """``claim``: a compaction started by the engine itself asks a model only while it
-        holds the session's claim. A manual request does not claim: it has its own
-        instructions, and its idempotency key answers its retries."""
+    def _compact_now(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
+        """A compaction whose chain asks a model does so only while it holds the
+        session's claim, whoever asked for it (a dry run asks none, and claims nothing).
+        Refused the claim, a compaction the engine started leaves the summary to the
+        server holding it; a Compact call is refused, to retry once that one landed."""
         if request.truncate_first and request.attempt <= 1:
             view = self.port.history(session_id).prompt_view()
             truncated = self._truncate_oversized(session_id, view)
             if truncated is not None:
                 return truncated
-        if not claim or not _asks_a_model(self.port.recent(session_id).settings):
+        if request.dry_run or not _asks_a_model(self.port.recent(session_id).settings):
             return self._compact_with_chain(session_id, request)
         with self.claims.hold(session_id) as held:
             if held:
                 return self._compact_with_chain(session_id, request)
-        # Left to the server that holds the claim: the view goes on as while a model
-        # summarises here (the fitting steps make one over its budget fit).
         log.debug("compaction left to another server", session=session_id, trigger=request.trigger)
+        if request.trigger == Trigger.MANUAL:
+            raise CompactionRunningElsewhere(request.idempotency_key)
+        # The view goes on as while a model summarises here (the fitting steps make
+        # one over its budget fit).
         return CompactionOutcome(False, RUNNING_ELSEWHERE, elsewhere=True)
 
     def _compact_with_chain(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:

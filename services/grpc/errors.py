@@ -62,6 +62,8 @@ class AnswerTooLarge(errors.DomainError):
 
 _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (errors.VersionConflict, grpc.StatusCode.ABORTED),
+    # Another server summarises the session: retry shortly, as after a version conflict.
+    (errors.CompactionRunningElsewhere, grpc.StatusCode.ABORTED),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
     (errors.Conflict, grpc.StatusCode.ALREADY_EXISTS),
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import grpc
 import pytest
@@ -303,13 +304,21 @@ def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:
     )
 
 
+def unclaimed_url(tmp_path: Path) -> str:
+    """A store whose servers share no claim while a model writes (SQLite grants every
+    claim): two tries of a Compact can summarise at once, as two on PostgreSQL can
+    when a claim goes with a lost connection. On PostgreSQL the claim refuses the
+    second try (test_compaction_across_servers.py)."""
+    return f"sqlite:///{tmp_path}/sessions.db"
+
+
 def test_a_retry_racing_its_first_try_on_another_server_answers_it(
-    database_url: str, provider: FakeProvider
+    tmp_path: Path, provider: FakeProvider
 ) -> None:
-    """Both tries summarise (the servers share no lock while a model writes); the
-    second to record finds the key taken under the session's write lock, records
-    nothing, and answers the first's compaction as a retry: replayed, not as its own."""
-    with two_servers(database_url) as (first_server, other_server):
+    """Both tries summarise (no claim keeps them apart); the second to record finds the
+    key taken under the session's write lock, records nothing, and answers the
+    first's compaction as a retry: replayed, not as its own."""
+    with two_servers(unclaimed_url(tmp_path)) as (first_server, other_server):
         session = summarised_session(other_server, provider)
         provider.script(*[delay(1.5)] * 4)
         first = in_thread(lambda: compact(first_server, session.id, "race", force=True))
@@ -328,13 +337,14 @@ def test_a_retry_racing_its_first_try_on_another_server_answers_it(
 
 
 def test_a_retry_queued_on_another_server_while_the_first_lands_answers_it(
-    database_url: str, provider: FakeProvider
+    tmp_path: Path, provider: FakeProvider
 ) -> None:
     """A try found no compaction under its key and queued behind another compaction on
-    its server; meanwhile the call, sent again to another server, landed there. When
-    its turn came the try found nothing left to compact (it answered so, not
-    replayed): it is a retry of the compaction that landed, and answers it."""
-    with two_servers(database_url) as (first_server, other_server):
+    its server; meanwhile the call, sent again to another server, landed there (no
+    claim kept it from summarising then). When its turn came the try found nothing
+    left to compact (it answered so, not replayed): it is a retry of the compaction
+    that landed, and answers it."""
+    with two_servers(unclaimed_url(tmp_path)) as (first_server, other_server):
         session = summarised_session(other_server, provider)
         provider.script(delay(3.0))
         busy = in_thread(lambda: compact(other_server, session.id, "", force=True))

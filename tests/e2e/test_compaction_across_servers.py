@@ -1,23 +1,26 @@
 """Of servers sharing a PostgreSQL store, one at a time asks a model for a session's
 summary: the compaction the next turn starts on another server while the first
 summarises is left to the first (the view there goes on as when one runs locally),
-so replicas behind a round-robin balancer pay for one summary, not one each.
+and a Compact call there is refused ABORTED, to retry once the first landed, so
+replicas behind a round-robin balancer pay for one summary, not one each.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import parse_qs, urlparse
 
+import grpc
 import psycopg
 import pytest
+from sessionstore_client import errors as client_errors
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.summary_claims import claim_key
-from tests.e2e.test_compact_retries import eventually_called, two_servers
-from tests.e2e.test_context_engine import create, eventually, of_kind, turn, view
+from tests.e2e.test_compact_retries import compact, eventually_called, in_thread, two_servers
+from tests.e2e.test_context_engine import create, error_info, eventually, of_kind, turn, view
 from tests.e2e.test_grpc_api import Stub
 from tests.support.fake_provider import FakeProvider, delay, fail
 
@@ -123,4 +126,75 @@ def test_the_claim_is_free_again_after_the_model_fails(
             if len(provider.requests) == 2:
                 break
         assert eventually(lambda: model_summaries(other, session.id), within=30)
+        assert len(provider.requests) == 2
+
+
+def refused_as_running_elsewhere(call: Callable[[], object]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as refused:
+        call()
+    assert refused.value.code() == grpc.StatusCode.ABORTED
+    assert error_info(refused.value).reason == "compaction_running_elsewhere"
+    assert "another server is compacting this session right now" in str(refused.value.details())
+    return refused.value
+
+
+def test_a_compact_retried_on_another_server_while_the_first_try_summarises_pays_once(
+    postgres_schema_url: str, provider: FakeProvider
+) -> None:
+    """The client's retry of a Compact reaches another server (a round-robin balancer)
+    while the model still writes the first try's summary: refused ABORTED, asking no
+    model; the same retry once the first landed is answered from it."""
+    with two_servers(postgres_schema_url) as (first, other):
+        session = summarised_session(first, provider)
+        for n in range(5):  # under the threshold: no compaction of the store's own
+            turn(first, session.id, n, output_chars=15_000)
+        provider.script(delay(SUMMARY_SECONDS))
+        first_try = in_thread(lambda: compact(first, session.id, "c-1", force=True))
+        assert eventually_called(provider)
+        assert claimed(postgres_schema_url, session.id)
+
+        refused = refused_as_running_elsewhere(
+            lambda: compact(other, session.id, "c-1", force=True)
+        )
+        assert error_info(refused).metadata["idempotency_key"] == "c-1"
+        # The Python client raises it as its own class (not retried by itself).
+        raised = client_errors.from_rpc_error(refused)
+        assert isinstance(raised, client_errors.CompactionRunningElsewhere)
+        assert raised.metadata == {"idempotency_key": "c-1"}
+        assert len(provider.requests) == 1, "the retry paid for a second summary"
+        assert not of_kind(other, session.id, "compaction_recorded")
+
+        landed = first_try()
+        retry = compact(other, session.id, "c-1", force=True)
+        assert landed.compacted and not landed.replayed
+        assert retry.replayed and retry.version == landed.version
+        assert retry.compaction == landed.compaction
+        assert len(model_summaries(other, session.id)) == 1
+        assert len(provider.requests) == 1, "a summary was paid for twice"
+
+
+def test_a_compact_on_another_server_while_the_store_summarises_is_refused_till_it_lands(
+    postgres_schema_url: str, provider: FakeProvider
+) -> None:
+    """A Compact call that comes to another server while a compaction the store started
+    asks the model: refused ABORTED, asking no model; retried once that landed, it
+    compacts (a call of its own, with its own instructions)."""
+    with two_servers(postgres_schema_url) as (first, other):
+        session = summarised_session(first, provider)
+        provider.script(delay(SUMMARY_SECONDS))
+        for n in range(7):
+            turn(first, session.id, n, output_chars=15_000)  # the last crosses the threshold
+        assert eventually_called(provider)
+
+        refused_as_running_elsewhere(
+            lambda: compact(other, session.id, "c-1", force=True, instructions="keep names")
+        )
+        assert len(provider.requests) == 1, "the Compact paid for a second summary"
+
+        assert eventually(lambda: model_summaries(first, session.id), within=30)
+        assert eventually(lambda: not claimed(postgres_schema_url, session.id))
+        turn(first, session.id, 7, output_chars=15_000)  # something new to summarise
+        answer = compact(other, session.id, "c-1", force=True, instructions="keep names")
+        assert answer.compacted and not answer.replayed
+        assert answer.compaction.instructions == "keep names"
         assert len(provider.requests) == 2

@@ -309,7 +309,9 @@ class SessionStoreServicer:
         dry_run, answers the plan and writes nothing.
         A retry with the same idempotency_key answers the compaction the first
         recorded (replayed) and compacts nothing; one that arrives while the first
-        still runs waits for it.
+        still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+        asking no model, while another server summarises the session: retry
+        shortly with the same idempotency_key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -98,7 +98,9 @@ class SessionStoreStub:
     dry_run, answers the plan and writes nothing.
     A retry with the same idempotency_key answers the compaction the first
     recorded (replayed) and compacts nothing; one that arrives while the first
-    still runs waits for it.
+    still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+    asking no model, while another server summarises the session: retry
+    shortly with the same idempotency_key.
     """
     ReportOverflow: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]
     """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -239,7 +241,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     dry_run, answers the plan and writes nothing.
     A retry with the same idempotency_key answers the compaction the first
     recorded (replayed) and compacts nothing; one that arrives while the first
-    still runs waits for it.
+    still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+    asking no model, while another server summarises the session: retry
+    shortly with the same idempotency_key.
     """
     ReportOverflow: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ReportOverflowRequest, _session_store_pb2.PromptView]  # type: ignore[assignment]
     """The provider refused a prompt view as too long (in tokens, or in bytes:
@@ -461,7 +465,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         dry_run, answers the plan and writes nothing.
         A retry with the same idempotency_key answers the compaction the first
         recorded (replayed) and compacts nothing; one that arrives while the first
-        still runs waits for it.
+        still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+        asking no model, while another server summarises the session: retry
+        shortly with the same idempotency_key.
         """
 
     @_abc_1.abstractmethod

@@ -45,6 +45,16 @@ class VersionConflict(SessionStoreError):
     """ABORTED: the session moved on since you read it. Read it again, then retry."""
 
 
+class CompactionRunningElsewhere(VersionConflict):
+    """ABORTED (reason compaction_running_elsewhere): another server is summarising the
+    session, so ``compact`` asked no model and compacted nothing. Not retried by the
+    client: that summary takes as long as its model (seconds, or minutes), past the
+    retries' backoff, and once it lands a compaction may no longer be needed. Call
+    ``compact`` again shortly with the same ``idempotency_key`` (``metadata``
+    ``idempotency_key`` names it, the one the client made up when none was given): if
+    that summary was this call's, the retry answers it (``replayed``)."""
+
+
 class NotFound(SessionStoreError):
     """NOT_FOUND: no such session or entry (or one of another tenant)."""
 
@@ -112,6 +122,7 @@ _BY_CODE: dict[grpc.StatusCode, type[SessionStoreError]] = {
 _BY_REASON: dict[str, type[SessionStoreError]] = {
     "CONTEXT_WINDOW_TOO_SMALL": WindowTooSmall,
     "compaction_failure": CompactionFailed,
+    "compaction_running_elsewhere": CompactionRunningElsewhere,
 }
 
 

@@ -68,7 +68,9 @@ class SyncContextManagementMethods(SyncCalls):
         dry_run, answers the plan and writes nothing.
         A retry with the same idempotency_key answers the compaction the first
         recorded (replayed) and compacts nothing; one that arrives while the first
-        still runs waits for it.
+        still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+        asking no model, while another server summarises the session: retry
+        shortly with the same idempotency_key.
         """
         return self._unary(
             "Compact",
@@ -172,7 +174,9 @@ class AsyncContextManagementMethods(AsyncCalls):
         dry_run, answers the plan and writes nothing.
         A retry with the same idempotency_key answers the compaction the first
         recorded (replayed) and compacts nothing; one that arrives while the first
-        still runs waits for it.
+        still runs waits for it. ABORTED (reason compaction_running_elsewhere),
+        asking no model, while another server summarises the session: retry
+        shortly with the same idempotency_key.
         """
         return await self._unary(
             "Compact",

@@ -239,7 +239,9 @@ class LayeredEngine(CompactsInTheBackground):
             truncated = self._truncate_oversized(session_id, view)
             if truncated is not None:
                 return truncated
-        if request.dry_run or not _asks_a_model(self.port.recent(session_id).settings):
+        # The settings as stored now, as the chain will read them: this server's copy
+        # may predate another server's change of summariser.
+        if request.dry_run or not _asks_a_model(self.port.aggregate(session_id).settings):
             return self._compact_with_chain(session_id, request)
         with self.claims.hold(session_id) as held:
             if held:

@@ -102,3 +102,17 @@ def test_a_compact_while_another_server_summarises_asks_no_model(
     done = compact(other, "s-1", "c-1")
     assert done.compacted and not done.replayed
     assert len(provider.requests) == 1
+
+
+def test_the_claim_is_decided_on_settings_another_server_changed(
+    servers: Servers, provider: FakeProvider
+) -> None:
+    """The server that wrote the session last holds it with no summariser model; another
+    server set one since. A Compact on the first asks that model (its chain reads the
+    settings as stored), so it claims the session first."""
+    writer, changer = servers(), servers()
+    with_turns(writer, "s-1", lambda settings: settings)
+    changer.sessions.update_settings("s-1", summarised_by(provider), None)
+    with claimed_by(changer, "s-1"), pytest.raises(CompactionRunningElsewhere):
+        compact(writer, "s-1", "c-1")
+    assert not provider.requests

@@ -17,14 +17,17 @@ Tries on different servers are kept apart by the session's claim while a model
 writes (services.adapters.summary_claims): a try that finds another server
 summarising the session asks no model and is refused (CompactionRunningElsewhere,
 ABORTED), and its retry, once that summary landed, is answered from it if it was
-this call's. Where no claim keeps two tries apart (a chain without a model takes
-none; a claim goes with a lost connection), both compact; whichever lands
-second is still answered as a retry, never as a compaction of its own:
-recording looks the key up under the session's write lock, on the latest
-version (a save that lost the race runs again on a fresh copy), finds the
-first's and records nothing (the engine raises CompactionReplayed through to
-the caller); and a try that found nothing left to compact because the first had
-landed meanwhile looks for its key once more.
+this call's. A try granted the claim looks for its key once more before it
+asks a model (services.engine.layered): a first try that landed after this one
+first looked, and let the claim go, answers it. Where no claim keeps two tries
+apart (a chain without a model takes none; a claim goes with a lost
+connection), both compact; whichever lands second is still answered as a
+retry, never as a compaction of its own: recording looks the key up under the
+session's write lock, on the latest version (a save that lost the race runs
+again on a fresh copy), finds the first's and records nothing (the engine
+raises CompactionReplayed through to the caller); and a try that found nothing
+left to compact because the first had landed meanwhile looks for its key once
+more.
 """
 
 from __future__ import annotations

@@ -202,6 +202,12 @@ class SessionService:
         looked up in ``session`` as read, then in the store's key table."""
         return self.idempotency.earlier_compaction(session, idempotency_key, fingerprint)
 
+    def landed_compaction(
+        self, session_id: str, idempotency_key: str, fingerprint: str
+    ) -> CompactionRecorded | None:
+        """The engine's look-up (services.engine.base.SessionPort.landed_compaction)."""
+        return self.earlier_compaction(self.aggregate(session_id), idempotency_key, fingerprint)
+
     def undo_compaction(
         self,
         session_id: str,

@@ -156,6 +156,13 @@ class SessionPort(Protocol):
         CompactionReplayed with that compaction (nothing is recorded twice)."""
         ...
 
+    def landed_compaction(
+        self, session_id: str, idempotency_key: str, fingerprint: str
+    ) -> CompactionRecorded | None:
+        """The compaction a Compact with this key recorded, in the session as stored now
+        (None: none yet); refused when the key recorded another request."""
+        ...
+
     def record_compaction_failure(self, session_id: str, failure: CompactionFailure) -> int: ...
 
     def record_prune(

@@ -245,6 +245,7 @@ class LayeredEngine(CompactsInTheBackground):
             return self._compact_with_chain(session_id, request)
         with self.claims.hold(session_id) as held:
             if held:
+                self._answer_a_landed_try(session_id, request)
                 return self._compact_with_chain(session_id, request)
         log.debug("compaction left to another server", session=session_id, trigger=request.trigger)
         if request.trigger == Trigger.MANUAL:
@@ -252,6 +253,17 @@ class LayeredEngine(CompactsInTheBackground):
         # The view goes on as while a model summarises here (the fitting steps make
         # one over its budget fit).
         return CompactionOutcome(False, RUNNING_ELSEWHERE, elsewhere=True)
+
+    def _answer_a_landed_try(self, session_id: str, request: CompactionRequest) -> None:
+        """Raises CompactionReplayed when a try of this Compact landed since its caller
+        looked for the key: the other server's claim ends only once its compaction is
+        recorded, so looked up under this one, before a model is asked, it is found."""
+        if not request.idempotency_key:
+            return
+        key, fingerprint = request.idempotency_key, request.fingerprint
+        landed = self.port.landed_compaction(session_id, key, fingerprint)
+        if landed is not None:
+            raise CompactionReplayed(landed)
 
     def _compact_with_chain(self, session_id: str, request: CompactionRequest) -> CompactionOutcome:
         return compact_with_chain(self.port, self.summarizers, session_id, request, self.info.name)

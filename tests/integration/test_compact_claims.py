@@ -8,6 +8,7 @@ server holds is taken by the test through that server's own claims.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -19,6 +20,7 @@ from domain.settings import SessionSettings
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.engine.base import CompactionOutcome
+from tests.e2e.test_context_engine import eventually
 from tests.support.fake_provider import FakeProvider
 from tests.unit.support import assistant, user
 
@@ -64,7 +66,11 @@ def summarised_by(provider: FakeProvider) -> Callable[[SessionSettings], Session
 
 def with_turns(app: Application, session_id: str, choose: Callable[..., SessionSettings]) -> None:
     app.sessions.create_session(session_id, choose)
-    for n in range(4):
+    more_turns(app, session_id, range(4))
+
+
+def more_turns(app: Application, session_id: str, numbers: range) -> None:
+    for n in numbers:
         app.sessions.append(session_id, [user(f"question {n}: " + "why? " * 600)])
         app.sessions.append(session_id, [assistant(f"answer {n}: " + "because. " * 600)])
 
@@ -116,3 +122,27 @@ def test_the_claim_is_decided_on_settings_another_server_changed(
     with claimed_by(changer, "s-1"), pytest.raises(CompactionRunningElsewhere):
         compact(writer, "s-1", "c-1")
     assert not provider.requests
+
+
+def test_a_try_that_claims_after_its_first_try_landed_asks_no_model(
+    servers: Servers, provider: FakeProvider
+) -> None:
+    """A retry looked for its key before the first try landed on another server, and
+    claimed the session after: under the claim it finds the first's compaction, and
+    answers it without asking a model for a second summary."""
+    first, retrying = servers(), servers(compaction_workers=1)
+    with_turns(first, "s-1", summarised_by(provider))
+    answers: list[CompactionOutcome] = []
+    # The retrying server's one claim connection is busy: its try waits for it.
+    with claimed_by(retrying, "another session"):
+        retry = threading.Thread(target=lambda: answers.append(compact(retrying, "s-1", "c-1")))
+        retry.start()
+        # Its compaction job runs: the key was looked for, and found nothing.
+        assert eventually(lambda: retrying.runner.running("s-1") is not None, within=10)
+        landed = compact(first, "s-1", "c-1")
+        assert landed.compacted and len(provider.requests) == 1
+        more_turns(first, "s-1", range(4, 8))  # a second summary would have work
+    retry.join(timeout=30)
+    (answer,) = answers
+    assert answer.replayed and answer.recorded == landed.recorded
+    assert len(provider.requests) == 1, "the retry paid for a second summary"

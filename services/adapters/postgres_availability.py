@@ -30,9 +30,9 @@ from psycopg_pool.base import AttemptWithBackoff
 from services import deadline
 from services.adapters.database_errors import first_line
 from services.adapters.database_refusals import database_refusal
+from services.adapters.postgres_timeouts import connect_settings
 
 RECONNECT_DELAY = 0.5
-PROBE_CONNECT_TIMEOUT = 2  # libpq's least
 # How long a request waits for a connection between looks at the probe's verdict.
 WAIT_SLICE = 0.1
 
@@ -125,10 +125,12 @@ def make_resilient(datastore: PostgresDatastore) -> None:
     datastore.__class__ = ResilientPostgresDatastore
     datastore.pool.__class__ = SteadyReconnectPool
     # Bounded connection attempts, so a server that drops packets does not
-    # hold the pool's workers for minutes.
+    # hold the pool's workers for minutes; keepalives, so that a connection
+    # to a server that vanished is dropped rather than waited on.
     kwargs = datastore.pool.kwargs
     if isinstance(kwargs, dict):
-        kwargs.setdefault("connect_timeout", PROBE_CONNECT_TIMEOUT)
+        for name, value in connect_settings().items():
+            kwargs.setdefault(name, value)
 
 
 def _outage(error: Exception) -> str:
@@ -170,8 +172,7 @@ class PostgresProbe:
         try:
             if self._conn is None or self._conn.closed:
                 kwargs = dict(self._datastore.pool.kwargs)  # type: ignore[arg-type]
-                kwargs.pop("row_factory", None)
-                kwargs["connect_timeout"] = PROBE_CONNECT_TIMEOUT
+                kwargs.pop("row_factory", None)  # the pool's settings, connect_settings among them
                 self._conn = psycopg.connect(autocommit=True, **kwargs)
             self._conn.execute("SELECT 1")
             return None

@@ -16,8 +16,9 @@ without a summary of its own) on a connection of this pool, held for the
 summary's whole length and released when it ends (landed, failed or raised).
 The lock lives as long as its connection: a server killed in any way, or cut
 off from the database, loses it when PostgreSQL ends its session (at once for
-a process that dies; within the TCP keepalive below for a host that vanished),
-and the next compaction, on any server, claims the session again.
+a process that dies; within the TCP keepalive of
+services.adapters.postgres_timeouts for a host that vanished), and the next
+compaction, on any server, claims the session again.
 
 The pool is the claims' own, apart from the one requests use: at most ``size``
 connections (the compaction runner's workers, so a claim never waits for
@@ -50,15 +51,12 @@ import structlog
 from domain.errors import Unavailable
 from services.adapters.database_refusals import database_refusal
 from services.adapters.postgres_availability import ResilientPostgresDatastore
+from services.adapters.postgres_timeouts import connect_settings
 
 log = structlog.get_logger(__name__)
 
 # Set apart from the store's other advisory locks, all named by text.
 KEY_NAMESPACE = "sessionstore.summary"
-# PostgreSQL ends the session of a host that stopped answering after about
-# idle + interval x count seconds, which frees its claims for another server.
-KEEPALIVE = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
-CONNECT_TIMEOUT_SECONDS = 5
 # How long a claim waits for a connection of the pool (only when more claims run
 # at once than the pool holds, which the compaction runner's workers never do).
 WAIT_FOR_CONNECTION_SECONDS = 10.0
@@ -92,9 +90,8 @@ class PostgresSummaryClaims:
     def __init__(self, connect_with: Mapping[str, Any], schema: str, size: int) -> None:
         self._connect_with = {
             **connect_with,
+            **connect_settings(),
             "autocommit": True,
-            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
-            "options": KEEPALIVE,
             # Named, so that an operator finds the claims in pg_stat_activity.
             "application_name": f"sessionstore-compaction {socket.gethostname()} {os.getpid()}",
         }

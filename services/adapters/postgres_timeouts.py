@@ -1,0 +1,45 @@
+"""How every PostgreSQL connection of this process bounds its waits on a host that
+stops answering (its packets dropped, not refused): the event store's pool and
+probe, the compaction claims, the read models' engines and their connections of
+their own (LISTEN, the worker's lease), all alike.
+
+Without a connect timeout a connection waits for the OS to give up on a SYN left
+unanswered (minutes), and for good once TCP is up and the server never answers
+the startup packet; a pool counts it in use meanwhile, so the requests behind it
+say the pool is busy rather than the database unreachable. Without keepalives a
+connection made before the host went silent is found dead only when TCP gives up
+on it (two hours idle, by Linux's defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONNECT_TIMEOUT_SECONDS = 2  # libpq's least
+# Probes on an idle connection: a peer that stopped answering is found gone after
+# about idle + interval x count seconds (25 s). Set on both ends: libpq's own make
+# this side drop a connection to a server that vanished; the server's (sent as
+# settings of the session) make PostgreSQL end the session of a client that
+# vanished, which frees its locks (a worker's lease, a compaction's claim, a
+# projection's tracking rows) for another process.
+KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+_SERVER_KEEPALIVE = (
+    f"-c tcp_keepalives_idle={KEEPALIVE['keepalives_idle']} "
+    f"-c tcp_keepalives_interval={KEEPALIVE['keepalives_interval']} "
+    f"-c tcp_keepalives_count={KEEPALIVE['keepalives_count']}"
+)
+
+
+def connect_settings(options: str = "") -> dict[str, Any]:
+    """psycopg.connect's keyword arguments that bound a connection's waits on a host
+    that stops answering; ``options``: more settings of the session (``-c name=value``)
+    to send with the server's keepalives."""
+    return {
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        **KEEPALIVE,
+        "options": f"{_SERVER_KEEPALIVE} {options}".strip(),
+    }

@@ -36,6 +36,7 @@ from services.adapters.lost_version import (
     version_table_state,
 )
 from services.adapters.postgres_check import missing_schema
+from services.adapters.postgres_timeouts import connect_settings
 from services.adapters.read_model_repair import Remade, remake_dropped
 from services.adapters.start_errors import StartRefused
 from services.config import persistence_env
@@ -140,13 +141,17 @@ def open_database(database_url: str) -> ReadModelDatabase:
         # No ping before each batch of the projection: a batch that finds its
         # connection dead fails whole and is applied again at the next tick. A
         # query for a client is answered on a connection that was pinged.
+        # Connections bound their waits on a host that stops answering as the event
+        # store's do: a query is refused as the database unreachable within the
+        # connect timeout, not held (with its pool's connection) for minutes.
         # A writer waits at most this long for a lock (a row another projector
         # holds, a table someone locked): then its model backs off and retries,
         # and the other models, applied in turn by the same runner, go on.
-        writer = create_engine(
-            url_pg, connect_args={"options": f"-c lock_timeout={WRITER_LOCK_TIMEOUT_MS}"}, **options
+        writer_lock = f"-c lock_timeout={WRITER_LOCK_TIMEOUT_MS}"
+        writer = create_engine(url_pg, connect_args=connect_settings(writer_lock), **options)
+        reader = create_engine(
+            url_pg, pool_pre_ping=True, connect_args=connect_settings(), **options
         )
-        reader = create_engine(url_pg, pool_pre_ping=True, **options)
         if schema:
             translate = {None: schema}
             writer = writer.execution_options(schema_translate_map=translate)
@@ -157,7 +162,8 @@ def open_database(database_url: str) -> ReadModelDatabase:
 
 def connect_postgres(database: ReadModelDatabase, **options: Any) -> psycopg.Connection[Any]:
     """A connection of its own, in autocommit, outside the engines' pools: for what
-    holds one for long (LISTEN, the worker's lease)."""
+    holds one for long (LISTEN, the worker's lease); ``options``: psycopg.connect's
+    keyword arguments, over connect_settings."""
     env = database.env
     return psycopg.connect(
         host=env["POSTGRES_HOST"],
@@ -166,8 +172,7 @@ def connect_postgres(database: ReadModelDatabase, **options: Any) -> psycopg.Con
         user=env["POSTGRES_USER"],
         password=env["POSTGRES_PASSWORD"] or None,
         autocommit=True,
-        connect_timeout=10,
-        **options,
+        **{**connect_settings(), **options},
     )
 
 

@@ -7,10 +7,10 @@ On PostgreSQL the leader holds a session-level advisory lock
 (``pg_try_advisory_lock``) on a connection of its own. The lock lives as long
 as that connection: a worker killed in any way, or cut off from the
 database, loses it when PostgreSQL ends its session (at once for a process
-that dies; within the TCP keepalive below for a host that vanishes), and a
-waiting worker takes it at its next try. The leader checks its connection
-every second and stops projecting when it is gone, then waits like the
-others.
+that dies; within the TCP keepalive of services.adapters.postgres_timeouts for
+a host that vanishes), and a waiting worker takes it at its next try. The
+leader checks its connection every second and stops projecting when it is
+gone, then waits like the others.
 
 The lock saves work, not correctness: each batch of the projection locks its
 read models' tracking rows and commits with its position, so two projectors
@@ -45,9 +45,6 @@ WORKER_LOCK = "sessionstore.read_models.worker"
 RETENTION_LOCK = "sessionstore.retention"
 # How often a waiting worker tries the lock, and the leader checks it still holds it.
 TRY_SECONDS = 1.0
-# PostgreSQL ends the session of a host that stopped answering after about
-# idle + interval x count seconds, which frees the lock for another worker.
-KEEPALIVE = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +68,6 @@ class Lease:
                 self._conn = connect_postgres(
                     self._database,
                     application_name=f"{self._role} {socket.gethostname()} {os.getpid()}",
-                    options=KEEPALIVE,
                 )
             row = self._conn.execute(
                 "SELECT pg_try_advisory_lock(hashtext(%s))", (self._key,)

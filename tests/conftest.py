@@ -12,6 +12,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -85,6 +86,18 @@ def start_server(database_url: str, **settings: object) -> RunningServer:
     # the erasure tests start theirs without it, as deployed by default.
     settings.setdefault("recall_index", True)
     return start(Config(address="127.0.0.1:0", database_url=database_url, **settings))  # type: ignore[arg-type]
+
+
+@contextmanager
+def server_channel(database_url: str, **settings: object) -> Iterator[grpc.Channel]:
+    """A channel to a server of the block's own on ``database_url``, stopped as the
+    block ends: for tests that change the database between one server and the next."""
+    running = start_server(database_url, **settings)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            yield channel
+    finally:
+        running.stop(0)
 
 
 @pytest.fixture

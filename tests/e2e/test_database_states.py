@@ -32,7 +32,7 @@ from psycopg import sql
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import cli
 from services.config import sqlite_file
-from tests.conftest import start_server
+from tests.conftest import server_channel, start_server
 from tests.e2e.test_grpc_api import Stub, new_session, user
 
 MIGRATE = "run `sessionstore migrate`"
@@ -113,6 +113,27 @@ def _migrate(url: str) -> None:
     assert result.exit_code == 0, result.output
 
 
+def _one_session_listed(store: Stub) -> pb.Session:
+    """A session holding one entry ("hello"), once the read models list it: what the
+    database holds before its state changes."""
+    session = new_session(store, model="gpt-4o")
+    store.AppendEntries(
+        pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]), timeout=10
+    )
+    assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+    return session
+
+
+def _listed_again_quarantining_nothing(store: Stub, *session_ids: str) -> None:
+    """Once the operator acted, the read models list ``session_ids`` (those written
+    while they were refused included), and quarantined no event they could not write."""
+    listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+    assert isinstance(listed, pb.ListSessionsResponse)
+    assert {s.id for s in listed.sessions} == set(session_ids)
+    status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+    assert not status.quarantined, status.quarantined
+
+
 def test_read_models_not_migrated_are_refused_naming_migrate_until_it_runs(
     database_url: str,
 ) -> None:
@@ -160,11 +181,7 @@ def test_read_models_not_migrated_are_refused_naming_migrate_until_it_runs(
             assert _serving(channel)
 
             _migrate(database_url)
-            listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
-            assert isinstance(listed, pb.ListSessionsResponse)
-            assert {s.id for s in listed.sessions} == {before.id, during.id}
-            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
-            assert not status.quarantined, status.quarantined
+            _listed_again_quarantining_nothing(store, before.id, during.id)
     finally:
         server.stop(0)
 
@@ -222,12 +239,7 @@ def test_a_damaged_sqlite_file_is_refused_saying_to_restore_it(tmp_path: Path) -
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             store = Stub(channel)
-            session = new_session(store, model="gpt-4o")
-            store.AppendEntries(
-                pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]),
-                timeout=10,
-            )
-            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+            session = _one_session_listed(store)
             with closing(sqlite3.connect(path)) as connection:
                 with closing(sqlite3.connect(backup)) as copy:
                     connection.backup(copy)
@@ -374,11 +386,7 @@ def test_a_role_without_a_grant_is_refused_naming_the_role(
                 f"GRANT SELECT ON session_catalog, sessionstore_events TO {role}",
             )
             assert store.GetSession(pb.GetSessionRequest(session_id=first.id)).version == 1
-            listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
-            assert isinstance(listed, pb.ListSessionsResponse)
-            assert {s.id for s in listed.sessions} == {first.id, second.id}
-            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
-            assert not status.quarantined, status.quarantined
+            _listed_again_quarantining_nothing(store, first.id, second.id)
     finally:
         server.stop(0)
 
@@ -391,18 +399,8 @@ def test_a_read_only_database_is_refused_writes_saying_to_use_the_primary(
     refuses each write saying to point it at the primary, not as a fault of its own
     (INTERNAL); the read models quarantine nothing."""
     role, url = limited_role
-    server = start_server(url, migrate_at_start=False)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = Stub(channel)
-            session = new_session(store, model="gpt-4o")
-            store.AppendEntries(
-                pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]),
-                timeout=10,
-            )
-            assert _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
-    finally:
-        server.stop(0)
+    with server_channel(url, migrate_at_start=False) as channel:
+        session = _one_session_listed(Stub(channel))
 
     _execute(postgres_schema_url, f"ALTER ROLE {role} SET default_transaction_read_only = on")
     server = start_server(url, migrate_at_start=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from contextlib import closing
+from typing import NamedTuple
 
 import grpc
 import psycopg
@@ -28,8 +29,7 @@ from services.adapters.read_model_repair import CACHES, SHARED, expected_objects
 from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
 from services.config import sqlite_file
-from services.grpc.server import RunningServer
-from tests.conftest import start_server
+from tests.conftest import server_channel, start_server
 from tests.e2e.test_database_states import MIGRATE, _execute, _refusal, _schema
 from tests.e2e.test_grpc_api import Stub, append, new_session, user
 from tests.integration.test_store_not_migrated import _objects
@@ -97,17 +97,39 @@ def _recall(store: Stub, session_id: str) -> list[str]:
     return [hit.entry_id for hit in found.hits]
 
 
-def _written(server: RunningServer) -> tuple[list[pb.Session], str, str]:
-    """Two sessions, one with the fact to recall: what the catalog lists, the session
-    and the entry recall finds."""
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+class Written(NamedTuple):
+    """What a store held before it lost a table: what the catalog listed, and the
+    session and entry recall found."""
+
+    listed: list[pb.Session]
+    session_id: str
+    fact: str
+
+
+def _written(store: Stub) -> Written:
+    """Two sessions, one with the fact to recall."""
+    first = new_session(store, model="gpt-4o", title="first", labels={"team": "a"})
+    append(store, first.id, user("hello"), user("again"))
+    second = new_session(store, model="gpt-4o", title="second")
+    (fact,) = append(store, second.id, user(FACT)).entry_ids
+    assert _recall(store, second.id) == [fact]
+    return Written(_sessions(store), second.id, fact)
+
+
+def _written_by_a_server(url: str) -> Written:
+    """``_written`` by a server started on ``url`` for it and stopped after: the store
+    as the next process finds it, once a table went from under it."""
+    with server_channel(url) as channel:
+        return _written(Stub(channel))
+
+
+def _still_there(url: str, written: Written, **settings: object) -> None:
+    """A server started on ``url`` (with ``settings``) lists what was written, and
+    recall finds the fact."""
+    with server_channel(url, **settings) as channel:
         store = Stub(channel)
-        first = new_session(store, model="gpt-4o", title="first", labels={"team": "a"})
-        append(store, first.id, user("hello"), user("again"))
-        second = new_session(store, model="gpt-4o", title="second")
-        (fact,) = append(store, second.id, user(FACT)).entry_ids
-        assert _recall(store, second.id) == [fact]
-        return _sessions(store), second.id, fact
+        assert _sessions(store) == written.listed
+        assert _recall(store, written.session_id) == [written.fact]
 
 
 def test_a_dropped_read_model_table_is_made_again_and_rebuilt_from_the_events(
@@ -118,54 +140,50 @@ def test_a_dropped_read_model_table_is_made_again_and_rebuilt_from_the_events(
     again and rebuilds the catalog and the prune audit from the events; the recall
     index (not kept where the CLI runs) is set back for the server's projection,
     which rebuilds it when a query waits for it, no write needed to wake it."""
-    server = start_server(database_url)
-    try:
-        listed, session_id, fact = _written(server)
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = Stub(channel)
-            _execute(
-                database_url,
-                "DROP TABLE session_catalog",
-                "DROP TABLE recall_chunks",
-                "DROP INDEX prune_audit_time",
-            )
-            code, message, reason, _ = _refusal(lambda: _sessions(store))
-            assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "store_not_migrated"), message
-            assert MIGRATE in message and "read model's dropped tables again" in message
+    with server_channel(database_url) as channel:
+        store = Stub(channel)
+        listed, session_id, fact = _written(store)
+        _execute(
+            database_url,
+            "DROP TABLE session_catalog",
+            "DROP TABLE recall_chunks",
+            "DROP INDEX prune_audit_time",
+        )
+        code, message, reason, _ = _refusal(lambda: _sessions(store))
+        assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "store_not_migrated"), message
+        assert MIGRATE in message and "read model's dropped tables again" in message
 
-            code, output = _cli(database_url, "migrate", "--check")
-            assert code == 1
-            assert output == (
-                "store not migrated: read model tables missing: session_catalog, "
-                "recall_chunks; read model indexes missing: prune_audit_time (`sessionstore "
-                "migrate` makes them again, and the catalog, prunes, recall read models are "
-                "rebuilt from the events)\n"
-            )
+        code, output = _cli(database_url, "migrate", "--check")
+        assert code == 1
+        assert output == (
+            "store not migrated: read model tables missing: session_catalog, "
+            "recall_chunks; read model indexes missing: prune_audit_time (`sessionstore "
+            "migrate` makes them again, and the catalog, prunes, recall read models are "
+            "rebuilt from the events)\n"
+        )
 
-            code, output = _cli(database_url, "migrate")
-            assert code == 0, output
-            lines = output.splitlines()
-            assert lines[:2] == [
-                "read models migrated",
-                "made again (missing: session_catalog, prune_audit_time, recall_chunks): "
-                "session_catalog_labels, session_catalog, prune_audit, recall_chunks, "
-                "recall_sessions" + ("" if sqlite_file(database_url) is None else ", recall_fts"),
-            ]
-            assert lines[2].startswith("catalog rebuilt: ")
-            assert lines[3].startswith("prunes rebuilt: ")
-            assert lines[4].startswith("recall emptied, not rebuilt here")
+        code, output = _cli(database_url, "migrate")
+        assert code == 0, output
+        lines = output.splitlines()
+        assert lines[:2] == [
+            "read models migrated",
+            "made again (missing: session_catalog, prune_audit_time, recall_chunks): "
+            "session_catalog_labels, session_catalog, prune_audit, recall_chunks, "
+            "recall_sessions" + ("" if sqlite_file(database_url) is None else ", recall_fts"),
+        ]
+        assert lines[2].startswith("catalog rebuilt: ")
+        assert lines[3].startswith("prunes rebuilt: ")
+        assert lines[4].startswith("recall emptied, not rebuilt here")
 
-            assert _sessions(store) == listed
-            assert _recall(store, session_id) == [fact]
-            assert "prune_audit_time" in _made_by_migrations(database_url)
-            assert _cli(database_url, "migrate", "--check") == (
-                0,
-                "read models at the latest migration\n",
-            )
-            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
-            assert not status.quarantined, status.quarantined
-    finally:
-        server.stop(0)
+        assert _sessions(store) == listed
+        assert _recall(store, session_id) == [fact]
+        assert "prune_audit_time" in _made_by_migrations(database_url)
+        assert _cli(database_url, "migrate", "--check") == (
+            0,
+            "read models at the latest migration\n",
+        )
+        status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+        assert not status.quarantined, status.quarantined
 
 
 def test_a_start_that_migrates_makes_a_dropped_table_again_for_its_projection(
@@ -173,20 +191,9 @@ def test_a_start_that_migrates_makes_a_dropped_table_again_for_its_projection(
 ) -> None:
     """The read models' quarantine dropped: what it held cannot be told again, so
     every model is made again, and the server's projection rebuilds each."""
-    server = start_server(database_url)
-    try:
-        listed, session_id, fact = _written(server)
-    finally:
-        server.stop(0)
+    written = _written_by_a_server(database_url)
     _execute(database_url, f"DROP TABLE {t.quarantine.name}")
-    server = start_server(database_url)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = Stub(channel)
-            assert _sessions(store) == listed
-            assert _recall(store, session_id) == [fact]
-    finally:
-        server.stop(0)
+    _still_there(database_url, written)
     assert _made_by_migrations(database_url) == sorted(
         o.name for o in expected_objects(sqlite_file(database_url) is None)
     )
@@ -216,11 +223,7 @@ def _lost(url: str, *tables: str) -> str:
 
 
 def test_a_dropped_event_log_table_is_refused_not_made_again_empty(database_url: str) -> None:
-    server = start_server(database_url)
-    try:
-        _written(server)
-    finally:
-        server.stop(0)
+    _written_by_a_server(database_url)
     events = _events_table(database_url)
     _execute(database_url, f"DROP TABLE {events}")
     assert _lost(database_url, events) == (
@@ -238,11 +241,7 @@ def test_every_event_store_table_dropped_is_refused_once_the_read_models_applied
     positions do (they applied events from it). A store whose read models applied
     none is still made whole by `migrate` (as one migrated before the event store's
     tables were is: tests/integration/test_store_not_migrated.py)."""
-    server = start_server(database_url)
-    try:
-        _written(server)
-    finally:
-        server.stop(0)
+    _written_by_a_server(database_url)
     events = _events_table(database_url)
     tables = [name for name in _objects(database_url) if f" {events}" in name]
     prefix = "table" if sqlite_file(database_url) else "r"
@@ -254,11 +253,7 @@ def test_every_event_store_table_dropped_is_refused_once_the_read_models_applied
 
 def test_a_dropped_data_key_table_is_refused_not_made_again_empty(database_url: str) -> None:
     """Made again, empty, every session's content would read as erased."""
-    server = start_server(database_url)
-    try:
-        _written(server)
-    finally:
-        server.stop(0)
+    _written_by_a_server(database_url)
     keys = f"{_events_table(database_url)}_data_keys"
     _execute(database_url, f"DROP TABLE {keys}")
     assert _lost(database_url, keys).startswith(
@@ -273,11 +268,7 @@ def test_a_store_of_the_release_before_sealing_gets_its_data_key_table(
 ) -> None:
     """No data key table and no legacy tenants' table (made after it): a store of a
     release before content was sealed, which `migrate` brings to this one."""
-    server = start_server(database_url)
-    try:
-        _written(server)
-    finally:
-        server.stop(0)
+    _written_by_a_server(database_url)
     events = _events_table(database_url)
     _execute(database_url, f"DROP TABLE {events}_data_keys", f"DROP TABLE {events}_legacy_tenants")
     code, output = _cli(database_url, "migrate")

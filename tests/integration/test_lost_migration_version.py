@@ -11,19 +11,20 @@ refuses, naming `migrate --stamp REVISION`, and changes nothing.
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
-from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters import read_model_tables as t
 from services.adapters.read_model_db import VERSION_TABLE, migrate, open_database
 from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.config import sqlite_file
-from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_database_states import _execute
-from tests.e2e.test_grpc_api import Stub
-from tests.integration.test_dropped_tables import _cli, _recall, _sessions, _written
+from tests.integration.test_dropped_tables import (
+    Written,
+    _cli,
+    _still_there,
+    _written_by_a_server,
+)
 from tests.integration.test_read_model_migrations import _upgrade_to
 from tests.integration.test_store_not_migrated import _objects
 
@@ -31,29 +32,15 @@ LOSSES = {"dropped": f"DROP TABLE {VERSION_TABLE}", "emptied": f"DELETE FROM {VE
 MIGRATED = ["read models migrated"]
 
 
-def _lost_after_writing(url: str, loss: str) -> tuple[list[pb.Session], str, str]:
-    """A store with sessions whose version table was then dropped or emptied: what
-    the catalog listed, and the session and entry recall found."""
-    server = start_server(url)
-    try:
-        written = _written(server)
-    finally:
-        server.stop(0)
+def _lost_after_writing(url: str, loss: str) -> Written:
+    """A store with sessions whose version table was then dropped or emptied."""
+    written = _written_by_a_server(url)
     _execute(url, LOSSES[loss])
     return written
 
 
 def _state(loss: str) -> str:
     return "missing" if loss == "dropped" else "empty"
-
-
-def _still_there(
-    server: RunningServer, listed: list[pb.Session], session_id: str, fact: str
-) -> None:
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        store = Stub(channel)
-        assert _sessions(store) == listed
-        assert _recall(store, session_id) == [fact]
 
 
 def _refused_start(url: str, **settings: object) -> str:
@@ -66,7 +53,7 @@ def _refused_start(url: str, **settings: object) -> str:
 def test_a_lost_version_is_named_then_recorded_from_the_schema_by_migrate(
     database_url: str, loss: str
 ) -> None:
-    listed, session_id, fact = _lost_after_writing(database_url, loss)
+    written = _lost_after_writing(database_url, loss)
     before = _objects(database_url)
     told = (
         "read models at no recorded migration, though their tables are there (the version "
@@ -88,20 +75,12 @@ def test_a_lost_version_is_named_then_recorded_from_the_schema_by_migrate(
         *MIGRATED,
     ]
     assert _cli(database_url, "migrate", "--check") == (0, "read models at the latest migration\n")
-    server = start_server(database_url, migrate_at_start=False)
-    try:
-        _still_there(server, listed, session_id, fact)
-    finally:
-        server.stop(0)
+    _still_there(database_url, written, migrate_at_start=False)
 
 
 def test_a_start_that_migrates_records_the_lost_version_itself(database_url: str) -> None:
-    listed, session_id, fact = _lost_after_writing(database_url, "dropped")
-    server = start_server(database_url)
-    try:
-        _still_there(server, listed, session_id, fact)
-    finally:
-        server.stop(0)
+    written = _lost_after_writing(database_url, "dropped")
+    _still_there(database_url, written)
     assert _cli(database_url, "migrate", "--check") == (0, "read models at the latest migration\n")
 
 
@@ -137,7 +116,7 @@ def test_tables_that_match_no_revision_are_refused_until_an_operator_names_one(
     `migrate`, a start that migrates and a wrong --stamp refuse and change nothing;
     the table dropped and the latest revision named, `migrate` makes it again and
     rebuilds its read model from the events."""
-    listed, session_id, fact = _lost_after_writing(database_url, "dropped")
+    written = _lost_after_writing(database_url, "dropped")
     _execute(database_url, f"ALTER TABLE {t.compactions.name} DROP COLUMN requested_by")
     before = _objects(database_url)
     code, output = _cli(database_url, "migrate")
@@ -183,11 +162,7 @@ def test_tables_that_match_no_revision_are_refused_until_an_operator_names_one(
         "Error: --stamp records the revision of read model tables whose version was lost; "
         "this store records theirs (0006): run `sessionstore migrate` without it\n",
     )
-    server = start_server(database_url, migrate_at_start=False)
-    try:
-        _still_there(server, listed, session_id, fact)
-    finally:
-        server.stop(0)
+    _still_there(database_url, written, migrate_at_start=False)
 
 
 def test_a_new_store_migrates_from_the_first_revision_as_ever(database_url: str) -> None:

@@ -11,7 +11,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import grpc
 import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -34,14 +33,14 @@ from services.adapters.read_model_db import (
 )
 from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
-from services.config import sqlite_file
 from services.readmodels.admin import migrate_database, wait_until_migrated
-from tests.conftest import start_server
+from tests.conftest import server_channel, start_server
 from tests.integration.test_store_not_migrated import (
     MIGRATE_AT_START_SETTINGS,
     WRITE_REFUSAL,
     WRITING_COMMANDS,
-    _drop,
+    _store_with_one_session,
+    _store_without_the_keys_table,
 )
 from tests.support.worker_process import WorkerProcess
 
@@ -201,18 +200,14 @@ def test_a_server_or_worker_told_not_to_migrate_refuses_tables_not_migrated(
     finally:
         worker.end()
     migrate_database(database_url)
-    server = start_server(database_url, migrate_at_start=False)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            answer = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
-            assert answer.status == health_pb2.HealthCheckResponse.SERVING
-            store = pb_grpc.SessionStoreStub(channel)
-            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
-            listed = store.ListSessions(pb.ListSessionsRequest(), timeout=10)
-            assert [s.id for s in listed.sessions] == ["s-1"]
-    finally:
-        server.stop(0)
+    with server_channel(database_url, migrate_at_start=False) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        answer = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+        store = pb_grpc.SessionStoreStub(channel)
+        store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+        listed = store.ListSessions(pb.ListSessionsRequest(), timeout=10)
+        assert [s.id for s in listed.sessions] == ["s-1"]
 
 
 @pytest.mark.parametrize(
@@ -231,13 +226,7 @@ def test_a_command_that_only_reads_refuses_tables_behind_and_migrates_nothing(
     run, in one line, exit 1 and change no table; once migrated, they answer."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.toml").write_text("")
-    server = start_server(database_url)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = pb_grpc.SessionStoreStub(channel)
-            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
-    finally:
-        server.stop(0)
+    _store_with_one_session(database_url)
     database = open_database(database_url)
     try:
         _downgrade_to(database, "0005")  # the release before the recall index
@@ -282,17 +271,9 @@ def test_a_command_that_writes_refuses_tables_behind_and_migrates_nothing(
     once migrated, each does its work."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.toml").write_text(ERASE_ALL)
-    server = start_server(database_url)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = pb_grpc.SessionStoreStub(channel)
-            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
-    finally:
-        server.stop(0)
-    # The release before: the read models before the recall index, and without a
-    # table a release added to the event store (the idempotency keys').
-    keys = "stored_events_keys" if sqlite_file(database_url) else "sessionstore_events_keys"
-    _drop(database_url, keys)
+    # The release before: without a table a release added to the event store (the
+    # idempotency keys'), and the read models before the recall index.
+    keys = _store_without_the_keys_table(database_url)
     database = open_database(database_url)
     try:
         _downgrade_to(database, "0005")
@@ -335,13 +316,7 @@ def test_tables_a_newer_release_migrated_are_refused_for_what_they_are(
     at once (no migration job can help), changing no table."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.toml").write_text("")
-    server = start_server(database_url)  # the newer release, as far as its tables go
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = pb_grpc.SessionStoreStub(channel)
-            store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
-    finally:
-        server.stop(0)
+    _store_with_one_session(database_url)  # the newer release, as far as its tables go
     (head,) = latest_migrations()
     newer = f"{int(head) + 1:04d}"
     database = open_database(database_url)

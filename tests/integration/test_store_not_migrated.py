@@ -15,9 +15,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
-from urllib.parse import parse_qs
 
-import grpc
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -29,7 +27,8 @@ from services.adapters.read_model_db import migrate, open_database
 from services.adapters.start_errors import START_ERRORS, start_refusal
 from services.cli import cli
 from services.config import sqlite_file
-from tests.conftest import start_server
+from tests.conftest import server_channel, start_server
+from tests.e2e.test_database_states import _execute, _schema
 from tests.support.worker_process import WorkerProcess
 
 READ_ONLY_COMMANDS = [
@@ -108,10 +107,6 @@ def _new_postgres_database(postgres_url: str) -> Iterator[str]:
             connection.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
-
-
-def _schema(url: str) -> str:
-    return parse_qs(url.partition("?")[2]).get("schema", ["public"])[0]
 
 
 def _objects(url: str) -> list[str]:
@@ -261,15 +256,7 @@ def test_a_table_a_release_added_is_made_by_migrate_not_by_a_server_told_not_to(
     idempotency keys'): a server told not to migrate made them at start. It now
     names them and makes none; `sessionstore migrate` makes them, and the sessions
     stored before are there."""
-    server = start_server(database_url)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = pb_grpc.SessionStoreStub(channel)
-            store.CreateSession(pb.CreateSessionRequest(session_id="before"), timeout=10)
-    finally:
-        server.stop(0)
-    keys = "stored_events_keys" if sqlite_file(database_url) else "sessionstore_events_keys"
-    _drop(database_url, keys)
+    keys = _store_without_the_keys_table(database_url, session_id="before")
     before = _objects(database_url)
     reason = _refused_start(database_url)
     assert f"(event store tables missing: {keys}) and SESSIONSTORE_MIGRATE_AT_START" in reason
@@ -281,30 +268,30 @@ def test_a_table_a_release_added_is_made_by_migrate_not_by_a_server_told_not_to(
     _serves_without_migrating(database_url, "before")
 
 
-def _drop(url: str, table: str) -> None:
-    file = sqlite_file(url)
-    if file is not None:
-        with closing(sqlite3.connect(file)) as connection:
-            connection.execute(f"DROP TABLE {table}")
-            connection.commit()
-        return
-    with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
-        connection.execute(
-            sql.SQL("DROP TABLE {}.{}").format(sql.Identifier(_schema(url)), sql.Identifier(table))
-        )
+def _store_with_one_session(url: str, session_id: str = "s-1") -> None:
+    """A store a server made and wrote one session to, the server stopped."""
+    with server_channel(url) as channel:
+        store = pb_grpc.SessionStoreStub(channel)
+        store.CreateSession(pb.CreateSessionRequest(session_id=session_id), timeout=10)
+
+
+def _store_without_the_keys_table(url: str, session_id: str = "s-1") -> str:
+    """``_store_with_one_session``, then without a table a later release added to the
+    event store (the idempotency keys'), as a release before that one left it: that
+    table's name."""
+    _store_with_one_session(url, session_id)
+    keys = "stored_events_keys" if sqlite_file(url) else "sessionstore_events_keys"
+    _execute(url, f"DROP TABLE {keys}")
+    return keys
 
 
 def _serves_without_migrating(url: str, *earlier: str) -> None:
     """A server told not to migrate starts, writes and lists (through the stored
     functions on PostgreSQL, which only a migration makes now)."""
-    server = start_server(url, migrate_at_start=False)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = pb_grpc.SessionStoreStub(channel)
-            written = store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
-            listed = store.ListSessions(
-                pb.ListSessionsRequest(min_position=written.position), timeout=10
-            )
-            assert sorted(s.id for s in listed.sessions) == sorted([*earlier, "s-1"])
-    finally:
-        server.stop(0)
+    with server_channel(url, migrate_at_start=False) as channel:
+        store = pb_grpc.SessionStoreStub(channel)
+        written = store.CreateSession(pb.CreateSessionRequest(session_id="s-1"), timeout=10)
+        listed = store.ListSessions(
+            pb.ListSessionsRequest(min_position=written.position), timeout=10
+        )
+        assert sorted(s.id for s in listed.sessions) == sorted([*earlier, "s-1"])

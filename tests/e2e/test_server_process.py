@@ -40,20 +40,38 @@ def _wait_until_serving(address: str, seconds: float = 30) -> None:
             time.sleep(0.1)
 
 
+def _server_env(tmp_path: Path, **variables: str) -> dict[str, str]:
+    """This process's environment for a server on a free loopback port with a SQLite
+    store in ``tmp_path``, ``variables`` set over it."""
+    return {
+        **os.environ,
+        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
+        **variables,
+    }
+
+
+def _run_to_exit(
+    env: dict[str, str], module: str = "services.grpc.server"
+) -> subprocess.CompletedProcess[str]:
+    """``module`` run with ``env`` until it exits by itself (a start refused), what it
+    wrote kept as text; a minute at most."""
+    return subprocess.run(
+        [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _serve(address: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """A server on ``address`` logging JSON, its log readable from ``stderr``."""
+    env = _server_env(tmp_path, SESSIONSTORE_ADDRESS=address, SESSIONSTORE_LOG_FORMAT="json")
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.grpc.server"], env=env, stderr=subprocess.PIPE, text=True
+    )
+
+
 def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     address = f"127.0.0.1:{_free_port()}"
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": address,
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        "SESSIONSTORE_LOG_FORMAT": "json",
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = _serve(address, tmp_path)
     try:
         _wait_until_serving(address)
         with grpc.insecure_channel(address) as channel:
@@ -103,20 +121,9 @@ def test_the_server_serves_logs_json_and_stops_gracefully_on_sigterm(tmp_path: P
 def test_a_server_that_cannot_start_says_why_without_a_traceback(
     tmp_path: Path, variable: str, value: str, words: str
 ) -> None:
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        variable: value,
-    }
+    env = _server_env(tmp_path, **{variable: value})
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_to_exit(env)
     assert done.returncode == 1
     assert words in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
@@ -153,19 +160,7 @@ BAD_SETTINGS = [
 def test_a_setting_out_of_bounds_is_refused_at_start_in_one_line(
     tmp_path: Path, variable: str, value: str, words: str
 ) -> None:
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        variable: value,
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_to_exit(_server_env(tmp_path, **{variable: value}))
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"sessionstore: invalid configuration: {variable}")
@@ -180,20 +175,10 @@ def test_a_providers_file_with_a_window_not_a_count_is_refused_in_one_line(
     """A list here ended the start with a TypeError's traceback."""
     providers = tmp_path / "providers.toml"
     providers.write_text(f"[local]\nwindow_tokens = {window}\n")
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        "SESSIONSTORE_LOG_FORMAT": "json",
-        "SESSIONSTORE_PROVIDERS_FILE": str(providers),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    env = _server_env(
+        tmp_path, SESSIONSTORE_LOG_FORMAT="json", SESSIONSTORE_PROVIDERS_FILE=str(providers)
     )
+    done = _run_to_exit(env)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     (line,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
@@ -221,28 +206,10 @@ def test_a_worker_that_cannot_start_says_why_in_one_line(
         "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
         variable: value,
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "services.worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_to_exit(env, "services.worker")
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert words in line
-
-
-def _serve(address: str, tmp_path: Path) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": address,
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        "SESSIONSTORE_LOG_FORMAT": "json",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "services.grpc.server"], env=env, stderr=subprocess.PIPE, text=True
-    )
 
 
 def test_a_second_server_on_a_taken_address_exits_instead_of_splitting_the_traffic(
@@ -288,20 +255,12 @@ def test_an_address_that_cannot_be_bound_says_why_not_blaming_another_server(
 ) -> None:
     """Both were reported as "is another server using it?"."""
     (tmp_path / "bad.pem").write_text("garbage\n")
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": f"127.0.0.1:{_free_port()}",
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        "SESSIONSTORE_LOG_FORMAT": "json",
+    env = _server_env(
+        tmp_path,
+        SESSIONSTORE_LOG_FORMAT="json",
         **{k: str(tmp_path / v) if v == "bad.pem" else v for k, v in settings.items()},
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
+    done = _run_to_exit(env)
     assert done.returncode == 1
     (line,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert line["event"] == "cannot start"

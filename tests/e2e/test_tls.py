@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,7 +33,12 @@ from services.cli import cli
 from services.config import Config
 from services.grpc.security import InsecureAddress
 from services.grpc.server import LIVENESS, SERVICE_NAME, RunningServer, start
-from tests.e2e.test_server_process import _free_port, _wait_until_serving
+from tests.e2e.test_server_process import (
+    _free_port,
+    _run_to_exit,
+    _server_env,
+    _wait_until_serving,
+)
 from tests.support.channels import Security, open_channel
 
 Stub = pb_grpc.SessionStoreStub
@@ -256,21 +260,10 @@ def test_tokens_are_refused_in_clear_text_off_loopback(tmp_path: Path, pki: Pki)
 def test_the_server_process_says_why_it_will_not_serve_and_which_mode_it_is_in(
     tmp_path: Path,
 ) -> None:
-    env = {
-        **os.environ,
-        "SESSIONSTORE_ADDRESS": "0.0.0.0:0",
-        "SESSIONSTORE_DATABASE_URL": f"sqlite:///{tmp_path}/store.db",
-        "SESSIONSTORE_LOG_FORMAT": "json",
-    }
+    env = _server_env(tmp_path, SESSIONSTORE_ADDRESS="0.0.0.0:0", SESSIONSTORE_LOG_FORMAT="json")
     env.pop("SESSIONSTORE_TOKENS_FILE", None)
     env.pop("SESSIONSTORE_ALLOW_UNAUTHENTICATED_REMOTE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "services.grpc.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_to_exit(env)
     assert done.returncode == 1
     assert "serves loopback addresses only" in done.stderr
     assert "Traceback" not in done.stderr

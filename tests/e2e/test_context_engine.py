@@ -322,11 +322,14 @@ def overflow_error(window_tokens: int, prompt_tokens: int) -> str:
     return json.dumps({"error": error})
 
 
-def report_overflow(store: Stub, refused_view: pb.PromptView, error_text: str) -> pb.PromptView:
+def report_overflow(
+    store: Stub, refused_view: pb.PromptView, error_text: str, provider: str = "openai"
+) -> pb.PromptView:
+    """``refused_view`` reported refused by ``provider``, in its words ``error_text``."""
     return store.ReportOverflow(
         pb.ReportOverflowRequest(
             session_id=refused_view.session_id,
-            provider="openai",
+            provider=provider,
             status_code=400,
             error_text=error_text,
             view_version=refused_view.version,
@@ -609,17 +612,7 @@ class ServesLessThanItsMetadata:
 
 
 def report_figureless_overflow(store: Stub, refused_view: pb.PromptView) -> pb.PromptView:
-    return store.ReportOverflow(
-        pb.ReportOverflowRequest(
-            session_id=refused_view.session_id,
-            provider="bedrock",
-            status_code=400,
-            error_text=BEDROCK_OVERFLOW,
-            view_version=refused_view.version,
-            view_hash=refused_view.request_hash,
-            format=pb.PROMPT_FORMAT_OPENAI,
-        )
-    )
+    return report_overflow(store, refused_view, BEDROCK_OVERFLOW, provider="bedrock")
 
 
 def test_an_overflow_stating_no_figures_teaches_a_window_no_later_view_passes(
@@ -843,21 +836,30 @@ def provider() -> Iterator[FakeProvider]:
         yield fake
 
 
-def test_appends_and_views_during_a_slow_summariser_lose_nothing(
-    store: Stub, provider: FakeProvider
-) -> None:
-    session = create(
+def session_summarised_by(
+    store: Stub, provider: FakeProvider, threshold_ratio: float
+) -> pb.Session:
+    """A session of a 40,000-token window whose compactions, once over
+    ``threshold_ratio`` of it, ask ``provider``'s model for the summary and keep the
+    last 4,000 tokens."""
+    return create(
         store,
         model="gpt-4o",
         context_window_tokens=40_000,
         compaction=pb.CompactionPolicy(
-            threshold_ratio=0.3,
+            threshold_ratio=threshold_ratio,
             keep_recent_tokens=4_000,
             summarizer_model="openai/fake-summarizer",
             summarizer_api_base=provider.openai_base,
             summarizer_window_tokens=128_000,
         ),
     )
+
+
+def test_appends_and_views_during_a_slow_summariser_lose_nothing(
+    store: Stub, provider: FakeProvider
+) -> None:
+    session = session_summarised_by(store, provider, threshold_ratio=0.3)
     provider.script(*[delay(1.5)] * 4)
     turn(store, session.id, 0, output_chars=15_000)
     turn(store, session.id, 1, output_chars=15_000)
@@ -901,18 +903,7 @@ def test_appends_and_views_during_a_slow_summariser_lose_nothing(
 def test_a_failing_summariser_is_recorded_and_the_next_in_the_chain_summarises(
     store: Stub, provider: FakeProvider
 ) -> None:
-    session = create(
-        store,
-        model="gpt-4o",
-        context_window_tokens=40_000,
-        compaction=pb.CompactionPolicy(
-            threshold_ratio=0.3,
-            keep_recent_tokens=4_000,
-            summarizer_model="openai/fake-summarizer",
-            summarizer_api_base=provider.openai_base,
-            summarizer_window_tokens=128_000,
-        ),
-    )
+    session = session_summarised_by(store, provider, threshold_ratio=0.3)
     provider.script(*[fail("server_error")] * 10)
     for n in range(6):
         turn(store, session.id, n, output_chars=15_000)

@@ -20,7 +20,14 @@ from sessionstore_client import errors as client_errors
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.summary_claims import claim_key
 from tests.e2e.test_compact_retries import compact, eventually_called, in_thread, two_servers
-from tests.e2e.test_context_engine import create, error_info, eventually, of_kind, turn, view
+from tests.e2e.test_context_engine import (
+    error_info,
+    eventually,
+    of_kind,
+    session_summarised_by,
+    turn,
+    view,
+)
 from tests.e2e.test_grpc_api import Stub
 from tests.support.fake_provider import FakeProvider, delay, fail
 
@@ -38,18 +45,7 @@ def provider() -> Iterator[FakeProvider]:
 def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:
     """A 40,000-token window: over 28,000 a compaction starts, over 35,000 (the budget)
     a view must be brought within it; a turn adds some 4,000."""
-    return create(
-        store,
-        model="gpt-4o",
-        context_window_tokens=40_000,
-        compaction=pb.CompactionPolicy(
-            threshold_ratio=0.7,
-            keep_recent_tokens=4_000,
-            summarizer_model=SUMMARIZER,
-            summarizer_api_base=provider.openai_base,
-            summarizer_window_tokens=128_000,
-        ),
-    )
+    return session_summarised_by(store, provider, threshold_ratio=0.7)
 
 
 def claimed(database_url: str, session_id: str) -> bool:

@@ -8,7 +8,9 @@ unanswered (minutes), and for good once TCP is up and the server never answers
 the startup packet; a pool counts it in use meanwhile, so the requests behind it
 say the pool is busy rather than the database unreachable. Without keepalives a
 connection made before the host went silent is found dead only when TCP gives up
-on it (two hours idle, by Linux's defaults)."""
+on it (two hours idle, by Linux's defaults); and one whose statement went out
+unacknowledged (packets dropped mid-query, the host's VM paused) waits for the
+kernel's retransmissions to give up (about 15 minutes), its thread blocked."""
 
 from __future__ import annotations
 
@@ -27,6 +29,13 @@ KEEPALIVE = {
     "keepalives_interval": 5,
     "keepalives_count": 3,
 }
+# A peer that leaves what was sent to it unacknowledged as long as one that answers no
+# keepalive counts as gone, the same 25 s: libpq's tcp_user_timeout (milliseconds)
+# drops the connection, and the statement waiting on it fails as a lost connection.
+# Only the network's silence counts: a busy server's kernel acknowledges at once.
+TCP_USER_TIMEOUT_MS = 1000 * (
+    KEEPALIVE["keepalives_idle"] + KEEPALIVE["keepalives_interval"] * KEEPALIVE["keepalives_count"]
+)
 _SERVER_KEEPALIVE = (
     f"-c tcp_keepalives_idle={KEEPALIVE['keepalives_idle']} "
     f"-c tcp_keepalives_interval={KEEPALIVE['keepalives_interval']} "
@@ -41,5 +50,6 @@ def connect_settings(options: str = "") -> dict[str, Any]:
     return {
         "connect_timeout": CONNECT_TIMEOUT_SECONDS,
         **KEEPALIVE,
+        "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
         "options": f"{_SERVER_KEEPALIVE} {options}".strip(),
     }

@@ -22,7 +22,11 @@ from psycopg.rows import tuple_row
 
 from domain.errors import Unavailable
 from services.adapters.event_store import EventStore
-from services.adapters.postgres_timeouts import CONNECT_TIMEOUT_SECONDS, KEEPALIVE
+from services.adapters.postgres_timeouts import (
+    CONNECT_TIMEOUT_SECONDS,
+    KEEPALIVE,
+    TCP_USER_TIMEOUT_MS,
+)
 from services.adapters.read_model_db import connect_postgres, open_database
 from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
@@ -79,12 +83,17 @@ def test_a_read_model_query_on_a_host_that_never_answers_is_unavailable_at_once(
             database.dispose()
 
 
-def _keepalive(connection: psycopg.Connection[Any]) -> tuple[str, int]:
-    """The server's keepalive idle time for ``connection``, and its client socket's."""
+def _keepalive(connection: psycopg.Connection[Any]) -> tuple[str, int, int]:
+    """The server's keepalive idle time for ``connection``, its client socket's, and how
+    long that socket lets data go unacknowledged (ms)."""
     row = connection.cursor(row_factory=tuple_row).execute("SHOW tcp_keepalives_idle").fetchone()
     with closing(socket.socket(fileno=connection.fileno())) as sock:
         try:
-            return str(row[0] if row else ""), sock.getsockopt(socket.SOL_TCP, socket.TCP_KEEPIDLE)
+            return (
+                str(row[0] if row else ""),
+                sock.getsockopt(socket.SOL_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.SOL_TCP, socket.TCP_USER_TIMEOUT),
+            )
         finally:
             sock.detach()  # the connection's own descriptor, left open
 
@@ -95,20 +104,25 @@ def test_the_read_models_connections_keep_alive_as_the_event_stores(
     """Every connection to the store's database, of the event store's pool as of the
     read models' engines and own connections, notices a host gone silent the same way:
     the server ends the session of a client that vanished (freeing its locks), the
-    client drops a connection to a server that vanished instead of waiting on it."""
-    idle = KEEPALIVE["keepalives_idle"]
+    client drops a connection to a server that vanished instead of waiting on it, and
+    one whose statement goes unacknowledged (packets dropped, a VM paused) as soon."""
+    expected = (
+        str(KEEPALIVE["keepalives_idle"]),
+        KEEPALIVE["keepalives_idle"],
+        TCP_USER_TIMEOUT_MS,
+    )
     events = EventStore(persistence_env(postgres_schema_url))
     database = open_database(postgres_schema_url)
     try:
         with events.recorder.datastore.get_connection() as connection:
-            assert _keepalive(connection) == (str(idle), idle)
+            assert _keepalive(connection) == expected
         for engine in (database.reader, database.writer):
             with engine.connect() as connection:
                 raw = connection.connection.driver_connection
                 assert isinstance(raw, psycopg.Connection)
-                assert _keepalive(raw) == (str(idle), idle)
+                assert _keepalive(raw) == expected
         with connect_postgres(database) as own:
-            assert _keepalive(own) == (str(idle), idle)
+            assert _keepalive(own) == expected
     finally:
         database.dispose()
         events.close()

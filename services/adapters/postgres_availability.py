@@ -8,7 +8,9 @@ the server returns can wait many seconds more. Here:
 - the pool tries to reconnect every half second, however long the outage;
 - a probe (a connection of its own, asked ``SELECT 1``) tells whether the
   server answers; while it does not, requests fail at once instead of
-  waiting for a connection;
+  waiting for a connection. A probe with no reply within a few seconds (a
+  server frozen) counts as no answer, and is waited for, never asked again,
+  until the server replies;
 - every error that means "cannot talk to the database now" reaches the
   use cases as ``domain.errors.Unavailable``, which clients retry.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +34,7 @@ from psycopg_pool.base import AttemptWithBackoff
 from services import deadline
 from services.adapters.database_errors import first_line
 from services.adapters.database_refusals import database_refusal
-from services.adapters.postgres_timeouts import connect_settings
+from services.adapters.postgres_timeouts import PROBE_REPLY_SECONDS, connect_settings
 
 RECONNECT_DELAY = 0.5
 # How long a request waits for a connection between looks at the probe's verdict.
@@ -47,6 +51,12 @@ class _SteadyAttempt(AttemptWithBackoff):
 class PoolBusy(PoolTimeout):
     """No connection came free in time, with as many open as the pool may have and all
     in use: the database answers, the server is busy (an outage all the same: retry)."""
+
+
+class ProbeUnanswered(psycopg.OperationalError):
+    """The server took the probe and gave no reply in time: its process frozen (stopped,
+    stuck on its storage, its VM paused) or its packets dropped mid-query. A stopped
+    process's kernel still acknowledges every packet: no timeout of libpq ends that wait."""
 
 
 class SteadyReconnectPool(ConnectionPool[Any]):
@@ -138,6 +148,8 @@ def _outage(error: Exception) -> str:
     cause = error.__cause__
     if isinstance(cause, PoolBusy):
         return "{reason}; retry shortly"  # the database answers: it says so itself
+    if isinstance(cause, PoolTimeout) and isinstance(cause.__cause__, ProbeUnanswered):
+        return "the database does not answer ({reason}); retry shortly"
     sqlstate = getattr(cause, "sqlstate", None)
     if isinstance(cause, PoolTimeout) or sqlstate is None or sqlstate[:2] in ("08", "57"):
         return "the database is unreachable ({reason}); retry shortly"
@@ -145,27 +157,69 @@ def _outage(error: Exception) -> str:
 
 
 class PostgresProbe:
-    """Asks the server ``SELECT 1`` on a connection of its own, reconnecting when needed."""
+    """Asks the server ``SELECT 1`` on a connection of its own, reconnecting when needed.
 
-    def __init__(self, datastore: ResilientPostgresDatastore) -> None:
+    The question is asked in a thread of its own, and waited for no longer than
+    ``reply_within``: a server that does not reply by then counts as unreachable, so
+    that requests are refused at once rather than blocked on it. The question left
+    unanswered is waited for again at the next check, never asked twice: however long
+    the server stays frozen, one thread waits on it, and its reply ends the outage.
+    """
+
+    def __init__(
+        self, datastore: ResilientPostgresDatastore, reply_within: float = PROBE_REPLY_SECONDS
+    ) -> None:
         self._datastore = datastore
+        self._reply_within = reply_within
         self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one check at a time
+        # The question asked and not yet answered; its thread alone uses the connection.
+        self._asking: Future[psycopg.Error | None] | None = None
+        self._closing = threading.Lock()  # the connection's hand-over at close
+        self._closed = False
 
     def check(self) -> str:
-        """Empty when the server answers, else why not; tells the pool, refreshing it on return."""
+        """Empty when the server answers, else why not; tells the pool."""
         with self._lock:
-            error = self._ask()
+            if self._asking is None:
+                self._asking = self._ask_in_thread()
+            try:
+                error = self._asking.result(timeout=self._reply_within)
+            except FutureTimeout:
+                error = ProbeUnanswered(f"no reply to a probe within {self._reply_within:g} s")
+            finally:
+                if self._asking.done():
+                    self._asking = None
         reason = first_line(error) if error is not None else ""
         pool = self._datastore.pool
-        was_down = bool(pool.unreachable)
         pool.unreachable_error = error
         pool.unreachable = reason
-        if bool(reason) != was_down:
-            # Going down: drop the connections that broke. Coming back: test
-            # those that were idle all along, so no request gets a dead one.
-            pool.check()
         return reason
+
+    def _ask_in_thread(self) -> Future[psycopg.Error | None]:
+        asking: Future[psycopg.Error | None] = Future()
+
+        def ask() -> None:
+            try:
+                error = self._ask()
+                pool = self._datastore.pool
+                if (error is None) == bool(pool.unreachable):
+                    # Going down: drop the connections that broke. Coming back: test
+                    # those that were idle all along, before a request may have one.
+                    # Here, not in check: on a server that froze this waits too.
+                    pool.check()
+            except BaseException as failure:  # a fault: the check raises it
+                asking.set_exception(failure)
+            else:
+                asking.set_result(error)
+            finally:
+                with self._closing:
+                    if self._closed:
+                        self._disconnect()  # closed while asking: nobody else may
+
+        # A daemon: a thread blocked on a frozen server must not hold the process at exit.
+        threading.Thread(target=ask, name="postgres-probe", daemon=True).start()
+        return asking
 
     def _ask(self) -> psycopg.Error | None:
         """None when the server answers, else the error it failed with."""
@@ -177,13 +231,20 @@ class PostgresProbe:
             self._conn.execute("SELECT 1")
             return None
         except psycopg.Error as error:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._disconnect()
             return error
 
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        """Closes the probe's connection; one a question still waits on (the server
+        frozen) is closed by the thread that asked, once answered: closing it under
+        that thread would free what libpq is using."""
+        with self._closing:
+            self._closed = True
+            asking = self._asking
+            if asking is None or asking.done():
+                self._disconnect()

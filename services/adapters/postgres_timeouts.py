@@ -10,7 +10,12 @@ say the pool is busy rather than the database unreachable. Without keepalives a
 connection made before the host went silent is found dead only when TCP gives up
 on it (two hours idle, by Linux's defaults); and one whose statement went out
 unacknowledged (packets dropped mid-query, the host's VM paused) waits for the
-kernel's retransmissions to give up (about 15 minutes), its thread blocked."""
+kernel's retransmissions to give up (about 15 minutes), its thread blocked.
+
+A server whose process froze (stopped, or stuck on its storage) is none of these:
+its kernel acknowledges everything and no client-side timeout of libpq ends a
+statement on it. The database monitor's probe is bounded instead
+(PROBE_REPLY_SECONDS): a server that gives it no reply counts as unreachable."""
 
 from __future__ import annotations
 
@@ -36,6 +41,13 @@ KEEPALIVE = {
 TCP_USER_TIMEOUT_MS = 1000 * (
     KEEPALIVE["keepalives_idle"] + KEEPALIVE["keepalives_interval"] * KEEPALIVE["keepalives_count"]
 )
+# How long the database monitor waits for the server's reply to its probe (SELECT 1
+# on a connection of its own) before the database counts as not answering: requests
+# are refused at once and health says NOT_SERVING. A server that answers takes
+# milliseconds, even a busy one; one that takes seconds answers no request in time
+# either. Above the connect timeout, so that a probe that reconnects first fails
+# with the connection's own error; far below the keepalives' 25 s.
+PROBE_REPLY_SECONDS = 3.0
 _SERVER_KEEPALIVE = (
     f"-c tcp_keepalives_idle={KEEPALIVE['keepalives_idle']} "
     f"-c tcp_keepalives_interval={KEEPALIVE['keepalives_interval']} "

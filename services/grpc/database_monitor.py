@@ -34,8 +34,9 @@ class DatabaseMonitor:
 
     The probe also tells the store, so that requests fail at once (UNAVAILABLE)
     instead of waiting for a connection, and recover as soon as it answers.
-    It runs on the server's event loop; the probe itself, which blocks, in a
-    thread of the loop's own.
+    It runs on the server's event loop; the probe itself, which blocks (a few
+    seconds at most: a database that gives no reply by then counts as unreachable),
+    in a thread of the loop's own.
     """
 
     def __init__(
@@ -83,6 +84,7 @@ class DatabaseMonitor:
         while True:
             await asyncio.sleep(self._interval)
             try:
+                # Bounded: a server that does not reply counts as unreachable.
                 reason = await asyncio.to_thread(self._service.store.probe)
             except Exception as error:  # a probe must never end the monitor
                 reason = str(error) or type(error).__name__

@@ -12,6 +12,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -81,6 +82,25 @@ class Cluster:
         """pg_ctl stop: fast rolls back open transactions; immediate is a crash."""
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server's processes stopped (SIGSTOP) for the block, as a server whose
+        storage hangs or whose VM is paused: connections are taken and every packet
+        acknowledged by the kernel, and nothing is answered. Continued (SIGCONT)
+        however the block ends: a cluster left stopped would hang its removal."""
+        postmaster = int((self.data / "postmaster.pid").read_text().splitlines()[0])
+        stopped: list[int] = []
+        try:
+            # The postmaster first, so that it forks no backend after the others.
+            for pid in (postmaster, *_children(postmaster)):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            yield
+        finally:
+            for pid in reversed(stopped):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
     def _run(self, program: str, *arguments: str) -> None:
         command = [*self._as, str(self.bin_dir / program), *arguments]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -93,6 +113,18 @@ class Cluster:
         """Stops the server if it runs, without waiting for anyone."""
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.stop("immediate")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command's name, in parentheses, may hold spaces: the fields after it.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                children.append(int(stat.parent.name))
+    return children
 
 
 @contextlib.contextmanager

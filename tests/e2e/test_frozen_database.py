@@ -1,0 +1,100 @@
+"""A PostgreSQL server that freezes under a running server: it takes connections, its
+kernel acknowledges every packet, and it answers nothing (its processes stopped, as
+on storage that hangs or a paused VM).
+
+The database monitor's probe got no reply and waited for it forever: health said
+SERVING, requests were not refused and each blocked a worker thread on the server.
+Now a probe unanswered within PROBE_REPLY_SECONDS counts as unreachable: health
+says NOT_SERVING and calls are answered UNAVAILABLE at once, saying the database
+does not answer; the probe is waited for, never asked again meanwhile; and once the
+server answers again the same server serves, nothing lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters.postgres_timeouts import PROBE_REPLY_SECONDS
+from services.grpc.server import LIVENESS, SERVICE_NAME
+from tests.conftest import start_server
+from tests.e2e.test_faults import (
+    FAST_FAILURE_SECONDS,
+    NOT_SERVING,
+    SERVING,
+    _append,
+    _eventually,
+    _health,
+)
+from tests.e2e.test_grpc_api import Stub, new_session
+from tests.support.pg_cluster import Cluster, cluster_for_test
+
+# The monitor's half-second interval, the probe's wait for its reply, and room for a
+# loaded machine.
+NOTICED_SECONDS = 10.0
+RECOVERY_SECONDS = 5.0
+UNANSWERED = (
+    f"the database does not answer (no reply to a probe within {PROBE_REPLY_SECONDS:g} s); "
+    "retry shortly"
+)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with cluster_for_test("sessionstore-frozen-") as own:
+        yield own
+
+
+def _refused(call: Callable[[], object]) -> tuple[grpc.StatusCode, str, float]:
+    """The code and message ``call`` was refused with, and how long it took."""
+    began = time.monotonic()
+    with pytest.raises(grpc.RpcError) as refused:
+        call()
+    error = refused.value
+    return error.code(), error.details() or "", time.monotonic() - began
+
+
+def _probes() -> int:
+    return sum(thread.name == "postgres-probe" for thread in threading.enumerate())
+
+
+def test_a_frozen_database_turns_health_not_serving_and_recovers(cluster: Cluster) -> None:
+    server = start_server(cluster.url)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        store = Stub(channel)
+        session = new_session(store)
+        acknowledged = [_append(store, session.id, "before")]
+        assert _health(channel) == SERVING
+
+        def read() -> pb.Session:
+            return store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10)
+
+        with cluster.frozen():
+            _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+            assert _health(channel, SERVICE_NAME) == NOT_SERVING
+            assert _health(channel, LIVENESS) == SERVING  # a restart would not help
+            for call in (read, lambda: _append(store, session.id, "during")):
+                code, message, took = _refused(call)
+                assert (code, message) == (grpc.StatusCode.UNAVAILABLE, UNANSWERED)
+                assert took < FAST_FAILURE_SECONDS, took
+            # However long it stays frozen, the one probe asked is waited for.
+            time.sleep(2 * PROBE_REPLY_SECONDS)
+            assert _probes() == 1
+            assert _health(channel) == NOT_SERVING
+
+        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        acknowledged.append(_append(store, session.id, "after", timeout=5))
+        log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)
+        assert [e.content[0].text.text for e in log.entries] == ["before", "after"]
+        assert log.version == acknowledged[-1]
+        assert read().version == log.version
+        assert _probes() == 0
+    finally:
+        channel.close()
+        server.stop(0)

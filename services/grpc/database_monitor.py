@@ -36,7 +36,9 @@ class DatabaseMonitor:
     instead of waiting for a connection, and recover as soon as it answers.
     It runs on the server's event loop; the probe itself, which blocks (a few
     seconds at most: a database that gives no reply by then counts as unreachable),
-    in a thread of the loop's own.
+    in a thread of the loop's own. The erasures and keys are seen to beside the
+    probes, not waited for, so that a database that freezes meanwhile is told all
+    the same.
     """
 
     def __init__(
@@ -49,6 +51,8 @@ class DatabaseMonitor:
         self._health = health_servicer
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
+        # Looking for erasures, expiring keys: one round at a time, beside the probes.
+        self._chores: asyncio.Task[None] | None = None
         self.reason = ""  # why health says NOT_SERVING; "" while SERVING
         # What a damaged database was refused with, once met: kept for good.
         self._damage = ""
@@ -74,10 +78,11 @@ class DatabaseMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._chores):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _run(self) -> None:
         expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
@@ -88,11 +93,13 @@ class DatabaseMonitor:
                 reason = await asyncio.to_thread(self._service.store.probe)
             except Exception as error:  # a probe must never end the monitor
                 reason = str(error) or type(error).__name__
-            if not reason:
-                await asyncio.to_thread(self._forget_erased)
-            if not reason and time.monotonic() >= expire_at:
-                expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
-                await asyncio.to_thread(self._expire_keys)
+            if not reason and (self._chores is None or self._chores.done()):
+                expire = time.monotonic() >= expire_at
+                if expire:
+                    expire_at = time.monotonic() + KEY_EXPIRY_INTERVAL_SECONDS
+                # Not waited for: a database that froze since the probe would hold
+                # them, and the monitor with them, unable to tell it.
+                self._chores = asyncio.get_running_loop().create_task(self._do_chores(expire))
             # Unreachable first: that is what a call is answered meanwhile.
             reason = reason or self._damage
             if reason == self.reason:
@@ -100,6 +107,11 @@ class DatabaseMonitor:
             self._log_change(reason)
             self.reason = reason
             await set_health(self._health, serving=not reason)
+
+    async def _do_chores(self, expire_keys: bool) -> None:
+        await asyncio.to_thread(self._forget_erased)
+        if expire_keys:
+            await asyncio.to_thread(self._expire_keys)
 
     def _log_change(self, reason: str) -> None:
         if reason and reason == self._damage:

@@ -17,10 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import grpc
+import psycopg
 import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
+from services.adapters.event_tables import event_tables
 from services.adapters.postgres_timeouts import PROBE_REPLY_SECONDS
+from services.config import persistence_env
+from services.grpc.database_monitor import MONITOR_INTERVAL_SECONDS
 from services.grpc.server import LIVENESS, SERVICE_NAME
 from tests.conftest import start_server
 from tests.e2e.test_faults import (
@@ -95,6 +99,31 @@ def test_a_frozen_database_turns_health_not_serving_and_recovers(cluster: Cluste
         assert log.version == acknowledged[-1]
         assert read().version == log.version
         assert _probes() == 0
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def test_a_freeze_is_told_while_the_monitor_waits_on_its_own_reads(cluster: Cluster) -> None:
+    """Besides its probes the monitor reads the store itself: every half second the
+    erasures other servers made, now and then the idempotency keys to expire. One of
+    those reads caught by the freeze must not keep the monitor from its probes. Here
+    the read waits on a lock before the freeze, so that it is sure to be under way."""
+    server = start_server(cluster.url)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    events = event_tables(persistence_env(cluster.url))[0]
+    try:
+        store = Stub(channel)
+        session = new_session(store)
+        with psycopg.connect(cluster.url) as locker:
+            locker.execute(f"LOCK TABLE {events} IN ACCESS EXCLUSIVE MODE")
+            time.sleep(3 * MONITOR_INTERVAL_SECONDS)  # the look for erasures waits on it
+            assert _health(channel) == SERVING  # the probe reads no table
+            with cluster.frozen():
+                _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+            locker.rollback()
+        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert _append(store, session.id, "after", timeout=5) == 2
     finally:
         channel.close()
         server.stop(0)

@@ -128,4 +128,17 @@ def test_a_server_stopped_while_its_followers_read_stops_cleanly(
     assert done.returncode == 0, done.stderr[-4000:]
     # Nor does a stream cut short log errors on its way out (its scope undone
     # from another task than the one that set it).
-    assert "[error" not in done.stderr, done.stderr[-4000:]
+    assert not _store_errors(done.stderr), done.stderr[-4000:]
+
+
+# grpc.aio polls every loop of a process from one queue: fifty servers one after
+# another in this process, an operation of a server stopped and its loop closed
+# may complete late, and be handed, from the next server's loop, to the closed one.
+# Only a process that runs servers one after another meets it, never a server.
+_GRPC_LATE_COMPLETION = "PollerCompletionQueue._handle_events"
+
+
+def _store_errors(stderr: str) -> list[str]:
+    """The error lines logged, but for grpc.aio's late completions (above)."""
+    lines = stderr.splitlines()
+    return [line for line in lines if "[error" in line and _GRPC_LATE_COMPLETION not in line]

@@ -22,6 +22,7 @@ from eventsourcing.persistence import (
 from eventsourcing.popo import POPOFactory
 from eventsourcing.postgres import PostgresDatastore
 
+from domain.errors import Unavailable
 from domain.session import Session, SessionEvent
 from domain.session_events import EntriesAppended, EntriesErased, SessionErased, Started
 from services.adapters import event_codecs
@@ -170,6 +171,13 @@ class EventStore(Application[str]):
     def probe(self) -> str:
         """Empty when the database answers, else why not; requests fail fast while it does not."""
         return self._probe.check() if self._probe is not None else ""
+
+    def known_outage(self) -> Unavailable | None:
+        """What requests are refused with at once while the probe finds the database
+        unreachable; None while it answers (always on SQLite and memory:, which no
+        probe watches)."""
+        postgres = self.postgres
+        return postgres.known_outage() if postgres is not None else None
 
     def close(self) -> None:
         if self._probe is not None:

@@ -26,11 +26,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import PersistenceError
+from eventsourcing.persistence import OperationalError, PersistenceError
 from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
+from domain.errors import Unavailable
 from services import deadline
 from services.adapters.database_errors import first_line
 from services.adapters.database_refusals import database_refusal
@@ -74,12 +75,23 @@ class SteadyReconnectPool(ConnectionPool[Any]):
             attempt or _SteadyAttempt(timeout=self.reconnect_timeout), growing=growing
         )
 
+    def known_outage(self) -> PoolTimeout | None:
+        """What a request for a connection fails with at once while the probe finds the
+        server unreachable (raised from the probe's error); None while it answers."""
+        reason, error = self.unreachable, self.unreachable_error
+        if not reason:
+            return None
+        outage = PoolTimeout(reason)
+        outage.__cause__ = error
+        return outage
+
     def getconn(self, timeout: float | None = None) -> Any:
         total = self.timeout if timeout is None else timeout
         give_up_at = time.monotonic() + deadline.bounded(total)
         while True:
-            if self.unreachable:
-                raise PoolTimeout(self.unreachable) from self.unreachable_error
+            outage = self.known_outage()
+            if outage is not None:
+                raise outage
             left = give_up_at - time.monotonic()
             try:
                 return super().getconn(timeout=max(0.001, min(WAIT_SLICE, left)))
@@ -123,6 +135,20 @@ class ResilientPostgresDatastore(PostgresDatastore):
             if refusal is None:
                 raise  # a statement the database rejects: the caller's, or a fault
             raise refusal from error
+
+    def known_outage(self) -> Unavailable | None:
+        """The refusal a request meets at once while the probe finds the server
+        unreachable, worded as get_connection words the pool's fast failure (so that
+        clients retry it alike); None while the server answers. For waits that a
+        request blocked on the server would hold as long as it stays away."""
+        outage = self.pool.known_outage()
+        if outage is None:
+            return None
+        # As the library wraps the pool's failure before get_connection sees it.
+        failure = OperationalError(str(outage))
+        failure.__cause__ = outage
+        refusal = database_refusal(failure, _outage(failure), role=self.role)
+        return refusal or Unavailable(_outage(failure).format(reason=first_line(failure)))
 
 
 def make_resilient(datastore: PostgresDatastore) -> None:

@@ -47,6 +47,9 @@ WRITE_ATTEMPTS = 50
 WRITE_RETRY_SECONDS = 10.0
 RETRY_PAUSE = 0.001
 RETRY_PAUSE_MAX = 0.05
+# How often a write queued on a session's lock looks whether the database is known
+# to be unreachable.
+LOCK_WAIT_SLICE = 0.2
 T = TypeVar("T")
 
 # Told of each session just saved, with the events saved.
@@ -173,18 +176,36 @@ class WritePath:
 
     @contextlib.contextmanager
     def locked(self, session_id: str) -> Iterator[None]:
-        """The session's write lock, waited for no longer than the call's deadline."""
+        """The session's write lock, waited for no longer than the call's deadline,
+        nor once the database is known to be unreachable."""
         lock = self._locks[hash(session_id) % LOCK_STRIPES]
-        wait = deadline.remaining()
-        if not lock.acquire(timeout=-1 if wait is None else wait):
-            raise DeadlineExceeded(
-                "the call's deadline passed while waiting for other writes to the session; "
-                "nothing was written"
-            )
+        if not lock.acquire(blocking=False):  # free: the common case costs one acquire
+            self._wait_for(lock)
         try:
             yield
         finally:
             lock.release()
+
+    def _wait_for(self, lock: threading.Lock) -> None:
+        """Waits for a lock another writer holds, in slices: the writer ahead may be
+        blocked on a database that stopped answering, for as long as it stays so. Once
+        the probe finds it unreachable the wait ends with the refusal a new request
+        gets at once (UNAVAILABLE, retried alike) rather than at the call's deadline
+        (or never, for a call without one)."""
+        while True:
+            outage = self.store.known_outage()
+            if outage is not None:
+                raise outage
+            wait = deadline.remaining()
+            if wait == 0.0:
+                raise DeadlineExceeded(
+                    "the call's deadline passed while waiting for other writes to the "
+                    "session; nothing was written"
+                )
+            if lock.acquire(
+                timeout=LOCK_WAIT_SLICE if wait is None else min(LOCK_WAIT_SLICE, wait)
+            ):
+                return
 
     def _attempt(
         self, session: Session, expected_version: int | None, command: Callable[[Session], T]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import psycopg
@@ -35,13 +36,16 @@ from tests.e2e.test_faults import (
     _eventually,
     _health,
 )
-from tests.e2e.test_grpc_api import Stub, new_session
+from tests.e2e.test_grpc_api import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 # The monitor's half-second interval, the probe's wait for its reply, and room for a
 # loaded machine.
 NOTICED_SECONDS = 10.0
 RECOVERY_SECONDS = 5.0
+# A write queued on a session's lock looks at the probe's verdict every 0.2 s; the
+# rest is room for a loaded machine.
+QUEUED_REFUSAL_SECONDS = 3.0
 UNANSWERED = (
     f"the database does not answer (no reply to a probe within {PROBE_REPLY_SECONDS:g} s); "
     "retry shortly"
@@ -127,3 +131,60 @@ def test_a_freeze_is_told_while_the_monitor_waits_on_its_own_reads(cluster: Clus
     finally:
         channel.close()
         server.stop(0)
+
+
+def test_a_write_queued_behind_one_the_frozen_database_holds_is_refused(cluster: Cluster) -> None:
+    """A write waits for the session's write lock while the write ahead of it holds it.
+    When that one is blocked on a server that froze, the queued one waited out its own
+    deadline (DEADLINE_EXCEEDED; without a deadline, for good). Now it is refused as a
+    new call is, once the probe finds the database not answering. Here the first write
+    waits on a table lock before the freeze, so that it is sure to hold the session's."""
+    server = start_server(cluster.url)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    events = event_tables(persistence_env(cluster.url))[0]
+    try:
+        store = Stub(channel)
+        session, other = new_session(store), new_session(store)
+        acknowledged = [_append(store, session.id, "before")]
+
+        def held_append() -> int:  # no deadline: it waits as long as the database does
+            request = pb.AppendEntriesRequest(session_id=session.id, entries=[user("held")])
+            return int(store.AppendEntries(request).version)
+
+        def queued_append() -> tuple[grpc.StatusCode, str, float]:
+            return _refused(lambda: _append(store, session.id, "queued", timeout=60))
+
+        # Outermost: its exit waits for both calls, which end once the lock is gone.
+        with ThreadPoolExecutor(2) as calls, psycopg.connect(cluster.url) as locker:
+            # Reads go on under it (SHARE mode); the append's insert waits.
+            locker.execute(f"LOCK TABLE {events} IN SHARE MODE")
+            held = calls.submit(held_append)
+            _eventually(lambda: _waiting_on_locks(locker) >= 1, RECOVERY_SECONDS)
+            queued = calls.submit(queued_append)
+            time.sleep(1.0)  # on the session's write lock, behind the held append
+            with cluster.frozen():
+                _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+                _eventually(queued.done, QUEUED_REFUSAL_SECONDS)
+                code, message, _ = queued.result()
+                assert (code, message) == (grpc.StatusCode.UNAVAILABLE, UNANSWERED)
+                assert not held.done()
+            locker.rollback()
+            acknowledged.append(held.result(timeout=RECOVERY_SECONDS))
+
+        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        acknowledged.append(_append(store, session.id, "after", timeout=5))
+        assert _append(store, other.id, "after", timeout=5) == 2
+        log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)
+        assert [e.content[0].text.text for e in log.entries] == ["before", "held", "after"]
+        assert log.version == acknowledged[-1]
+        other_log = store.GetDurableLog(pb.GetViewRequest(session_id=other.id), timeout=5)
+        assert [e.content[0].text.text for e in other_log.entries] == ["after"]
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def _waiting_on_locks(connection: psycopg.Connection[tuple[object, ...]]) -> int:
+    """How many of the server's statements wait for a lock (here: the table's)."""
+    row = connection.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    return int(row[0]) if row else 0

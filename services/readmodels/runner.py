@@ -71,7 +71,7 @@ class ReadModelRunner:
         self._stopping = threading.Event()
         self.progress = threading.Condition()
         self._threads: list[threading.Thread] = []
-        # The store's head as of this runner's latest catch-up of every model.
+        # The store's head as of this runner's latest catch-up of every model to it.
         self._reached = -1
         # A query found a model behind: read the stored positions at the next catch-up,
         # moved or not the head (another process may have set one back).
@@ -139,17 +139,20 @@ class ReadModelRunner:
             return 0
         if head == self._reached and not self.failing() and not recheck:
             return 0
-        applied = 0
+        applied, more = 0, True
+        # No head is known reached until every model reaches this one: a catch-up
+        # stopped short leaves none (not even an earlier head, which a model set back
+        # since no longer holds), so a start anew reads the positions again instead
+        # of waiting for a write or a query.
+        self._reached = -1
         try:
             # The first round goes on from the head just read; later ones read it again.
             known: int | None = head
-            while not self._stopping.is_set():
+            while more and not self._stopping.is_set():
                 count, more = self._round(known)
                 known = None
                 applied += count
-                if not more:
-                    break
-            if not self.failing():
+            if not more and not self.failing():
                 self._reached = head
         finally:
             with self.progress:

@@ -278,11 +278,7 @@ def latest_migrations() -> set[str]:
 
 def _revisions_in_order() -> tuple[str, ...]:
     """This release's revisions, each after the one it follows."""
-    following: dict[str, str] = {}
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = dict(_REVISION.findall(path.read_text()))
-        if "revision" in found:
-            following[found.get("down_revision", "")] = found["revision"]
+    following = {down: revision for revision, down in _revision_links().items()}
     order = [following[""]]
     while order[-1] in following:
         order.append(following[order[-1]])
@@ -291,13 +287,19 @@ def _revisions_in_order() -> tuple[str, ...]:
 
 def _revisions() -> tuple[set[str], set[str]]:
     """Every revision of this release's migration files, and those another follows."""
-    revisions: set[str] = set()
-    followed: set[str] = set()
+    links = _revision_links()
+    return set(links), {down for down in links.values() if down}
+
+
+def _revision_links() -> dict[str, str]:
+    """Each revision of this release's migration files, and the one it follows ("":
+    the first)."""
+    links: dict[str, str] = {}
     for path in (MIGRATIONS / "versions").glob("*.py"):
-        for kind, revision in _REVISION.findall(path.read_text()):
-            if revision:
-                (revisions if kind == "revision" else followed).add(revision)
-    return revisions, followed
+        found = dict(_REVISION.findall(path.read_text()))
+        if found.get("revision"):
+            links[found["revision"]] = found.get("down_revision", "")
+    return links
 
 
 def refuse_tables_ahead(current: set[str]) -> None:

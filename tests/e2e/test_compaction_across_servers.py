@@ -48,6 +48,17 @@ def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:
     return session_summarised_by(store, provider, threshold_ratio=0.7)
 
 
+def summarising(store: Stub, provider: FakeProvider) -> pb.Session:
+    """A summarised session whose turns on ``store`` crossed its threshold: the
+    compaction that started asks the model, which takes SUMMARY_SECONDS to answer."""
+    session = summarised_session(store, provider)
+    provider.script(delay(SUMMARY_SECONDS))
+    for n in range(7):
+        turn(store, session.id, n, output_chars=15_000)  # the last crosses the threshold
+    assert eventually_called(provider)
+    return session
+
+
 def claimed(database_url: str, session_id: str) -> bool:
     """Whether a server holds the session's claim: it cannot be taken from here."""
     schema = parse_qs(urlparse(database_url).query)["schema"][0]
@@ -69,11 +80,7 @@ def test_a_turn_on_another_server_while_one_summarises_pays_for_no_second_summar
     postgres_schema_url: str, provider: FakeProvider
 ) -> None:
     with two_servers(postgres_schema_url) as (first, other):
-        session = summarised_session(first, provider)
-        provider.script(delay(SUMMARY_SECONDS))
-        for n in range(7):
-            turn(first, session.id, n, output_chars=15_000)  # the last crosses the threshold
-        assert eventually_called(provider)
+        session = summarising(first, provider)
         started = time.monotonic()
         assert claimed(postgres_schema_url, session.id)
 
@@ -176,11 +183,7 @@ def test_a_compact_on_another_server_while_the_store_summarises_is_refused_till_
     asks the model: refused ABORTED, asking no model; retried once that landed, it
     compacts (a call of its own, with its own instructions)."""
     with two_servers(postgres_schema_url) as (first, other):
-        session = summarised_session(first, provider)
-        provider.script(delay(SUMMARY_SECONDS))
-        for n in range(7):
-            turn(first, session.id, n, output_chars=15_000)  # the last crosses the threshold
-        assert eventually_called(provider)
+        session = summarising(first, provider)
 
         refused_as_running_elsewhere(
             lambda: compact(other, session.id, "c-1", force=True, instructions="keep names")

@@ -12,7 +12,6 @@ restart on the same damaged database would not help.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -26,8 +25,13 @@ import pytest
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc.database_monitor import MONITOR_INTERVAL_SECONDS
 from services.grpc.server import LIVENESS, SERVICE_NAME
-from tests.conftest import start_server
-from tests.e2e.test_database_states import RECOVERY_SECONDS, _migrate, _refusal
+from tests.conftest import server_channel, start_server
+from tests.e2e.test_database_states import (
+    RECOVERY_SECONDS,
+    _migrate,
+    _refusal,
+    restore_sqlite_file,
+)
 from tests.e2e.test_faults import NOT_SERVING, SERVING, _eventually, _health
 from tests.e2e.test_grpc_api import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
@@ -88,16 +92,10 @@ def test_a_damaged_sqlite_file_turns_health_not_serving_until_restarted(
     finally:
         server.stop(0)
 
-    for stale in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
-        stale.unlink(missing_ok=True)
-    shutil.copyfile(backup, path)
-    server = start_server(f"sqlite:///{path}")
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            assert Stub(channel).GetSession(pb.GetSessionRequest(session_id=session.id)).version
-            _held_through_looks(channel, SERVING)
-    finally:
-        server.stop(0)
+    restore_sqlite_file(path, backup)
+    with server_channel(f"sqlite:///{path}") as channel:
+        assert Stub(channel).GetSession(pb.GetSessionRequest(session_id=session.id)).version
+        _held_through_looks(channel, SERVING)
 
 
 def _damage(cluster: Cluster, relation: str, block: bytes) -> None:

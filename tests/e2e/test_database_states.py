@@ -265,21 +265,15 @@ def test_a_damaged_sqlite_file_is_refused_saying_to_restore_it(tmp_path: Path) -
     finally:
         server.stop(0)
 
-    for stale in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
-        stale.unlink(missing_ok=True)
-    shutil.copyfile(backup, path)
-    server = start_server(f"sqlite:///{path}")
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            store = Stub(channel)
-            assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
-            listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
-            assert isinstance(listed, pb.ListSessionsResponse)
-            assert [s.id for s in listed.sessions] == [session.id]
-            status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
-            assert not status.quarantined, status.quarantined
-    finally:
-        server.stop(0)
+    restore_sqlite_file(path, backup)
+    with server_channel(f"sqlite:///{path}") as channel:
+        store = Stub(channel)
+        assert store.GetSession(pb.GetSessionRequest(session_id=session.id)).version == 2
+        listed = _eventually(lambda: store.ListSessions(pb.ListSessionsRequest(), timeout=10))
+        assert isinstance(listed, pb.ListSessionsResponse)
+        assert [s.id for s in listed.sessions] == [session.id]
+        status = store.GetReadModelStatus(pb.GetReadModelStatusRequest(), timeout=10)
+        assert not status.quarantined, status.quarantined
 
 
 def test_migrate_check_on_a_damaged_file_says_so_at_once(tmp_path: Path) -> None:
@@ -507,3 +501,11 @@ def test_migrate_check_as_a_role_without_a_grant_says_so_at_once(
     (line,) = checked.output.splitlines()
     assert f"the database role '{role}' lacks a privilege" in line
     assert "permission denied for table read_model_migrations" in line
+
+
+def restore_sqlite_file(path: Path, backup: Path) -> None:
+    """Puts ``backup`` back as the store's file, with none of the damaged one's
+    write-ahead log left to replay over it."""
+    for stale in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        stale.unlink(missing_ok=True)
+    shutil.copyfile(backup, path)

@@ -85,7 +85,9 @@ def test_a_burst_the_provider_counts_higher_overflows_nothing(
     counted = [r.tokens for r in outcome.requests]
     assert outcome.run.overflows == 0, counted
     # The run went where the rule matters: the burst came near the window, and taught a
-    # rate far above the prose's.
+    # rate far above the prose's. Not the final view's: whether the threshold compaction
+    # the burst starts keeps it depends on whether the next user message lands before
+    # the cut is planned, and once the burst is summarised the rate comes down again.
     assert max(counted) > 0.9 * K32, counted
-    assert outcome.run.final_view is not None
-    assert outcome.run.final_view.calibration > 1.5
+    calibrations = [v.calibration for v in outcome.run.views]
+    assert max(calibrations) > 1.5, calibrations

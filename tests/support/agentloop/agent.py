@@ -71,6 +71,8 @@ class ViewCall:
     seconds: float
     # What the engine did for the view (EngineAction kinds and details).
     actions: tuple[str, ...]
+    # The provider tokens per store token the view was counted with (0: no view).
+    calibration: float = 0.0
 
     @property
     def waited_for_compaction(self) -> bool:
@@ -269,7 +271,10 @@ class Agent:
         if isinstance(answer, AppendEntriesResponse):
             view = answer.view_after_append
         actions = tuple(f"{a.kind}: {a.detail}" for a in view.actions) if view else ()
-        self.run.views.append(ViewCall(time.time(), time.monotonic() - started, actions))
+        calibration = view.calibration if view else 0.0
+        self.run.views.append(
+            ViewCall(time.time(), time.monotonic() - started, actions, calibration)
+        )
         return answer
 
     def _hold(self, view: PromptView) -> PromptView:

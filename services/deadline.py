@@ -75,13 +75,15 @@ def bounded(seconds: float) -> float:
     return seconds if left is None else min(seconds, left)
 
 
-def check(doing: str) -> None:
-    """Raises Unavailable if the call was cut, DeadlineExceeded if its deadline passed."""
+def check(doing: str, outcome: str = "nothing more was done") -> None:
+    """Raises Unavailable if the call was cut, DeadlineExceeded if its deadline passed;
+    their messages say what the call was ``doing`` and, as ``outcome``, what that
+    left behind."""
     cut = _cut.get()
     if cut is not None and cut.is_set():
-        raise Unavailable(f"{cut.reason} while {doing}; nothing more was done: retry")
+        raise Unavailable(f"{cut.reason} while {doing}; {outcome}: retry")
     if remaining() == 0.0:
-        raise DeadlineExceeded(f"the call's deadline passed while {doing}; nothing more was done")
+        raise DeadlineExceeded(f"the call's deadline passed while {doing}; {outcome}")
 
 
 def pause(seconds: float) -> None:

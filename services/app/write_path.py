@@ -48,7 +48,7 @@ WRITE_RETRY_SECONDS = 10.0
 RETRY_PAUSE = 0.001
 RETRY_PAUSE_MAX = 0.05
 # How often a write queued on a session's lock looks whether the database is known
-# to be unreachable.
+# to be unreachable, or its call was cut.
 LOCK_WAIT_SLICE = 0.2
 T = TypeVar("T")
 
@@ -177,7 +177,7 @@ class WritePath:
     @contextlib.contextmanager
     def locked(self, session_id: str) -> Iterator[None]:
         """The session's write lock, waited for no longer than the call's deadline,
-        nor once the database is known to be unreachable."""
+        nor once the call is cut or the database is known to be unreachable."""
         lock = self._locks[hash(session_id) % LOCK_STRIPES]
         if not lock.acquire(blocking=False):  # free: the common case costs one acquire
             self._wait_for(lock)
@@ -191,20 +191,15 @@ class WritePath:
         blocked on a database that stopped answering, for as long as it stays so. Once
         the probe finds it unreachable the wait ends with the refusal a new request
         gets at once (UNAVAILABLE, retried alike) rather than at the call's deadline
-        (or never, for a call without one)."""
+        (or never, for a call without one). It ends too when the call is cut (the
+        client cancelled, the server stops), so that a write nobody waits for any
+        more is not made once the lock comes free."""
         while True:
             outage = self.store.known_outage()
             if outage is not None:
                 raise outage
-            wait = deadline.remaining()
-            if wait == 0.0:
-                raise DeadlineExceeded(
-                    "the call's deadline passed while waiting for other writes to the "
-                    "session; nothing was written"
-                )
-            if lock.acquire(
-                timeout=LOCK_WAIT_SLICE if wait is None else min(LOCK_WAIT_SLICE, wait)
-            ):
+            deadline.check("waiting for other writes to the session", outcome="nothing was written")
+            if lock.acquire(timeout=deadline.bounded(LOCK_WAIT_SLICE)):
                 return
 
     def _attempt(

@@ -5,6 +5,7 @@ without a server."""
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -12,11 +13,13 @@ import pytest
 
 from domain.compaction import Compaction
 from domain.compaction_events import CompactionRecorded
-from domain.errors import IdempotencyKeyReused, SessionNotFound, VersionConflict
+from domain.errors import IdempotencyKeyReused, SessionNotFound, Unavailable, VersionConflict
 from domain.session import Session
+from services import deadline
 from services.app import tenancy
 from services.bootstrap import Application, build_application
 from services.config import Config
+from services.deadline import Cut
 from tests.unit.support import assistant, call, clear, tool, user
 
 
@@ -110,6 +113,36 @@ def test_every_save_is_heard_by_the_write_paths_listeners(app: Application) -> N
     app.sessions.commands.sessions.create_session("s-1", lambda d: replace(d, title="t"))
     app.sessions.commands.entries.append("s-1", [user("hi")])
     assert heard == [1, 2]
+
+
+def test_a_write_queued_on_the_sessions_lock_ends_when_its_call_is_cut(
+    app: Application,
+) -> None:
+    """The client of a write waiting for the session's lock cancels (or the server
+    stops): the wait ends, refused UNAVAILABLE, and the write is never made, not even
+    once the lock comes free."""
+    app.sessions.commands.sessions.create_session("s-1", lambda defaults: defaults)
+    cut = Cut()
+    refused: list[Unavailable] = []
+
+    def queued_append() -> None:
+        with deadline.within(None, cut):  # no deadline: only the cut can end the wait
+            try:
+                app.sessions.commands.entries.append("s-1", [user("too late")])
+            except Unavailable as error:
+                refused.append(error)
+
+    with app.sessions.write_path.locked("s-1"):  # the write ahead holds the lock
+        writer = threading.Thread(target=queued_append)
+        writer.start()
+        cut("the call was cancelled")
+        writer.join(5)  # a bound only so that a wait that never ends fails, not hangs
+        assert not writer.is_alive()
+    assert [str(error) for error in refused] == [
+        "the call was cancelled while waiting for other writes to the session; "
+        "nothing was written: retry"
+    ]
+    assert app.sessions.durable_log("s-1").entries == []
 
 
 def test_another_tenants_session_is_missing_to_every_role(app: Application) -> None:

@@ -89,7 +89,7 @@ class WritePath:
         self.histories = histories
         # What followed event streams wait on (services.app.event_streams).
         self.saved_versions = saved_versions
-        self._group_commit = GroupCommit(store.save_sessions)
+        self._group_commit = GroupCommit(store.save_sessions, store.known_outage)
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._listeners: list[SaveListener] = []
         # Saves that found their copy stale: another server had stored that

@@ -1,4 +1,6 @@
-"""Group commit on a real SQLite event store: batches form, and a conflict stays with its writer."""
+"""Group commit on a real SQLite event store: batches form, a conflict stays with its
+writer, and a writer queued behind an insert that hangs leaves when its call ends
+(unless an insert already took its session) without stranding those behind it."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from domain.content import Entry, Role, TextBlock
+from domain.errors import DeadlineExceeded, Unavailable
 from domain.ids import HistoryIds
 from domain.session import Session
 from domain.settings import SessionSettings
 from projections.session_history import SessionHistory
+from services import deadline
 from services.adapters.event_store import EventStore
 from services.adapters.group_commit import GroupCommit
 from services.config import persistence_env
+from services.deadline import Cut
 
 
 def new_session(session_id: str) -> Session:
@@ -107,3 +112,216 @@ def test_a_conflict_in_a_shared_insert_fails_only_its_writer(store: EventStore) 
     stored = store.session_events("contested")
     assert [e.originator_version for e in stored] == [1, 2]
     assert stored[1].entries[0].content == (TextBlock("first"),)  # type: ignore[attr-defined]
+
+
+class HeldInserts:
+    """The store's insert, the first ``held`` of them held until the test lets each go
+    on: to the writers, a database that stopped answering mid-statement."""
+
+    def __init__(self, store: EventStore, held: int = 1) -> None:
+        self.store = store
+        self.batches: list[list[str]] = []
+        self.positions: dict[str, int] = {}
+        self.begun = [threading.Event() for _ in range(held)]
+        self.go_on = [threading.Event() for _ in range(held)]
+
+    def __call__(self, sessions: Sequence[Session]) -> dict[str, int]:
+        number = len(self.batches)
+        self.batches.append([s.id for s in sessions])
+        if number < len(self.begun):
+            self.begun[number].set()
+            self.go_on[number].wait(10)  # a bound only so that a failed test ends
+        positions = self.store.save_sessions(sessions)
+        self.positions.update(positions)
+        return positions
+
+
+class Probe:
+    """The database's probe as the group commit asks it (known_outage): it answers the
+    outage the test names for a writer, and tells the test who asked; a writer's
+    question can be held, to decide when its answer comes."""
+
+    def __init__(self, *writers: str) -> None:
+        self.asked = {name: threading.Event() for name in writers}
+        self.outages: dict[str, BaseException] = {}
+        self.holds: dict[str, threading.Event] = {}
+
+    def __call__(self) -> BaseException | None:
+        name = threading.current_thread().name
+        if name in self.asked:
+            self.asked[name].set()  # only a writer waiting for another's insert asks
+        if name in self.holds:
+            self.holds[name].wait(10)
+        return self.outages.get(name)
+
+
+class Writer(threading.Thread):
+    """A call saving one session (named after the writer) through the group commit."""
+
+    def __init__(
+        self, group: GroupCommit, name: str, *, ends_at: float | None = None, cut: Cut | None = None
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.group = group
+        self.session = new_session(name)
+        self.ends_at = ends_at
+        self.cut = cut
+        self.position: int | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        with deadline.within(self.ends_at, self.cut):
+            try:
+                self.position = self.group.save(self.session)
+            except Exception as error:
+                self.error = error
+
+    def finish(self) -> None:
+        self.join(5)  # a bound only so that a wait that never ends fails, not hangs
+        assert not self.is_alive(), f"{self.name} is still waiting"
+
+
+def _leading(group: GroupCommit, inserts: HeldInserts) -> Writer:
+    """A writer whose insert has begun and is held: those after it queue behind it."""
+    leader = Writer(group, "leader")
+    leader.start()
+    assert inserts.begun[0].wait(5)
+    return leader
+
+
+def _saved_after(group: GroupCommit, name: str) -> int:
+    """A writer coming after the others: it saves (none left leading a batch that
+    never comes), within a deadline so that a test that fails ends."""
+    with deadline.within(time.monotonic() + 5):
+        return group.save(new_session(name))
+
+
+def test_a_writer_still_queued_at_its_deadline_leaves_unsaved(store: EventStore) -> None:
+    inserts = HeldInserts(store)
+    group = GroupCommit(inserts)
+    leader = _leading(group, inserts)
+    late = Writer(group, "late", ends_at=time.monotonic() + 0.3)
+    late.start()
+    late.finish()
+    assert isinstance(late.error, DeadlineExceeded)
+    assert str(late.error) == (
+        "the call's deadline passed while waiting for other writes to be saved; nothing was written"
+    )
+    inserts.go_on[0].set()
+    leader.finish()
+    assert leader.error is None
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], ["next"]]
+    assert store.session_events("late") == []
+    assert late.session.pending_events  # kept, as after any failed save
+
+
+def test_a_writer_still_queued_when_its_call_is_cut_leaves_unsaved(store: EventStore) -> None:
+    inserts = HeldInserts(store)
+    probe = Probe("cancelled")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    cut = Cut()
+    cancelled = Writer(group, "cancelled", cut=cut)
+    cancelled.start()
+    assert probe.asked["cancelled"].wait(5)
+    cut("the call was cancelled")
+    cancelled.finish()
+    assert isinstance(cancelled.error, Unavailable)
+    assert str(cancelled.error) == (
+        "the call was cancelled while waiting for other writes to be saved; "
+        "nothing was written: retry"
+    )
+    inserts.go_on[0].set()
+    leader.finish()
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], ["next"]]
+    assert store.session_events("cancelled") == []
+
+
+def test_a_writer_still_queued_leaves_once_the_database_is_known_down(
+    store: EventStore,
+) -> None:
+    inserts = HeldInserts(store)
+    probe = Probe("queued")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    queued = Writer(group, "queued")  # no deadline: it would wait as long as the insert
+    queued.start()
+    assert probe.asked["queued"].wait(5)
+    outage = Unavailable("the database does not answer (no reply to a probe within 3 s)")
+    probe.outages["queued"] = outage
+    queued.finish()
+    assert queued.error is outage
+    inserts.go_on[0].set()
+    leader.finish()
+    assert inserts.batches == [["leader"]]
+    assert store.session_events("queued") == []
+
+
+def test_a_writer_an_insert_took_waits_for_it_whatever_befalls_its_call(
+    store: EventStore,
+) -> None:
+    """Once a batch has taken its session, a writer that would leave stays: the insert
+    under way decides whether the session was saved, and the writer answers that."""
+    inserts = HeldInserts(store, held=2)
+    probe = Probe("next-leader", "taken")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    # The first queued leads the next batch; the one behind it is taken into it.
+    next_leader = Writer(group, "next-leader")
+    next_leader.start()
+    assert probe.asked["next-leader"].wait(5)
+    probe.holds["taken"] = taken_aboard = threading.Event()
+    cut = Cut()
+    taken = Writer(group, "taken", cut=cut)
+    taken.start()
+    assert probe.asked["taken"].wait(5)
+    inserts.go_on[0].set()
+    assert inserts.begun[1].wait(5)
+    assert inserts.batches[1] == ["next-leader", "taken"]
+    # Its call is cut and the database found down, while the insert holding its session hangs.
+    cut("the call was cancelled")
+    probe.outages["taken"] = Unavailable("the database does not answer")
+    taken_aboard.set()
+    inserts.go_on[1].set()
+    for writer in (leader, next_leader, taken):
+        writer.finish()
+    assert taken.error is None
+    assert taken.position == inserts.positions["taken"]
+    assert [e.originator_version for e in store.session_events("taken")] == [1]
+    assert _saved_after(group, "next") == inserts.positions["next"]
+
+
+@pytest.mark.parametrize("behind", [0, 1])
+def test_a_writer_woken_to_lead_that_leaves_hands_the_lead_on(
+    store: EventStore, behind: int
+) -> None:
+    """The writer first in the queue, woken to lead the next batch, is at that moment
+    leaving (the database was found down): the writer behind it leads instead, or,
+    none being queued, the next to come."""
+    inserts = HeldInserts(store)
+    probe = Probe("woken", "behind")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    probe.holds["woken"] = answered = threading.Event()
+    woken = Writer(group, "woken")
+    woken.start()
+    assert probe.asked["woken"].wait(5)  # queued first, its question held
+    others = [Writer(group, "behind")] if behind else []
+    for writer in others:
+        writer.start()
+        assert probe.asked["behind"].wait(5)
+    inserts.go_on[0].set()
+    leader.finish()  # it woke the first queued to lead before it returned
+    outage = Unavailable("the database does not answer")
+    probe.outages["woken"] = outage
+    answered.set()
+    woken.finish()
+    assert woken.error is outage
+    for writer in others:
+        writer.finish()
+        assert writer.error is None and writer.position == inserts.positions["behind"]
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], *([["behind"]] if behind else []), ["next"]]
+    assert store.session_events("woken") == []

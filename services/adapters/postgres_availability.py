@@ -38,7 +38,8 @@ from services.adapters.database_refusals import database_refusal
 from services.adapters.postgres_timeouts import PROBE_REPLY_SECONDS, connect_settings
 
 RECONNECT_DELAY = 0.5
-# How long a request waits for a connection between looks at the probe's verdict.
+# How long a request waits for a connection between looks at the probe's verdict
+# and at its call's cut.
 WAIT_SLICE = 0.1
 
 
@@ -96,8 +97,10 @@ class SteadyReconnectPool(ConnectionPool[Any]):
             try:
                 return super().getconn(timeout=max(0.001, min(WAIT_SLICE, left)))
             except PoolTimeout:
+                # Each slice, not only at the end: a call cut (its client gone, the
+                # server stopping) leaves now rather than after the pool's timeout.
+                deadline.check("waiting for a database connection")
                 if time.monotonic() >= give_up_at:
-                    deadline.check("waiting for a database connection")
                     raise self._none_free(total) from None
 
     def _none_free(self, waited: float) -> PoolTimeout:

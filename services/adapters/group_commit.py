@@ -78,9 +78,12 @@ class GroupCommit:
         if not ticket.done:  # this writer leads the next batch
             with self._lock:
                 batch, self._queue = self._queue, []
-            self._save(batch, ticket)
-            with self._lock:
-                self._hand_on()
+            try:
+                self._save(batch, ticket)
+            finally:
+                # Whatever the insert raised: no writer may stay queued with nobody leading.
+                with self._lock:
+                    self._hand_on()
         if ticket.error is not None:
             raise ticket.error
         return ticket.position
@@ -131,6 +134,27 @@ class GroupCommit:
             self._leading = False
 
     def _save(self, batch: list[_Ticket], leader: _Ticket) -> None:
+        """Saves the batch and wakes its writers, each with its position or error. What
+        is not an Exception (an interrupt, a cancellation, the process exiting) ends
+        the leader's call, and the others hear their write may not be saved."""
+        try:
+            self._insert(batch)
+        except BaseException as interrupted:  # _insert lets no Exception through
+            failure = Unavailable(
+                f"the insert saving this write with others was interrupted "
+                f"({type(interrupted).__name__}); it may not be saved: retry"
+            )
+            failure.__cause__ = interrupted
+            for ticket in batch:
+                ticket.error = failure
+            raise
+        finally:
+            for ticket in batch:
+                ticket.done = True
+                if ticket is not leader:
+                    ticket.wake.set()
+
+    def _insert(self, batch: list[_Ticket]) -> None:
         try:
             positions = self._save_together([t.session for t in batch]) or {}
             for ticket in batch:
@@ -148,7 +172,3 @@ class GroupCommit:
         except Exception as error:
             for ticket in batch:
                 ticket.error = error
-        for ticket in batch:
-            ticket.done = True
-            if ticket is not leader:
-                ticket.wake.set()

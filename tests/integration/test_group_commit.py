@@ -1,6 +1,7 @@
 """Group commit on a real SQLite event store: batches form, a conflict stays with its
-writer, and a writer queued behind an insert that hangs leaves when its call ends
-(unless an insert already took its session) without stranding those behind it."""
+writer, a writer queued behind an insert that hangs leaves when its call ends
+(unless an insert already took its session) without stranding those behind it, and
+an insert interrupted strands none either."""
 
 from __future__ import annotations
 
@@ -173,7 +174,7 @@ class Writer(threading.Thread):
         with deadline.within(self.ends_at, self.cut):
             try:
                 self.position = self.group.save(self.session)
-            except Exception as error:
+            except BaseException as error:  # an insert interrupted too, to assert on
                 self.error = error
 
     def finish(self) -> None:
@@ -325,3 +326,47 @@ def test_a_writer_woken_to_lead_that_leaves_hands_the_lead_on(
     assert _saved_after(group, "next") == inserts.positions["next"]
     assert inserts.batches == [["leader"], *([["behind"]] if behind else []), ["next"]]
     assert store.session_events("woken") == []
+
+
+class Interrupted(BaseException):
+    """Not an Exception, as an interrupt, a cancellation or a process's exit is."""
+
+
+def test_an_insert_interrupted_fails_its_batch_and_hands_the_lead_on(
+    store: EventStore,
+) -> None:
+    """The insert of a batch of two raises what is not an Exception: its leader's call
+    ends with it, the other writer in the batch hears its write may not be saved
+    (rather than waiting for good), and the next writer to come leads and saves."""
+    inserts = HeldInserts(store)
+    interrupted = Interrupted("the insert was interrupted")
+
+    def save_together(sessions: Sequence[Session]) -> dict[str, int]:
+        if len(inserts.batches) == 1:  # the batch after the held first one
+            inserts.batches.append([s.id for s in sessions])
+            raise interrupted
+        return inserts(sessions)
+
+    probe = Probe("next-leader", "follower")
+    group = GroupCommit(save_together, probe)
+    leader = _leading(group, inserts)
+    next_leader = Writer(group, "next-leader")
+    next_leader.start()
+    assert probe.asked["next-leader"].wait(5)  # queued first: it leads the next batch
+    follower = Writer(group, "follower")
+    follower.start()
+    assert probe.asked["follower"].wait(5)  # queued behind it: taken into that batch
+    inserts.go_on[0].set()
+    for writer in (leader, next_leader, follower):
+        writer.finish()
+    assert leader.error is None
+    assert next_leader.error is interrupted
+    assert type(follower.error) is Unavailable
+    assert str(follower.error) == (
+        "the insert saving this write with others was interrupted (Interrupted); "
+        "it may not be saved: retry"
+    )
+    assert follower.error.__cause__ is interrupted
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], ["next-leader", "follower"], ["next"]]
+    assert store.session_events("follower") == []

@@ -319,7 +319,7 @@ class ReadModelRunner:
     @property
     def running(self) -> bool:
         """Whether it projects now (started and not stopped)."""
-        return bool(self._threads)
+        return bool(self._threads) and not self._stopping.is_set()
 
     def wake(self) -> None:
         """New events: catch up once the pause after the last catch-up is over."""
@@ -335,6 +335,18 @@ class ReadModelRunner:
         self._wake.set()
 
     def start(self) -> None:
+        """Starts projecting, unless it already does. Threads a stop left running (held
+        by the database) are waited for first: told to stop, each ends once what holds
+        it returns, and one set of threads projects at a time."""
+        if self.running:
+            return
+        if self._threads:
+            log.warning(
+                "read model projection waits for its threads from before to end",
+                threads=[thread.name for thread in self._threads],
+            )
+            for thread in self._threads:
+                thread.join()
         self._stopping.clear()
         self._threads = [
             threading.Thread(target=self._run, name="read-models", daemon=True),
@@ -358,9 +370,11 @@ class ReadModelRunner:
         for thread in self._threads:
             thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> list[str]:
         """Stops the threads, waiting at most ``timeout`` seconds for a batch in flight
-        (an unfinished batch is rolled back: nothing is lost)."""
+        (an unfinished batch is rolled back: nothing is lost); answers the names of
+        those still running then (held by the database), which end once it lets them
+        go, and which a later ``start`` waits for."""
         self._stopping.set()
         self._hurry.set()
         self._wake.set()
@@ -368,7 +382,16 @@ class ReadModelRunner:
         give_up_at = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(timeout=max(0.0, give_up_at - time.monotonic()))
-        self._threads = []
+        self._threads = [thread for thread in self._threads if thread.is_alive()]
+        still = [thread.name for thread in self._threads]
+        if still:
+            log.warning(
+                "read model threads still running after stop; each ends once the "
+                "database lets it go",
+                threads=still,
+                timeout_seconds=timeout,
+            )
+        return still
 
     def run_forever(self) -> None:
         """The worker's loop: ``start`` without a thread of its own."""

@@ -20,8 +20,8 @@ from sessionstore_client import Client
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import RunningServer, start_server
-from tests.e2e.test_context_engine import create, error_info, of_kind, turn
 from tests.e2e.test_grpc_api import Stub, append, refused, user
+from tests.support.context_engine import create, error_info, of_kind, turn
 from tests.support.fake_provider import FakeProvider, delay
 
 

@@ -20,7 +20,8 @@ from sessionstore_client import errors as client_errors
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.summary_claims import claim_key
 from tests.e2e.test_compact_retries import compact, eventually_called, in_thread, two_servers
-from tests.e2e.test_context_engine import (
+from tests.e2e.test_grpc_api import Stub
+from tests.support.context_engine import (
     error_info,
     eventually,
     of_kind,
@@ -28,7 +29,6 @@ from tests.e2e.test_context_engine import (
     turn,
     view,
 )
-from tests.e2e.test_grpc_api import Stub
 from tests.support.fake_provider import FakeProvider, delay, fail
 
 SUMMARIZER = "openai/fake-summarizer"

@@ -21,8 +21,8 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.config import Config
 from services.grpc.server import RunningServer, start
 from services.observability.tracing import tracer_provider_from_environment
-from tests.e2e.test_context_engine import turn
 from tests.e2e.test_grpc_api import refused, user
+from tests.support.context_engine import turn
 from tests.support.fake_provider import FakeProvider
 
 STORE = "sessionstore.v1.SessionStore"

@@ -21,6 +21,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.e2e.test_grpc_api import Stub, append, new_session, refused, tool_call, tool_result, user
+from tests.support.context_engine import events
 from tests.unit.test_fixtures_import import FIXTURES
 
 PI_SMALL = FIXTURES / "agent-sessions-pi" / "small.jsonl"
@@ -47,10 +48,6 @@ def import_bytes(
 def export(store: Stub, session_id: str, version: int = 0) -> bytes:
     request = pb.ExportSessionRequest(session_id=session_id, version=version)
     return b"".join(chunk.data for chunk in store.ExportSession(request))
-
-
-def events(store: Stub, session_id: str) -> list[pb.SessionEvent]:
-    return list(store.ReadEvents(pb.ReadEventsRequest(session_id=session_id)))
 
 
 def log_at(store: Stub, session_id: str, **as_of: Any) -> pb.DurableLog:

@@ -20,7 +20,7 @@ from domain.settings import SessionSettings
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.engine.base import CompactionOutcome
-from tests.e2e.test_context_engine import eventually
+from tests.support.context_engine import eventually
 from tests.support.fake_provider import FakeProvider
 from tests.unit.support import assistant, user
 

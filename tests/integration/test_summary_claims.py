@@ -28,6 +28,7 @@ from services.adapters.summary_claims import (
     summary_claims,
 )
 from services.config import Config
+from tests.support.context_engine import eventually
 
 Servers = Callable[..., PostgresSummaryClaims]
 
@@ -113,7 +114,7 @@ def test_a_claim_goes_with_its_connection(servers: Servers, postgres_url: str) -
     again = servers()
     with held(again, "s-2"):
         _terminate_holder(postgres_url, claim_key(again.schema, "s-2"))
-        assert _eventually(lambda: holds(other, "s-2"))
+        assert eventually(lambda: holds(other, "s-2"), within=10)
     # The pool dropped the dead connection: the next claim takes a fresh one.
     assert holds(again, "s-2")
 
@@ -184,12 +185,3 @@ def _terminate_holder(postgres_url: str, key: int) -> None:
             (unsigned >> 32, unsigned & 0xFFFF_FFFF),
         ).fetchone() or (0,)
     assert ended == 1
-
-
-def _eventually(check: Callable[[], bool], within: float = 10) -> bool:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -23,6 +23,7 @@ from psycopg import sql
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.config import Config
 from services.grpc.server import RunningServer, start
+from tests.support.fake_provider import FakeProvider
 
 POSTGRES_URL_VARIABLE = "SESSIONSTORE_TEST_POSTGRES_URL"
 
@@ -116,3 +117,11 @@ def channel(server: RunningServer) -> Iterator[grpc.Channel]:
 @pytest.fixture
 def store(channel: grpc.Channel) -> pb_grpc.SessionStoreStub:
     return pb_grpc.SessionStoreStub(channel)
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """A model provider on loopback, speaking OpenAI's and Anthropic's protocols: it
+    takes no key, and a summariser given its address needs none."""
+    with FakeProvider() as fake:
+        yield fake

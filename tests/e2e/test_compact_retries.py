@@ -134,12 +134,6 @@ def test_a_dry_run_ignores_its_key(store: Stub) -> None:
     assert not planned.compacted and done.compacted and not done.replayed
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
 def test_a_retry_while_the_first_try_summarises_waits_and_pays_once(
     store: Stub, provider: FakeProvider
 ) -> None:

@@ -13,9 +13,6 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.e2e.test_grpc_api import Stub, append, text, tool_call, tool_result, user
@@ -123,13 +120,6 @@ def test_a_dry_run_plans_and_a_manual_compaction_follows_instructions(store: Stu
 
 
 # -- a slow summariser, concurrent writers --------------------------------------------
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    """A local OpenAI-compatible server: it takes no key, and the server needs none."""
-    with FakeProvider() as fake:
-        yield fake
 
 
 def test_appends_and_views_during_a_slow_summariser_lose_nothing(

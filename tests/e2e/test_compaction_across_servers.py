@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from urllib.parse import parse_qs, urlparse
 
 import grpc
@@ -34,12 +34,6 @@ from tests.support.fake_provider import FakeProvider, delay, fail
 SUMMARIZER = "openai/fake-summarizer"
 # Long enough for the other server's turns and view to come while the model writes.
 SUMMARY_SECONDS = 5.0
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
 
 
 def summarised_session(store: Stub, provider: FakeProvider) -> pb.Session:

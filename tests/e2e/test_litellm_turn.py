@@ -46,12 +46,6 @@ def client(server: RunningServer) -> Iterator[Client]:
         yield client
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
 def user(text: str) -> Entry:
     return Entry(role=Role.USER, content=[TextBlock(text)])
 

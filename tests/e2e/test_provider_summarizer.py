@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -40,11 +39,12 @@ MODELS = {
 
 
 @pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+def provider(provider: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> FakeProvider:
+    # Keys in the environment, as a deployment against the providers has them: the
+    # compaction takes them from there, not the placeholder a keyless local server gets.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    with FakeProvider() as running:
-        yield running
+    return provider
 
 
 def _session(

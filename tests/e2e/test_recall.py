@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -119,10 +118,11 @@ def test_a_compacted_fact_is_recalled_by_full_text_until_erased(
 
 
 @pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+def provider(provider: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> FakeProvider:
+    # Embeddings read their key from the environment alone, and litellm's client will
+    # not call without one, even at a local address; the fake takes any key.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    with FakeProvider() as running:
-        yield running
+    return provider
 
 
 def test_semantic_recall_finds_by_meaning_embeds_once_and_forgets_erased_text(

@@ -28,12 +28,6 @@ Servers = Callable[..., Application]
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
-@pytest.fixture
 def servers(postgres_schema_url: str) -> Iterator[Servers]:
     """Starts one more server's application on the test's schema."""
     apps: list[Application] = []

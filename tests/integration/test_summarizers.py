@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,12 +45,6 @@ from tests.support.fake_provider import (
 from tests.unit.support import assistant, call, tool, user
 
 KEY = "sk-test-not-a-real-key"
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
 
 
 def openai(provider: FakeProvider, window: int | None = None) -> LiteLLMSummarizer:

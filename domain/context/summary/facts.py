@@ -73,14 +73,16 @@ class Facts:
     instructions: dict[str, str] = field(default_factory=dict)  # sentence -> entry id
     named: dict[str, str] = field(default_factory=dict)  # identifier -> kind
     reported_errors: dict[str, str] = field(default_factory=dict)  # message -> entry id
-    # Incidental facts.
-    constraints: list[str] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
+    # Incidental facts. Constraints, decisions and commands are kept each once, in order of
+    # first mention: dicts as ordered sets, since a long history holds thousands of them and
+    # a list's membership test would read them all for each new one.
+    constraints: dict[str, None] = field(default_factory=dict)
+    decisions: dict[str, None] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     last_reply: str = ""
     files: dict[str, str] = field(default_factory=dict)  # path -> latest entry mentioning it
     identifiers: dict[str, str] = field(default_factory=dict)  # identifier -> kind
-    commands: list[str] = field(default_factory=list)
+    commands: dict[str, None] = field(default_factory=dict)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (message, entry id)
 
     def known(self) -> dict[str, str]:
@@ -95,9 +97,10 @@ def _wide(text: str) -> str:
     return clip(text, 2 * ITEM_CHARS)
 
 
-def _add(items: list[str], item: str) -> None:
-    if item and item not in items:
-        items.append(item)
+def _add(items: dict[str, None], item: str) -> None:
+    """Adds ``item`` unless it is empty or there already (where it stays)."""
+    if item:
+        items.setdefault(item)
 
 
 def _texts(entry: Entry) -> str:
@@ -203,7 +206,7 @@ def _is_sentence(sentence: str) -> bool:
 
 
 def _prose(
-    facts: Facts, entry: Entry, text: str, pattern: re.Pattern[str], into: list[str]
+    facts: Facts, entry: Entry, text: str, pattern: re.Pattern[str], into: dict[str, None]
 ) -> None:
     """Sentences matching ``pattern`` go to ``into``; paths and identifiers to the facts."""
     prose = FENCE.sub(" ", text)

@@ -40,7 +40,7 @@ def sections(
 
     sections["Constraints"] = [
         *(entry_line(USER_INSTRUCTION, e, ident(s)) for s, e in facts.instructions.items()),
-        *(line(c) for c in facts.constraints[-8:]),
+        *(line(c) for c in list(facts.constraints)[-8:]),
     ]
     if instructions.strip():
         sections["Constraints"].append(f"Focus asked for this summary: {clip(instructions)}")
@@ -61,7 +61,7 @@ def sections(
     if facts.last_reply:
         sections["Progress"].append(f"Last reply: {line(facts.last_reply)}")
 
-    sections["Key Decisions"] = [line(d) for d in facts.decisions[-8:]]
+    sections["Key Decisions"] = [line(d) for d in list(facts.decisions)[-8:]]
 
     if facts.latest_request:
         state = "answered last" if facts.latest_request_answered else "not answered yet"

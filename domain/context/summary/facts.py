@@ -25,6 +25,7 @@ from domain.context.summary.patterns import (
     FENCE,
     INSTRUCTION,
     TAG,
+    Phrases,
     clean,
     error_line,
     first_line,
@@ -205,9 +206,7 @@ def _is_sentence(sentence: str) -> bool:
     return 12 <= len(sentence) <= 400 and not sentence.endswith(":")
 
 
-def _prose(
-    facts: Facts, entry: Entry, text: str, pattern: re.Pattern[str], into: dict[str, None]
-) -> None:
+def _prose(facts: Facts, entry: Entry, text: str, pattern: Phrases, into: dict[str, None]) -> None:
     """Sentences matching ``pattern`` go to ``into``; paths and identifiers to the facts."""
     prose = FENCE.sub(" ", text)
     for sentence in sentences(prose):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from domain.context.summary.layout import clip
 
@@ -53,24 +54,66 @@ BULLET = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 # A backticked word is an identifier when it looks like code: camelCase, snake_case,
 # dotted, namespaced, a call, or with digits.
 CODE_LIKE = re.compile(r"[a-z][A-Z]|_|\.|::|\(\)|\d")
-CONSTRAINT = re.compile(
-    r"\b(?:must|must not|mustn't|don't|do not|never|always|only|without|avoid|make sure|"
-    r"should|shouldn't|need to|prefer|keep)\b|しないで|だけ|必ず|禁止",
-    re.IGNORECASE,
+
+
+@dataclass(frozen=True)
+class Phrases:
+    """Phrases found in any case as whole words, or words of a script without case (Chinese,
+    Japanese) found as written: :meth:`search` is ``pattern.search``, sooner.
+
+    The pattern is tried at every position of a text. Most text is ASCII and holds none of
+    the phrases, which a substring test of its lower case tells some ten times faster. That
+    test is exact for ASCII text alone: elsewhere IGNORECASE folds letters that ``lower``
+    does not (the long s, U+017F, is an s; the dotless and the dotted I, U+0131 and U+0130,
+    are i's), and the other words may be there.
+    """
+
+    phrases: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if text.isascii():
+            lowered = text.lower()
+            if not any(phrase in lowered for phrase in self.phrases):
+                return None
+        return self.pattern.search(text)
+
+
+def _phrases(
+    phrases: str, edge_before: str, edge_after: str, others: str, apostrophes: str = "'"
+) -> Phrases:
+    """``phrases`` (lower case, separated by "|") between the edges, their apostrophe any of
+    ``apostrophes``; or ``others``, a pattern."""
+    listed = tuple(phrases.split("|"))
+    apostrophe = f"[{apostrophes}]" if len(apostrophes) > 1 else apostrophes
+    written = "|".join(re.escape(p).replace("'", apostrophe) for p in listed)
+    pattern = re.compile(f"{edge_before}(?:{written}){edge_after}|{others}", re.IGNORECASE)
+    return Phrases(listed, pattern)
+
+
+CONSTRAINT = _phrases(
+    "must|must not|mustn't|don't|do not|never|always|only|without|avoid|make sure|"
+    "should|shouldn't|need to|prefer|keep",
+    r"\b",
+    r"\b",
+    "しないで|だけ|必ず|禁止",
 )
-DECISION = re.compile(
-    r"\b(?:decided|decide|decision|instead|chose|choose|switch(?:ed)? to|going with|"
-    r"will use|we'll use|i'll use|approach|plan is|root cause|the fix)\b|にする|に決め",
-    re.IGNORECASE,
+DECISION = _phrases(
+    "decided|decide|decision|instead|chose|choose|switch to|switched to|going with|"
+    "will use|we'll use|i'll use|approach|plan is|root cause|the fix",
+    r"\b",
+    r"\b",
+    "にする|に決め",
 )
 # An explicit instruction: what the user asks to be remembered, always or never done.
-INSTRUCTION = re.compile(
-    r"(?<![A-Za-z])(?:remember|always|never|don['\u2019]t|do not|must|mustn['\u2019]t|"
-    r"make sure|keep in mind|note that|from now on)(?![A-Za-z])"
-    r"|记住|记得|始终|总是|永远|不要|必须|务必|一定要|以后|覚えて|必ず|絶対に|しないで"
+INSTRUCTION = _phrases(
+    "remember|always|never|don't|do not|must|mustn't|make sure|keep in mind|note that|from now on",
+    "(?<![A-Za-z])",
+    "(?![A-Za-z])",
+    "记住|记得|始终|总是|永远|不要|必须|务必|一定要|以后|覚えて|必ず|絶対に|しないで"
     # 别 is "don't" alone, not in 特别 (especially), 区别 (difference), 别人 (others) ...
-    r"|(?<![特区分类级识告个差派性职辨鉴判])别(?![人的名处])",
-    re.IGNORECASE,
+    "|(?<![特区分类级识告个差派性职辨鉴判])别(?![人的名处])",
+    apostrophes="'\u2019",
 )
 # The longest instruction kept whole; a longer one is clipped.
 INSTRUCTION_CHARS = 500
@@ -101,6 +144,28 @@ _STATED_ERROR = re.compile(
 # Where an error named in prose ends: a new sentence, or Chinese punctuation.
 _ERROR_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\u4e00-\u9fff])|[\uff0c\u3002\uff01\uff1f\uff1b]")
 ERROR_CHARS = 300
+
+
+# Substring tests that tell most text holds no match of a pattern, much faster than the
+# pattern, which is tried at every position (of every line) of the text.
+
+
+def _may_name_error(text: str) -> bool:
+    """False when no line of ``text`` matches _STATED_ERROR: each match holds a capital E
+    (``...Error``, ``...Exception``, ``ENOENT``) or an ASCII "error", "fatal" or "panic"
+    in any case."""
+    if "E" in text:
+        return True
+    lowered = text.lower()
+    return "error" in lowered or "fatal" in lowered or "panic" in lowered
+
+
+_QUOTE_OPENINGS = ('"', "\u201c", "\u300c", "\u300e", "'", "`")
+
+
+def _may_quote(text: str) -> bool:
+    """False when ``text`` holds no match of _QUOTED_TEXT: each opens with one of these."""
+    return any(quote in text for quote in _QUOTE_OPENINGS)
 
 
 def clean(text: str) -> str:
@@ -141,7 +206,8 @@ def stated_errors(text: str) -> list[str]:
     there are more than two); then quoted ones that read as errors ("connection
     refused")."""
     found: list[str] = []
-    for line in text.splitlines():
+    lines = text.splitlines() if _may_name_error(text) else []
+    for line in lines:
         named = _STATED_ERROR.search(line)
         if named:
             error = _quoted_to_end(line, named.start())
@@ -151,7 +217,8 @@ def stated_errors(text: str) -> list[str]:
     if len(found) > 2:
         # Many error lines in one message are a pasted log: its first and last say it.
         found = [found[0], found[-1]]
-    for match in _QUOTED_TEXT.finditer(text):
+    quotes = _QUOTED_TEXT.finditer(text) if _may_quote(text) else []
+    for match in quotes:
         quoted = next(g for g in match.groups() if g is not None).strip()
         if _ERROR_WORDS.search(quoted) and not any(quoted in error for error in found):
             found.append(clip(quoted, ERROR_CHARS))
@@ -181,6 +248,8 @@ def _quoted_to_end(line: str, start: int) -> str | None:
 
 def pasted_errors(text: str) -> list[str]:
     """The first and the last error line of pasted output (a log, a traceback)."""
+    if not _may_name_error(text):
+        return []
     lines = [
         clip(line.strip(), ERROR_CHARS) for line in text.splitlines() if _STATED_ERROR.search(line)
     ]

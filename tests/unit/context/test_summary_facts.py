@@ -10,7 +10,14 @@ import pytest
 
 from domain.context.summary import parse_summary, summarize_offline
 from domain.context.summary.identifiers import find_identifiers
-from domain.context.summary.patterns import instructions_in, stated_errors
+from domain.context.summary.patterns import (
+    CONSTRAINT,
+    DECISION,
+    INSTRUCTION,
+    Phrases,
+    instructions_in,
+    stated_errors,
+)
 from tests.unit.support import assistant, call, tool, user
 
 IDENTIFIERS = [
@@ -119,6 +126,22 @@ def test_an_explicit_instruction_is_found_word_for_word(sentence: str) -> None:
 def test_words_that_merely_contain_an_instruction_word_are_not_instructions() -> None:
     text = "特别是这个区别很重要。别人已经看过了。The neverending story is long."
     assert instructions_in(text) == []
+
+
+@pytest.mark.parametrize("phrases", [INSTRUCTION, CONSTRAINT, DECISION])
+def test_phrases_are_found_in_any_case_wherever_their_pattern_finds_them(phrases: Phrases) -> None:
+    # The search skips the pattern for ASCII text whose lower case holds no phrase: right
+    # only while every phrase is written in lower case and the pattern finds no other.
+    for phrase in phrases.phrases:
+        assert phrase == phrase.lower()
+        for text in (
+            phrase,
+            f"Please {phrase.upper()} now.",
+            f"Then {phrase.title()}.",
+            f"x{phrase}y",
+            f"Bitte {phrase.replace('s', chr(0x17F)).replace('i', chr(0x130))} jetzt.",
+        ):
+            assert bool(phrases.search(text)) == bool(phrases.pattern.search(text)), text
 
 
 def test_an_instruction_that_introduces_a_list_keeps_the_list() -> None:

@@ -29,7 +29,7 @@ from domain.context.summary.patterns import (
     clean,
     error_line,
     first_line,
-    instructions_in,
+    instructions_among,
     pasted_errors,
     sentences,
     stated_errors,
@@ -169,7 +169,9 @@ def _user(facts: Facts, entry: Entry) -> None:
         facts.latest_request_answered = False
         facts.calls_before_latest_request = len(facts.calls)
     prose = TAG.sub(" ", FENCE.sub(" ", raw))
-    for sentence in instructions_in(prose):
+    # Split once: the instructions and the preferences below are read from the same sentences.
+    parts = sentences(prose)
+    for sentence in instructions_among(parts):
         renew(facts.instructions, sentence, entry.id)
     errors = stated_errors(prose)
     for error in errors:
@@ -186,7 +188,8 @@ def _user(facts: Facts, entry: Entry) -> None:
             renew(facts.reported_errors, error, entry.id)
         _incidental(facts, _edges(pasted), _DISTINCT, _PER_OUTPUT)
     # What the user prefers without an explicit instruction ("only", "prefer", "avoid").
-    for sentence in sentences(prose[:_PROSE_CHARS]):
+    head = parts if len(prose) <= _PROSE_CHARS else sentences(prose[:_PROSE_CHARS])
+    for sentence in head:
         explicit = INSTRUCTION.search(sentence)
         if _is_sentence(sentence) and not explicit and CONSTRAINT.search(sentence):
             _add(facts.constraints, _wide(sentence))

@@ -184,8 +184,12 @@ def instructions_in(text: str) -> list[str]:
     A sentence that ends in a colon ("Keep in mind:") introduces the next one,
     which is kept with it.
     """
+    return instructions_among(sentences(text))
+
+
+def instructions_among(parts: list[str]) -> list[str]:
+    """:func:`instructions_in` the text whose :func:`sentences` are ``parts``."""
     found = []
-    parts = sentences(text)
     i = 0
     while i < len(parts):
         sentence = parts[i]

@@ -15,7 +15,7 @@ import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.e2e.test_grpc_api import Stub, refused
-from tests.support.context_engine import create, of_kind, turn, view
+from tests.support.context_engine import create, of_kind, report_overflow, turn, view
 
 # Refusals of a request for its bytes: Anthropic's (its words, HTTP 413), and a
 # gateway's body limit before any provider.
@@ -47,17 +47,7 @@ def test_a_request_too_large_in_bytes_shrinks_the_prompt_and_teaches_no_window(
         turn(store, session.id, n, output_chars=12_000)
 
     def report(refused_view: pb.PromptView) -> pb.PromptView:
-        return store.ReportOverflow(
-            pb.ReportOverflowRequest(
-                session_id=session.id,
-                provider=provider,
-                status_code=413,
-                error_text=error_text,
-                view_version=refused_view.version,
-                view_hash=refused_view.request_hash,
-                format=pb.PROMPT_FORMAT_OPENAI,
-            )
-        )
+        return report_overflow(store, refused_view, error_text, provider, status_code=413)
 
     refused_view = view(store, session.id, format=pb.PROMPT_FORMAT_OPENAI)
     first = report(refused_view)
@@ -81,17 +71,8 @@ def rendered_bytes(shown: pb.PromptView) -> int:
 
 def report_too_large(store: Stub, refused_view: pb.PromptView, request_bytes: int) -> pb.PromptView:
     provider, error_text = TOO_LARGE["anthropic"]
-    return store.ReportOverflow(
-        pb.ReportOverflowRequest(
-            session_id=refused_view.session_id,
-            provider=provider,
-            status_code=413,
-            error_text=error_text,
-            view_version=refused_view.version,
-            view_hash=refused_view.request_hash,
-            format=pb.PROMPT_FORMAT_OPENAI,
-            request_bytes=request_bytes,
-        )
+    return report_overflow(
+        store, refused_view, error_text, provider, status_code=413, request_bytes=request_bytes
     )
 
 

@@ -81,17 +81,25 @@ def session_summarised_by(
 
 
 def report_overflow(
-    store: Stub, refused_view: pb.PromptView, error_text: str, provider: str = "openai"
+    store: Stub,
+    refused_view: pb.PromptView,
+    error_text: str,
+    provider: str = "openai",
+    *,
+    status_code: int = 400,
+    request_bytes: int = 0,
 ) -> pb.PromptView:
-    """``refused_view`` reported refused by ``provider``, in its words ``error_text``."""
+    """``refused_view`` reported refused by ``provider`` with ``status_code``, in its
+    words ``error_text`` (``request_bytes``: the refused request's size, 0 unsaid)."""
     return store.ReportOverflow(
         pb.ReportOverflowRequest(
             session_id=refused_view.session_id,
             provider=provider,
-            status_code=400,
+            status_code=status_code,
             error_text=error_text,
             view_version=refused_view.version,
             view_hash=refused_view.request_hash,
             format=pb.PROMPT_FORMAT_OPENAI,
+            request_bytes=request_bytes,
         )
     )

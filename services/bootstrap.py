@@ -57,8 +57,8 @@ from services.engine.registry import EngineRegistry, installed_engines
 from services.engine.runner import CompactionRunner
 from services.observability.setup import Observability
 from services.readmodels import ReadModels, build_read_models
+from services.readmodels.event_batches import EventBatches
 from services.readmodels.leadership import RETENTION_LOCK, lead_while
-from services.readmodels.runner import ReadModelRunner
 
 if TYPE_CHECKING:
     # The SDK is imported only when tracing is on (services.observability.tracing).
@@ -298,11 +298,11 @@ def retention_on_database(
             poll_seconds=0,
         )
         try:
-            runner = ReadModelRunner(events, models.store, poll_seconds=0)
+            batches = EventBatches(events)
             head = events.recorder.max_notification_id() or 0
             position = models.store.positions([CATALOG])[CATALOG]
             while position < head:
-                reached = models.store.catch_up(CATALOG, runner.fetch)[1]
+                reached = models.store.catch_up(CATALOG, batches.fetch)[1]
                 if reached <= position:
                     break  # another projector holds the model: take the catalog as it is
                 position = reached

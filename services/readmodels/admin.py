@@ -29,7 +29,7 @@ from services.adapters.read_model_repair import Remade
 from services.adapters.read_model_store import Quarantined
 from services.adapters.session_notifications import session_notifications
 from services.config import Config
-from services.readmodels.runner import ReadModelRunner
+from services.readmodels.event_batches import EventBatches
 from services.readmodels.service import ModelStatus, ReadModels, build_read_models
 
 
@@ -158,15 +158,15 @@ def rebuild_read_model(database_url: str, name: str) -> tuple[int, int]:
 def _apply_every_event(models: ReadModels, name: str) -> tuple[int, int]:
     """Applies the events after the model's position, up to the store's head; answers
     (events applied, position reached)."""
-    runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
+    batches = EventBatches(models.events)
     content = models.store.model(name).entry_content
     applied = 0
     while True:
         count, position = models.store.catch_up(
-            name, lambda at, topics: runner.fetch(at, topics, content)
+            name, lambda at, topics: batches.fetch(at, topics, content)
         )
         applied += count
-        if count < runner.batch:
+        if count < batches.size:
             return applied, position
 
 
@@ -190,13 +190,13 @@ def retry_quarantined(database_url: str, names: Sequence[str] = ()) -> RetryResu
     event in each model that quarantined it. What still fails stays quarantined."""
     with _read_models(database_url, writes=True) as models:
         wanted = list(names) or sorted(models.store.models)
-        runner = ReadModelRunner(models.events, models.store, poll_seconds=0)
+        batches = EventBatches(models.events)
         before = models.store.quarantined(wanted)
         sessions = {(q.model, q.session_id) for q in before}
         still: list[Quarantined] = []
         for model, session_id in sorted(sessions):
             found = session_notifications(models.events.recorder, session_id)
-            decoded = runner.decoded(found, models.store.model(model).entry_content)
+            decoded = batches.decoded(found, models.store.model(model).entry_content)
             events = list(zip([n.id for n in found], decoded, strict=True))
             still += models.store.reproject(model, session_id, events)
         return RetryResult(len(sessions), len(before) - len(still), still)

@@ -23,25 +23,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
-from eventsourcing.persistence import Notification
 
 from services.adapters.database_refusals import operator_refusal
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import is_lock_wait, is_transient, role_of
-from services.adapters.read_model_store import (
-    Applied,
-    Batch,
-    ReadModelStore,
-    Unreadable,
-    describe_error,
-)
+from services.adapters.read_model_store import Applied, ReadModelStore, describe_error
+from services.readmodels.event_batches import BATCH, EventBatches
 from services.readmodels.listener import listen
 from services.readmodels.model_state import ModelState
 
-BATCH = 500
 # After a catch-up, events that arrive within this pause are applied together:
 # under a stream of writes the projection then costs a transaction per pause,
 # not per write (a catch-up is some ten round trips and the events' decoding,
@@ -58,9 +50,9 @@ class ReadModelRunner:
         self, events: EventStore, models: ReadModelStore, poll_seconds: float, batch: int = BATCH
     ) -> None:
         self.events = events
+        self.batches = EventBatches(events, batch)
         self.models = models
         self.poll_seconds = poll_seconds
-        self.batch = batch
         self.states = {name: ModelState() for name in models.models}
         # The failing models, retried on the recovery thread, not in the shared loop.
         self._recovering: set[str] = set()
@@ -76,55 +68,6 @@ class ReadModelRunner:
         # A query found a model behind: read the stored positions at the next catch-up,
         # moved or not the head (another process may have set one back).
         self._recheck = False
-
-    def fetch(
-        self, position: int, topics: Sequence[str], content: bool = False, head: int | None = None
-    ) -> tuple[Batch, int]:
-        """The next batch of events after ``position`` of the given topics, and the
-        position it reaches (the store's head, when the batch is its last);
-        ``content``: with the entries' content opened. ``head``: the store's head
-        as the caller just read it (else it is read here): a bound that holds once
-        read, every event up to it committed or never to be."""
-        recorder = self.events.recorder
-        if head is None:
-            head = recorder.max_notification_id() or 0
-        if head <= position:
-            return [], position
-        found = recorder.select_notifications(
-            start=position,
-            limit=self.batch,
-            stop=head,
-            topics=topics,
-            inclusive_of_start=False,
-        )
-        reached = found[-1].id if len(found) == self.batch else head
-        decoded = self.decoded(found, content)
-        return list(zip([n.id for n in found], decoded, strict=True)), reached
-
-    def decoded(self, found: Sequence[Notification], content: bool = False) -> list[Any]:
-        """The events, their entries' content left sealed unless ``content`` (most
-        read models count entries and tokens); one that cannot be decoded becomes
-        an Unreadable."""
-        try:
-            return self.events.decode_notifications(found, entry_content=content)
-        except Exception as error:
-            if is_transient(error):
-                raise
-        decoded: list[Any] = []
-        for notification in found:
-            try:
-                decoded += self.events.decode_notifications([notification], entry_content=content)
-            except Exception as error:
-                if is_transient(error):
-                    raise
-                decoded.append(
-                    Unreadable(
-                        str(notification.originator_id),
-                        notification.topic,
-                        describe_error(error),
-                    )
-                )
-        return decoded
 
     def catch_up(self) -> int:
         """Applies batches until every model that is not backing off has reached the
@@ -186,7 +129,7 @@ class ReadModelRunner:
         applied, more = 0, False
         for (start, content), names in sorted(groups.items()):
             try:
-                batch, reached = self.fetch(start, self._topics(names), content, head)
+                batch, reached = self.batches.fetch(start, self._topics(names), content, head)
             except Exception as error:
                 for name in names:
                     self._failed(name, error)
@@ -246,7 +189,7 @@ class ReadModelRunner:
                 if position >= head:
                     self._recovered(name)
                     return
-                batch, reached = self.fetch(position, topics, content, head)
+                batch, reached = self.batches.fetch(position, topics, content, head)
                 applied = self.models.apply(name, batch, position, reached)
                 self._report_quarantined(name, applied)
                 if applied.position >= head:

@@ -8,7 +8,8 @@ import time
 
 from services.grpc.server import RunningServer
 from services.readmodels import ReadModels
-from services.readmodels.runner import BATCH, ReadModelRunner
+from services.readmodels.event_batches import BATCH
+from services.readmodels.runner import ReadModelRunner
 
 # Enough events for several batches, so that a stop after the first lands mid catch-up.
 EVENTS = 4 * BATCH

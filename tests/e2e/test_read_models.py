@@ -265,9 +265,9 @@ def test_a_projection_stopped_mid_stream_ends_as_if_it_never_stopped(
         store.CreateSession(pb.CreateSessionRequest(session_id=f"p{n}"))
         _history(store, f"p{n}")
     # Apply part of the stream in small batches, then stop between batches.
-    runner.batch = 3
+    runner.batches.size = 3
     for name in ("catalog", "compactions"):
-        models.store.catch_up(name, runner.fetch)
+        models.store.catch_up(name, runner.batches.fetch)
     # One batch of three: positions are the events' notification ids.
     third = models.events.recorder.select_notifications(start=None, limit=3)[-1].id
     assert models.store.position("catalog") == third

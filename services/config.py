@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlparse
@@ -28,6 +30,11 @@ MAX_MESSAGE_MB = 2045
 MAX_POLL_SECONDS = 3600.0
 MAX_IDEMPOTENCY_TTL_SECONDS = 365 * 24 * 3600.0
 MAX_RETENTION_INTERVAL_SECONDS = 7 * 24 * 3600.0
+# SESSIONSTORE_* variables that other programs read from the same environment:
+# the client and the CLI, the Compose file, and the test and bench suites.
+READ_ELSEWHERE = frozenset({"TOKEN", "CA_FILE", "CERT_FILE", "KEY_FILE", "SERVICE_CONFIG_FILE"})
+READ_ELSEWHERE |= {"TOKENS", "PUBLISH"}
+READ_ELSEWHERE_PREFIXES = ("TEST_", "BENCH_", "FUZZ_")
 
 
 class Config(BaseSettings):
@@ -257,6 +264,25 @@ def load_config(program: str) -> Config:
         variable = f"{ENV_PREFIX}{field[1].upper()}" if field else "a SESSIONSTORE_* variable"
         problems = [f"{variable} is not valid JSON ({error.__cause__})"]
     sys.exit(f"{program}: invalid configuration: {'; '.join(problems)}")
+
+
+def unread_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The SESSIONSTORE_* variables in ``environ`` that nothing of the store reads,
+    each with the variable of the setting its name is closest to (None: none is).
+    The settings ignore a variable they do not know, so a misspelt name would
+    leave its setting at the default without a word."""
+    settings = [name.upper() for name in Config.model_fields]
+    unread: dict[str, str | None] = {}
+    for variable in sorted(environ):
+        upper = variable.upper()  # matched as the settings match them: whatever the case
+        if not upper.startswith(ENV_PREFIX):
+            continue
+        name = upper.removeprefix(ENV_PREFIX)
+        if name in settings or name in READ_ELSEWHERE or name.startswith(READ_ELSEWHERE_PREFIXES):
+            continue
+        closest = difflib.get_close_matches(name, settings, n=1)
+        unread[variable] = f"{ENV_PREFIX}{closest[0]}" if closest else None
+    return unread
 
 
 def _described(problem: Any) -> str:

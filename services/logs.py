@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from opentelemetry import trace
 
-from services.config import Config
+from services.config import Config, unread_variables
 
 
 def configure_logging(config: Config) -> None:
@@ -55,6 +56,15 @@ def configure_logging(config: Config) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+
+
+def warn_of_unread_variables(environ: Mapping[str, str]) -> None:
+    """A warning for each SESSIONSTORE_* variable no setting reads (a misspelt name
+    would otherwise leave its setting at the default without a word)."""
+    for variable, closest in unread_variables(environ).items():
+        structlog.get_logger(__name__).warning(
+            "variable ignored: no setting has its name", variable=variable, did_you_mean=closest
+        )
 
 
 def add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:

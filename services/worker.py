@@ -16,6 +16,7 @@ composes the store's parts (through services.bootstrap) into a process.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -25,7 +26,7 @@ import structlog
 from services.adapters.start_errors import START_ERRORS, redacted, start_refusal
 from services.bootstrap import build_events, build_scheduled_retention, build_sessions
 from services.config import load_config
-from services.logs import configure_logging
+from services.logs import configure_logging, warn_of_unread_variables
 from services.observability.setup import serve_worker_metrics
 from services.readmodels.leadership import project_while_leading
 from services.readmodels.service import build_read_models
@@ -39,6 +40,7 @@ def main() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     config = load_config("sessionstore-worker")
     configure_logging(config)
+    warn_of_unread_variables(os.environ)
     try:
         events = build_events(config, read_models=True)
         models = build_read_models(

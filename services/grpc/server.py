@@ -44,7 +44,7 @@ from services.grpc.reflection import enable_reflection
 from services.grpc.request_strings import RequestStrings
 from services.grpc.security import load_security, security_mode
 from services.grpc.servicer import SessionStoreServicer
-from services.logs import configure_logging
+from services.logs import configure_logging, warn_of_unread_variables
 
 if TYPE_CHECKING:
     # The SDK is imported only when tracing is on (services.observability.tracing).
@@ -338,6 +338,7 @@ def main() -> None:
     bound_malloc_arenas()  # before the threads that would each take an arena
     config = load_config("sessionstore")
     configure_logging(config)
+    warn_of_unread_variables(os.environ)
     try:
         running = start(config)
     except START_ERRORS as error:

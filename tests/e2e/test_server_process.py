@@ -212,6 +212,26 @@ def test_a_worker_that_cannot_start_says_why_in_one_line(
     assert words in line
 
 
+@pytest.mark.parametrize("module", ["services.grpc.server", "services.worker"])
+def test_a_variable_no_setting_reads_is_warned_of_at_start(tmp_path: Path, module: str) -> None:
+    """SESSIONSTORE_CACHE_MAX_MBS once left the cache at its default, silently."""
+    env = _server_env(
+        tmp_path,
+        SESSIONSTORE_LOG_FORMAT="json",
+        SESSIONSTORE_CACHE_MAX_MBS="64",
+        SESSIONSTORE_TOKEN="the client's",
+        # A database that refuses at once, so the process ends by itself.
+        SESSIONSTORE_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{_free_port()}/test",
+    )
+    done = _run_to_exit(env, module)
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    warned = [line for line in lines if line["event"].startswith("variable ignored")]
+    assert [(w["level"], w["variable"], w["did_you_mean"]) for w in warned] == [
+        ("warning", "SESSIONSTORE_CACHE_MAX_MBS", "SESSIONSTORE_CACHE_MAX_MB")
+    ]
+
+
 def test_a_second_server_on_a_taken_address_exits_instead_of_splitting_the_traffic(
     tmp_path: Path,
 ) -> None:

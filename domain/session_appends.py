@@ -239,9 +239,9 @@ class AppendCommands(SessionState):
     ) -> list[TokenLesson]:
         """What the provider's usage on these entries teaches: each assistant entry that
         names the view it answered, its reported prompt tokens against the store's
-        estimate of that view."""
+        estimate of that view, and the inferred window a prompt so large disproves."""
         lessons: list[TokenLesson] = []
-        current = self.learned.calibration
+        limits = self.learned
         for entry in entries:
             ref, usage = entry.prompt_ref, entry.usage
             if ref is None or usage is None or not 0 < ref.version <= self.version:
@@ -251,16 +251,18 @@ class AppendCommands(SessionState):
                 estimate = estimate_at(ref.version)
             if estimate is None:
                 continue
+            accepted = usage.prompt_total(ref.format)
             lesson = learn_tokens(
-                current,
+                limits.calibration,
                 self.settings.model,
                 estimate,
-                usage.prompt_total(ref.format),
+                accepted,
                 f"usage of entry {entry.id} (view at version {ref.version})",
+                lifted_window_tokens=limits.disproved_by(accepted),
             )
             if lesson is not None:
                 lessons.append(lesson)
-                current = lesson.calibration
+                limits = limits.after_tokens(lesson, accepted=True)
         return lessons
 
 

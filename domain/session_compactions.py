@@ -239,7 +239,11 @@ class CompactionCommands(SessionState):
         window = None
         if window_tokens:
             window = WindowLesson(
-                model, window_tokens, output_tokens, f"{provider} overflow: {quoted_error}"
+                model,
+                window_tokens,
+                output_tokens,
+                f"{provider} overflow: {quoted_error}",
+                stated=True,
             )
         elif report.kind != REQUEST_TOO_LARGE:
             refused = self._refused_prompt_tokens(prompt_tokens, view_estimate)

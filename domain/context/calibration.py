@@ -30,9 +30,14 @@ figures:
 * :class:`WindowLesson` - an overflow error stated the window (and the answer's
   room the client asked for), or, stating none, refused a prompt of a size that
   bounds it (``source`` says "inferred"): the window in force is the smaller of the
-  resolved one and this one, until a usage report counts more than it (the
-  provider serves more after all), or the client sets the session's window
-  itself (``context_window_tokens``): its word, the later one, wins.
+  resolved one and this one, until the client sets the session's window itself
+  (``context_window_tokens``: its word, the later one, wins). An inferred window
+  is also lifted by a usage report counting an accepted prompt larger than it
+  (the provider serves more after all: the refusal was the answer's room, or the
+  model moved); the lesson records the lift (``TokenLesson.lifted_window_tokens``).
+  A stated window is the provider's own figure, and a usage report above it more
+  likely a client's mistake (usage summed over several calls, another request's)
+  than a provider serving more than it says, so no usage report lifts it.
 * :class:`ByteLesson` - the provider refused a request for its size in bytes
   (HTTP 413, Anthropic's ``request_too_large``): its limit is at most the refused
   request's bytes, as the store measured the view it served. It bounds no token
@@ -76,6 +81,10 @@ class TokenLesson:
     calibration: float
     # "usage of entry <id> (view <version>)" or "overflow report: <provider's words>".
     source: str
+    # The inferred window this count of an accepted prompt disproved (0: none). None in
+    # lessons stored before lifts were recorded: readers lift as the rule was then,
+    # any learned window below a count the provider accepted.
+    lifted_window_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +93,7 @@ class TokenLesson:
             "provider_tokens": self.provider_tokens,
             "calibration": self.calibration,
             "source": self.source,
+            "lifted_window_tokens": self.lifted_window_tokens,
         }
 
     @classmethod
@@ -94,6 +104,7 @@ class TokenLesson:
             data["provider_tokens"],
             data["calibration"],
             data["source"],
+            data.get("lifted_window_tokens"),
         )
 
 
@@ -106,6 +117,10 @@ class WindowLesson:
     window_tokens: int
     output_tokens: int
     source: str
+    # The error stated the window. False: inferred from the refused prompt's size, or
+    # stored before the kind was recorded (a usage report above either lifts it, as
+    # one lifted every learned window then).
+    stated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,11 +128,18 @@ class WindowLesson:
             "window_tokens": self.window_tokens,
             "output_tokens": self.output_tokens,
             "source": self.source,
+            "stated": self.stated,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WindowLesson:
-        return cls(data["model"], data["window_tokens"], data["output_tokens"], data["source"])
+        return cls(
+            data["model"],
+            data["window_tokens"],
+            data["output_tokens"],
+            data["source"],
+            data.get("stated", False),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +176,15 @@ def learn_tokens(
     estimated_tokens: int,
     provider_tokens: int,
     source: str,
+    *,
+    lifted_window_tokens: int = 0,
 ) -> TokenLesson | None:
     """The lesson of one provider count (None when it teaches nothing): ``current`` is
     the session's calibration for the model so far (None: never calibrated). A count
     above it is adopted whole, one below moves it ``LOWER_LESSON_WEIGHT`` of the way
-    down: undercounting overflows the window, overcounting only costs room."""
+    down: undercounting overflows the window, overcounting only costs room.
+    ``lifted_window_tokens``: the inferred window the count disproves (see
+    ``LearnedLimits.disproved_by``)."""
     if estimated_tokens < MIN_LESSON_TOKENS or provider_tokens <= 0:
         return None
     ratio = min(MAX_CALIBRATION, max(MIN_CALIBRATION, provider_tokens / estimated_tokens))
@@ -167,7 +193,12 @@ def learn_tokens(
     else:
         calibrated = current - LOWER_LESSON_WEIGHT * (current - ratio)
     return TokenLesson(
-        model, estimated_tokens, provider_tokens, round(calibrated, 4), source[:MAX_SOURCE_CHARS]
+        model,
+        estimated_tokens,
+        provider_tokens,
+        round(calibrated, 4),
+        source[:MAX_SOURCE_CHARS],
+        lifted_window_tokens,
     )
 
 
@@ -180,10 +211,15 @@ class LearnedLimits:
     """What the lessons taught about one model, as every reader folds them."""
 
     calibration: float | None = None
+    # The window in force learned from overflow errors (0: none), stated or inferred.
     window_tokens: int = 0
     output_tokens: int = 0
     # The smallest request the provider refused for its bytes (0: none).
     request_bytes: int = 0
+    # The smallest window an error stated (0: none, or none recorded as stated): what
+    # is in force once an inferred window below it is lifted. window_tokens is never
+    # above it.
+    stated_window_tokens: int = 0
 
     def after(self, lesson: Lesson, *, accepted: bool = False) -> LearnedLimits:
         """After any lesson; ``accepted`` says whether a token count was of a prompt
@@ -196,19 +232,38 @@ class LearnedLimits:
 
     def after_tokens(self, lesson: TokenLesson, *, accepted: bool) -> LearnedLimits:
         """After a count of a prompt the provider ``accepted`` (usage) or refused (an
-        overflow). An accepted prompt larger than the learned window disproves it: the
-        provider serves more than its error said (or the model changed behind it)."""
+        overflow), lifting the inferred window it records it disproved. A lesson stored
+        before lifts were recorded lifts as the rule was then: any learned window below
+        the count of a prompt the provider accepted."""
+        after = replace(self, calibration=lesson.calibration)
+        if lesson.lifted_window_tokens is None:
+            if accepted and self.window_tokens and lesson.provider_tokens > self.window_tokens:
+                return replace(after, window_tokens=0, stated_window_tokens=0)
+            return after
+        if lesson.lifted_window_tokens:
+            return replace(after, window_tokens=self.stated_window_tokens)
+        return after
+
+    def disproved_by(self, accepted_tokens: int) -> int:
+        """The window a prompt of ``accepted_tokens`` the provider accepted disproves
+        (0: none): the one in force, when it is larger than it and was inferred (no
+        error stated it). An inferred window only bounds the provider's from one
+        refusal, which the answer's room may have caused; a stated one is the
+        provider's own word, kept until the client says otherwise."""
         window = self.window_tokens
-        if accepted and window and lesson.provider_tokens > window:
-            window = 0
-        return replace(self, calibration=lesson.calibration, window_tokens=window)
+        if window and window != self.stated_window_tokens and accepted_tokens > window:
+            return window
+        return 0
 
     def after_window(self, lesson: WindowLesson) -> LearnedLimits:
-        window = lesson.window_tokens or self.window_tokens
-        if self.window_tokens and lesson.window_tokens:
-            window = min(self.window_tokens, lesson.window_tokens)
+        window = _smaller(self.window_tokens, lesson.window_tokens)
+        stated = self.stated_window_tokens
+        if lesson.stated:
+            stated = _smaller(stated, lesson.window_tokens)
         output = max(self.output_tokens, lesson.output_tokens)
-        return replace(self, window_tokens=window, output_tokens=output)
+        return replace(
+            self, window_tokens=window, output_tokens=output, stated_window_tokens=stated
+        )
 
     def after_bytes(self, lesson: ByteLesson) -> LearnedLimits:
         """After a request refused for its bytes: the smallest such request bounds the
@@ -223,7 +278,12 @@ class LearnedLimits:
         """After the client set the window itself: the window it set is in force, not
         the one an earlier overflow error stated (the calibration and the answer's room
         are the provider's own counts, and stay)."""
-        return replace(self, window_tokens=0)
+        return replace(self, window_tokens=0, stated_window_tokens=0)
+
+    @property
+    def window_inferred(self) -> bool:
+        """Whether the window in force was inferred (no error stated it)."""
+        return bool(self.window_tokens) and self.window_tokens != self.stated_window_tokens
 
     def window(self, resolved_tokens: int) -> int:
         """The window in force: the resolved one, or the learned one when smaller."""
@@ -237,9 +297,23 @@ class LearnedLimits:
         return math.floor(self.request_bytes * REQUEST_BYTES_SHARE)
 
     def to_list(self) -> list[Any]:
-        return [self.calibration, self.window_tokens, self.output_tokens, self.request_bytes]
+        return [
+            self.calibration,
+            self.window_tokens,
+            self.output_tokens,
+            self.request_bytes,
+            self.stated_window_tokens,
+        ]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> LearnedLimits:
-        # Rows stored before byte limits were learned hold three figures.
-        return cls(data[0], data[1], data[2], data[3] if len(data) > 3 else 0)
+        # Rows stored before byte limits were learned hold three figures, those stored
+        # before stated windows were told from inferred ones four.
+        return cls(*data[:5])
+
+
+def _smaller(learned: int, taught: int) -> int:
+    """The smaller of two windows, 0 being none."""
+    if learned and taught:
+        return min(learned, taught)
+    return learned or taught

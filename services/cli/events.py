@@ -72,6 +72,8 @@ def _event_line(event: SessionEvent) -> str:
     if isinstance(event.event, OverflowReported):
         # What it taught would be clipped with the provider's words: it follows.
         line += "".join(f"\n      {lesson}" for lesson in _learned(event.event))
+    if isinstance(event.event, EntriesAppended):
+        line += "".join(f"\n      {lift}" for lift in _lifted(event.event))
     return line
 
 
@@ -167,3 +169,13 @@ def _learned(reported: OverflowReported) -> list[str]:
         )
         lessons.append(f"learned a limit of {reported.learned_request_bytes:,} bytes ({measured})")
     return lessons
+
+
+def _lifted(appended: EntriesAppended) -> list[str]:
+    """The inferred windows the provider's usage disproved: it accepted a larger prompt."""
+    return [
+        f"lifted the inferred window of {lesson.lifted_window_tokens:,} tokens: the provider "
+        f"accepted a prompt of {lesson.provider_tokens:,}"
+        for lesson in appended.lessons
+        if lesson.lifted_window_tokens
+    ]

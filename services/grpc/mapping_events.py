@@ -115,7 +115,10 @@ def guard_decision_to_pb(decision: ToolResultDecision) -> pb.GuardDecision:
 
 
 def token_lesson_to_pb(lesson: TokenLesson) -> pb.TokenLesson:
-    return pb.TokenLesson(**lesson.to_dict())
+    fields = lesson.to_dict()
+    # Lessons stored before lifts were recorded say none (their readers lift by the rule then).
+    fields["lifted_window_tokens"] = lesson.lifted_window_tokens or 0
+    return pb.TokenLesson(**fields)
 
 
 def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:

@@ -2878,11 +2878,17 @@ class TokenLesson(_message.Message):
     PROVIDER_TOKENS_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
+    LIFTED_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     estimated_tokens: _builtins.int
     provider_tokens: _builtins.int
     calibration: _builtins.float
     source: _builtins.str
+    lifted_window_tokens: _builtins.int
+    """A usage report: the inferred window (one an overflow error that stated none
+    taught) that this count of a prompt the provider accepted disproved, lifted
+    from then on (0: none). A window an error stated is never lifted so.
+    """
     def __init__(
         self,
         *,
@@ -2891,10 +2897,11 @@ class TokenLesson(_message.Message):
         provider_tokens: _builtins.int = ...,
         calibration: _builtins.float = ...,
         source: _builtins.str = ...,
+        lifted_window_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "estimated_tokens", b"estimated_tokens", "model", b"model", "provider_tokens", b"provider_tokens", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "estimated_tokens", b"estimated_tokens", "lifted_window_tokens", b"lifted_window_tokens", "model", b"model", "provider_tokens", b"provider_tokens", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -73,6 +73,10 @@ class TokenLesson:
     provider_tokens: int = 0
     calibration: float = 0.0
     source: str = ""
+    #: A usage report: the inferred window (one an overflow error that stated none
+    #: taught) that this count of a prompt the provider accepted disproved, lifted
+    #: from then on (0: none). A window an error stated is never lifted so.
+    lifted_window_tokens: int = 0
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from eventsourcing.domain import CanSnapshotAggregate
 
 from domain import compaction_events as compactions
 from domain import session_events as events
+from domain.context.calibration import LearnedLimits
 from domain.erasure import MAX_ERASE_REASON_CHARS, MAX_ERASER_CHARS
 from domain.errors import IdempotencyKeyReused, InvalidRequest, VersionConflict
 from domain.retraction import RetractionPlan
@@ -47,6 +48,7 @@ SessionEvent: TypeAlias = (
     | compactions.CompactionRedone
     | events.EntryRetracted
     | events.SessionCleared
+    | events.LearnedLimitsForgotten
 )
 
 
@@ -71,6 +73,7 @@ class Session(AppendCommands, CompactionCommands):
     SessionErased = events.SessionErased
     EntryRetracted = events.EntryRetracted
     SessionCleared = events.SessionCleared
+    LearnedLimitsForgotten = events.LearnedLimitsForgotten
 
     @dataclass(frozen=True)
     class Snapshot(CanSnapshotAggregate[str]):
@@ -227,6 +230,17 @@ class Session(AppendCommands, CompactionCommands):
         self.trigger_event(
             events.SystemPromptSet, system_prompt=system_prompt, fingerprint=fingerprint
         )
+
+    def forget_learned_limits(self) -> events.LearnedLimitsForgotten | None:
+        """Forgets what overflow errors taught about every model of the session (see
+        LearnedLimitsForgotten). Records nothing when none taught a limit, so a retry
+        changes nothing."""
+        taught = [
+            list(row) for row in self.limits if LearnedLimits.from_list(list(row[1:])).holds_a_limit
+        ]
+        if not taught:
+            return None
+        return self._record(events.LearnedLimitsForgotten, forgotten=taught)
 
     def change_settings(
         self,

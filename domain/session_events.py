@@ -200,6 +200,26 @@ class SettingsChanged(Event):
 
 
 @dataclass(frozen=True)
+class LearnedLimitsForgotten(Event):
+    """What providers' overflow errors taught, forgotten at the client's word
+    (UpdateSettings ``forget_learned_limits``): every model's learned window, the
+    answer's room and limit in bytes (see ``LearnedLimits.forgotten``; the calibration
+    stays). Views are fitted to the resolved window again, until an error teaches
+    anew. The events that taught them stay, and a replay to a version before this one
+    shows the limits then in force."""
+
+    TOPIC = "domain.session:Session.LearnedLimitsForgotten"
+
+    # What was in force, for the audit: [model, *LearnedLimits.to_list()] per model
+    # that had a limit, oldest first.
+    forgotten: Sequence[Sequence[Any]]
+
+    def apply(self, session: SessionState) -> None:
+        for model, *_ in self.forgotten:
+            session.learn(model, session.learned_for(model).forgotten())
+
+
+@dataclass(frozen=True)
 class EntriesErased(Event):
     """Entries whose content was erased (their data keys deleted), by whom and why.
 

@@ -70,6 +70,9 @@ class ContextReport:
     entries_in_prompt: int
     # What the provider taught about the model by this version (the byte limit).
     learned: LearnedLimits = field(default_factory=LearnedLimits)
+    # The version at which the client last had the session forget what providers
+    # taught (0: never).
+    limits_forgotten_version: int = 0
 
     @property
     def used_percent(self) -> float:
@@ -131,6 +134,7 @@ def build_context_report(
         entries=session.entry_count,
         entries_in_prompt=len(log.pinned) + len(log.entries),
         learned=view.learned,
+        limits_forgotten_version=history.limits_forgotten_version(log.version),
     )
 
 

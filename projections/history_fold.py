@@ -30,6 +30,7 @@ from domain.session_events import (
     EntriesAppended,
     EntriesErased,
     EntryRetracted,
+    LearnedLimitsForgotten,
     OverflowReported,
     PruneRecorded,
     SessionCleared,
@@ -110,6 +111,8 @@ class HistoryFold:
         self._overflows: list[OverflowReported] = []
         # What the provider taught, as it changed: (version, model, limits after).
         self._learned: list[tuple[int, str, LearnedLimits]] = []
+        # The versions at which the client had the session forget them, oldest first.
+        self._forgets: list[int] = []
         self._abandonments: list[ToolCallsAbandoned] = []
         # Position of each tool result entry -> lowest position of a call it answers.
         self._answered_call_position: dict[int, int] = {}
@@ -286,6 +289,10 @@ class HistoryFold:
                 self._answered_call_position.pop(event.position, None)
             case SessionCleared():
                 self._clears.append((version, event.position))
+            case LearnedLimitsForgotten():
+                for model, *_ in event.forgotten:
+                    self._learned.append((version, model, self.learned(version, model).forgotten()))
+                self._forgets.append(version)
             case _:
                 assert_never(event)
 

@@ -1,5 +1,6 @@
 """The records in a folded history: its compactions, undos, redos, prunes, failures,
-overflows, abandoned tool calls and erasures, as of any version."""
+overflows, learned limits forgotten, abandoned tool calls and erasures, as of any
+version."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ class HistoryRecords(HistoryReads):
         if self._loader is not None and version < self._time_offset:
             return self.whole().overflows_since(version)
         return [o for o in self._overflows if o.originator_version > version]
+
+    def limits_forgotten_version(self, version: int | None = None) -> int:
+        """The version at which the client last had the session forget what providers
+        taught, by ``version`` (0: never)."""
+        if self._loader is not None:
+            return self.whole().limits_forgotten_version(version)
+        version = self.resolve_version(version)
+        return max((v for v in self._forgets if v <= version), default=0)
 
     def abandonments(self, version: int | None = None) -> list[ToolCallsAbandoned]:
         """The tool calls abandoned by ``version``, oldest first."""

@@ -31,13 +31,14 @@ figures:
   room the client asked for), or, stating none, refused a prompt of a size that
   bounds it (``source`` says "inferred"): the window in force is the smaller of the
   resolved one and this one, until the client sets the session's window itself
-  (``context_window_tokens``: its word, the later one, wins). An inferred window
-  is also lifted by a usage report counting an accepted prompt larger than it
-  (the provider serves more after all: the refusal was the answer's room, or the
-  model moved); the lesson records the lift (``TokenLesson.lifted_window_tokens``).
-  A stated window is the provider's own figure, and a usage report above it more
-  likely a client's mistake (usage summed over several calls, another request's)
-  than a provider serving more than it says, so no usage report lifts it.
+  (``context_window_tokens``: its word, the later one, wins) or has the session
+  forget what was learned. An inferred window is also lifted by a usage report
+  counting an accepted prompt larger than it (the provider serves more after all:
+  the refusal was the answer's room, or the model moved); the lesson records the
+  lift (``TokenLesson.lifted_window_tokens``). A stated window is the provider's
+  own figure, and a usage report above it more likely a client's mistake (usage
+  summed over several calls, another request's) than a provider serving more than
+  it says, so no usage report lifts it.
 * :class:`ByteLesson` - the provider refused a request for its size in bytes
   (HTTP 413, Anthropic's ``request_too_large``): its limit is at most the refused
   request's bytes, as the store measured the view it served. It bounds no token
@@ -268,7 +269,8 @@ class LearnedLimits:
     def after_bytes(self, lesson: ByteLesson) -> LearnedLimits:
         """After a request refused for its bytes: the smallest such request bounds the
         limit. Nothing the store sees disproves it (a usage report counts tokens, not
-        the request's bytes), so it stays for the model."""
+        the request's bytes), so it stays for the model until the client has the
+        session forget it."""
         refused = lesson.request_bytes
         if self.request_bytes:
             refused = min(refused, self.request_bytes)
@@ -279,6 +281,21 @@ class LearnedLimits:
         the one an earlier overflow error stated (the calibration and the answer's room
         are the provider's own counts, and stay)."""
         return replace(self, window_tokens=0, stated_window_tokens=0)
+
+    def forgotten(self) -> LearnedLimits:
+        """After the client had the session forget what overflow errors taught: their
+        windows, the answer's room they stated and the limits in bytes go, as they may
+        be stale (a proxy's limit raised, the model moved to a larger deployment) or
+        never true (a misread error). The calibration stays: it is no limit, but the
+        provider's count per store token, which every usage report corrects anyway;
+        forgetting it would count the next views at 1.0, too low for a provider that
+        counts more (Claude's 1.15-1.3x), and overflow the window just restored."""
+        return LearnedLimits(calibration=self.calibration)
+
+    @property
+    def holds_a_limit(self) -> bool:
+        """Whether an overflow error taught a limit (what forgetting would drop)."""
+        return bool(self.window_tokens or self.output_tokens or self.request_bytes)
 
     @property
     def window_inferred(self) -> bool:

@@ -122,9 +122,14 @@ class SessionService:
         expected_version: int | None,
         *,
         sets_window: bool = False,
+        forget_learned_limits: bool = False,
     ) -> Session:
         return self.commands.sessions.update_settings(
-            session_id, change, expected_version, sets_window=sets_window
+            session_id,
+            change,
+            expected_version,
+            sets_window=sets_window,
+            forget_learned_limits=forget_learned_limits,
         ).session
 
     def set_system_prompt(

@@ -60,6 +60,7 @@ def status(client: Client, session: str) -> None:
         [
             ("window", f"{window.window_tokens:,} tokens (from {window.source})"),
             ("byte limit", _byte_limit(report)),
+            ("forgotten", _forgotten(report)),
             ("guard", f"{window.level}: {window.message}" if window.message else window.level),
             (
                 "used",
@@ -104,6 +105,14 @@ def _byte_limit(report: ContextReport) -> str:
         f"views kept under {report.request_bytes_allowed:,} bytes (learned: "
         f"{report.learned_request_bytes:,}, from a request refused for its size)"
     )
+
+
+def _forgotten(report: ContextReport) -> str:
+    """When the client last had the session forget what overflow errors taught ("":
+    never)."""
+    if not report.limits_forgotten_version:
+        return ""
+    return f"learned limits, at version {report.limits_forgotten_version}"
 
 
 @click.group()

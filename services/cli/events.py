@@ -13,6 +13,8 @@ from sessionstore_client import (
     EntriesAppended,
     EntryRetracted,
     Erasure,
+    ForgottenLimits,
+    LearnedLimitsForgotten,
     OverflowReported,
     PruneRecorded,
     SessionCleared,
@@ -144,6 +146,8 @@ def _event_summary(event: SessionEvent) -> tuple[str, str]:
         case SessionCleared(entries_cleared=cleared, reason=reason):
             why = f" ({reason})" if reason else ""
             return "cleared", f"{output.count(cleared, 'entry')} out of the views{why}"
+        case LearnedLimitsForgotten(models=models):
+            return "forgot", "; ".join(_forgotten(m) for m in models)
     return "unknown", "(an event this client does not know)"
 
 
@@ -179,3 +183,16 @@ def _lifted(appended: EntriesAppended) -> list[str]:
         for lesson in appended.lessons
         if lesson.lifted_window_tokens
     ]
+
+
+def _forgotten(limits: ForgottenLimits) -> str:
+    """What the session forgot about one model, at the client's word."""
+    parts = []
+    if limits.window_tokens:
+        kind = "inferred" if limits.window_inferred else "stated"
+        parts.append(f"{kind} window of {limits.window_tokens:,} tokens")
+    if limits.output_tokens:
+        parts.append(f"{limits.output_tokens:,} tokens for the answer")
+    if limits.request_bytes:
+        parts.append(f"limit of {limits.request_bytes:,} bytes")
+    return f"{limits.model or '(no model)'}: " + ", ".join(parts)

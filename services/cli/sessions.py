@@ -148,6 +148,12 @@ def show(client: Client, session: str) -> None:
     help="Characters a trimmed tool result keeps from its start.",
 )
 @click.option("--trim-tail", type=click.IntRange(min=0), help="Characters it keeps from its end.")
+@click.option(
+    "--forget-learned-limits",
+    is_flag=True,
+    help="Forget the windows and byte limits providers' overflow errors taught "
+    "(the calibration stays).",
+)
 @context_setting_options
 @expected_version_option
 @pass_client
@@ -159,6 +165,7 @@ def settings(
     title: str | None,
     trim_head: int | None,
     trim_tail: int | None,
+    forget_learned_limits: bool,
     expected_version: int | None,
     **context: Any,
 ) -> None:
@@ -170,12 +177,17 @@ def settings(
         )
     apply_context_settings(changes, **context)
     updated = client.api.update_settings(
-        session, settings=changes, expected_version=expected_version
+        session,
+        settings=changes,
+        expected_version=expected_version,
+        forget_learned_limits=forget_learned_limits,
     )
     if client.as_json:
         return output.print_json(updated)
     click.echo(f"updated {updated.id} (version {updated.version})")
     _echo_window(updated)
+    if forget_learned_limits:
+        click.echo("no window or byte limit learned from overflow errors is in force")
     settings = updated.settings or SessionSettings()
     pruning = settings.pruning or PruningPolicy()
     click.echo(

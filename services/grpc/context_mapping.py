@@ -140,6 +140,7 @@ def context_report_to_pb(report: ContextReport) -> pb.ContextReport:
         reserve_tokens=report.budget.reserve_tokens,
         learned_request_bytes=report.learned.request_bytes,
         request_bytes_allowed=report.learned.request_bytes_allowed,
+        limits_forgotten_version=report.limits_forgotten_version,
         system_prompt=system_prompt_tokens_to_pb(report.system_prompt.tokens),
         files=[
             pb.FileReport(

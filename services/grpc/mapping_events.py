@@ -17,7 +17,7 @@ from domain.compaction_events import (
     CompactionRedone,
     CompactionUndone,
 )
-from domain.context.calibration import TokenLesson
+from domain.context.calibration import LearnedLimits, TokenLesson
 from domain.context.tool_result_guard import ToolResultDecision
 from domain.context.window_guard import WindowVerdict
 from domain.erasure import is_erased
@@ -28,6 +28,7 @@ from domain.session_events import (
     EntriesAppended,
     EntriesErased,
     EntryRetracted,
+    LearnedLimitsForgotten,
     OverflowReported,
     PruneRecorded,
     SessionCleared,
@@ -119,6 +120,23 @@ def token_lesson_to_pb(lesson: TokenLesson) -> pb.TokenLesson:
     # Lessons stored before lifts were recorded say none (their readers lift by the rule then).
     fields["lifted_window_tokens"] = lesson.lifted_window_tokens or 0
     return pb.TokenLesson(**fields)
+
+
+def forgotten_limits_to_pb(event: LearnedLimitsForgotten) -> pb.LearnedLimitsForgotten:
+    models = []
+    for model, *row in event.forgotten:
+        limits = LearnedLimits.from_list(row)
+        models.append(
+            pb.ForgottenLimits(
+                model=model,
+                window_tokens=limits.window_tokens,
+                window_inferred=limits.window_inferred,
+                output_tokens=limits.output_tokens,
+                request_bytes=limits.request_bytes,
+                calibration=limits.calibration or 0.0,
+            )
+        )
+    return pb.LearnedLimitsForgotten(models=models)
 
 
 def window_verdict_to_pb(verdict: WindowVerdict) -> pb.WindowGuardState:
@@ -321,6 +339,8 @@ def event_to_pb(event: SessionEvent) -> pb.SessionEvent:
             message.session_cleared.CopyFrom(
                 pb.SessionCleared(entries_cleared=event.entries, reason=event.reason)
             )
+        case LearnedLimitsForgotten():
+            message.learned_limits_forgotten.CopyFrom(forgotten_limits_to_pb(event))
         case _:
             assert_never(event)
     return message

@@ -61,6 +61,7 @@ class SessionRpcs(RpcBase):
             ),
             fields.expected_version(request),
             sets_window=request.settings.context_window_tokens > 0,
+            forget_learned_limits=request.forget_learned_limits,
         )
         return self._written(mapping.session_to_pb(written.session), written.position)
 

@@ -1,16 +1,16 @@
-"""Windows providers' overflow errors taught a session, lifted by a usage report: the
-aggregate, the history it was synced with and a history folded from scratch all
-agree, at every version."""
+"""What providers taught a session, lifted by a usage report or forgotten at the
+client's word: the aggregate, the history it was synced with, a history folded from
+scratch and one loaded cold from a cut all agree, at every version."""
 
 from __future__ import annotations
 
 from domain.content import Entry, PromptRef, Role, TextBlock, Usage
 from domain.context.calibration import LearnedLimits
-from domain.context.overflow import OverflowReport
-from domain.session_events import EntriesAppended
+from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
+from domain.session_events import EntriesAppended, LearnedLimitsForgotten
 from domain.settings import SessionSettings
-from projections.session_history import SessionHistory
-from tests.unit.support import Tracked, user
+from projections.session_history import SessionHistory, load_from_cut
+from tests.unit.support import Tracked, assistant, user
 
 MODEL = "gpt-4o"
 
@@ -35,6 +35,20 @@ def figureless_overflow(tracked: Tracked, view_estimate: int) -> None:
         "bedrock", 400, "Input is too long for requested model.", tracked.version, ""
     )
     tracked.session.report_overflow(report, view_estimate=view_estimate)
+    tracked.sync()
+
+
+def refused_for_bytes(tracked: Tracked, refused_bytes: int) -> None:
+    report = OverflowReport(
+        "anthropic",
+        413,
+        '{"type":"error","error":{"type":"request_too_large"}}',
+        tracked.version,
+        "",
+        kind=REQUEST_TOO_LARGE,
+        refused_bytes=refused_bytes,
+    )
+    tracked.session.report_overflow(report, view_estimate=20_000)
     tracked.sync()
 
 
@@ -112,3 +126,80 @@ def test_lifting_an_inferred_window_leaves_the_stated_one_above_it() -> None:
     assert {r[:2] for r in readers(tracked)} == {(50_000, "learned")}
     answered(tracked, prompt_tokens=60_000)
     assert {r[:2] for r in readers(tracked)} == {(50_000, "learned")}
+
+
+def test_forgetting_drops_every_models_limits_and_keeps_the_calibration() -> None:
+    tracked = started()
+    answered(tracked, prompt_tokens=24_000)  # calibration 1.2
+    stated_overflow(tracked, 50_000, output_tokens=8_000)
+    refused_for_bytes(tracked, 300_000)
+    other = SessionSettings(model="claude-sonnet-4-5")
+    tracked.change_settings(other)
+    figureless_overflow(tracked, view_estimate=40_000)
+    tracked.change_settings(SessionSettings(model=MODEL))
+    before = tracked.version
+    ((_, _, learned),) = readers(tracked)
+    assert (learned.window_tokens, learned.output_tokens, learned.request_bytes) == (
+        50_000,
+        8_000,
+        300_000,
+    )
+
+    forgot = tracked.session.forget_learned_limits()
+    tracked.sync()
+
+    assert isinstance(forgot, LearnedLimitsForgotten) and tracked.events[-1] is forgot
+    # What was forgotten, for the audit: both models' limits as they were.
+    assert {row[0]: LearnedLimits.from_list(list(row[1:])) for row in forgot.forgotten} == {
+        MODEL: learned,
+        "claude-sonnet-4-5": tracked.history.learned(before, "claude-sonnet-4-5"),
+    }
+    assert readers(tracked) == {(200_000, "default", LearnedLimits(calibration=1.2))}
+    assert tracked.session.learned_for("claude-sonnet-4-5").window_tokens == 0
+    assert tracked.history.limits_forgotten_version() == tracked.version
+    # A replay to the version before shows the limits then in force.
+    assert readers(tracked, before) == {(50_000, "learned", learned)}
+    assert tracked.history.limits_forgotten_version(before) == 0
+    # Forgetting again, nothing learned since, records nothing.
+    version = tracked.version
+    assert tracked.session.forget_learned_limits() is None
+    tracked.sync()
+    assert tracked.version == version
+    # A later error teaches again.
+    stated_overflow(tracked, 40_000)
+    assert {r[:2] for r in readers(tracked)} == {(40_000, "learned")}
+
+
+def test_a_session_that_learned_no_limit_records_nothing_when_told_to_forget() -> None:
+    tracked = started()
+    answered(tracked, prompt_tokens=24_000)  # a calibration is no limit
+    version = tracked.version
+    assert tracked.session.forget_learned_limits() is None
+    assert not tracked.session.collect_events()
+    assert tracked.version == version
+
+
+def test_a_history_loaded_from_a_cut_after_a_forget_knows_the_limits_are_gone() -> None:
+    """The compaction records the limits in force (none, the calibration aside), so a
+    cold read from its cut need not fold the events before it."""
+    tracked = started()
+    figureless_overflow(tracked, view_estimate=30_000)
+    tracked.session.forget_learned_limits()
+    tracked.sync()
+    tracked.append(assistant("it holds a store", id="a1", tokens=10))
+    tracked.append(user("and the tests?", id="q2", tokens=10))
+    tracked.compact("q2")
+    events = list(tracked.events)
+    session = None
+    for event in events:
+        session = event.mutate(session)  # type: ignore[arg-type]
+    assert session is not None
+
+    def fetch(after: int, upto: int | None) -> list[object]:
+        return [e for e in events if after < e.originator_version <= (upto or len(events))]
+
+    cold = load_from_cut(session, fetch)  # type: ignore[arg-type]
+    assert cold is not None
+    assert cold.prompt_view() == tracked.history.prompt_view()
+    assert cold.prompt_view().window_tokens == 200_000
+    assert cold.loaded_whole is None

@@ -19,7 +19,7 @@ def test_every_event_keeps_the_topic_it_was_first_stored_under() -> None:
     classes = get_args(SessionEvent)
     topics = {get_topic(cls) for cls in classes}
     assert topics == {f"domain.session:Session.{cls.__name__}" for cls in classes}
-    assert len(topics) == len(classes) == 15
+    assert len(topics) == len(classes) == 16
 
 
 def test_a_stored_topic_resolves_to_the_class_that_reads_it() -> None:

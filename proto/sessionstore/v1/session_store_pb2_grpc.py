@@ -211,7 +211,8 @@ class SessionStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateSettings(self, request, context):
-        """Changes some settings; fields left unset keep their value.
+        """Changes some settings; fields left unset keep their value. It may also have
+        the session forget what providers' overflow errors taught (forget_learned_limits).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

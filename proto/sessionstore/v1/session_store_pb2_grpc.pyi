@@ -44,7 +44,9 @@ class SessionStoreStub:
     ListSessions: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.ListSessionsRequest, _session_store_pb2.ListSessionsResponse]
     """Sessions in creation order, a page at a time."""
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.UpdateSettingsRequest, _session_store_pb2.Session]
-    """Changes some settings; fields left unset keep their value."""
+    """Changes some settings; fields left unset keep their value. It may also have
+    the session forget what providers' overflow errors taught (forget_learned_limits).
+    """
     AppendEntries: _grpc.UnaryUnaryMultiCallable[_session_store_pb2.AppendEntriesRequest, _session_store_pb2.AppendEntriesResponse]
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
@@ -187,7 +189,9 @@ class SessionStoreAsyncStub(SessionStoreStub):
     ListSessions: _aio.UnaryUnaryMultiCallable[_session_store_pb2.ListSessionsRequest, _session_store_pb2.ListSessionsResponse]  # type: ignore[assignment]
     """Sessions in creation order, a page at a time."""
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_session_store_pb2.UpdateSettingsRequest, _session_store_pb2.Session]  # type: ignore[assignment]
-    """Changes some settings; fields left unset keep their value."""
+    """Changes some settings; fields left unset keep their value. It may also have
+    the session forget what providers' overflow errors taught (forget_learned_limits).
+    """
     AppendEntries: _aio.UnaryUnaryMultiCallable[_session_store_pb2.AppendEntriesRequest, _session_store_pb2.AppendEntriesResponse]  # type: ignore[assignment]
     """Appends one turn (one or more entries) as a single event.
     ABORTED when expected_version is set and is not the current version.
@@ -351,7 +355,9 @@ class SessionStoreServicer(metaclass=_abc_1.ABCMeta):
         request: _session_store_pb2.UpdateSettingsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_session_store_pb2.Session, _abc.Awaitable[_session_store_pb2.Session]]:
-        """Changes some settings; fields left unset keep their value."""
+        """Changes some settings; fields left unset keep their value. It may also have
+        the session forget what providers' overflow errors taught (forget_learned_limits).
+        """
 
     @_abc_1.abstractmethod
     def AppendEntries(

@@ -52,13 +52,18 @@ class SessionCommands:
         expected_version: int | None,
         *,
         sets_window: bool = False,
+        forget_learned_limits: bool = False,
     ) -> Written[None]:
         """Records the settings ``change`` makes; ``sets_window``: the change names
-        context_window_tokens (see Session.change_settings)."""
+        context_window_tokens (see Session.change_settings). ``forget_learned_limits``
+        first has the session forget what overflow errors taught, so the change is
+        checked against the window it will be served in."""
 
         def command(session: Session) -> None:
             settings = change(session.settings)
             self.rules.check(settings)
+            if forget_learned_limits:
+                session.forget_learned_limits()
             largest = 0
             if session.entry_count:
                 largest = self.histories.history(session_id).prompt_view().largest_message_tokens()

@@ -1,8 +1,9 @@
-"""Learned windows: stated ones and inferred ones, and what lifts them."""
+"""Learned windows: stated ones and inferred ones, what lifts them and what forgets them."""
 
 from __future__ import annotations
 
 from domain.context.calibration import (
+    ByteLesson,
     LearnedLimits,
     TokenLesson,
     WindowLesson,
@@ -106,3 +107,22 @@ def test_a_window_the_client_names_drops_the_stated_and_the_inferred_one() -> No
     named = limits.without_window()
     assert (named.window_tokens, named.stated_window_tokens) == (0, 0)
     assert (named.calibration, named.output_tokens) == (1.2, 8_000)
+
+
+def test_forgetting_keeps_only_the_calibration() -> None:
+    """The windows, the answer's room and the byte limit go: they bound what the
+    provider takes, and may be stale. The calibration is the provider's count per
+    store token, not a limit, and every usage report corrects it."""
+    limits = (
+        LearnedLimits(calibration=1.2)
+        .after_window(STATED)
+        .after_window(INFERRED)
+        .after_bytes(ByteLesson("m", 300_000, "refused"))
+    )
+    assert limits.holds_a_limit
+    forgotten = limits.forgotten()
+    assert forgotten == LearnedLimits(calibration=1.2)
+    assert not forgotten.holds_a_limit
+    assert forgotten.window(128_000) == 128_000
+    assert forgotten.request_bytes_allowed == 0
+    assert not LearnedLimits(calibration=1.2).holds_a_limit

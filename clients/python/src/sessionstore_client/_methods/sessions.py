@@ -88,9 +88,12 @@ class SyncSessionsMethods(SyncCalls):
         settings: SessionSettings | None = None,
         expected_version: int | None = None,
         remove_labels: Sequence[str] | None = None,
+        forget_learned_limits: bool = False,
         timeout: float | None = None,
     ) -> Session:
-        """Changes some settings; fields left unset keep their value."""
+        """Changes some settings; fields left unset keep their value. It may also have
+        the session forget what providers' overflow errors taught (forget_learned_limits).
+        """
         return self._unary(
             "UpdateSettings",
             UpdateSettingsRequest(
@@ -98,6 +101,7 @@ class SyncSessionsMethods(SyncCalls):
                 settings=settings,
                 expected_version=expected_version,
                 remove_labels=list(remove_labels or ()),
+                forget_learned_limits=forget_learned_limits,
             ),
             Session,
             timeout,
@@ -167,9 +171,12 @@ class AsyncSessionsMethods(AsyncCalls):
         settings: SessionSettings | None = None,
         expected_version: int | None = None,
         remove_labels: Sequence[str] | None = None,
+        forget_learned_limits: bool = False,
         timeout: float | None = None,
     ) -> Session:
-        """Changes some settings; fields left unset keep their value."""
+        """Changes some settings; fields left unset keep their value. It may also have
+        the session forget what providers' overflow errors taught (forget_learned_limits).
+        """
         return await self._unary(
             "UpdateSettings",
             UpdateSettingsRequest(
@@ -177,6 +184,7 @@ class AsyncSessionsMethods(AsyncCalls):
                 settings=settings,
                 expected_version=expected_version,
                 remove_labels=list(remove_labels or ()),
+                forget_learned_limits=forget_learned_limits,
             ),
             Session,
             timeout,

@@ -1487,8 +1487,20 @@ class UpdateSettingsRequest(_message.Message):
     SETTINGS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     REMOVE_LABELS_FIELD_NUMBER: _builtins.int
+    FORGET_LEARNED_LIMITS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     expected_version: _builtins.int
+    forget_learned_limits: _builtins.bool
+    """Forget what providers' overflow errors taught the session, for every model:
+    the windows (stated or inferred), the answer's room and the limits in bytes,
+    when they no longer hold (a proxy's body limit raised, a misread error, the
+    model moved to a larger deployment). Views are then fitted to the resolved
+    window again, until an error teaches anew. The calibration stays (the
+    provider's count per store token, which every usage report corrects).
+    Recorded as the event LearnedLimitsForgotten, before any settings change of
+    the same request; nothing is recorded when nothing was learned, so a retry
+    changes nothing.
+    """
     @_builtins.property
     def settings(self) -> Global___SessionSettings:
         """Fields set here replace the session's; unset fields keep their value.
@@ -1506,10 +1518,11 @@ class UpdateSettingsRequest(_message.Message):
         settings: Global___SessionSettings | None = ...,
         expected_version: _builtins.int | None = ...,
         remove_labels: _abc.Iterable[_builtins.str] | None = ...,
+        forget_learned_limits: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "remove_labels", b"remove_labels", "session_id", b"session_id", "settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "forget_learned_limits", b"forget_learned_limits", "remove_labels", b"remove_labels", "session_id", b"session_id", "settings", b"settings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -2908,6 +2921,72 @@ class TokenLesson(_message.Message):
 Global___TokenLesson: _TypeAlias = TokenLesson  # noqa: Y015
 
 @_typing.final
+class ForgottenLimits(_message.Message):
+    """What overflow errors had taught about one model, as it was forgotten."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    WINDOW_INFERRED_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    window_tokens: _builtins.int
+    """The window in force (0: none), and whether it was inferred (an error that
+    stated no window) rather than stated.
+    """
+    window_inferred: _builtins.bool
+    output_tokens: _builtins.int
+    """The answer's room an error said the client asks for (0: none)."""
+    request_bytes: _builtins.int
+    """The limit in bytes a request refused for its size taught (0: none)."""
+    calibration: _builtins.float
+    """The calibration, which stays (0: never calibrated)."""
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        window_tokens: _builtins.int = ...,
+        window_inferred: _builtins.bool = ...,
+        output_tokens: _builtins.int = ...,
+        request_bytes: _builtins.int = ...,
+        calibration: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "model", b"model", "output_tokens", b"output_tokens", "request_bytes", b"request_bytes", "window_inferred", b"window_inferred", "window_tokens", b"window_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgottenLimits: _TypeAlias = ForgottenLimits  # noqa: Y015
+
+@_typing.final
+class LearnedLimitsForgotten(_message.Message):
+    """The client had the session forget what providers' overflow errors taught
+    (UpdateSettingsRequest.forget_learned_limits).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODELS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def models(self) -> _containers.RepeatedCompositeFieldContainer[Global___ForgottenLimits]: ...
+    def __init__(
+        self,
+        *,
+        models: _abc.Iterable[Global___ForgottenLimits] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["models", b"models"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LearnedLimitsForgotten: _TypeAlias = LearnedLimitsForgotten  # noqa: Y015
+
+@_typing.final
 class EntryRetracted(_message.Message):
     """The log's latest entry taken out of the views; the entry stays in the store."""
 
@@ -3128,6 +3207,7 @@ class SessionEvent(_message.Message):
     COMPACTION_REDONE_FIELD_NUMBER: _builtins.int
     ENTRY_RETRACTED_FIELD_NUMBER: _builtins.int
     SESSION_CLEARED_FIELD_NUMBER: _builtins.int
+    LEARNED_LIMITS_FORGOTTEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     @_builtins.property
@@ -3160,6 +3240,8 @@ class SessionEvent(_message.Message):
     def entry_retracted(self) -> Global___EntryRetracted: ...
     @_builtins.property
     def session_cleared(self) -> Global___SessionCleared: ...
+    @_builtins.property
+    def learned_limits_forgotten(self) -> Global___LearnedLimitsForgotten: ...
     def __init__(
         self,
         *,
@@ -3180,12 +3262,13 @@ class SessionEvent(_message.Message):
         compaction_redone: Global___CompactionRedone | None = ...,
         entry_retracted: Global___EntryRetracted | None = ...,
         session_cleared: Global___SessionCleared | None = ...,
+        learned_limits_forgotten: Global___LearnedLimitsForgotten | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "learned_limits_forgotten", b"learned_limits_forgotten", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_failed", b"compaction_failed", "compaction_recorded", b"compaction_recorded", "compaction_redone", b"compaction_redone", "compaction_undone", b"compaction_undone", "entries_appended", b"entries_appended", "entry_retracted", b"entry_retracted", "erasure", b"erasure", "event", b"event", "learned_limits_forgotten", b"learned_limits_forgotten", "overflow_reported", b"overflow_reported", "prune_recorded", b"prune_recorded", "session_cleared", b"session_cleared", "session_id", b"session_id", "settings_changed", b"settings_changed", "started", b"started", "system_prompt_set", b"system_prompt_set", "timestamp", b"timestamp", "tool_calls_abandoned", b"tool_calls_abandoned", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure", "compaction_redone", "entry_retracted", "session_cleared"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "entries_appended", "compaction_recorded", "prune_recorded", "settings_changed", "compaction_failed", "overflow_reported", "system_prompt_set", "tool_calls_abandoned", "compaction_undone", "erasure", "compaction_redone", "entry_retracted", "session_cleared", "learned_limits_forgotten"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -4359,6 +4442,7 @@ class ContextReport(_message.Message):
     RESERVE_TOKENS_FIELD_NUMBER: _builtins.int
     LEARNED_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     REQUEST_BYTES_ALLOWED_FIELD_NUMBER: _builtins.int
+    LIMITS_FORGOTTEN_VERSION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     version: _builtins.int
     """The session's version the whole report is of, its totals included."""
@@ -4393,6 +4477,10 @@ class ContextReport(_message.Message):
     under: 80% of it. 0: none.
     """
     request_bytes_allowed: _builtins.int
+    limits_forgotten_version: _builtins.int
+    """The version at which the client last had the session forget what providers
+    taught (UpdateSettingsRequest.forget_learned_limits; 0: never).
+    """
     @_builtins.property
     def window(self) -> Global___WindowGuardState: ...
     @_builtins.property
@@ -4445,10 +4533,11 @@ class ContextReport(_message.Message):
         reserve_tokens: _builtins.int = ...,
         learned_request_bytes: _builtins.int = ...,
         request_bytes_allowed: _builtins.int = ...,
+        limits_forgotten_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["latest_compaction", b"latest_compaction", "system_prompt", b"system_prompt", "total_usage", b"total_usage", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "learned_request_bytes", b"learned_request_bytes", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "request_bytes_allowed", b"request_bytes_allowed", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "calibrated_tokens", b"calibrated_tokens", "calibration_ratio", b"calibration_ratio", "compaction_count", b"compaction_count", "compaction_failures", b"compaction_failures", "engine", b"engine", "entries", b"entries", "entries_in_prompt", b"entries_in_prompt", "files", b"files", "largest_tool_results", b"largest_tool_results", "last_provider_input_tokens", b"last_provider_input_tokens", "latest_compaction", b"latest_compaction", "learned_request_bytes", b"learned_request_bytes", "limits_forgotten_version", b"limits_forgotten_version", "messages_tokens", b"messages_tokens", "pinned_tokens", b"pinned_tokens", "prune_count", b"prune_count", "request_bytes_allowed", b"request_bytes_allowed", "reserve_tokens", b"reserve_tokens", "session_id", b"session_id", "skills", b"skills", "summary_tokens", b"summary_tokens", "system_prompt", b"system_prompt", "system_prompt_tokens", b"system_prompt_tokens", "threshold_tokens", b"threshold_tokens", "top_tools", b"top_tools", "total_usage", b"total_usage", "turns", b"turns", "used_percent", b"used_percent", "used_tokens", b"used_tokens", "version", b"version", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -322,6 +322,9 @@ class ContextReport:
     #: under: 80% of it. 0: none.
     learned_request_bytes: int = 0
     request_bytes_allowed: int = 0
+    #: The version at which the client last had the session forget what providers
+    #: taught (UpdateSettingsRequest.forget_learned_limits; 0: never).
+    limits_forgotten_version: int = 0
 
 
 # Other sections' messages, named in the annotations above. Imported last,

@@ -15,6 +15,8 @@ from typing import ClassVar
 __all__ = [
     "EntriesAppended",
     "EntryRetracted",
+    "ForgottenLimits",
+    "LearnedLimitsForgotten",
     "OverflowReported",
     "PruneRecorded",
     "ReadEventsRequest",
@@ -77,6 +79,34 @@ class TokenLesson:
     #: taught) that this count of a prompt the provider accepted disproved, lifted
     #: from then on (0: none). A window an error stated is never lifted so.
     lifted_window_tokens: int = 0
+
+
+@dataclass(slots=True)
+class ForgottenLimits:
+    """What overflow errors had taught about one model, as it was forgotten."""
+
+    PROTO: ClassVar[str] = "sessionstore.v1.ForgottenLimits"
+    model: str = ""
+    #: The window in force (0: none), and whether it was inferred (an error that
+    #: stated no window) rather than stated.
+    window_tokens: int = 0
+    window_inferred: bool = False
+    #: The answer's room an error said the client asks for (0: none).
+    output_tokens: int = 0
+    #: The limit in bytes a request refused for its size taught (0: none).
+    request_bytes: int = 0
+    #: The calibration, which stays (0: never calibrated).
+    calibration: float = 0.0
+
+
+@dataclass(slots=True)
+class LearnedLimitsForgotten:
+    """The client had the session forget what providers' overflow errors taught
+    (UpdateSettingsRequest.forget_learned_limits).
+    """
+
+    PROTO: ClassVar[str] = "sessionstore.v1.LearnedLimitsForgotten"
+    models: list[ForgottenLimits] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -186,6 +216,7 @@ class SessionEvent:
         | CompactionRedone
         | EntryRetracted
         | SessionCleared
+        | LearnedLimitsForgotten
         | None
     ) = None
 

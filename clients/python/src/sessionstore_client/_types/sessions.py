@@ -303,6 +303,16 @@ class UpdateSettingsRequest:
     expected_version: int | None = None
     #: Labels to remove (after any replacement); unknown keys are ignored.
     remove_labels: list[str] = field(default_factory=list)
+    #: Forget what providers' overflow errors taught the session, for every model:
+    #: the windows (stated or inferred), the answer's room and the limits in bytes,
+    #: when they no longer hold (a proxy's body limit raised, a misread error, the
+    #: model moved to a larger deployment). Views are then fitted to the resolved
+    #: window again, until an error teaches anew. The calibration stays (the
+    #: provider's count per store token, which every usage report corrects).
+    #: Recorded as the event LearnedLimitsForgotten, before any settings change of
+    #: the same request; nothing is recorded when nothing was learned, so a retry
+    #: changes nothing.
+    forget_learned_limits: bool = False
 
 
 # Other sections' messages, named in the annotations above. Imported last,

@@ -10,7 +10,10 @@ database, loses it when PostgreSQL ends its session (at once for a process
 that dies; within the TCP keepalive of services.adapters.postgres_timeouts for
 a host that vanishes), and a waiting worker takes it at its next try. The
 leader checks its connection every second and stops projecting when it is
-gone, then waits like the others.
+gone, then waits like the others. A batch the database still holds then (a
+server frozen mid-statement) ends once it lets it go; a worker that takes the
+lead back before that goes on watching its lock, and projects once the batch
+has ended, never beside it (services.readmodels.thread_sets).
 
 The lock saves work, not correctness: each batch of the projection locks its
 read models' tracking rows and commits with its position, so two projectors

@@ -33,6 +33,7 @@ from services.adapters.read_model_store import Applied, ReadModelStore, describe
 from services.readmodels.event_batches import BATCH, EventBatches
 from services.readmodels.listener import listen
 from services.readmodels.model_state import ModelState
+from services.readmodels.thread_sets import ThreadSets
 
 # After a catch-up, events that arrive within this pause are applied together:
 # under a stream of writes the projection then costs a transaction per pause,
@@ -41,6 +42,9 @@ from services.readmodels.model_state import ModelState
 # the pause short (``hurry``), so it never waits for the pause; it cannot cut
 # short a backoff.
 COALESCE_SECONDS = 0.1
+# How long a stop waits for a batch in flight, and a start for the threads a stop
+# left running.
+STOP_SECONDS = 10.0
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +66,9 @@ class ReadModelRunner:
         self._hurry = threading.Event()
         self._stopping = threading.Event()
         self.progress = threading.Condition()
-        self._threads: list[threading.Thread] = []
+        # A start looks for the end of threads a stop left running as often as the
+        # projection polls.
+        self._sets = ThreadSets(self._new_threads, self._stopping, self._rouse, poll_seconds)
         # The store's head as of this runner's latest catch-up of every model to it.
         self._reached = -1
         # A query found a model behind: read the stored positions at the next catch-up,
@@ -262,7 +268,7 @@ class ReadModelRunner:
     @property
     def running(self) -> bool:
         """Whether it projects now (started and not stopped)."""
-        return bool(self._threads) and not self._stopping.is_set()
+        return self._sets.running
 
     def wake(self) -> None:
         """New events: catch up once the pause after the last catch-up is over."""
@@ -277,21 +283,17 @@ class ReadModelRunner:
         self._hurry.set()
         self._wake.set()
 
-    def start(self) -> None:
-        """Starts projecting, unless it already does. Threads a stop left running (held
-        by the database) are waited for first: told to stop, each ends once what holds
-        it returns, and one set of threads projects at a time."""
-        if self.running:
-            return
-        if self._threads:
-            log.warning(
-                "read model projection waits for its threads from before to end",
-                threads=[thread.name for thread in self._threads],
-            )
-            for thread in self._threads:
-                thread.join()
-        self._stopping.clear()
-        self._threads = [
+    def start(self, timeout: float = STOP_SECONDS) -> None:
+        """Starts projecting, unless it already does or will. Threads a stop left
+        running (held by the database) are waited for first, at most ``timeout``
+        seconds as a stop waits; still held then, they are left to end first, and a
+        thread of the runner's own starts projecting once they have
+        (services.readmodels.thread_sets): one set of threads projects at a time, and
+        a worker that took the lead back goes on watching its lock meanwhile."""
+        self._sets.start(timeout)
+
+    def _new_threads(self) -> list[threading.Thread]:
+        threads = [
             threading.Thread(target=self._run, name="read-models", daemon=True),
             threading.Thread(target=self._recover, name="read-models-recover", daemon=True),
         ]
@@ -305,28 +307,20 @@ class ReadModelRunner:
                 self.poll_seconds,
                 COALESCE_SECONDS,
             )
-            self._threads.append(
+            threads.append(
                 threading.Thread(
                     target=listen, args=listening, name="read-models-listen", daemon=True
                 )
             )
-        for thread in self._threads:
-            thread.start()
+        return threads
 
-    def stop(self, timeout: float = 10.0) -> list[str]:
-        """Stops the threads, waiting at most ``timeout`` seconds for a batch in flight
-        (an unfinished batch is rolled back: nothing is lost); answers the names of
-        those still running then (held by the database), which end once it lets them
-        go, and which a later ``start`` waits for."""
-        self._stopping.set()
-        self._hurry.set()
-        self._wake.set()
-        self._recovery_wake.set()
-        give_up_at = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(timeout=max(0.0, give_up_at - time.monotonic()))
-        self._threads = [thread for thread in self._threads if thread.is_alive()]
-        still = [thread.name for thread in self._threads]
+    def stop(self, timeout: float = STOP_SECONDS) -> list[str]:
+        """Stops the threads (and calls off a start still waiting for earlier ones),
+        waiting at most ``timeout`` seconds for a batch in flight (an unfinished batch
+        is rolled back: nothing is lost); answers the names of those still running
+        then (held by the database), which end once it lets them go, and which a
+        later ``start`` waits for."""
+        still = self._sets.stop(timeout)
         if still:
             log.warning(
                 "read model threads still running after stop; each ends once the "
@@ -335,6 +329,12 @@ class ReadModelRunner:
                 timeout_seconds=timeout,
             )
         return still
+
+    def _rouse(self) -> None:
+        """Wakes the threads from their waits, to see that they must stop."""
+        self._hurry.set()
+        self._wake.set()
+        self._recovery_wake.set()
 
     def run_forever(self) -> None:
         """The worker's loop: ``start`` without a thread of its own."""

@@ -1,13 +1,14 @@
 """A projection stopped while the database holds a batch in flight: the stop says which
 threads still run, and a start (a worker that regained the lead) waits for them to end
-rather than run a second set of threads beside them."""
+rather than run a second set of threads beside them; as long as a stop waits, no
+longer: held beyond that, they are left to end first, and the projection starts then
+(unless a stop calls it off), with the start long returned."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +18,21 @@ from sqlalchemy import Connection
 from domain.session import Session
 from domain.settings import SessionSettings
 from services.adapters.event_store import EventStore
-from services.adapters.read_model_db import migrate, open_database
+from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
 from services.adapters.read_model_store import ReadModelStore
 from services.adapters.read_model_writers import ReadModel
 from services.config import persistence_env
 from services.readmodels.runner import ReadModelRunner
 
 WAITS_FOR_OLD_THREADS = "read model projection waits for its threads from before to end"
+STARTS_ONCE_THEY_END = (
+    "read model threads from before still running, held by the database; "
+    "projection starts once they end, not beside them"
+)
+# How long the start in these tests waits for the threads held: well short of the
+# default, so that the wait runs out.
+START_WAIT_SECONDS = 0.3
+POLL_SECONDS = 0.05
 
 
 class HeldModel(ReadModel):
@@ -49,10 +58,25 @@ def new_session(session_id: str) -> Session:
 
 
 @pytest.fixture
-def events(tmp_path: Path) -> Iterator[EventStore]:
-    store = EventStore(persistence_env(f"sqlite:///{tmp_path}/sessions.db"))
+def events(database_url: str) -> Iterator[EventStore]:
+    store = EventStore(persistence_env(database_url))
     yield store
     store.close()
+
+
+@pytest.fixture
+def database(database_url: str, events: EventStore) -> Iterator[ReadModelDatabase]:
+    opened = open_database(database_url)
+    migrate(opened)
+    yield opened
+    opened.dispose()
+
+
+@pytest.fixture
+def held() -> Iterator[HeldModel]:
+    model = HeldModel()
+    yield model
+    model.go_on.set()  # a failed test leaves no thread held
 
 
 def _projection_threads(excluding: set[threading.Thread]) -> list[threading.Thread]:
@@ -71,13 +95,41 @@ def _reaches(runner: ReadModelRunner, name: str, position: int) -> None:
             runner.progress.wait(0.1)
 
 
+def _eventually(condition: Any, what: str) -> None:
+    give_up_at = time.monotonic() + 10  # a bound only so that a failed test ends
+    while not condition():
+        assert time.monotonic() < give_up_at, what
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def runner(
+    events: EventStore, database: ReadModelDatabase, held: HeldModel
+) -> Iterator[ReadModelRunner]:
+    projection = ReadModelRunner(events, ReadModelStore(database, [held]), POLL_SECONDS)
+    yield projection
+    held.go_on.set()
+    projection.stop()
+
+
+def _stopped_with_a_batch_held(
+    runner: ReadModelRunner, events: EventStore, held: HeldModel
+) -> tuple[int, list[threading.Thread], set[threading.Thread]]:
+    """The runner started, its first batch held, and stopped: answers the position of
+    that batch's event, the threads still running (the held one) and those that ran
+    before the runner started."""
+    events.save_sessions([new_session("s-1")])
+    before = set(threading.enumerate())
+    runner.start()
+    assert held.begun.wait(5)
+    assert runner.stop(timeout=0.5) == ["read-models"]
+    return events.head_position(), _projection_threads(before), before
+
+
 def test_a_stop_leaving_a_batch_in_flight_says_so_and_a_start_waits_for_it(
-    tmp_path: Path, events: EventStore
+    events: EventStore, database: ReadModelDatabase, held: HeldModel
 ) -> None:
-    database = open_database(f"sqlite:///{tmp_path}/sessions.db")
-    migrate(database)
-    held = HeldModel()
-    runner = ReadModelRunner(events, ReadModelStore(database, [held]), poll_seconds=0.05)
+    runner = ReadModelRunner(events, ReadModelStore(database, [held]), POLL_SECONDS)
     starter: threading.Thread | None = None
     try:
         events.save_sessions([new_session("s-1")])
@@ -123,4 +175,62 @@ def test_a_stop_leaving_a_batch_in_flight_says_so_and_a_start_waits_for_it(
         if starter is not None:
             starter.join(5)
         runner.stop()
-        database.dispose()
+
+
+def test_a_start_whose_wait_runs_out_returns_and_projects_once_the_held_threads_end(
+    runner: ReadModelRunner, events: EventStore, held: HeldModel
+) -> None:
+    """The database holds the batch longer than a start waits (a PostgreSQL frozen
+    for good would hold it for ever): the start returns, saying so, with no second
+    set of threads beside the held one; once the database lets it go, it commits its
+    batch and the new set projects what comes next, each event once."""
+    first, old, before = _stopped_with_a_batch_held(runner, events, held)
+    with structlog.testing.capture_logs() as logged:
+        started = time.monotonic()
+        runner.start(timeout=START_WAIT_SECONDS)
+        waited = time.monotonic() - started
+    assert START_WAIT_SECONDS <= waited < START_WAIT_SECONDS + 2, waited
+    said = [e for e in logged if e["event"] == STARTS_ONCE_THEY_END]
+    assert [e["threads"] for e in said] == [["read-models"]]
+    assert said[0]["log_level"] == "warning"
+    assert not runner.running
+    runner.start(timeout=START_WAIT_SECONDS)  # a start already waiting: nothing more
+    time.sleep(5 * POLL_SECONDS)
+    assert _projection_threads(before) == old
+    assert not runner.running
+
+    held.go_on.set()
+    # Written once the batch is let go: on SQLite it holds the file's write lock.
+    events.save_sessions([new_session("s-2")])
+    _eventually(lambda: runner.running, "the projection never started")
+    assert not any(thread.is_alive() for thread in old)
+    _reaches(runner, "held", events.head_position())
+    assert held.written == [first, events.head_position()]
+    assert runner.stop() == []
+
+
+def test_a_stop_calls_off_a_start_still_waiting_for_held_threads(
+    runner: ReadModelRunner, events: EventStore, held: HeldModel
+) -> None:
+    """A worker that took the lead back and lost it again before the held threads
+    ended: the stop calls off the start that waited for them, and says the held
+    thread still runs; once it ends, nothing starts. A start then projects."""
+    first, old, before = _stopped_with_a_batch_held(runner, events, held)
+    runner.start(timeout=START_WAIT_SECONDS)
+    assert runner.stop(timeout=START_WAIT_SECONDS) == ["read-models"]
+    assert not any(t.name == "starting-read-models" for t in threading.enumerate())
+
+    held.go_on.set()
+    for thread in old:
+        thread.join(5)
+        assert not thread.is_alive()
+    time.sleep(5 * POLL_SECONDS)  # what a start put off would have taken to start
+    assert not runner.running
+    assert _projection_threads(before) == []
+    assert held.written == [first]
+
+    events.save_sessions([new_session("s-2")])
+    runner.start(timeout=START_WAIT_SECONDS)
+    assert runner.running
+    _reaches(runner, "held", events.head_position())
+    assert held.written == [first, events.head_position()]

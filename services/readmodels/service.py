@@ -199,10 +199,21 @@ class ReadModels:
             self.runner.start()
 
     def close(self, timeout: float = 1.0) -> None:
-        """Stops the projection, waiting at most ``timeout`` for a batch in flight (one
-        stuck on the database is rolled back with its connection)."""
-        if self.runner is not None:
-            self.runner.stop(timeout)
+        """Stops the projection, waiting at most ``timeout`` for a batch in flight, and
+        closes the database's connections. A batch the database still holds then
+        keeps its connection, which disposing the engines would not close, only
+        cut loose from them unsaid: they are left open for it instead, and the log
+        says so. It ends once the database lets it go (a batch not committed is
+        rolled back: nothing is lost); a later close, or the process's exit,
+        closes the connections."""
+        still = self.runner.stop(timeout) if self.runner is not None else []
+        if still:
+            log.warning(
+                "read model database left open for the projection threads still "
+                "running; its connections close with the process",
+                threads=still,
+            )
+            return
         self.database.dispose()
 
 

@@ -19,15 +19,21 @@ from domain.session import Session
 from domain.settings import SessionSettings
 from services.adapters.event_store import EventStore
 from services.adapters.read_model_db import ReadModelDatabase, migrate, open_database
+from services.adapters.read_model_queries import ReadModelQueries
 from services.adapters.read_model_store import ReadModelStore
 from services.adapters.read_model_writers import ReadModel
 from services.config import persistence_env
 from services.readmodels.runner import ReadModelRunner
+from services.readmodels.service import ReadModels
 
 WAITS_FOR_OLD_THREADS = "read model projection waits for its threads from before to end"
 STARTS_ONCE_THEY_END = (
     "read model threads from before still running, held by the database; "
     "projection starts once they end, not beside them"
+)
+LEFT_OPEN = (
+    "read model database left open for the projection threads still running; "
+    "its connections close with the process"
 )
 # How long the start in these tests waits for the threads held: well short of the
 # default, so that the wait runs out.
@@ -234,3 +240,36 @@ def test_a_stop_calls_off_a_start_still_waiting_for_held_threads(
     assert runner.running
     _reaches(runner, "held", events.head_position())
     assert held.written == [first, events.head_position()]
+
+
+def test_a_close_leaves_the_database_open_to_a_batch_still_held(
+    runner: ReadModelRunner, events: EventStore, database: ReadModelDatabase, held: HeldModel
+) -> None:
+    """A server or worker closing while the database holds a batch: the close leaves
+    the engines to it (disposed, they would look closed while its connection stays
+    open), and says so; the batch commits once let go, and a close with nothing left
+    running disposes them."""
+    models = ReadModels(events, database, runner.models, ReadModelQueries(database), runner)
+    events.save_sessions([new_session("s-1")])
+    first = events.head_position()
+    before = set(threading.enumerate())
+    models.start()
+    assert held.begun.wait(5)
+    pools = (database.writer.pool, database.reader.pool)
+    with structlog.testing.capture_logs() as logged:
+        models.close(timeout=START_WAIT_SECONDS)
+    (left,) = [e for e in logged if e["event"] == LEFT_OPEN]
+    assert left["threads"] == ["read-models"] and left["log_level"] == "warning"
+    assert (database.writer.pool, database.reader.pool) == pools  # not disposed
+
+    with structlog.testing.capture_logs() as logged:
+        held.go_on.set()
+        for thread in _projection_threads(before):
+            thread.join(5)
+            assert not thread.is_alive()
+    assert not [e for e in logged if e["log_level"] in ("error", "warning")]
+    assert held.written == [first]
+    assert runner.models.position("held") == first
+
+    models.close()
+    assert database.writer.pool is not pools[0] and database.reader.pool is not pools[1]

@@ -11,7 +11,9 @@ holds a statement until the TCP timeouts end it). A writer still queued
 behind it therefore leaves, its session unsaved, once its call's deadline
 passes, its call is cut, or the database is known to be unreachable; one
 whose session an insert already took waits for that insert, which decides
-its fate.
+its fate. A wait ended by what is not an Exception (an interrupt, a
+cancellation) leaves the same way: one woken to lead the next batch hands
+that on, whichever way it leaves.
 """
 
 from __future__ import annotations
@@ -91,6 +93,16 @@ class GroupCommit:
     def _follow(self, ticket: _Ticket) -> None:
         """Waits, in slices, until the ticket's batch is saved or it is woken to lead;
         leaves, raising why, if its writer stops waiting while no batch has it."""
+        try:
+            self._wait_in_queue(ticket)
+        except BaseException:
+            # Whatever ended the wait, what is not an Exception too (an interrupt, a
+            # cancellation, the process exiting): a ticket no batch has taken leaves,
+            # and one woken to lead hands the lead on, as the leader's path does.
+            self._leave(ticket)
+            raise
+
+    def _wait_in_queue(self, ticket: _Ticket) -> None:
         while not ticket.wake.wait(deadline.bounded(FOLLOW_WAIT_SLICE)):
             reason = self._why_stop_waiting()
             if reason is None:

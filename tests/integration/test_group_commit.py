@@ -1,15 +1,14 @@
-"""Group commit on a real SQLite event store: batches form, a conflict stays with its
-writer, a writer queued behind an insert that hangs leaves when its call ends
-(unless an insert already took its session) without stranding those behind it, and
-an insert interrupted strands none either."""
+"""Group commit on a real event store, SQLite and PostgreSQL: batches form, a conflict
+stays with its writer, a writer queued behind an insert that hangs leaves when its
+call ends (unless an insert already took its session) without stranding those behind
+it, and an insert interrupted, or a wait, strands none either."""
 
 from __future__ import annotations
 
 import copy
 import threading
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 import pytest
 from eventsourcing.persistence import IntegrityError
@@ -39,8 +38,10 @@ def add_turn(session: Session, text: str) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> EventStore:
-    return EventStore(persistence_env(f"sqlite:///{tmp_path}/events.db"))
+def store(database_url: str) -> Iterator[EventStore]:
+    events = EventStore(persistence_env(database_url))
+    yield events
+    events.close()
 
 
 def test_concurrent_writers_share_inserts_and_all_land(store: EventStore) -> None:
@@ -140,12 +141,14 @@ class HeldInserts:
 class Probe:
     """The database's probe as the group commit asks it (known_outage): it answers the
     outage the test names for a writer, and tells the test who asked; a writer's
-    question can be held, to decide when its answer comes."""
+    question can be held, to decide when its answer comes, and ended instead by what
+    the test names (an interrupt that reaches the writer while it waits)."""
 
     def __init__(self, *writers: str) -> None:
         self.asked = {name: threading.Event() for name in writers}
         self.outages: dict[str, BaseException] = {}
         self.holds: dict[str, threading.Event] = {}
+        self.interrupts: dict[str, BaseException] = {}
 
     def __call__(self) -> BaseException | None:
         name = threading.current_thread().name
@@ -153,6 +156,8 @@ class Probe:
             self.asked[name].set()  # only a writer waiting for another's insert asks
         if name in self.holds:
             self.holds[name].wait(10)
+        if name in self.interrupts:
+            raise self.interrupts[name]
         return self.outages.get(name)
 
 
@@ -370,3 +375,58 @@ def test_an_insert_interrupted_fails_its_batch_and_hands_the_lead_on(
     assert _saved_after(group, "next") == inserts.positions["next"]
     assert inserts.batches == [["leader"], ["next-leader", "follower"], ["next"]]
     assert store.session_events("follower") == []
+
+
+@pytest.mark.parametrize("behind", [0, 1])
+def test_a_writer_woken_to_lead_whose_wait_is_interrupted_hands_the_lead_on(
+    store: EventStore, behind: int
+) -> None:
+    """The writer first in the queue, woken to lead the next batch, is at that moment
+    interrupted (what is not an Exception ends its wait): it hands the lead on as one
+    that leaves does, so the writer behind it leads instead, or, none being queued,
+    the next to come."""
+    inserts = HeldInserts(store)
+    probe = Probe("woken", "behind")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    probe.holds["woken"] = answered = threading.Event()
+    woken = Writer(group, "woken")
+    woken.start()
+    assert probe.asked["woken"].wait(5)  # queued first, its question held
+    others = [Writer(group, "behind")] if behind else []
+    for writer in others:
+        writer.start()
+        assert probe.asked["behind"].wait(5)
+    inserts.go_on[0].set()
+    leader.finish()  # it woke the first queued to lead before it returned
+    interrupted = Interrupted("the wait was interrupted")
+    probe.interrupts["woken"] = interrupted
+    answered.set()
+    woken.finish()
+    assert woken.error is interrupted
+    for writer in others:
+        writer.finish()
+        assert writer.error is None and writer.position == inserts.positions["behind"]
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], *([["behind"]] if behind else []), ["next"]]
+    assert store.session_events("woken") == []
+
+
+def test_a_queued_writer_whose_wait_is_interrupted_leaves_unsaved(store: EventStore) -> None:
+    """A writer still queued behind an insert is interrupted: it leaves the queue, so no
+    later batch saves the session its call failed for, nor waits for it to lead."""
+    inserts = HeldInserts(store)
+    probe = Probe("queued")
+    group = GroupCommit(inserts, probe)
+    leader = _leading(group, inserts)
+    queued = Writer(group, "queued")
+    interrupted = Interrupted("the wait was interrupted")
+    probe.interrupts["queued"] = interrupted
+    queued.start()
+    queued.finish()
+    assert queued.error is interrupted
+    inserts.go_on[0].set()
+    leader.finish()
+    assert _saved_after(group, "next") == inserts.positions["next"]
+    assert inserts.batches == [["leader"], ["next"]]
+    assert store.session_events("queued") == []

@@ -12,7 +12,7 @@ hold (services.grpc.request_strings), are answered INVALID_ARGUMENT before
 any handler runs. Once the server stops, the service's calls are refused
 UNAVAILABLE (services.grpc.stopping). Whoever must know what calls are refused
 with (the database monitor, which a damaged database takes out of rotation) is
-told each refusal (``noticed``).
+told each refusal (``noticed``), and each failure of a part answered as text.
 """
 
 from __future__ import annotations
@@ -87,12 +87,21 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, "internal error; the server log has the details"
 
 
-def failure_text(error: Exception, method: str, part: str) -> str:
+Noticed = Callable[[Exception], None]
+
+
+def _unheard(_error: Exception) -> None:
+    """Where refusals go when nobody asked to be told of them."""
+
+
+def failure_text(error: Exception, method: str, part: str, noticed: Noticed = _unheard) -> str:
     """What a call failing with ``error`` would answer, as "CODE: message", for the
     ``part`` of ``method``'s call whose failure must not fail it (the view after an
     append: the write stands, and a failed call would have it sent again). Logged as
     a failed call is: anything unexpected with its traceback, which the text never
-    carries."""
+    carries; and ``noticed`` is told, as of a failed call (a damaged database met
+    there takes the server out of rotation as one met by a call does)."""
+    noticed(error)
     code, message = status_for(error)
     _log_failure(error, code, message, method, part)
     return f"{code.name}: {message}"
@@ -173,13 +182,6 @@ def _malformed(
         f"the request is not a valid {name} request message (protocol buffers, with UTF-8 "
         f"strings): {errors.quoted(str(error), 200)}"
     )
-
-
-Noticed = Callable[[Exception], None]
-
-
-def _unheard(_error: Exception) -> None:
-    """Where refusals go when nobody asked to be told of them."""
 
 
 class ErrorMapping:

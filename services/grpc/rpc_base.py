@@ -7,12 +7,16 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.app.context import ContextService
 from services.app.session_rules import MESSAGE_ENVELOPE_BYTES
 from services.app.sessions import SessionCommandSet, SessionService
+from services.grpc.errors import Noticed
 
 
 class RpcBase:
     service: SessionService
     commands: SessionCommandSet
     context: ContextService
+    # Told what a part of a call that must not fail it failed with (as the error
+    # layer is told of each refusal): the database monitor.
+    noticed: Noticed
 
     def _session_id(self, request: object) -> str:
         """The stream of the request's session, refused unless the id could name one."""

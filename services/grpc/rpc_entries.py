@@ -85,7 +85,7 @@ class EntryRpcs(RpcBase):
                 # refusal, the database, a fault of the server's): a failed call
                 # would have the client send the written turn again.
                 response.view_after_append_error = failure_text(
-                    error, APPEND_METHOD, "view after append"
+                    error, APPEND_METHOD, "view after append", self.noticed
                 )
             else:
                 view.session_id = request.session_id

@@ -212,6 +212,8 @@ async def _serve(
             audit=app.audit,
             streams=app.streams,
             recall=app.recall,
+            # As the error layer, of what the view after an append failed with.
+            noticed=monitor.noticed,
         ),
         (layered := LayeredServer(server, layers, stoppable=SERVICE_NAME)).adding,
     )

@@ -16,6 +16,7 @@ from services.app.imports import ImportService
 from services.app.recall import RecallService
 from services.app.sessions import SessionService
 from services.grpc.audit import AuditRpcs
+from services.grpc.errors import Noticed
 from services.grpc.recall import RecallRpcs
 from services.grpc.rpc_context import ContextRpcs
 from services.grpc.rpc_entries import EntryRpcs
@@ -41,6 +42,7 @@ class SessionStoreServicer(
         audit: AuditService,
         streams: EventStreams,
         recall: RecallService | None = None,
+        noticed: Noticed = lambda _error: None,
     ) -> None:
         self.service = service
         self.commands = service.commands
@@ -50,3 +52,5 @@ class SessionStoreServicer(
         self.streams = streams
         # Without one (no read models), Recall answers that it is not available.
         self.recall = recall or RecallService(service, None)
+        # The database monitor, told of the failures a call answers as text.
+        self.noticed = noticed

@@ -7,7 +7,8 @@ sending calls to a server that could not answer them. Damage does not heal and n
 cheap look tells it gone: from the first refusal on, health says NOT_SERVING
 until the server restarts (on the database restored, or the index rebuilt), even
 while calls that need nothing damaged are served. Liveness holds throughout: a
-restart on the same damaged database would not help.
+restart on the same damaged database would not help. Damage met by the view after
+an append, which fails without failing the call, counts as damage met by a call.
 """
 
 from __future__ import annotations
@@ -33,13 +34,19 @@ from tests.e2e.test_database_states import (
     restore_sqlite_file,
 )
 from tests.e2e.test_faults import NOT_SERVING, SERVING, _eventually, _health
-from tests.e2e.test_grpc_api import Stub, new_session, user
+from tests.e2e.test_grpc_api import Stub, append, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 # Looks of the monitor a state is held through, to tell it kept from one not yet changed.
 HELD_LOOKS = 4
 # PostgreSQL's page size: what a damaged block is.
 BLOCK_BYTES = 8192
+# Turns long enough that each one's event takes a page of its own (SQLite) or goes to
+# the TOAST table (PostgreSQL), a few to a block: the oldest lie apart from the newest.
+LONG_TURN = "a question long enough to fill a page " * 50
+TURNS = 12
+# Snapshots every few events: the aggregate loads from one, without the oldest events.
+SNAPSHOT_INTERVAL = 5
 
 
 @pytest.fixture
@@ -185,5 +192,87 @@ def test_data_postgresql_reports_damaged_turns_health_not_serving(
             listed = Stub(channel).ListSessions(pb.ListSessionsRequest(), timeout=10)
             assert [s.id for s in listed.sessions] == [session.id]
             _held_through_looks(channel, SERVING)
+    finally:
+        server.stop(0)
+
+
+def _session_of_long_turns(database_url: str) -> str:
+    """A session of TURNS long turns, by a server stopped since: none holds it in memory."""
+    server = start_server(database_url, snapshot_interval=SNAPSHOT_INTERVAL, projections="off")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            store = Stub(channel)
+            session = new_session(store, model="gpt-4o")
+            for _ in range(TURNS):
+                append(store, session.id, user(LONG_TURN))
+            return session.id
+    finally:
+        server.stop(0)
+
+
+def _damage_sqlite_oldest_event(path: Path) -> None:
+    """The page holding the store's oldest event overwritten, the server stopped."""
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all in the file
+        # dbstat walks each table's B-tree in key order: the first leaf holds the oldest.
+        (page,) = connection.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'stored_events' AND pagetype = 'leaf' "
+            "ORDER BY path LIMIT 1"
+        ).fetchone()
+        (page_bytes,) = connection.execute("PRAGMA page_size").fetchone()
+    with path.open("r+b") as file:
+        file.seek((page - 1) * page_bytes)
+        file.write(b"\xff" * page_bytes)
+
+
+def _damage_postgres_oldest_events(cluster: Cluster) -> None:
+    """Block 0 of the events' TOAST table (the oldest long turns' content) damaged."""
+    with psycopg.connect(cluster.url) as connection:
+        row = connection.execute(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = %s",
+            ("sessionstore_events",),
+        ).fetchone()
+    assert row is not None and row[0] != "-", row
+    _damage(cluster, row[0], b"\xff" * BLOCK_BYTES)
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_damage_met_by_the_view_after_an_append_turns_health_not_serving(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The damage lies where only the view after an append reads it: the oldest events
+    of a session, from which a server that has not read the session yet folds its
+    history, while the append loads the aggregate from its latest snapshot on. The
+    append is written and answered, with its view's refusal as text, and health says
+    NOT_SERVING from then on, as after a call refused so, in the refusal's words."""
+    if database == "sqlite":
+        path = tmp_path / "sessions.db"
+        url = f"sqlite:///{path}"
+        session_id = _session_of_long_turns(url)
+        _damage_sqlite_oldest_event(path)
+        damage = "the database file is damaged (database disk image is malformed): "
+    else:
+        cluster: Cluster = request.getfixturevalue("cluster")
+        url = cluster.url
+        session_id = _session_of_long_turns(url)
+        _damage_postgres_oldest_events(cluster)
+        damage = "the database reports damaged data (invalid page in block 0 of relation "
+    server = start_server(url, snapshot_interval=SNAPSHOT_INTERVAL, projections="off")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            assert _health(channel) == SERVING
+            turn = append(
+                Stub(channel),
+                session_id,
+                user("a question once the oldest turns are damaged"),
+                view_after_append=pb.ViewAfterAppend(format=pb.PROMPT_FORMAT_OPENAI),
+            )
+            assert turn.version == TURNS + 2  # written: the session started, its turns, this
+            assert not turn.HasField("view_after_append")
+            assert turn.view_after_append_error.startswith(f"UNAVAILABLE: {damage}"), turn
+
+            _eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
+            assert f"UNAVAILABLE: {server.monitor.reason}" == turn.view_after_append_error
+            assert _health(channel, LIVENESS) == SERVING
     finally:
         server.stop(0)

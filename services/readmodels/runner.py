@@ -336,11 +336,6 @@ class ReadModelRunner:
         self._wake.set()
         self._recovery_wake.set()
 
-    def run_forever(self) -> None:
-        """The worker's loop: ``start`` without a thread of its own."""
-        self.start()
-        self._stopping.wait()
-
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()

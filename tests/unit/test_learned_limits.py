@@ -1,14 +1,20 @@
-"""What providers taught a session, lifted by a usage report or forgotten at the
-client's word: the aggregate, the history it was synced with, a history folded from
-scratch and one loaded cold from a cut all agree, at every version."""
+"""What providers taught a session, superseded by a window the client names, lifted by a
+usage report or forgotten at the client's word: the aggregate, the history it was synced
+with, a history folded from scratch and one loaded cold from a cut all agree, at every
+version."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
 
 from domain.content import Entry, PromptRef, Role, TextBlock, Usage
 from domain.context.calibration import LearnedLimits
 from domain.context.overflow import REQUEST_TOO_LARGE, OverflowReport
-from domain.session_events import EntriesAppended, LearnedLimitsForgotten
-from domain.settings import SessionSettings
+from domain.errors import ContextWindowTooSmall, InvalidRequest
+from domain.session_events import EntriesAppended, LearnedLimitsForgotten, OverflowReported
+from domain.settings import SessionSettings, WindowGuardPolicy
 from projections.session_history import SessionHistory, load_from_cut
 from tests.unit.support import Tracked, assistant, user
 
@@ -86,6 +92,133 @@ def readers(tracked: Tracked, version: int | None = None) -> set[tuple[int, str,
         session = tracked.session
         seen.add((session.window_tokens, session.window_source, session.learned))
     return seen
+
+
+def test_a_stated_window_below_the_guards_minimum_is_refused_and_records_nothing() -> None:
+    tracked = Tracked(settings=SessionSettings(model="gpt-4o"))
+    with pytest.raises(ContextWindowTooSmall, match="nothing is recorded"):
+        stated_overflow(tracked, 8_192)
+    tracked.sync()
+    assert tracked.version == 1 and tracked.session.window_tokens == 200_000
+    # With the guard off the client works in any window, and the lesson is learned.
+    off = SessionSettings(model="gpt-4o", window_guard=WindowGuardPolicy(enabled=False))
+    tracked.change_settings(off)
+    stated_overflow(tracked, 8_192)
+    assert tracked.session.window_tokens == 8_192
+
+
+def test_a_window_the_client_names_supersedes_a_learned_one_in_every_reader() -> None:
+    """The aggregate, the history it was synced with and a history folded from scratch
+    agree on the window in force as lessons and settings alternate."""
+    settings = SessionSettings(model="gpt-4o", context_window_tokens=60_000)
+    tracked = Tracked(settings=settings, window=(60_000, "session"))
+    tracked.append(user("hello"))
+
+    def windows() -> set[tuple[int, str]]:
+        again = SessionHistory(tracked.session.id)
+        again.apply(tracked.events)
+        views = [tracked.history.prompt_view(), again.prompt_view()]
+        return {(tracked.session.window_tokens, views[0].window_source)} | {
+            (v.window_tokens, v.window_source) for v in views
+        }
+
+    stated_overflow(tracked, 20_000)
+    assert windows() == {(20_000, "learned")}
+    # Other settings leave the lesson in force; naming the window, even unchanged, does not.
+    tracked.session.change_settings(replace(settings, title="t"), (60_000, "session"))
+    tracked.sync()
+    assert windows() == {(20_000, "learned")}
+    tracked.session.change_settings(
+        replace(settings, title="t"), (60_000, "session"), sets_window=True
+    )
+    tracked.sync()
+    assert windows() == {(60_000, "session")}
+    # Named again with nothing learned, it records nothing.
+    version = tracked.version
+    tracked.session.change_settings(
+        replace(settings, title="t"), (60_000, "session"), sets_window=True
+    )
+    tracked.sync()
+    assert tracked.version == version
+    # A later lesson teaches again.
+    stated_overflow(tracked, 30_000)
+    assert windows() == {(30_000, "learned")}
+
+
+def test_a_request_refused_for_its_bytes_teaches_a_byte_limit_in_every_reader() -> None:
+    """The aggregate, the history it was synced with and a history folded from scratch
+    agree on the limit, which teaches no window."""
+    tracked = Tracked(settings=SessionSettings(model="claude-sonnet-4-5"))
+    tracked.append(user("hello"))
+
+    def report(refused_bytes: int) -> None:
+        error = '{"type":"error","error":{"type":"request_too_large"}}'
+        refusal = OverflowReport(
+            "anthropic",
+            413,
+            error,
+            tracked.version,
+            "",
+            kind=REQUEST_TOO_LARGE,
+            refused_bytes=refused_bytes,
+        )
+        tracked.session.report_overflow(refusal, view_estimate=50_000)
+        tracked.sync()
+
+    def learned() -> set[tuple[int, int]]:
+        again = SessionHistory(tracked.session.id)
+        again.apply(tracked.events)
+        readers = [tracked.session.learned, tracked.history.prompt_view().learned]
+        readers.append(again.prompt_view().learned)
+        return {(limits.request_bytes, limits.window_tokens) for limits in readers}
+
+    report(0)  # unmeasured: nothing learned
+    assert learned() == {(0, 0)}
+    report(300_000)
+    assert learned() == {(300_000, 0)}
+    reported = tracked.events[-1]
+    assert isinstance(reported, OverflowReported) and reported.byte_limit is not None
+    assert "300,000 bytes" in reported.byte_limit.source
+    report(400_000)
+    assert learned() == {(300_000, 0)}
+    assert tracked.session.window_tokens == 200_000
+
+
+def test_a_byte_limit_says_which_figure_it_was_learned_from() -> None:
+    """The client's figure, as sent, or the store's rendering; a figure that is no size
+    of the refused request is refused, and nothing is recorded."""
+    tracked = Tracked(settings=SessionSettings(model="claude-sonnet-4-5"))
+    tracked.append(user("hello"))
+    error = '{"type":"error","error":{"type":"request_too_large"}}'
+
+    def report(sent_bytes: int) -> OverflowReported:
+        refusal = OverflowReport(
+            "anthropic",
+            413,
+            error,
+            tracked.version,
+            "",
+            kind=REQUEST_TOO_LARGE,
+            refused_bytes=40_000,
+            sent_bytes=sent_bytes,
+        )
+        reported = tracked.session.report_overflow(refusal, view_estimate=10_000)
+        tracked.sync()
+        return reported
+
+    rendered = report(0)
+    assert rendered.byte_limit is not None and rendered.request_bytes_sent == 0
+    assert "40,000 bytes as the store rendered it" in rendered.byte_limit.source
+    sent = report(110_000)
+    assert sent.byte_limit is not None and sent.request_bytes_sent == 110_000
+    assert "110,000 bytes as sent" in sent.byte_limit.source
+    # A fifth of the request as sent below the refused view's 40,000 bytes.
+    assert tracked.session.learned.request_bytes_allowed == 18_000
+    version = tracked.version
+    for wrong in (-1, 2**31, 9_000):
+        with pytest.raises(InvalidRequest, match="request_bytes"):
+            report(wrong)
+    assert tracked.version == version
 
 
 def test_a_usage_report_above_an_inferred_window_lifts_it_in_every_reader() -> None:

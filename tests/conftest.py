@@ -20,10 +20,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.config import Config
 from services.grpc.server import RunningServer, start
 from tests.support.fake_provider import FakeProvider
+from tests.support.grpc_calls import new_session
 
 POSTGRES_URL_VARIABLE = "SESSIONSTORE_TEST_POSTGRES_URL"
 
@@ -117,6 +119,12 @@ def channel(server: RunningServer) -> Iterator[grpc.Channel]:
 @pytest.fixture
 def store(channel: grpc.Channel) -> pb_grpc.SessionStoreStub:
     return pb_grpc.SessionStoreStub(channel)
+
+
+@pytest.fixture
+def session(store: pb_grpc.SessionStoreStub) -> pb.Session:
+    """A session of a model whose window the store knows (gpt-4o: 128,000 tokens)."""
+    return new_session(store, model="gpt-4o")
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from sessionstore_client import Client
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import RunningServer, start_server
-from tests.e2e.test_grpc_api import Stub, append, refused, user
 from tests.support.context_engine import create, error_info, of_kind, turn
 from tests.support.fake_provider import FakeProvider, delay
+from tests.support.grpc_calls import Stub, append, refused, user
 
 
 def compact(store: Stub, session_id: str, key: str, **fields: object) -> pb.CompactResponse:

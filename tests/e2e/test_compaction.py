@@ -15,7 +15,6 @@ import threading
 import time
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, text, tool_call, tool_result, user
 from tests.support.context_engine import (
     create,
     eventually,
@@ -25,6 +24,7 @@ from tests.support.context_engine import (
     view,
 )
 from tests.support.fake_provider import FakeProvider, delay, fail
+from tests.support.grpc_calls import Stub, append, text, tool_call, tool_result, user
 from tests.support.texts import code_text, log_text
 
 # -- compaction by threshold ----------------------------------------------------------

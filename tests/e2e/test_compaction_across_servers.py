@@ -20,7 +20,6 @@ from sessionstore_client import errors as client_errors
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.summary_claims import claim_key
 from tests.e2e.test_compact_retries import compact, eventually_called, in_thread, two_servers
-from tests.e2e.test_grpc_api import Stub
 from tests.support.context_engine import (
     error_info,
     eventually,
@@ -30,6 +29,7 @@ from tests.support.context_engine import (
     view,
 )
 from tests.support.fake_provider import FakeProvider, delay, fail
+from tests.support.grpc_calls import Stub
 
 SUMMARIZER = "openai/fake-summarizer"
 # Long enough for the other server's turns and view to come while the model writes.

@@ -15,8 +15,8 @@ import grpc
 import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, tool_call, tool_result, user
 from tests.support.context_engine import create, error_info, view
+from tests.support.grpc_calls import Stub, append, tool_call, tool_result, user
 from tests.support.texts import code_text, log_text
 
 # -- the window guard -----------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.tokenizers import IMAGE_TOKENS, tokenizer_for
-from tests.e2e.test_grpc_api import Stub, append, text, tool_call, tool_result, user
 from tests.support.context_engine import create, of_kind, view
+from tests.support.grpc_calls import Stub, append, text, tool_call, tool_result, user
 
 # A 1x1 PNG, inline.
 PIXEL = (

@@ -34,7 +34,7 @@ from tests.e2e.test_database_states import (
     restore_sqlite_file,
 )
 from tests.e2e.test_faults import NOT_SERVING, SERVING, _eventually, _health
-from tests.e2e.test_grpc_api import Stub, append, new_session, user
+from tests.support.grpc_calls import Stub, append, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 # Looks of the monitor a state is held through, to tell it kept from one not yet changed.

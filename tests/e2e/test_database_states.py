@@ -33,7 +33,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import cli
 from services.config import sqlite_file
 from tests.conftest import server_channel, start_server
-from tests.e2e.test_grpc_api import Stub, new_session, user
+from tests.support.grpc_calls import Stub, new_session, user
 
 MIGRATE = "run `sessionstore migrate`"
 RECOVERY_SECONDS = 15.0

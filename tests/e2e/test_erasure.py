@@ -20,7 +20,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import (
+from tests.support.grpc_calls import (
     Stub,
     append,
     new_session,

@@ -15,7 +15,7 @@ from services.adapters import sealing
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_erasure import _appears, _key_rows, _marker, _texts
-from tests.e2e.test_grpc_api import Stub, append, new_session, text, user
+from tests.support.grpc_calls import Stub, append, new_session, text, user
 from tests.support.raw_keys import raw_key_rows
 
 

@@ -27,8 +27,8 @@ from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
 from services.grpc.server import LIVENESS, SERVICE_NAME
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub, new_session, user
 from tests.support.fake_provider import FakeProvider, delay
+from tests.support.grpc_calls import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 OUTAGE_SECONDS = 5

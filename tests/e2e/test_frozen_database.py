@@ -36,7 +36,7 @@ from tests.e2e.test_faults import (
     _eventually,
     _health,
 )
-from tests.e2e.test_grpc_api import Stub, new_session, user
+from tests.support.grpc_calls import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 
 # The monitor's half-second interval, the probe's wait for its reply, and room for a

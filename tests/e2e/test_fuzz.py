@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, text, tool_result, user
 from tests.e2e.test_hostile import call_with
+from tests.support.grpc_calls import Stub, append, text, tool_result, user
 
 EXAMPLES = int(os.environ.get("SESSIONSTORE_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(

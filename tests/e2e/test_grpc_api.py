@@ -14,73 +14,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.conftest import start_server
-
-Stub = pb_grpc.SessionStoreStub
-
-
-def text(role: int, body: str, **fields: object) -> pb.Entry:
-    return pb.Entry(role=role, content=[pb.ContentBlock(text=pb.TextBlock(text=body))], **fields)  # type: ignore[arg-type]
-
-
-def user(body: str, **fields: object) -> pb.Entry:
-    return text(pb.ROLE_USER, body, **fields)
-
-
-def tool_call(call_id: str, name: str, arguments: dict[str, object]) -> pb.Entry:
-    return pb.Entry(
-        role=pb.ROLE_ASSISTANT,
-        content=[
-            pb.ContentBlock(
-                tool_call=pb.ToolCallBlock(
-                    id=call_id, name=name, arguments_json=json.dumps(arguments)
-                )
-            )
-        ],
-        usage=pb.Usage(input_tokens=120, output_tokens=15, cache_read_tokens=100),
-    )
-
-
-def tool_result(call_id: str, output: str, is_error: bool = False) -> pb.Entry:
-    return pb.Entry(
-        role=pb.ROLE_TOOL,
-        content=[
-            pb.ContentBlock(
-                tool_result=pb.ToolResultBlock(
-                    tool_call_id=call_id, content=output, is_error=is_error
-                )
-            )
-        ],
-    )
-
-
-def append(
-    store: Stub, session_id: str, *entries: pb.Entry, **fields: object
-) -> pb.AppendEntriesResponse:
-    return store.AppendEntries(
-        pb.AppendEntriesRequest(session_id=session_id, entries=list(entries), **fields)  # type: ignore[arg-type]
-    )
-
-
-def refused(call: object, code: grpc.StatusCode) -> str:
-    """Runs ``call`` and returns the refusal's message, failing unless it has ``code``."""
-    with pytest.raises(grpc.RpcError) as raised:
-        call()  # type: ignore[operator]
-    assert raised.value.code() == code, raised.value.details()
-    return str(raised.value.details())
-
-
-def new_session(store: Stub, **settings: object) -> pb.Session:
-    return store.CreateSession(
-        pb.CreateSessionRequest(settings=pb.SessionSettings(**settings))  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def session(store: Stub) -> pb.Session:
-    return new_session(store, model="gpt-4o")
-
+from tests.support.grpc_calls import (
+    Stub,
+    append,
+    new_session,
+    refused,
+    text,
+    three_turns,
+    tool_call,
+    tool_result,
+    user,
+)
 
 # -- serving ----------------------------------------------------------------------
 
@@ -372,23 +317,10 @@ def test_concurrent_appends_to_one_session_all_land_in_order(
 # -- compaction, pruning, replay --------------------------------------------------------
 
 
-def _three_turns(store: Stub, session_id: str) -> list[str]:
-    ids = list(append(store, session_id, user("Turn one: read a.txt")).entry_ids)
-    ids += append(
-        store,
-        session_id,
-        tool_call("c1", "read", {"path": "a.txt"}),
-        tool_result("c1", "A" * 10_000),
-        text(pb.ROLE_ASSISTANT, "a.txt is all As."),
-    ).entry_ids
-    ids += append(store, session_id, user("Turn three: and b.txt?")).entry_ids
-    return ids
-
-
 def test_compaction_replaces_the_head_of_the_durable_log_and_replay_still_sees_it(
     store: Stub, session: pb.Session
 ) -> None:
-    ids = _three_turns(store, session.id)
+    ids = three_turns(store, session.id)
     recorded = store.RecordCompaction(
         pb.RecordCompactionRequest(
             session_id=session.id,
@@ -430,7 +362,7 @@ def test_compaction_replaces_the_head_of_the_durable_log_and_replay_still_sees_i
 
 
 def test_invalid_cut_points_are_refused(store: Stub, session: pb.Session) -> None:
-    ids = _three_turns(store, session.id)
+    ids = three_turns(store, session.id)
 
     def compact(first_kept: str) -> None:
         store.RecordCompaction(
@@ -452,7 +384,7 @@ def test_invalid_cut_points_are_refused(store: Stub, session: pb.Session) -> Non
 
 
 def test_prunes_change_the_prompt_view_only(store: Stub, session: pb.Session) -> None:
-    ids = _three_turns(store, session.id)
+    ids = three_turns(store, session.id)
     store.RecordPrune(
         pb.RecordPruneRequest(
             session_id=session.id,
@@ -527,7 +459,7 @@ def test_views_replay_to_a_point_in_time(store: Stub, session: pb.Session) -> No
 
 
 def test_events_are_read_back_in_order(store: Stub, session: pb.Session) -> None:
-    ids = _three_turns(store, session.id)
+    ids = three_turns(store, session.id)
     events = list(store.ReadEvents(pb.ReadEventsRequest(session_id=session.id)))
     assert [e.version for e in events] == [1, 2, 3, 4]
     assert [e.WhichOneof("event") for e in events] == ["started"] + ["entries_appended"] * 3
@@ -574,7 +506,7 @@ def test_a_restarted_server_serves_the_same_views(database_url: str) -> None:
         with grpc.insecure_channel(f"127.0.0.1:{first.port}") as channel:
             store = Stub(channel)
             session = new_session(store, model="gpt-4o")
-            ids = _three_turns(store, session.id)
+            ids = three_turns(store, session.id)
             for i in range(10):
                 append(store, session.id, user(f"filler {i}"))
             store.RecordCompaction(

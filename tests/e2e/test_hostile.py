@@ -14,15 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import (
-    Stub,
-    append,
-    new_session,
-    refused,
-    text,
-    tool_result,
-    user,
-)
+from tests.support.grpc_calls import Stub, append, new_session, refused, text, tool_result, user
 
 INT64_MAX = (1 << 63) - 1
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -13,7 +13,7 @@ import grpc
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub, append, new_session, user
+from tests.support.grpc_calls import Stub, append, new_session, user
 
 IDS = 15
 CLIENTS = 4

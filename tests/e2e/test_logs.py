@@ -16,7 +16,7 @@ import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from tests.e2e.test_grpc_api import refused, user
+from tests.support.grpc_calls import refused, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 from tests.support.server_process import ServerProcess
 

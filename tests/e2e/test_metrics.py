@@ -15,8 +15,8 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import append, refused, text, user
 from tests.support.context_engine import turn
+from tests.support.grpc_calls import append, refused, text, user
 from tests.support.pg_cluster import free_port
 from tests.support.prometheus import (
     PrometheusServer,

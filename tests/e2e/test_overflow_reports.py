@@ -15,8 +15,8 @@ import grpc
 import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, refused, user
 from tests.support.context_engine import create, error_info, of_kind, report_overflow, turn, view
+from tests.support.grpc_calls import Stub, append, refused, user
 
 
 def test_an_overflow_teaches_the_window_and_the_count_and_views_keep_to_them(

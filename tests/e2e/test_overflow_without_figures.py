@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, user
 from tests.support.agentloop.provider import Counter
 from tests.support.context_engine import create, error_info, of_kind, report_overflow, turn, view
+from tests.support.grpc_calls import Stub, append, user
 
 # Anthropic's words when it states no figures.
 ANTHROPIC_OVERFLOW = json.dumps(

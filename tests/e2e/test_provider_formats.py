@@ -10,7 +10,7 @@ import pytest
 
 from projections.provider_rules import problems
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, new_session, refused, text, tool_result, user
+from tests.support.grpc_calls import Stub, append, new_session, refused, text, tool_result, user
 from tests.support.sdk_requests import sdk_problems
 
 FORMATS = {

@@ -15,7 +15,6 @@ import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
-from tests.e2e.test_grpc_api import append, text, user
 from tests.support.fake_provider import (
     ANTHROPIC_PATH,
     COMPACT_PATH,
@@ -23,6 +22,7 @@ from tests.support.fake_provider import (
     compaction_item,
     fail,
 )
+from tests.support.grpc_calls import append, text, user
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."

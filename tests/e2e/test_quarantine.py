@@ -40,9 +40,9 @@ from services.config import Config
 from services.grpc.server import RunningServer
 from services.readmodels.admin import migrate_database
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub
 from tests.e2e.test_read_models import _history, _models
 from tests.integration.test_read_model_migrations import _downgrade_to
+from tests.support.grpc_calls import Stub
 from tests.support.prometheus import scrape, value
 
 POISON = "poison-1"

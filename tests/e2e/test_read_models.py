@@ -29,10 +29,9 @@ from services.grpc.server import RunningServer
 from services.readmodels import ReadModels
 from services.readmodels.admin import rebuild_read_model
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import _three_turns, session, user
+from tests.support.grpc_calls import three_turns, user
 
 Stub = pb_grpc.SessionStoreStub
-__all__ = ["session"]  # the fixture, shared with test_grpc_api
 TABLES = {
     "catalog": [t.catalog, t.catalog_labels],
     "compactions": [t.compactions],
@@ -65,7 +64,7 @@ def _ids(response: pb.ListSessionsResponse) -> list[str]:
 
 def _history(store: Stub, session_id: str) -> None:
     """Entries, a compaction, a prune and a settings change."""
-    ids = _three_turns(store, session_id)
+    ids = three_turns(store, session_id)
     store.RecordPrune(
         pb.RecordPruneRequest(
             session_id=session_id,
@@ -148,7 +147,7 @@ def test_the_catalog_filters_and_pages_with_a_stable_cursor(store: Stub) -> None
 
 
 def test_the_audits_match_the_receipts(store: Stub, session: pb.Session) -> None:
-    ids = _three_turns(store, session.id)
+    ids = three_turns(store, session.id)
     pruned = store.RecordPrune(
         pb.RecordPruneRequest(
             session_id=session.id,
@@ -428,7 +427,7 @@ def test_compact_and_import_answer_their_positions(database_url: str) -> None:
                     session_id="cw", settings=pb.SessionSettings(compaction=policy)
                 )
             )
-            _three_turns(writer, "cw")
+            three_turns(writer, "cw")
             compacted = writer.Compact(pb.CompactRequest(session_id="cw", force=True))
             assert compacted.compacted and compacted.position > 0
             (row,) = reader.ListCompactions(

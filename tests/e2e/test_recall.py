@@ -31,7 +31,6 @@ from services.cli import cli
 from services.grpc.server import RunningServer
 from services.readmodels.admin import rebuild_read_model
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import append, refused, text, user
 from tests.support.fake_provider import (
     EMBEDDING_DIMENSIONS,
     EMBEDDINGS_PATH,
@@ -39,6 +38,7 @@ from tests.support.fake_provider import (
     delay,
     vectors,
 )
+from tests.support.grpc_calls import append, refused, text, user
 
 Stub = pb_grpc.SessionStoreStub
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."

@@ -24,8 +24,8 @@ from services.grpc.request_strings import RequestStrings
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
 from tests.e2e.test_fuzz import SERVICE, pb_class
-from tests.e2e.test_grpc_api import Stub, refused
 from tests.e2e.test_transfer import import_bytes
+from tests.support.grpc_calls import Stub, refused
 
 MAX_MESSAGE_MB = 1  # keeps the over-long content values small
 STRINGS = RequestStrings((MAX_MESSAGE_MB << 20) - MESSAGE_ENVELOPE_BYTES)

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, refused
 from tests.support.context_engine import create, of_kind, report_overflow, turn, view
+from tests.support.grpc_calls import Stub, refused
 
 # Refusals of a request for its bytes: Anthropic's (its words, HTTP 413), and a
 # gateway's body limit before any provider.

@@ -23,7 +23,7 @@ from sessionstore_client._methods.events import AsyncEventsMethods, SyncEventsMe
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.grpc.server import GRACE_SECONDS
-from tests.e2e.test_grpc_api import Stub, user
+from tests.support.grpc_calls import Stub, user
 from tests.support.server_process import ServerProcess
 
 WAIT_DEADLINE_SECONDS = 60

@@ -26,9 +26,9 @@ from services.app.authentication import new_token, token_entry_toml
 from services.app.tenancy import Role
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import _three_turns, append, refused, text, user
 from tests.e2e.test_transfer import export, import_bytes
 from tests.support.channels import Security, open_channel
+from tests.support.grpc_calls import append, refused, text, three_turns, user
 
 Stub = pb_grpc.SessionStoreStub
 A_TITLE = pb.SessionSettings(title="A's")
@@ -83,7 +83,7 @@ def world(database_url: str, tmp_path: Path) -> Iterator[World]:
         # Ids B will take for sessions of its own.
         for session_id in ("a-2", "a-3", "a-4"):
             alice.CreateSession(pb.CreateSessionRequest(session_id=session_id, settings=A_TITLE))
-        ids = _three_turns(alice, "a-1")
+        ids = three_turns(alice, "a-1")
         alice.RecordPrune(
             pb.RecordPruneRequest(
                 session_id="a-1",

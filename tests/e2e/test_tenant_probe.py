@@ -22,11 +22,11 @@ from services.app.authentication import new_token, token_entry_toml
 from services.app.tenancy import Role
 from services.cli.client import Security
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub, user
 from tests.e2e.test_quarantine import raw_sql
 from tests.e2e.test_tenancy import SERVICE, World, _state, world
 from tests.e2e.test_transfer import export, import_bytes
 from tests.support.channels import open_channel
+from tests.support.grpc_calls import Stub, user
 
 __all__ = ["world"]  # the fixture
 

@@ -21,9 +21,9 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.config import Config
 from services.grpc.server import RunningServer, start
 from services.observability.tracing import tracer_provider_from_environment
-from tests.e2e.test_grpc_api import refused, user
 from tests.support.context_engine import turn
 from tests.support.fake_provider import FakeProvider
+from tests.support.grpc_calls import refused, user
 
 STORE = "sessionstore.v1.SessionStore"
 # A caller's trace (W3C trace context), which the server's spans must join.

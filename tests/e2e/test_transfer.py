@@ -20,8 +20,16 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, new_session, refused, tool_call, tool_result, user
 from tests.support.context_engine import events
+from tests.support.grpc_calls import (
+    Stub,
+    append,
+    new_session,
+    refused,
+    tool_call,
+    tool_result,
+    user,
+)
 from tests.unit.test_fixtures_import import FIXTURES
 
 PI_SMALL = FIXTURES / "agent-sessions-pi" / "small.jsonl"

@@ -17,8 +17,8 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub, append, new_session, refused, text, user
 from tests.support.engine_plugins import installed_engine
+from tests.support.grpc_calls import Stub, append, new_session, refused, text, user
 
 
 def _turn(

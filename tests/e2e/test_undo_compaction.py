@@ -16,7 +16,7 @@ from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import cli
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import Stub, append, new_session, refused, text, user
+from tests.support.grpc_calls import Stub, append, new_session, refused, text, user
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import (
+from tests.support.grpc_calls import (
     Stub,
     append,
     new_session,

@@ -12,15 +12,7 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from services.cli import cli
 from services.grpc.server import RunningServer
 from tests.conftest import start_server
-from tests.e2e.test_grpc_api import (
-    Stub,
-    append,
-    refused,
-    text,
-    tool_call,
-    tool_result,
-    user,
-)
+from tests.support.grpc_calls import Stub, append, refused, text, tool_call, tool_result, user
 
 
 def test_the_audit_says_what_became_of_each_entry_and_proves_what_the_model_saw(

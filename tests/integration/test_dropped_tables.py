@@ -31,8 +31,8 @@ from services.cli import cli
 from services.config import sqlite_file
 from tests.conftest import server_channel, start_server
 from tests.e2e.test_database_states import MIGRATE, _execute, _refusal, _schema
-from tests.e2e.test_grpc_api import Stub, append, new_session, user
 from tests.integration.test_store_not_migrated import _objects
+from tests.support.grpc_calls import Stub, append, new_session, user
 
 FACT = "The staging database password rotates via vault path secret/zebra-7731 every Monday."
 # As deployed by default: the CLI's environment keeps no recall index.

@@ -11,8 +11,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.e2e.test_grpc_api import Stub, append, new_session, text, tool_call, tool_result, user
 from tests.support.fake_provider import FakeProvider
+from tests.support.grpc_calls import Stub, append, new_session, text, tool_call, tool_result, user
 
 CJK = "上下文窗口的管理需要精确地计算词元数量否则压缩会来得太晚。"
 

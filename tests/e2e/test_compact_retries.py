@@ -23,6 +23,7 @@ from tests.conftest import RunningServer, start_server
 from tests.support.context_engine import create, error_info, of_kind, turn
 from tests.support.fake_provider import FakeProvider, delay
 from tests.support.grpc_calls import Stub, append, refused, user
+from tests.support.waiting import eventually
 
 
 def compact(store: Stub, session_id: str, key: str, **fields: object) -> pb.CompactResponse:
@@ -171,12 +172,7 @@ def test_a_retry_while_the_first_try_summarises_waits_and_pays_once(
 
 
 def eventually_called(provider: FakeProvider, within: float = 10) -> bool:
-    waited = threading.Event()
-    for _ in range(int(within / 0.05)):
-        if provider.requests:
-            return True
-        waited.wait(0.05)
-    return False
+    return eventually(lambda: bool(provider.requests), within)
 
 
 def test_the_client_and_its_compact_method_take_the_key(server: RunningServer) -> None:

@@ -15,17 +15,11 @@ import threading
 import time
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
-from tests.support.context_engine import (
-    create,
-    eventually,
-    of_kind,
-    session_summarised_by,
-    turn,
-    view,
-)
+from tests.support.context_engine import create, of_kind, session_summarised_by, turn, view
 from tests.support.fake_provider import FakeProvider, delay, fail
 from tests.support.grpc_calls import Stub, append, text, tool_call, tool_result, user
 from tests.support.texts import code_text, log_text
+from tests.support.waiting import eventually
 
 # -- compaction by threshold ----------------------------------------------------------
 

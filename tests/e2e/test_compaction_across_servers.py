@@ -20,16 +20,10 @@ from sessionstore_client import errors as client_errors
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.adapters.summary_claims import claim_key
 from tests.e2e.test_compact_retries import compact, eventually_called, in_thread, two_servers
-from tests.support.context_engine import (
-    error_info,
-    eventually,
-    of_kind,
-    session_summarised_by,
-    turn,
-    view,
-)
+from tests.support.context_engine import error_info, of_kind, session_summarised_by, turn, view
 from tests.support.fake_provider import FakeProvider, delay, fail
 from tests.support.grpc_calls import Stub
+from tests.support.waiting import eventually
 
 SUMMARIZER = "openai/fake-summarizer"
 # Long enough for the other server's turns and view to come while the model writes.

@@ -33,9 +33,10 @@ from tests.e2e.test_database_states import (
     _refusal,
     restore_sqlite_file,
 )
-from tests.e2e.test_faults import NOT_SERVING, SERVING, _eventually, _health
+from tests.e2e.test_faults import NOT_SERVING, SERVING, _health
 from tests.support.grpc_calls import Stub, append, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
+from tests.support.waiting import eventually
 
 # Looks of the monitor a state is held through, to tell it kept from one not yet changed.
 HELD_LOOKS = 4
@@ -85,7 +86,7 @@ def test_a_damaged_sqlite_file_turns_health_not_serving_until_restarted(
                 file.write(b"\0garbage" * 12)  # over the header and the first rows
 
             # No call needed: the monitor's own look at the store meets the damage.
-            _eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
+            assert eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
             code, message, reason, _ = _refusal(
                 lambda: store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10)
             )
@@ -147,12 +148,12 @@ def test_data_postgresql_reports_damaged_turns_health_not_serving(
                 pb.AppendEntriesRequest(session_id=session.id, entries=[user("hello")]),
                 timeout=10,
             )
-            _eventually(
+            assert eventually(
                 lambda: bool(store.ListSessions(pb.ListSessionsRequest(), timeout=10).sessions),
                 RECOVERY_SECONDS,
             )
             _damage(cluster, relation, block)
-            _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)  # back up
+            assert eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)  # back up
 
             def listing_refused() -> bool:
                 code, message, reason, _ = _refusal(
@@ -166,8 +167,8 @@ def test_data_postgresql_reports_damaged_turns_health_not_serving(
                 assert damage in message, message
                 return True
 
-            _eventually(listing_refused, RECOVERY_SECONDS)
-            _eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
+            assert eventually(listing_refused, RECOVERY_SECONDS)
+            assert eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
             assert _health(channel, LIVENESS) == SERVING
             assert "the database reports damaged data (" in server.monitor.reason
             # The events are intact, and served; the server stays out of rotation.
@@ -271,7 +272,7 @@ def test_damage_met_by_the_view_after_an_append_turns_health_not_serving(
             assert not turn.HasField("view_after_append")
             assert turn.view_after_append_error.startswith(f"UNAVAILABLE: {damage}"), turn
 
-            _eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
+            assert eventually(lambda: _health(channel) == NOT_SERVING, RECOVERY_SECONDS)
             assert f"UNAVAILABLE: {server.monitor.reason}" == turn.view_after_append_error
             assert _health(channel, LIVENESS) == SERVING
     finally:

@@ -30,6 +30,7 @@ from tests.conftest import start_server
 from tests.support.fake_provider import FakeProvider, delay
 from tests.support.grpc_calls import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
+from tests.support.waiting import eventually
 
 OUTAGE_SECONDS = 5
 FAST_FAILURE_SECONDS = 1.5
@@ -52,15 +53,6 @@ def _append(store: Stub, session_id: str, text: str, timeout: float = 10) -> int
 def _health(channel: grpc.Channel, service: str = "") -> int:
     stub = health_pb2_grpc.HealthStub(channel)
     return int(stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status)
-
-
-def _eventually(condition: Callable[[], bool], within: float) -> float:
-    """Seconds until ``condition`` held, polled every 50 ms; fails after ``within``."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < within, f"not within {within} s"
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster) -> None:
@@ -112,8 +104,8 @@ def test_database_outage_answers_unavailable_fast_and_recovers(cluster: Cluster)
                 ), error
                 return False
 
-        _eventually(appends, RECOVERY_SECONDS)
-        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert eventually(appends, RECOVERY_SECONDS)
+        assert eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
         assert _health(channel, SERVICE_NAME) == SERVING
 
         log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)
@@ -364,7 +356,7 @@ def test_losing_the_database_while_a_summariser_writes_is_unavailable(
             compacting = threading.Thread(target=compact)
             with structlog.testing.capture_logs() as logs:
                 compacting.start()
-                _eventually(lambda: len(provider.requests) == 1, within=10)
+                assert eventually(lambda: len(provider.requests) == 1, within=10)
                 cluster.stop()
                 compacting.join(60)
             cluster.start()
@@ -376,7 +368,7 @@ def test_losing_the_database_while_a_summariser_writes_is_unavailable(
             assert answered.code() == grpc.StatusCode.UNAVAILABLE, answered.details()
             assert len(provider.requests) == 1  # its summary was not asked for again
             # Nothing was written: the session is as it was, and compacts once retried.
-            _eventually(lambda: _health(channel) == SERVING, within=RECOVERY_SECONDS * 5)
+            assert eventually(lambda: _health(channel) == SERVING, within=RECOVERY_SECONDS * 5)
             log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id))
             assert len(log.entries) == 6 and not log.HasField("compaction")
             retried = store.Compact(pb.CompactRequest(session_id=session.id, force=True))

@@ -33,11 +33,11 @@ from tests.e2e.test_faults import (
     NOT_SERVING,
     SERVING,
     _append,
-    _eventually,
     _health,
 )
 from tests.support.grpc_calls import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
+from tests.support.waiting import eventually
 
 # The monitor's half-second interval, the probe's wait for its reply, and room for a
 # loaded machine.
@@ -84,7 +84,7 @@ def test_a_frozen_database_turns_health_not_serving_and_recovers(cluster: Cluste
             return store.GetSession(pb.GetSessionRequest(session_id=session.id), timeout=10)
 
         with cluster.frozen():
-            _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+            assert eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
             assert _health(channel, SERVICE_NAME) == NOT_SERVING
             assert _health(channel, LIVENESS) == SERVING  # a restart would not help
             for call in (read, lambda: _append(store, session.id, "during")):
@@ -96,7 +96,7 @@ def test_a_frozen_database_turns_health_not_serving_and_recovers(cluster: Cluste
             assert _probes() == 1
             assert _health(channel) == NOT_SERVING
 
-        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
         acknowledged.append(_append(store, session.id, "after", timeout=5))
         log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)
         assert [e.content[0].text.text for e in log.entries] == ["before", "after"]
@@ -124,9 +124,9 @@ def test_a_freeze_is_told_while_the_monitor_waits_on_its_own_reads(cluster: Clus
             time.sleep(3 * MONITOR_INTERVAL_SECONDS)  # the look for erasures waits on it
             assert _health(channel) == SERVING  # the probe reads no table
             with cluster.frozen():
-                _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+                assert eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
             locker.rollback()
-        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
         assert _append(store, session.id, "after", timeout=5) == 2
     finally:
         channel.close()
@@ -159,19 +159,19 @@ def test_a_write_queued_behind_one_the_frozen_database_holds_is_refused(cluster:
             # Reads go on under it (SHARE mode); the append's insert waits.
             locker.execute(f"LOCK TABLE {events} IN SHARE MODE")
             held = calls.submit(held_append)
-            _eventually(lambda: _waiting_on_locks(locker) >= 1, RECOVERY_SECONDS)
+            assert eventually(lambda: _waiting_on_locks(locker) >= 1, RECOVERY_SECONDS)
             queued = calls.submit(queued_append)
             time.sleep(1.0)  # on the session's write lock, behind the held append
             with cluster.frozen():
-                _eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
-                _eventually(queued.done, QUEUED_REFUSAL_SECONDS)
+                assert eventually(lambda: _health(channel) == NOT_SERVING, NOTICED_SECONDS)
+                assert eventually(queued.done, QUEUED_REFUSAL_SECONDS)
                 code, message, _ = queued.result()
                 assert (code, message) == (grpc.StatusCode.UNAVAILABLE, UNANSWERED)
                 assert not held.done()
             locker.rollback()
             acknowledged.append(held.result(timeout=RECOVERY_SECONDS))
 
-        _eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
+        assert eventually(lambda: _health(channel) == SERVING, RECOVERY_SECONDS)
         acknowledged.append(_append(store, session.id, "after", timeout=5))
         assert _append(store, other.id, "after", timeout=5) == 2
         log = store.GetDurableLog(pb.GetViewRequest(session_id=session.id), timeout=5)

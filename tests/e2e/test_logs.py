@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from proto.sessionstore.v1 import session_store_pb2_grpc as pb_grpc
 from tests.support.grpc_calls import refused, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import eventually
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 TRACEPARENT = f"00-{CALLER_TRACE}-b7ad6b7169203331-01"
@@ -36,13 +37,6 @@ def records(log: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict) and "event" in record:
             found.append(record)
     return found
-
-
-def _eventually(condition: Callable[[], bool], within: float = 30) -> None:
-    end = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < end, f"not within {within} s"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -112,7 +106,7 @@ def test_an_outage_is_logged_when_it_starts_and_when_it_ends(cluster: Cluster) -
                 except grpc.RpcError:
                     return False
 
-            _eventually(works)
+            assert eventually(works)
 
             def recovered() -> bool:
                 events = Counter(r["event"] for r in records(server.log_path))
@@ -121,7 +115,7 @@ def test_an_outage_is_logged_when_it_starts_and_when_it_ends(cluster: Cluster) -
                     == events["read model cannot catch up; retrying with backoff"]
                 )
 
-            _eventually(recovered)
+            assert eventually(recovered)
         server.stop()
         found = records(server.log_path)
         events = Counter(r["event"] for r in found)

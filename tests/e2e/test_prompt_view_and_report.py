@@ -18,8 +18,9 @@ import pytest
 
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import start_server
-from tests.support.context_engine import create, eventually, of_kind, turn, view
+from tests.support.context_engine import create, of_kind, turn, view
 from tests.support.grpc_calls import Stub, append, refused, text, tool_call, tool_result, user
+from tests.support.waiting import eventually
 
 # -- pruning --------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from domain.settings import SessionSettings
 from services.bootstrap import Application, build_application
 from services.config import Config
 from services.engine.base import CompactionOutcome
-from tests.support.context_engine import eventually
 from tests.support.fake_provider import FakeProvider
+from tests.support.waiting import eventually
 from tests.unit.support import assistant, user
 
 Servers = Callable[..., Application]

@@ -28,7 +28,7 @@ from services.adapters.summary_claims import (
     summary_claims,
 )
 from services.config import Config
-from tests.support.context_engine import eventually
+from tests.support.waiting import eventually
 
 Servers = Callable[..., PostgresSummaryClaims]
 

@@ -1,10 +1,7 @@
 """The calls the context engine's end-to-end tests make over gRPC: sessions made and
-read back, agent turns written, overflows reported, background work waited for."""
+read back, agent turns written, overflows reported."""
 
 from __future__ import annotations
-
-import time
-from collections.abc import Callable
 
 import grpc
 from google.rpc import error_details_pb2
@@ -39,16 +36,6 @@ def turn(store: Stub, session_id: str, n: int, output_chars: int) -> None:
     output = f"# file_{n}.py\n" + "".join(f"line {i}: value = {i * n}\n" for i in range(99_999))
     append(store, session_id, tool_result(f"call_{n}", output[:output_chars]))
     append(store, session_id, text(pb.ROLE_ASSISTANT, f"file_{n}.py holds {n} values."))
-
-
-def eventually(check: Callable[[], object], within: float = 30) -> bool:
-    """Whether ``check`` holds within ``within`` seconds (background compactions)."""
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:

@@ -21,10 +21,10 @@ from click.testing import CliRunner
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from services.cli import cli
 from services.grpc.server import RunningServer
-from tests.e2e.test_grpc_api import Stub, append, refused, text
 from tests.e2e.test_overflow_without_figures import report_figureless_overflow
 from tests.e2e.test_request_too_large import rendered_bytes, report_too_large
 from tests.support.context_engine import create, of_kind, report_overflow, turn, view
+from tests.support.grpc_calls import Stub, append, refused, text
 
 FITTED = "fitted_to_request_bytes"
 

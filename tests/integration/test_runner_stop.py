@@ -25,6 +25,7 @@ from services.adapters.read_model_writers import ReadModel
 from services.config import persistence_env
 from services.readmodels.runner import ReadModelRunner
 from services.readmodels.service import ReadModels
+from tests.support.waiting import eventually
 
 WAITS_FOR_OLD_THREADS = "read model projection waits for its threads from before to end"
 STARTS_ONCE_THEY_END = (
@@ -99,13 +100,6 @@ def _reaches(runner: ReadModelRunner, name: str, position: int) -> None:
         assert time.monotonic() < give_up_at, f"{name} never reached {position}"
         with runner.progress:
             runner.progress.wait(0.1)
-
-
-def _eventually(condition: Any, what: str) -> None:
-    give_up_at = time.monotonic() + 10  # a bound only so that a failed test ends
-    while not condition():
-        assert time.monotonic() < give_up_at, what
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -208,7 +202,7 @@ def test_a_start_whose_wait_runs_out_returns_and_projects_once_the_held_threads_
     held.go_on.set()
     # Written once the batch is let go: on SQLite it holds the file's write lock.
     events.save_sessions([new_session("s-2")])
-    _eventually(lambda: runner.running, "the projection never started")
+    assert eventually(lambda: runner.running, 10), "the projection never started"
     assert not any(thread.is_alive() for thread in old)
     _reaches(runner, "held", events.head_position())
     assert held.written == [first, events.head_position()]

@@ -21,7 +21,7 @@ from sessionstore_client import Client
 from proto.sessionstore.v1 import session_store_pb2 as pb
 from tests.conftest import RunningServer, start_server
 from tests.support.context_engine import create, error_info, of_kind, turn
-from tests.support.fake_provider import FakeProvider, delay
+from tests.support.fake_provider import FIRST_REQUEST_SECONDS, FakeProvider, delay
 from tests.support.grpc_calls import Stub, append, refused, user
 from tests.support.waiting import eventually
 
@@ -171,7 +171,7 @@ def test_a_retry_while_the_first_try_summarises_waits_and_pays_once(
     assert len(provider.requests) == 1, "the retry paid for a second summary"
 
 
-def eventually_called(provider: FakeProvider, within: float = 10) -> bool:
+def eventually_called(provider: FakeProvider, within: float = FIRST_REQUEST_SECONDS) -> bool:
     return eventually(lambda: bool(provider.requests), within)
 
 

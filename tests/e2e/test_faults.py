@@ -27,7 +27,7 @@ from services.adapters.read_model_queries import CatalogFilter, ReadModelQueries
 from services.config import persistence_env
 from services.grpc.server import LIVENESS, SERVICE_NAME
 from tests.conftest import start_server
-from tests.support.fake_provider import FakeProvider, delay
+from tests.support.fake_provider import FIRST_REQUEST_SECONDS, FakeProvider, delay
 from tests.support.grpc_calls import Stub, new_session, user
 from tests.support.pg_cluster import Cluster, cluster_for_test
 from tests.support.waiting import eventually
@@ -356,7 +356,7 @@ def test_losing_the_database_while_a_summariser_writes_is_unavailable(
             compacting = threading.Thread(target=compact)
             with structlog.testing.capture_logs() as logs:
                 compacting.start()
-                assert eventually(lambda: len(provider.requests) == 1, within=10)
+                assert eventually(lambda: len(provider.requests) == 1, FIRST_REQUEST_SECONDS)
                 cluster.stop()
                 compacting.join(60)
             cluster.start()

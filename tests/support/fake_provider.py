@@ -42,6 +42,10 @@ ANTHROPIC_PATH = "/v1/messages"
 EMBEDDINGS_PATH = "/v1/embeddings"
 COMPACT_PATH = "/v1/responses/compact"
 EMBEDDING_DIMENSIONS = 256
+# How long a test waits for a server's first request to the provider: it comes after
+# the server's import of litellm, 7-8 s of CPU on an idle machine and several times
+# that on a busy one. A bound only, so that a test that fails ends.
+FIRST_REQUEST_SECONDS = 60.0
 # The loopback embedding model's notion of meaning: words of one concept embed
 # alike, so a semantic search finds what shares no word with the query.
 CONCEPTS = {

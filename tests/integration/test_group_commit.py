@@ -299,40 +299,6 @@ def test_a_writer_an_insert_took_waits_for_it_whatever_befalls_its_call(
     assert _saved_after(group, "next") == inserts.positions["next"]
 
 
-@pytest.mark.parametrize("behind", [0, 1])
-def test_a_writer_woken_to_lead_that_leaves_hands_the_lead_on(
-    store: EventStore, behind: int
-) -> None:
-    """The writer first in the queue, woken to lead the next batch, is at that moment
-    leaving (the database was found down): the writer behind it leads instead, or,
-    none being queued, the next to come."""
-    inserts = HeldInserts(store)
-    probe = Probe("woken", "behind")
-    group = GroupCommit(inserts, probe)
-    leader = _leading(group, inserts)
-    probe.holds["woken"] = answered = threading.Event()
-    woken = Writer(group, "woken")
-    woken.start()
-    assert probe.asked["woken"].wait(5)  # queued first, its question held
-    others = [Writer(group, "behind")] if behind else []
-    for writer in others:
-        writer.start()
-        assert probe.asked["behind"].wait(5)
-    inserts.go_on[0].set()
-    leader.finish()  # it woke the first queued to lead before it returned
-    outage = Unavailable("the database does not answer")
-    probe.outages["woken"] = outage
-    answered.set()
-    woken.finish()
-    assert woken.error is outage
-    for writer in others:
-        writer.finish()
-        assert writer.error is None and writer.position == inserts.positions["behind"]
-    assert _saved_after(group, "next") == inserts.positions["next"]
-    assert inserts.batches == [["leader"], *([["behind"]] if behind else []), ["next"]]
-    assert store.session_events("woken") == []
-
-
 class Interrupted(BaseException):
     """Not an Exception, as an interrupt, a cancellation or a process's exit is."""
 
@@ -378,13 +344,14 @@ def test_an_insert_interrupted_fails_its_batch_and_hands_the_lead_on(
 
 
 @pytest.mark.parametrize("behind", [0, 1])
-def test_a_writer_woken_to_lead_whose_wait_is_interrupted_hands_the_lead_on(
-    store: EventStore, behind: int
+@pytest.mark.parametrize("ending", ["leaves", "interrupted"])
+def test_a_writer_woken_to_lead_that_leaves_hands_the_lead_on(
+    store: EventStore, behind: int, ending: str
 ) -> None:
     """The writer first in the queue, woken to lead the next batch, is at that moment
-    interrupted (what is not an Exception ends its wait): it hands the lead on as one
-    that leaves does, so the writer behind it leads instead, or, none being queued,
-    the next to come."""
+    leaving (the database was found down) or interrupted (what is not an Exception
+    ends its wait): the writer behind it leads instead, or, none being queued, the
+    next to come."""
     inserts = HeldInserts(store)
     probe = Probe("woken", "behind")
     group = GroupCommit(inserts, probe)
@@ -399,11 +366,14 @@ def test_a_writer_woken_to_lead_whose_wait_is_interrupted_hands_the_lead_on(
         assert probe.asked["behind"].wait(5)
     inserts.go_on[0].set()
     leader.finish()  # it woke the first queued to lead before it returned
-    interrupted = Interrupted("the wait was interrupted")
-    probe.interrupts["woken"] = interrupted
+    ended: BaseException
+    if ending == "leaves":
+        ended = probe.outages["woken"] = Unavailable("the database does not answer")
+    else:
+        ended = probe.interrupts["woken"] = Interrupted("the wait was interrupted")
     answered.set()
     woken.finish()
-    assert woken.error is interrupted
+    assert woken.error is ended
     for writer in others:
         writer.finish()
         assert writer.error is None and writer.position == inserts.positions["behind"]

@@ -44,7 +44,7 @@ def figureless_overflow(tracked: Tracked, view_estimate: int) -> None:
     tracked.sync()
 
 
-def refused_for_bytes(tracked: Tracked, refused_bytes: int) -> None:
+def refused_for_bytes(tracked: Tracked, refused_bytes: int, view_estimate: int = 20_000) -> None:
     report = OverflowReport(
         "anthropic",
         413,
@@ -54,7 +54,7 @@ def refused_for_bytes(tracked: Tracked, refused_bytes: int) -> None:
         kind=REQUEST_TOO_LARGE,
         refused_bytes=refused_bytes,
     )
-    tracked.session.report_overflow(report, view_estimate=20_000)
+    tracked.session.report_overflow(report, view_estimate=view_estimate)
     tracked.sync()
 
 
@@ -152,18 +152,7 @@ def test_a_request_refused_for_its_bytes_teaches_a_byte_limit_in_every_reader() 
     tracked.append(user("hello"))
 
     def report(refused_bytes: int) -> None:
-        error = '{"type":"error","error":{"type":"request_too_large"}}'
-        refusal = OverflowReport(
-            "anthropic",
-            413,
-            error,
-            tracked.version,
-            "",
-            kind=REQUEST_TOO_LARGE,
-            refused_bytes=refused_bytes,
-        )
-        tracked.session.report_overflow(refusal, view_estimate=50_000)
-        tracked.sync()
+        refused_for_bytes(tracked, refused_bytes, view_estimate=50_000)
 
     def learned() -> set[tuple[int, int]]:
         again = SessionHistory(tracked.session.id)

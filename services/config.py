@@ -32,8 +32,9 @@ MAX_IDEMPOTENCY_TTL_SECONDS = 365 * 24 * 3600.0
 MAX_RETENTION_INTERVAL_SECONDS = 7 * 24 * 3600.0
 # SESSIONSTORE_* variables that other programs read from the same environment:
 # the client and the CLI, the Compose file, and the test and bench suites.
-READ_ELSEWHERE = frozenset({"TOKEN", "CA_FILE", "CERT_FILE", "KEY_FILE", "SERVICE_CONFIG_FILE"})
-READ_ELSEWHERE |= {"TOKENS", "PUBLISH"}
+READ_ELSEWHERE = frozenset(
+    {"TOKEN", "CA_FILE", "CERT_FILE", "KEY_FILE", "SERVICE_CONFIG_FILE", "TOKENS", "PUBLISH"}
+)
 READ_ELSEWHERE_PREFIXES = ("TEST_", "BENCH_", "FUZZ_")
 
 

@@ -251,9 +251,8 @@ class LearnedLimits:
         error stated it). An inferred window only bounds the provider's from one
         refusal, which the answer's room may have caused; a stated one is the
         provider's own word, kept until the client says otherwise."""
-        window = self.window_tokens
-        if window and window != self.stated_window_tokens and accepted_tokens > window:
-            return window
+        if self.window_inferred and accepted_tokens > self.window_tokens:
+            return self.window_tokens
         return 0
 
     def after_window(self, lesson: WindowLesson) -> LearnedLimits:
